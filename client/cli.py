@@ -1,0 +1,67 @@
+"""The `noughts` console command: one parser, one subcommand per module.
+
+Each module named in COMMANDS exposes ``register(subparsers)``, which adds its
+parser and sets ``func`` to a callable taking the parsed namespace and
+returning an exit code. Heavy imports stay inside those callables so that
+``noughts --help`` is instant.
+
+The client never imports ``server``: ``noughts serve`` replaces this process
+with ``python -m server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Modules that register subcommands, in the order `noughts --help` lists them.
+COMMANDS = [
+    "client.commands.serve",
+    "client.commands.play",
+    "client.commands.games",
+    "client.commands.replay",
+    "client.commands.arena",
+    "client.commands.bench",
+]
+
+DB_ENV = "NOUGHTS_DB"
+SERVER_ENV = "NOUGHTS_SERVER"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="noughts",
+        description="noughts: tic-tac-toe, m,n,k games and ultimate tic-tac-toe over the network.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a command still being built is simply not offered
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error worth a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
