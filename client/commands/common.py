@@ -1,0 +1,68 @@
+"""Options every networked command shares: --server, --db, --name."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from client.connection import ServerConnection
+from client.embedded import EmbeddedServer
+
+DB_ENV = "NOUGHTS_DB"
+SERVER_ENV = "NOUGHTS_SERVER"
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) -> None:
+    parser.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV),
+        metavar="URL",
+        help="server to connect to, e.g. ws://host:8765 (default: $NOUGHTS_SERVER, or an "
+        "embedded server started for this command)",
+    )
+    parser.add_argument(
+        "--db",
+        default=os.environ.get(DB_ENV),
+        metavar="PATH",
+        help="SQLite file of the embedded server (default: $NOUGHTS_DB, or noughts.db in your "
+        "data directory)",
+    )
+    if name:
+        parser.add_argument(
+            "--name", default=os.environ.get("USER", "player"), help="your name on the server"
+        )
+
+
+def default_db_path() -> Path:
+    env = os.environ.get(DB_ENV)
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    args: argparse.Namespace, *, workers: int | None = None, bot: bool = False
+) -> AsyncIterator[ServerConnection]:
+    """Connect to --server, or start an embedded server on --db and connect to it."""
+    name = getattr(args, "name", "anonymous")[:32]
+    if args.server:
+        connection = await ServerConnection.connect(args.server, name=name, bot=bot)
+        try:
+            yield connection
+        finally:
+            await connection.close()
+        return
+    db = Path(args.db) if args.db else default_db_path()
+    log_path = db.with_name(db.name + ".server.log")
+    async with EmbeddedServer(db, workers=workers, log_path=log_path) as url:
+        connection = await ServerConnection.connect(url, name=name, bot=bot)
+        try:
+            yield connection
+        finally:
+            await connection.close()

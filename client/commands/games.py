@@ -1,0 +1,64 @@
+"""`noughts games`: list stored (or live) games."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime
+
+from client.commands.common import add_server_arguments, connect
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "games",
+        help="list games",
+        description="List games: finished ones from the database, or open/live ones on a "
+        "running server.",
+    )
+    add_server_arguments(parser, name=False)
+    parser.add_argument(
+        "--status",
+        default="finished",
+        choices=("finished", "aborted", "open", "live"),
+        help="which games (default: %(default)s)",
+    )
+    parser.add_argument("--limit", type=int, default=30, help="at most this many (default: 30)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_games(args))
+
+
+def format_games(games: list[dict]) -> str:  # type: ignore[type-arg]
+    if not games:
+        return "No games."
+    rows = [("ID", "GAME", "X", "O", "RESULT", "STARTED")]
+    for g in games:
+        names = [p["name"] if p else "(open)" for p in g["players"]]
+        params = ",".join(f"{k}={v}" for k, v in sorted(g["params"].items()))
+        kind = g["game"] + (f" {params}" if params else "")
+        result = f"{g.get('result')} {g.get('reason')}" if g.get("result") else g["status"]
+        when = datetime.fromtimestamp(g["created_at"], UTC).strftime("%Y-%m-%d %H:%M")
+        rows.append((g["game_id"], kind, names[0], names[1], result, when))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+async def _games(args: argparse.Namespace) -> int:
+    from client.connection import RequestFailed
+    from client.embedded import EmbeddedServerError
+    from protocol import ListGames
+
+    try:
+        async with connect(args, workers=0) as connection:
+            reply = await connection.request(ListGames, status=args.status, limit=args.limit)
+    except (RequestFailed, EmbeddedServerError, OSError) as exc:
+        print(f"noughts games: {exc}", file=sys.stderr)
+        return 1
+    print(format_games(list(reply.games)))
+    return 0

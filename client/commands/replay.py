@@ -1,0 +1,55 @@
+"""`noughts replay GAME_ID`: step through a stored game, move by move."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from client.commands.common import add_server_arguments, connect
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "replay",
+        help="step through a stored game",
+        description="Step through a stored game: n(ext), p(revious), f(irst), l(ast), a move "
+        "number, q(uit). With --all (or when stdin is not a terminal and no commands come), "
+        "print every position.",
+    )
+    parser.add_argument("game_id", metavar="GAME_ID", help="the game's id (see: noughts games)")
+    add_server_arguments(parser, name=False)
+    parser.add_argument("--all", action="store_true", help="print every position and exit")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_replay(args))
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from client.connection import RequestFailed
+    from client.embedded import EmbeddedServerError
+    from client.plain import read_stdin
+    from client.replay import ReplayCursor, step_through
+    from protocol import GetGame
+
+    try:
+        async with connect(args, workers=0) as connection:
+            reply = await connection.request(GetGame, game_id=args.game_id)
+    except RequestFailed as exc:
+        print(f"noughts replay: {exc.message}", file=sys.stderr)
+        return 1
+    except (EmbeddedServerError, OSError) as exc:
+        print(f"noughts replay: {exc}", file=sys.stderr)
+        return 1
+    cursor = ReplayCursor(reply.game)
+    if args.all:
+        print(cursor.header())
+        for ply in range(cursor.last + 1):
+            cursor.go(ply)
+            print(cursor.describe())
+            print()
+        return 0
+    await step_through(cursor, read_stdin, print)
+    return 0

@@ -1,0 +1,182 @@
+"""The line-oriented terminal client: play a game by typing moves.
+
+It draws the board as text, takes a move as a cell number or ``row,col`` (for
+ultimate tic-tac-toe ``board,cell``), shows the AI's move and what its search
+saw, states clear errors and the result. It works through pipes too, which
+makes it the client for scripts, screen readers and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import engine
+from client.connection import RequestFailed, ServerConnection
+from protocol import CreateGame, Ended, JoinGame, Message, Move, Moved, Resign, Snapshot
+
+SYMBOLS = ("X", "O")
+ReadLine = Callable[[str], Awaitable[str | None]]
+Write = Callable[[str], None]
+
+
+async def read_stdin(prompt: str) -> str | None:
+    """input() on a thread, so the event loop keeps reading the network meanwhile."""
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except EOFError:
+        return None
+
+
+def describe_stats(stats: dict[str, Any]) -> str:
+    """One line on what the AI's search did: algorithm, effort, value, principal variation."""
+    parts = [str(stats.get("algorithm", "ai"))]
+    iterations = stats.get("iterations")
+    elapsed = stats.get("elapsed_ms")
+    if iterations is not None:
+        parts.append(f"{iterations:,} iterations")
+    if elapsed is not None:
+        parts.append(f"in {elapsed:.0f} ms")
+    value = stats.get("value")
+    if value is not None:
+        parts.append(f"value {value:+.2f} (win {100 * (value + 1) / 2:.0f}%)")
+    proven = stats.get("proven")
+    if proven:
+        parts.append(f"proven {proven}")
+    return ", ".join(parts)
+
+
+def result_text(ended: Ended, my_seat: int | None) -> str:
+    reasons = {
+        "line": "by a line",
+        "draw": "no moves left",
+        "resign": "by resignation",
+        "flag": "on time",
+        "abort": "aborted",
+        "agreement": "by agreement",
+    }
+    why = reasons.get(ended.reason, ended.reason)
+    if ended.winner is None:
+        return f"Draw ({why})."
+    if my_seat is None:
+        return f"{SYMBOLS[ended.winner]} wins ({why})."
+    return f"You {'win' if ended.winner == my_seat else 'lose'} ({why})."
+
+
+class PlainGame:
+    """Follows one game's events on a connection, prompting when it is our turn."""
+
+    def __init__(
+        self,
+        connection: ServerConnection,
+        *,
+        write: Write = print,
+        read_line: ReadLine = read_stdin,
+    ) -> None:
+        self.connection = connection
+        self.write = write
+        self.read_line = read_line
+        self.game_id: str | None = None
+        self.seat: int | None = None
+        self.token: str | None = None
+        self.state: engine.State | None = None
+        self.players: list[Any] = [None, None]
+        self.ended: Ended | None = None
+
+    async def create(self, **fields: Any) -> None:
+        seated = await self.connection.request(CreateGame, **fields)
+        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+
+    async def join(self, game_id: str) -> None:
+        seated = await self.connection.request(JoinGame, game_id=game_id)
+        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+
+    def _apply(self, event: Message) -> None:
+        if isinstance(event, Snapshot):
+            self.state = engine.replay(engine.make_game(event.game, **event.params), event.actions)
+            self.players = list(event.players)
+        elif isinstance(event, Moved) and self.state is not None:
+            if event.ply == self.state.ply():
+                self.state.apply_action(event.action)
+
+    def _show_board(self) -> None:
+        assert self.state is not None
+        self.write("")
+        self.write(self.state.render())
+
+    async def run(self) -> Ended | None:
+        """Play until the game ends or the user quits; returns the ending, if any."""
+        while self.ended is None:
+            event = await self.connection.next_event()
+            if getattr(event, "game_id", None) != self.game_id:
+                continue
+            self._apply(event)
+            if isinstance(event, Snapshot):
+                self._announce(event)
+            elif isinstance(event, Moved):
+                self._report_move(event)
+            elif isinstance(event, Ended):
+                self.ended = event
+                self.write(f"Game over: {result_text(event, self.seat)}")
+                self.write(f"Replay it with: noughts replay {self.game_id}")
+                return event
+            if await self._maybe_prompt() is False:
+                return None
+        return self.ended
+
+    def _announce(self, snapshot: Snapshot) -> None:
+        if snapshot.status == "open":
+            self.write(
+                f"Game {self.game_id} created; waiting for an opponent to join "
+                f"(noughts play --join {self.game_id})."
+            )
+            return
+        names = [p["name"] if p else "?" for p in snapshot.players]
+        self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
+        if self.seat is not None:
+            self.write(f"You play {SYMBOLS[self.seat]}. Type a move, 'help' or 'resign'.")
+        self._show_board()
+
+    def _report_move(self, moved: Moved) -> None:
+        assert self.state is not None
+        who = "You" if moved.seat == self.seat else SYMBOLS[moved.seat]
+        text = self.state.action_to_string(moved.action)
+        line = f"{who} played {text}."
+        if moved.stats:
+            line += f"  [{describe_stats(moved.stats)}]"
+        self.write(line)
+        self._show_board()
+
+    async def _maybe_prompt(self) -> bool | None:
+        state = self.state
+        if state is None or state.is_terminal() or state.current_player() != self.seat:
+            return None
+        while True:
+            line = await self.read_line(f"{SYMBOLS[self.seat]} to move> ")
+            if line is None or line.strip().lower() in ("q", "quit", "exit"):
+                self.write("Leaving the game.")
+                return False
+            text = line.strip().lower()
+            if not text:
+                continue
+            if text in ("help", "?"):
+                moves = ", ".join(state.action_to_string(a) for a in state.legal_actions())
+                self.write(f"Legal moves: {moves}")
+                continue
+            if text == "resign":
+                await self.connection.request(Resign, game_id=self.game_id, token=self.token)
+                return True
+            try:
+                action = state.parse_action(text)
+            except engine.IllegalMove as exc:
+                self.write(f"Not a legal move: {exc}")
+                continue
+            try:
+                await self.connection.request(
+                    Move, game_id=self.game_id, token=self.token, action=action, ply=state.ply()
+                )
+            except RequestFailed as exc:
+                self.write(f"The server refused that move: {exc.message}")
+                continue
+            return True

@@ -1,0 +1,119 @@
+"""Stepping through a stored game: a cursor over its positions, and a plain viewer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import engine
+from client.plain import SYMBOLS, describe_stats
+
+
+class ReplayCursor:
+    """The positions of a recorded game, 0 (empty board) to len(moves)."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        self.game = engine.make_game(record["game"], **record["params"])
+        self.moves: list[dict[str, Any]] = record["moves"]
+        self.ply = 0
+
+    def state_at(self, ply: int) -> engine.State:
+        return engine.replay(self.game, [m["action"] for m in self.moves[:ply]])
+
+    @property
+    def last(self) -> int:
+        return len(self.moves)
+
+    def go(self, ply: int) -> int:
+        self.ply = max(0, min(self.last, ply))
+        return self.ply
+
+    def header(self) -> str:
+        r = self.record
+        names = [p["name"] if p else "(open)" for p in r["players"]]
+        when = datetime.fromtimestamp(r["created_at"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+        params = ",".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
+        title = r["game"] + (f" ({params})" if params else "")
+        result = f"{r['result']} ({r['reason']})" if r.get("result") else r["status"]
+        return (
+            f"Game {r['id']}: {title}, X = {names[0]}, O = {names[1]}, {when}, "
+            f"{len(self.moves)} moves, result {result}"
+        )
+
+    def describe(self) -> str:
+        """The board at the cursor and the move that led to it."""
+        state = self.state_at(self.ply)
+        lines = []
+        if self.ply == 0:
+            lines.append(f"Position 0 of {self.last}: the start.")
+        else:
+            move = self.moves[self.ply - 1]
+            before = self.state_at(self.ply - 1)
+            line = (
+                f"Move {self.ply} of {self.last}: {SYMBOLS[move['seat']]} played "
+                f"{before.action_to_string(move['action'])}"
+            )
+            if move.get("stats"):
+                stats = move["stats"]
+                line += f"  [{describe_stats(stats)}"
+                if stats.get("pv"):
+                    pv = " ".join(_pv_strings(before, stats["pv"]))
+                    line += f"; expected line: {pv}"
+                line += "]"
+            lines.append(line)
+        lines.append(state.render())
+        if self.ply == self.last and self.record.get("result"):
+            lines.append(f"Result: {self.record['result']} ({self.record['reason']})")
+        return "\n".join(lines)
+
+
+def _pv_strings(state: engine.State, pv: list[int]) -> list[str]:
+    """Principal variation as move names, stopping at the first move that no longer applies."""
+    state = state.clone()
+    names = []
+    for action in pv:
+        if state.is_terminal() or action not in state.legal_actions():
+            break
+        names.append(state.action_to_string(action))
+        state.apply_action(action)
+    return names
+
+
+HELP = "n/Enter next, p previous, f first, l last, a number jumps to that move, q quits"
+
+
+async def step_through(
+    cursor: ReplayCursor,
+    read_line: Callable[[str], Awaitable[str | None]],
+    write: Callable[[str], None],
+) -> None:
+    """Interactive stepping: next, previous, first, last, jump, quit."""
+    write(cursor.header())
+    write(HELP)
+    write(cursor.describe())
+    while True:
+        line = await read_line("replay> ")
+        if line is None:
+            return
+        command = line.strip().lower()
+        if command in ("q", "quit", "exit"):
+            return
+        if command in ("", "n", "next"):
+            if cursor.ply == cursor.last:
+                write("That was the last move (p goes back, q quits).")
+                continue
+            cursor.go(cursor.ply + 1)
+        elif command in ("p", "prev", "previous"):
+            cursor.go(cursor.ply - 1)
+        elif command in ("f", "first"):
+            cursor.go(0)
+        elif command in ("l", "last"):
+            cursor.go(cursor.last)
+        elif command.isdigit():
+            cursor.go(int(command))
+        else:
+            write(HELP)
+            continue
+        write(cursor.describe())

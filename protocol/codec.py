@@ -1,0 +1,81 @@
+"""The one codec: messages to msgpack bytes and back, validated at the edge.
+
+``decode`` turns any frame into a typed message or raises ProtocolError with a
+documented code: never a KeyError, TypeError or assert (asserts vanish under
+-O). msgpack is decoded with ``raw=False, strict_map_key=True`` and a size cap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message
+from protocol.schema import FieldSpec, field_specs
+
+# A client frame is a few dozen bytes; 16 KiB leaves room and caps abuse.
+MAX_CLIENT_FRAME = 16 * 1024
+# Server frames can carry whole game records with search statistics.
+MAX_SERVER_FRAME = 8 * 1024 * 1024
+
+_SPECS: dict[type[Message], tuple[FieldSpec, ...]] = {
+    cls: field_specs(cls) for cls in CLIENT_MESSAGES + SERVER_MESSAGES
+}
+CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES}
+SERVER_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in SERVER_MESSAGES}
+
+
+def encode(message: Message) -> bytes:
+    """Serialize a message; fields left at None are omitted from the wire."""
+    body: dict[str, Any] = {"type": message.TYPE}
+    for spec in _SPECS[type(message)]:
+        value = getattr(message, spec.name)
+        if value is not None:
+            body[spec.name] = value
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def _unpack(data: bytes | str, max_size: int) -> Any:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ProtocolError(ErrorCode.BAD_FRAME, "frames must be binary (msgpack), not text")
+    if len(data) > max_size:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of {len(data)} bytes over {max_size}")
+    try:
+        # unpackb bounds every string, array and map by len(data), itself capped above.
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except (ValueError, TypeError) as exc:  # ExtraData, FormatError, StackError are ValueErrors
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"not a msgpack frame: {exc}") from exc
+
+
+def decode(
+    data: bytes | str,
+    types: dict[str, type[Message]] = CLIENT_TYPES,
+    max_size: int = MAX_CLIENT_FRAME,
+) -> Message:
+    """Parse and validate one frame into the message class its ``type`` names."""
+    obj = _unpack(data, max_size)
+    if type(obj) is not dict:
+        raise ProtocolError(ErrorCode.BAD_FRAME, "a frame must be a msgpack map")
+    tag = obj.get("type")
+    cls = types.get(tag) if type(tag) is str else None
+    if cls is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {tag!r}")
+    specs = _SPECS[cls]
+    known = {spec.name for spec in specs}
+    extra = [k for k in obj if k != "type" and k not in known]
+    if extra:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra[0]!r}")
+    kwargs = {}
+    for spec in specs:
+        if spec.name in obj:
+            kwargs[spec.name] = spec.check(spec.name, obj[spec.name])
+        elif spec.required:
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {spec.name!r}")
+    return cls(**kwargs)
+
+
+def decode_server(data: bytes | str) -> Message:
+    """Decode a frame the server sent (the client's side of the codec)."""
+    return decode(data, SERVER_TYPES, MAX_SERVER_FRAME)

@@ -1,0 +1,106 @@
+"""`python -m server`: run the noughts game server (also `noughts serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+
+from server.store import default_db_path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="noughts serve",
+        description="Run the noughts game server: websocket + msgpack, games logged to SQLite.",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("NOUGHTS_PORT", 8765)),
+        help="port to listen on; 0 picks a free one (default: $NOUGHTS_PORT or 8765)",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help=f"SQLite database file (default: $NOUGHTS_DB or {default_db_path()})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="engine worker processes for AI moves; 0 disables AI games (default: CPU count)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log verbosity (default: %(default)s)",
+    )
+    return parser
+
+
+async def run(args: argparse.Namespace) -> int:
+    from server.app import GameServer, serve
+    from server.errors import ServerError
+    from server.pool import EnginePool
+    from server.store import SQLiteStore
+
+    db_path = args.db or default_db_path()
+    store = SQLiteStore(db_path)
+    try:
+        await store.open()
+    except ServerError as exc:
+        print(f"noughts serve: {exc}", file=sys.stderr)
+        return 1
+    pool = None
+    if args.workers != 0:
+        pool = EnginePool(args.workers)
+        logging.info("starting %d engine workers", pool.size)
+        await pool.start_async()
+    game_server = GameServer(store, pool)
+    try:
+        ws_server = await serve(game_server, args.host, args.port)
+    except OSError as exc:
+        print(f"noughts serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        if pool:
+            pool.close()
+        await store.close()
+        return 1
+    port = next(iter(ws_server.sockets)).getsockname()[1]
+    # The first line on stdout is the address: the embedded client reads it.
+    print(f"noughts server listening on ws://{args.host}:{port} (db: {db_path})", flush=True)
+    stop = asyncio.get_running_loop().create_future()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
+    await stop
+    logging.info("shutting down")
+    ws_server.close()
+    await ws_server.wait_closed()
+    await game_server.drain()
+    await store.close()
+    if pool:
+        pool.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""One websocket connection: frames in, typed messages to the server, frames out.
+
+The handler only translates between frames and events. Errors are mapped once
+here, like websockets' ``send_context``: a ProtocolError or a ServerError
+becomes an ``error`` message and the connection stays open; anything else is
+logged with its traceback and closes this connection only.
+
+Outgoing frames go through a bounded queue drained by a writer task, so a
+broadcast never waits on a slow client: when a client stops reading and its
+queue fills, that client alone is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from protocol import (
+    PROTOCOL_VERSION,
+    Error,
+    ErrorCode,
+    Hello,
+    Message,
+    ProtocolError,
+    Welcome,
+    decode,
+    encode,
+)
+from server.errors import ServerError
+
+if TYPE_CHECKING:
+    from server.app import GameServer
+
+log = logging.getLogger(__name__)
+
+SEND_QUEUE_FRAMES = 1024
+CLOSE_VERSION_MISMATCH = 4001
+CLOSE_SLOW_CONSUMER = 4008
+
+
+class Connection:
+    """A connected client: its identity after hello, its seats, its outgoing queue."""
+
+    def __init__(self, server: GameServer, websocket: ServerConnection) -> None:
+        self.server = server
+        self.websocket = websocket
+        self.name: str | None = None
+        self.player_id: str | None = None
+        self.session: str | None = None
+        self.bot = False
+        self.seats: dict[str, int] = {}  # game_id -> seat held through this connection
+        self.watching: set[str] = set()
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue(SEND_QUEUE_FRAMES)
+        self._writer: asyncio.Task[None] | None = None
+        self.closed = False
+
+    @property
+    def ready(self) -> bool:
+        return self.player_id is not None
+
+    # --- outgoing ------------------------------------------------------------------------
+
+    def post(self, frame: bytes) -> None:
+        """Queue a frame for this client without waiting; drop the client if it lags."""
+        if self.closed:
+            return
+        try:
+            self._outbox.put_nowait(frame)
+        except asyncio.QueueFull:
+            log.warning("dropping %s: its send queue is full", self.describe())
+            self.closed = True
+            asyncio.get_running_loop().create_task(
+                self.websocket.close(CLOSE_SLOW_CONSUMER, "send queue full: client too slow")
+            )
+
+    def send(self, message: Message) -> None:
+        self.post(encode(message))
+
+    def send_error(
+        self, code: ErrorCode, text: str, rid: int | None = None, game_id: str | None = None
+    ) -> None:
+        self.send(Error(code=code.value, message=text, rid=rid, game_id=game_id))
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                frame = await self._outbox.get()
+                if frame is None:
+                    return
+                await self.websocket.send(frame)
+        except ConnectionClosed:
+            pass
+
+    # --- incoming ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._writer = asyncio.create_task(self._write_loop())
+        try:
+            async for frame in self.websocket:
+                await self._handle_frame(frame)
+                if self.closed:
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            self.closed = True
+            self.server.disconnected(self)
+            # Flush what is queued (an error that explains a close, say), then stop the writer.
+            try:
+                self._outbox.put_nowait(None)
+            except asyncio.QueueFull:
+                self._writer.cancel()
+            try:
+                await asyncio.wait_for(self._writer, timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._writer.cancel()
+
+    async def _handle_frame(self, frame: bytes | str) -> None:
+        rid: int | None = None
+        try:
+            message = decode(frame)
+            rid = getattr(message, "rid", None)
+            if isinstance(message, Hello):
+                await self._hello(message)
+            elif not self.ready:
+                raise ProtocolError(ErrorCode.NOT_READY, "send hello first")
+            else:
+                await self.server.dispatch(self, message)
+        except ProtocolError as exc:
+            self.send_error(exc.code, exc.message, rid)
+            if exc.code is ErrorCode.VERSION_MISMATCH:
+                await self._close_after_flush(CLOSE_VERSION_MISMATCH, "protocol version mismatch")
+        except ServerError as exc:
+            self.send_error(exc.code, exc.message, rid, exc.game_id)
+        except ConnectionClosed:
+            raise
+        except Exception:
+            log.exception("internal error serving %s; closing it", self.describe())
+            self.send_error(ErrorCode.INTERNAL, "internal server error", rid)
+            await self._close_after_flush(1011, "internal error")
+
+    async def _close_after_flush(self, code: int, reason: str) -> None:
+        self.closed = True
+        await self._outbox.put(None)
+        if self._writer is not None:
+            try:
+                await asyncio.wait_for(self._writer, timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+        await self.websocket.close(code, reason)
+
+    async def _hello(self, hello: Hello) -> None:
+        if hello.version != PROTOCOL_VERSION:
+            raise ProtocolError(
+                ErrorCode.VERSION_MISMATCH,
+                f"this server speaks protocol version {PROTOCOL_VERSION}, "
+                f"not {hello.version}: upgrade your client",
+            )
+        if self.ready:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "hello was already sent on this connection")
+        self.name = hello.name.strip() or "anonymous"
+        self.bot = hello.bot
+        self.session = secrets.token_urlsafe(24)
+        self.player_id = "p-" + secrets.token_hex(6)
+        self.send(
+            Welcome(
+                rid=hello.rid,
+                version=PROTOCOL_VERSION,
+                session=self.session,
+                player_id=self.player_id,
+                server=self.server.version,
+            )
+        )
+
+    def describe(self) -> str:
+        remote = getattr(self.websocket, "remote_address", None)
+        return f"{self.name or '?'}@{remote}"

@@ -1,0 +1,72 @@
+"""Errors the server raises while handling a valid request; each maps to one wire code."""
+
+from __future__ import annotations
+
+from protocol import ErrorCode
+
+
+class ServerError(Exception):
+    """Root of the server's errors; ``code`` is what the client receives."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, game_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.game_id = game_id
+
+
+class GameError(ServerError):
+    """The game refuses the request; the connection stays open, nothing is stored."""
+
+    code = ErrorCode.BAD_REQUEST
+
+
+class UnknownGame(GameError):
+    code = ErrorCode.UNKNOWN_GAME
+
+
+class BadToken(GameError):
+    code = ErrorCode.BAD_TOKEN
+
+
+class NotYourTurn(GameError):
+    code = ErrorCode.NOT_YOUR_TURN
+
+
+class IllegalMove(GameError):
+    code = ErrorCode.ILLEGAL_MOVE
+
+
+class StaleMove(GameError):
+    code = ErrorCode.STALE_MOVE
+
+
+class GameOver(GameError):
+    code = ErrorCode.GAME_OVER
+
+
+class SeatTaken(GameError):
+    code = ErrorCode.SEAT_TAKEN
+
+
+class BadRequest(GameError):
+    code = ErrorCode.BAD_REQUEST
+
+
+class LimitExceeded(ServerError):
+    code = ErrorCode.TOO_MANY
+
+
+class RateLimited(ServerError):
+    code = ErrorCode.RATE_LIMITED
+
+
+class StorageError(ServerError):
+    """SQLite failed; wraps the sqlite3 error at the store boundary."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
+class EngineUnavailable(ServerError):
+    code = ErrorCode.UNAVAILABLE

@@ -1,0 +1,494 @@
+"""Game storage: a small interface, and SQLite behind it through aiosqlite.
+
+Every write goes through one writer task that commits the writes queued within
+the same moment in a single transaction (group commit): each caller's future
+resolves only after the transaction holding its write has committed, so a move
+is durable before it is acknowledged or broadcast, and under load one fsync
+serves many moves. The database runs in WAL mode; its schema is versioned by
+``PRAGMA user_version`` and upgraded by the ordered MIGRATIONS at open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from server.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+# Each entry upgrades the schema from version i to i+1. Never edit a shipped one; append.
+MIGRATIONS: list[str] = [
+    # 1: games, their moves (with AI search statistics) and their other events.
+    """
+    CREATE TABLE games (
+        id          TEXT PRIMARY KEY,
+        game        TEXT NOT NULL,
+        params      TEXT NOT NULL,            -- JSON object of ints
+        status      TEXT NOT NULL,            -- open | live | finished | aborted
+        players     TEXT NOT NULL,            -- JSON array of two player objects (or null)
+        result      TEXT,                     -- 1-0 | 0-1 | 1/2-1/2
+        reason      TEXT,                     -- line | draw | resign | flag | abort | ...
+        seq         INTEGER NOT NULL DEFAULT 0,
+        created_at  REAL NOT NULL,
+        started_at  REAL,
+        ended_at    REAL
+    );
+    CREATE INDEX games_by_status ON games (status, created_at);
+    CREATE TABLE moves (
+        game_id     TEXT NOT NULL REFERENCES games (id),
+        ply         INTEGER NOT NULL,
+        seq         INTEGER NOT NULL,
+        seat        INTEGER NOT NULL,
+        action      INTEGER NOT NULL,
+        at          REAL NOT NULL,
+        algorithm   TEXT,                     -- AI moves: the search that chose it
+        budget_ms   REAL,
+        iterations  INTEGER,
+        value       REAL,
+        pv          TEXT,                     -- JSON array of actions
+        seed        INTEGER,
+        elapsed_ms  REAL,
+        stats       TEXT,                     -- JSON: every statistic the search returned
+        PRIMARY KEY (game_id, ply)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        game_id     TEXT NOT NULL REFERENCES games (id),
+        seq         INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        data        TEXT NOT NULL,            -- JSON
+        at          REAL NOT NULL,
+        PRIMARY KEY (game_id, seq)
+    ) WITHOUT ROWID;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# AI statistics that get their own column; the whole dict also goes to `stats`.
+STAT_COLUMNS = ("algorithm", "budget_ms", "iterations", "value", "pv", "seed", "elapsed_ms")
+
+
+@dataclass(slots=True)
+class GameRow:
+    id: str
+    game: str
+    params: dict[str, int]
+    status: str
+    players: list[dict[str, Any] | None]
+    created_at: float
+    seq: int = 0
+    result: str | None = None
+    reason: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
+@dataclass(slots=True)
+class MoveRow:
+    game_id: str
+    ply: int
+    seq: int
+    seat: int
+    action: int
+    at: float
+    stats: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class GameEnd:
+    result: str
+    reason: str
+    seq: int
+    at: float
+
+
+@dataclass(slots=True)
+class GameRecord:
+    """A stored game with its moves, as the replay reads it."""
+
+    row: GameRow
+    moves: list[MoveRow] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.row
+        return {
+            "id": r.id,
+            "game": r.game,
+            "params": r.params,
+            "status": r.status,
+            "players": r.players,
+            "result": r.result,
+            "reason": r.reason,
+            "seq": r.seq,
+            "created_at": r.created_at,
+            "started_at": r.started_at,
+            "ended_at": r.ended_at,
+            "moves": [
+                {
+                    "ply": m.ply,
+                    "seq": m.seq,
+                    "seat": m.seat,
+                    "action": m.action,
+                    "at": m.at,
+                    "stats": m.stats,
+                }
+                for m in self.moves
+            ],
+            "events": self.events,
+        }
+
+
+class Store(ABC):
+    """What the game logic needs from storage. SQLite now; another backend later."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def create_game(self, row: GameRow) -> None:
+        """Insert a new game; returns once committed."""
+
+    @abstractmethod
+    async def update_game(self, row: GameRow, event: dict[str, Any] | None = None) -> None:
+        """Write a game's status, players and seq (and an event), committed on return."""
+
+    @abstractmethod
+    async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
+        """Commit a move (and the game's end, in the same transaction) before returning."""
+
+    @abstractmethod
+    async def end_game(self, game_id: str, end: GameEnd) -> None:
+        """Commit a game's end without a move (resignation, abort, flag)."""
+
+    @abstractmethod
+    async def get_game(self, game_id: str) -> GameRecord | None: ...
+
+    @abstractmethod
+    async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]: ...
+
+
+def default_db_path() -> Path:
+    """NOUGHTS_DB if set, else noughts.db in the user's data directory."""
+    env = os.environ.get("NOUGHTS_DB")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+_Write = tuple[str, tuple[Any, ...]]
+
+
+class SQLiteStore(Store):
+    """The SQLite store. One connection; one writer task doing group commit."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_batch: int = 1024) -> None:
+        self.path = Path(path)
+        self.max_batch = max_batch
+        self._db: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions committed (for benchmarks)
+        self.writes = 0  # write requests committed
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StorageError("the store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a commit survives a process crash (kill -9); only power
+            # loss can take the last transactions (SQLite docs, "WAL mode synchronous").
+            await self._db.execute("PRAGMA synchronous=NORMAL")
+            await self._db.execute("PRAGMA foreign_keys=ON")
+            await self._db.execute("PRAGMA busy_timeout=5000")
+            await self._migrate()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+        self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    async def _migrate(self) -> None:
+        async with self.db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        version = row[0] if row else 0
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"database {self.path} has schema {version}, newer than this server's "
+                f"{SCHEMA_VERSION}: upgrade noughts"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            script = MIGRATIONS[target - 1]
+            # executescript commits first; the script and the version bump commit together.
+            await self.db.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
+            )
+            log.info("database %s migrated to schema %d", self.path, target)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            # Let queued writes commit, then stop.
+            await self._queue.join()
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+            self._writer = None
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    # --- group commit ------------------------------------------------------------
+
+    async def _submit(self, writes: list[_Write]) -> None:
+        if self._writer is None:
+            raise StorageError("the store is not open")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((writes, future))
+        await future
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            # Everything queued while the previous transaction committed joins this one.
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._commit_batch(batch)
+            except Exception as exc:
+                # Retry one by one so a single bad write fails alone.
+                if len(batch) > 1:
+                    for item in batch:
+                        await self._commit_one(item)
+                else:
+                    self._fail(batch[0][1], exc)
+            else:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+                self.commits += 1
+                self.writes += len(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_one(self, item: tuple[list[_Write], asyncio.Future[None]]) -> None:
+        try:
+            await self._commit_batch([item])
+        except Exception as exc:
+            self._fail(item[1], exc)
+        else:
+            if not item[1].done():
+                item[1].set_result(None)
+            self.commits += 1
+            self.writes += 1
+
+    @staticmethod
+    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
+        if not future.done():
+            future.set_exception(StorageError(f"database write failed: {exc}"))
+
+    async def _commit_batch(self, batch: list[tuple[list[_Write], asyncio.Future[None]]]) -> None:
+        db = self.db
+        # Consecutive writes with the same SQL go down in one executemany (one thread hop).
+        runs: list[tuple[str, list[tuple[Any, ...]]]] = []
+        for writes, _ in batch:
+            for sql, params in writes:
+                if runs and runs[-1][0] == sql:
+                    runs[-1][1].append(params)
+                else:
+                    runs.append((sql, [params]))
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, rows in runs:
+                await db.executemany(sql, rows)
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+
+    # --- writes --------------------------------------------------------------------
+
+    _INSERT_GAME = (
+        "INSERT INTO games (id, game, params, status, players, result, reason, seq,"
+        " created_at, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    _UPDATE_GAME = "UPDATE games SET status = ?, players = ?, seq = ?, started_at = ? WHERE id = ?"
+    _INSERT_MOVE = (
+        "INSERT INTO moves (game_id, ply, seq, seat, action, at, algorithm, budget_ms,"
+        " iterations, value, pv, seed, elapsed_ms, stats)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    _END_GAME = (
+        "UPDATE games SET status = ?, result = ?, reason = ?, seq = ?, ended_at = ? WHERE id = ?"
+    )
+    _INSERT_EVENT = "INSERT INTO events (game_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+
+    async def create_game(self, row: GameRow) -> None:
+        await self._submit(
+            [
+                (
+                    self._INSERT_GAME,
+                    (
+                        row.id,
+                        row.game,
+                        _json(row.params),
+                        row.status,
+                        _json(row.players),
+                        row.result,
+                        row.reason,
+                        row.seq,
+                        row.created_at,
+                        row.started_at,
+                        row.ended_at,
+                    ),
+                )
+            ]
+        )
+
+    async def update_game(self, row: GameRow, event: dict[str, Any] | None = None) -> None:
+        writes: list[_Write] = [
+            (
+                self._UPDATE_GAME,
+                (row.status, _json(row.players), row.seq, row.started_at, row.id),
+            )
+        ]
+        if event is not None:
+            writes.append(self._event_write(row.id, row.seq, event))
+        await self._submit(writes)
+
+    @classmethod
+    def _event_write(cls, game_id: str, seq: int, event: dict[str, Any]) -> _Write:
+        at = float(event.get("at", 0.0))
+        return (cls._INSERT_EVENT, (game_id, seq, str(event["kind"]), _json(event), at))
+
+    async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
+        s = move.stats or {}
+        pv = s.get("pv")
+        writes: list[_Write] = [
+            (
+                self._INSERT_MOVE,
+                (
+                    move.game_id,
+                    move.ply,
+                    move.seq,
+                    move.seat,
+                    move.action,
+                    move.at,
+                    s.get("algorithm"),
+                    s.get("budget_ms"),
+                    s.get("iterations"),
+                    s.get("value"),
+                    None if pv is None else _json(list(pv)),
+                    s.get("seed"),
+                    s.get("elapsed_ms"),
+                    None if move.stats is None else _json(move.stats),
+                ),
+            )
+        ]
+        if end is not None:
+            writes += self._end_writes(move.game_id, end)
+        await self._submit(writes)
+
+    def _end_writes(self, game_id: str, end: GameEnd) -> list[_Write]:
+        status = "aborted" if end.reason == "abort" else "finished"
+        event = {"kind": "ended", "result": end.result, "reason": end.reason, "at": end.at}
+        return [
+            (self._END_GAME, (status, end.result, end.reason, end.seq, end.at, game_id)),
+            self._event_write(game_id, end.seq, event),
+        ]
+
+    async def end_game(self, game_id: str, end: GameEnd) -> None:
+        await self._submit(self._end_writes(game_id, end))
+
+    # --- reads ---------------------------------------------------------------------
+
+    _GAME_COLUMNS = (
+        "id, game, params, status, players, result, reason, seq, created_at, started_at, ended_at"
+    )
+
+    @staticmethod
+    def _game_row(r: sqlite3.Row | tuple[Any, ...]) -> GameRow:
+        return GameRow(
+            id=r[0],
+            game=r[1],
+            params=json.loads(r[2]),
+            status=r[3],
+            players=json.loads(r[4]),
+            result=r[5],
+            reason=r[6],
+            seq=r[7],
+            created_at=r[8],
+            started_at=r[9],
+            ended_at=r[10],
+        )
+
+    async def get_game(self, game_id: str) -> GameRecord | None:
+        try:
+            async with self.db.execute(
+                f"SELECT {self._GAME_COLUMNS} FROM games WHERE id = ?", (game_id,)
+            ) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return None
+            async with self.db.execute(
+                "SELECT game_id, ply, seq, seat, action, at, stats FROM moves"
+                " WHERE game_id = ? ORDER BY ply",
+                (game_id,),
+            ) as cursor:
+                moves = [
+                    MoveRow(
+                        m[0],
+                        m[1],
+                        m[2],
+                        m[3],
+                        m[4],
+                        m[5],
+                        None if m[6] is None else json.loads(m[6]),
+                    )
+                    for m in await cursor.fetchall()
+                ]
+            async with self.db.execute(
+                "SELECT data FROM events WHERE game_id = ? ORDER BY seq", (game_id,)
+            ) as cursor:
+                events = [json.loads(e[0]) for e in await cursor.fetchall()]
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read game {game_id}: {exc}") from exc
+        return GameRecord(self._game_row(row), moves, events)
+
+    async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]:
+        sql = f"SELECT {self._GAME_COLUMNS} FROM games"
+        params: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " WHERE status = ?"
+            params = (status,)
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        try:
+            async with self.db.execute(sql, (*params, limit)) as cursor:
+                return [self._game_row(r) for r in await cursor.fetchall()]
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot list games: {exc}") from exc
