@@ -24,6 +24,7 @@ COMMANDS = [
     "client.commands.replay",
     "client.commands.arena",
     "client.commands.bench",
+    "client.commands.health",
 ]
 
 DB_ENV = "NOUGHTS_DB"

@@ -1,0 +1,48 @@
+"""`noughts health`: check that a server answers (hello, ping); exit 0 if it does."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "health",
+        help="check that a server answers",
+        description="Connect, say hello, ping, and report the round trip. Exit 0 if healthy.",
+    )
+    parser.add_argument(
+        "--server",
+        default=os.environ.get("NOUGHTS_SERVER", "ws://127.0.0.1:8765"),
+        metavar="URL",
+        help="server to check (default: $NOUGHTS_SERVER or %(default)s)",
+    )
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds (default: 5)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_health(args))
+
+
+async def _health(args: argparse.Namespace) -> int:
+    from client.connection import ServerConnection
+    from protocol import Ping
+
+    try:
+        async with asyncio.timeout(args.timeout):
+            connection = await ServerConnection.connect(args.server, name="healthcheck")
+            started = time.perf_counter()
+            await connection.request(Ping)
+            elapsed = (time.perf_counter() - started) * 1000
+            await connection.close()
+    except Exception as exc:
+        print(f"unhealthy: {args.server}: {exc}", file=sys.stderr)
+        return 1
+    server = connection.welcome.server if connection.welcome else "?"
+    print(f"healthy: {args.server} ({server}), ping {elapsed:.2f} ms")
+    return 0

@@ -1,0 +1,203 @@
+"""The codec: every message round-trips; anything else is one documented ProtocolError."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import protocol
+from protocol import ErrorCode, ProtocolError, decode, decode_server, encode
+
+CLIENT_EXAMPLES = [
+    protocol.Hello(rid=1, version=1, name="ada", bot=False, client="test"),
+    protocol.Hello(rid=2, version=1, session="s" * 32),
+    protocol.CreateGame(rid=3, game="mnk", params={"m": 5, "n": 5, "k": 4}, opponent="human"),
+    protocol.CreateGame(rid=4, game="uttt", algorithm="alphabeta", budget_ms=50, seat=-1),
+    protocol.ListGames(rid=5, status="finished", limit=10),
+    protocol.JoinGame(rid=6, game_id="abcd2345"),
+    protocol.Move(rid=7, game_id="abcd2345", token="t" * 32, action=4, ply=0),
+    protocol.Move(rid=8, game_id="abcd2345", token="t", action=80),
+    protocol.Resign(rid=9, game_id="abcd2345", token="t"),
+    protocol.GetGame(rid=10, game_id="abcd2345"),
+    protocol.Watch(rid=11, game_id="abcd2345"),
+    protocol.Ping(rid=12),
+]
+
+SERVER_EXAMPLES = [
+    protocol.Welcome(rid=1, version=1, session="s", player_id="p-1", server="noughts/0.1"),
+    protocol.Seated(rid=3, game_id="g", seat=1, token="t"),
+    protocol.Snapshot(
+        game_id="g",
+        seq=3,
+        game="tictactoe",
+        params={},
+        players=({"name": "a"}, None),
+        actions=(4, 0),
+        status="live",
+        to_move=0,
+    ),
+    protocol.Moved(
+        game_id="g",
+        seq=4,
+        ply=2,
+        seat=0,
+        action=8,
+        to_move=1,
+        at=1.5,
+        stats={"algorithm": "mcts", "pv": [8, 2], "value": 0.25},
+        rid=7,
+    ),
+    protocol.Ended(game_id="g", seq=9, result="1-0", reason="line", winner=0),
+    protocol.GameList(rid=5, games=({"game_id": "g"},)),
+    protocol.Record(rid=10, game={"id": "g", "moves": []}),
+    protocol.Pong(rid=12),
+    protocol.Error(code="illegal_move", message="cell 4 is occupied", rid=7, game_id="g"),
+]
+
+
+@pytest.mark.parametrize("message", CLIENT_EXAMPLES, ids=lambda m: m.TYPE)
+def test_client_messages_round_trip(message: protocol.Message) -> None:
+    assert decode(encode(message)) == message
+
+
+@pytest.mark.parametrize("message", SERVER_EXAMPLES, ids=lambda m: m.TYPE)
+def test_server_messages_round_trip(message: protocol.Message) -> None:
+    assert decode_server(encode(message)) == message
+
+
+def test_every_message_type_has_an_example() -> None:
+    covered = {type(m) for m in CLIENT_EXAMPLES + SERVER_EXAMPLES}
+    assert covered == set(protocol.CLIENT_TYPES.values()) | set(protocol.SERVER_TYPES.values())
+
+
+def test_none_fields_stay_off_the_wire() -> None:
+    raw = msgpack.unpackb(encode(protocol.Move(rid=1, game_id="g", token="t", action=1)))
+    assert "ply" not in raw
+
+
+def _code(data: bytes | str, **kwargs: object) -> ErrorCode:
+    with pytest.raises(ProtocolError) as info:
+        decode(data, **kwargs)  # type: ignore[arg-type]
+    return info.value.code
+
+
+def pack(obj: object) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        (b"", ErrorCode.BAD_FRAME),
+        (b"\xc1", ErrorCode.BAD_FRAME),  # never-used msgpack byte
+        (pack([1, 2]), ErrorCode.BAD_FRAME),
+        (pack({1: 2}), ErrorCode.BAD_FRAME),  # non-string map key
+        (pack({"type": "ping", "rid": 1}) + b"\x00", ErrorCode.BAD_FRAME),  # trailing bytes
+        (b"\x91" * 5000, ErrorCode.BAD_FRAME),  # nesting bomb
+        (pack({"rid": 1}), ErrorCode.UNKNOWN_TYPE),
+        (pack({"type": "launch", "rid": 1}), ErrorCode.UNKNOWN_TYPE),
+        (
+            pack({"type": "welcome", "rid": 1, "version": 1, "session": "s", "player_id": "p"}),
+            ErrorCode.UNKNOWN_TYPE,
+        ),  # a server message sent by a client
+        (pack({"type": "ping"}), ErrorCode.BAD_FIELD),  # missing rid
+        (pack({"type": "ping", "rid": 1, "extra": 0}), ErrorCode.BAD_FIELD),
+        (pack({"type": "ping", "rid": -1}), ErrorCode.BAD_FIELD),
+        (pack({"type": "ping", "rid": "1"}), ErrorCode.BAD_FIELD),
+        (
+            pack({"type": "move", "rid": 1, "game_id": "g", "token": "t", "action": True}),
+            ErrorCode.BAD_FIELD,
+        ),
+        (
+            pack({"type": "move", "rid": 1, "game_id": "g", "token": "t", "action": 1.0}),
+            ErrorCode.BAD_FIELD,
+        ),
+        (
+            pack({"type": "move", "rid": 1, "game_id": "g" * 33, "token": "t", "action": 1}),
+            ErrorCode.BAD_FIELD,
+        ),
+        (
+            pack({"type": "create", "rid": 1, "game": "mnk", "params": {"m": "5"}}),
+            ErrorCode.BAD_FIELD,
+        ),
+        (
+            pack({"type": "create", "rid": 1, "game": "mnk", "opponent": "alien"}),
+            ErrorCode.BAD_FIELD,
+        ),
+        (pack({"type": "create", "rid": 1, "game": "uttt", "budget_ms": 0}), ErrorCode.BAD_FIELD),
+        (pack({"type": "hello", "rid": 1, "version": 1, "name": b"bytes"}), ErrorCode.BAD_FIELD),
+    ],
+)
+def test_malformed_frames_get_their_code(frame: bytes, code: ErrorCode) -> None:
+    assert _code(frame) is code
+
+
+def test_text_frames_are_refused() -> None:
+    assert _code('{"type": "ping"}') is ErrorCode.BAD_FRAME
+
+
+def test_size_cap() -> None:
+    frame = pack({"type": "hello", "rid": 1, "version": 1, "client": "x" * 40_000})
+    assert _code(frame) is ErrorCode.TOO_LARGE
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=256))
+def test_arbitrary_bytes_only_raise_protocol_error(data: bytes) -> None:
+    try:
+        decode(data)
+    except ProtocolError as exc:
+        assert exc.code in ErrorCode
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(protocol.CLIENT_TYPES)),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "rid",
+                "version",
+                "game_id",
+                "token",
+                "action",
+                "ply",
+                "game",
+                "params",
+                "status",
+                "limit",
+                "name",
+                "bot",
+                "seat",
+                "budget_ms",
+            ]
+        ),
+        msgpack_values,
+        max_size=6,
+    ),
+)
+def test_wrong_types_and_shapes_only_raise_protocol_error(tag: str, fields: dict) -> None:
+    frame = pack({"type": tag, **fields})
+    try:
+        message = decode(frame)
+    except ProtocolError as exc:
+        assert exc.code in ErrorCode
+    else:
+        assert message.TYPE == tag
+        assert decode(encode(message)) == message
