@@ -1,0 +1,191 @@
+"""Match statistics: Elo from a score, its 95% interval, and the SPRT used to stop a match early.
+
+Pure math on win/draw/loss counts (no I/O, no randomness), for ``noughts arena``.
+
+- Elo uses the logistic model: a score ``s`` means ``elo = -400 * log10(1/s - 1)``.
+- The interval is a normal approximation on the mean score with the trinomial variance of one
+  game (win 1, draw 1/2, loss 0), mapped through the logistic curve; draws therefore narrow it.
+- The SPRT tests H0: elo = elo0 against H1: elo = elo1 with the generalized SPRT in its normal
+  (Brownian) approximation, as fishtest does: ``LLR = N (s1 - s0) (2 s - s0 - s1) / (2 var)``
+  (M. Van den Bergh, "A practical introduction to the GSPRT", fishtest's ``LLR_alt2``), and stops
+  at Wald's bounds ``log(beta / (1 - alpha))`` and ``log((1 - beta) / alpha)`` (Wald 1945).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "Z95",
+    "EloEstimate",
+    "SprtResult",
+    "elo_from_score",
+    "elo_interval",
+    "score_from_elo",
+    "sprt",
+    "sprt_bounds",
+    "sprt_llr",
+    "trinomial_variance",
+]
+
+# Two-sided 95% quantile of the standard normal distribution.
+Z95 = 1.959963984540054
+# fishtest's regularization: an empty outcome class counts as this many games, so that a
+# one-sided record (all wins) still has a small, non-zero variance.
+EMPTY_CLASS_WEIGHT = 1e-3
+
+
+def score_from_elo(elo: float) -> float:
+    """Expected score of the side that is ``elo`` points stronger (logistic model)."""
+    return 1.0 / (1.0 + 10.0 ** (-elo / 400.0))
+
+
+def elo_from_score(score: float) -> float:
+    """Elo difference implied by a mean score in [0, 1]; +-inf at 1 and 0."""
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"score must be within [0, 1], got {score}")
+    if score >= 1.0:
+        return math.inf
+    if score <= 0.0:
+        return -math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+def _score(wins: float, draws: float, losses: float) -> tuple[float, float]:
+    games = wins + draws + losses
+    if games <= 0:
+        raise ValueError("no games")
+    if min(wins, draws, losses) < 0:
+        raise ValueError("negative count")
+    return games, (wins + 0.5 * draws) / games
+
+
+def trinomial_variance(wins: float, draws: float, losses: float) -> float:
+    """Variance of one game's score (1, 1/2, 0) under the observed win/draw/loss frequencies."""
+    games, score = _score(wins, draws, losses)
+    return (
+        wins * (1.0 - score) ** 2 + draws * (0.5 - score) ** 2 + losses * (0.0 - score) ** 2
+    ) / games
+
+
+@dataclass(frozen=True, slots=True)
+class EloEstimate:
+    """Score and Elo difference of a match with their 95% confidence intervals."""
+
+    games: int
+    score: float
+    score_low: float
+    score_high: float
+    elo: float
+    elo_low: float
+    elo_high: float
+
+    @property
+    def error(self) -> float:
+        """Half-width of the Elo interval (inf when a bound is unbounded)."""
+        return (self.elo_high - self.elo_low) / 2.0
+
+
+def elo_interval(wins: int, draws: int, losses: int, z: float = Z95) -> EloEstimate:
+    """Elo difference from win/draw/loss counts with a confidence interval (default 95%).
+
+    Normal approximation on the mean score: ``s +- z * sqrt(var / N)`` with the trinomial
+    per-game variance, clamped to [0, 1] and mapped to Elo (the mapping is monotonic).
+    """
+    games, score = _score(wins, draws, losses)
+    half_width = z * math.sqrt(trinomial_variance(wins, draws, losses) / games)
+    low = min(max(score - half_width, 0.0), 1.0)
+    high = min(max(score + half_width, 0.0), 1.0)
+    return EloEstimate(
+        games=int(games),
+        score=score,
+        score_low=low,
+        score_high=high,
+        elo=elo_from_score(score),
+        elo_low=elo_from_score(low),
+        elo_high=elo_from_score(high),
+    )
+
+
+def sprt_bounds(alpha: float = 0.05, beta: float = 0.05) -> tuple[float, float]:
+    """Wald's stopping bounds (lower, upper) on the log-likelihood ratio."""
+    if not (0.0 < alpha < 1.0 and 0.0 < beta < 1.0):
+        raise ValueError("alpha and beta must be within (0, 1)")
+    return math.log(beta / (1.0 - alpha)), math.log((1.0 - beta) / alpha)
+
+
+def sprt_llr(wins: int, draws: int, losses: int, elo0: float, elo1: float) -> float:
+    """Log-likelihood ratio of H1 (elo = elo1) against H0 (elo = elo0), normal approximation.
+
+    ``N (s1 - s0) (2 s - s0 - s1) / (2 var)`` where s, var are the mean and variance of one
+    game's score, with an empty outcome class counted as 1e-3 games (fishtest's regularization).
+    """
+    if wins + draws + losses == 0:
+        return 0.0
+    counts = [float(c) if c > 0 else EMPTY_CLASS_WEIGHT for c in (wins, draws, losses)]
+    games = float(wins + draws + losses)
+    score0, score1 = score_from_elo(elo0), score_from_elo(elo1)
+    _, score = _score(*counts)
+    variance = trinomial_variance(*counts)
+    if variance <= 0.0:
+        return 0.0
+    return games * (score1 - score0) * (2.0 * score - score0 - score1) / (2.0 * variance)
+
+
+@dataclass(frozen=True, slots=True)
+class SprtResult:
+    """The state of an SPRT: the LLR, its bounds, and the verdict (None while undecided)."""
+
+    elo0: float
+    elo1: float
+    alpha: float
+    beta: float
+    llr: float
+    lower: float
+    upper: float
+
+    @property
+    def verdict(self) -> str | None:
+        """ "H1" once the LLR reaches the upper bound, "H0" at the lower one, else None."""
+        if self.llr >= self.upper:
+            return "H1"
+        if self.llr <= self.lower:
+            return "H0"
+        return None
+
+    def to_dict(self) -> dict[str, float | str | None]:
+        return {
+            "elo0": self.elo0,
+            "elo1": self.elo1,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "llr": self.llr,
+            "lower": self.lower,
+            "upper": self.upper,
+            "verdict": self.verdict,
+        }
+
+
+def sprt(
+    wins: int,
+    draws: int,
+    losses: int,
+    elo0: float,
+    elo1: float,
+    alpha: float = 0.05,
+    beta: float = 0.05,
+) -> SprtResult:
+    """Evaluate the SPRT of H0: elo = elo0 against H1: elo = elo1 on the results so far."""
+    if elo1 <= elo0:
+        raise ValueError(f"SPRT needs elo0 < elo1, got {elo0}, {elo1}")
+    lower, upper = sprt_bounds(alpha, beta)
+    return SprtResult(
+        elo0=elo0,
+        elo1=elo1,
+        alpha=alpha,
+        beta=beta,
+        llr=sprt_llr(wins, draws, losses, elo0, elo1),
+        lower=lower,
+        upper=upper,
+    )

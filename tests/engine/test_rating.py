@@ -1,0 +1,116 @@
+"""engine.rating: Elo from a score, its interval, and the SPRT, on known values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.rating import (
+    elo_from_score,
+    elo_interval,
+    score_from_elo,
+    sprt,
+    sprt_bounds,
+    sprt_llr,
+    trinomial_variance,
+)
+
+
+def test_even_score_is_zero_elo() -> None:
+    assert elo_from_score(0.5) == 0.0
+    assert elo_interval(10, 0, 10).elo == 0.0
+    assert elo_interval(0, 20, 0).elo == 0.0
+
+
+def test_known_scores() -> None:
+    assert elo_from_score(0.75) == pytest.approx(190.85, abs=0.01)
+    assert elo_from_score(0.25) == pytest.approx(-190.85, abs=0.01)
+    assert elo_from_score(10 / 11) == pytest.approx(400.0)  # 10:1 odds = 400 points
+    assert elo_from_score(1.0) == math.inf
+    assert elo_from_score(0.0) == -math.inf
+
+
+def test_score_and_elo_are_inverse() -> None:
+    for elo in (-600.0, -35.5, 0.0, 12.0, 400.0):
+        assert elo_from_score(score_from_elo(elo)) == pytest.approx(elo)
+
+
+def test_bad_scores_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        elo_from_score(1.5)
+    with pytest.raises(ValueError):
+        elo_interval(0, 0, 0)
+
+
+def test_trinomial_variance() -> None:
+    assert trinomial_variance(1, 0, 1) == pytest.approx(0.25)  # half wins, half losses
+    assert trinomial_variance(0, 5, 0) == 0.0  # all draws
+    assert trinomial_variance(1, 2, 1) == pytest.approx(0.125)  # draws halve it
+
+
+def test_interval_known_value_and_shape() -> None:
+    estimate = elo_interval(75, 0, 25)
+    # s = 0.75, sd of the mean = sqrt(0.1875 / 100), 95%: s +- 1.96 * 0.0433
+    assert estimate.score == 0.75
+    assert estimate.score_low == pytest.approx(0.75 - 1.959964 * math.sqrt(0.1875 / 100))
+    assert estimate.elo == pytest.approx(190.85, abs=0.01)
+    assert estimate.elo_low < estimate.elo < estimate.elo_high
+
+
+def test_interval_shrinks_with_more_games() -> None:
+    widths = [elo_interval(6 * n, 2 * n, 2 * n).error for n in (1, 10, 100, 1000)]
+    assert widths == sorted(widths, reverse=True)
+    assert widths[-1] < widths[0] / 20  # ~ 1 / sqrt(N)
+
+
+def test_draws_narrow_the_interval() -> None:
+    decisive = elo_interval(60, 0, 40)
+    drawish = elo_interval(30, 60, 10)  # same score, 0.6
+    assert decisive.score == drawish.score
+    assert drawish.error < decisive.error
+
+
+def test_all_wins_is_unbounded() -> None:
+    estimate = elo_interval(20, 0, 0)
+    assert estimate.score == 1.0 and estimate.elo == math.inf
+
+
+def test_wald_bounds() -> None:
+    lower, upper = sprt_bounds(0.05, 0.05)
+    assert lower == pytest.approx(-2.944, abs=1e-3)
+    assert upper == pytest.approx(2.944, abs=1e-3)
+    assert sprt_bounds(0.05, 0.1) == pytest.approx((math.log(0.1 / 0.95), math.log(0.9 / 0.05)))
+
+
+def test_llr_known_value() -> None:
+    # 50-20-30: s = 0.6, var = 0.5 * 0.4^2 + 0.2 * 0.1^2 + 0.3 * 0.6^2 = 0.19; elo0 0, elo1 50
+    s0, s1 = 0.5, score_from_elo(50.0)
+    expected = 100 * (s1 - s0) * (2 * 0.6 - s0 - s1) / (2 * 0.19)
+    assert sprt_llr(50, 20, 30, 0.0, 50.0) == pytest.approx(expected)
+
+
+def test_sprt_accepts_h1_for_a_lopsided_sequence() -> None:
+    assert sprt(90, 15, 15, 0.0, 10.0).verdict == "H1"
+    assert sprt(20, 0, 0, 0.0, 10.0).verdict == "H1"  # no draws or losses: regularized
+
+
+def test_sprt_accepts_h0_for_an_even_match() -> None:
+    assert sprt(2000, 4000, 2000, 0.0, 10.0).verdict == "H0"
+
+
+def test_sprt_undecided_early() -> None:
+    result = sprt(3, 2, 2, 0.0, 10.0)
+    assert result.verdict is None
+    assert result.lower < result.llr < result.upper
+    assert result.to_dict()["verdict"] is None
+
+
+def test_sprt_llr_grows_with_evidence() -> None:
+    llrs = [sprt_llr(6 * n, 2 * n, 2 * n, 0.0, 20.0) for n in (1, 2, 4, 8)]
+    assert llrs == sorted(llrs) and llrs[0] > 0
+
+
+def test_sprt_needs_ordered_hypotheses() -> None:
+    with pytest.raises(ValueError):
+        sprt(1, 1, 1, 10.0, 0.0)
