@@ -1,0 +1,228 @@
+"""m,n,k-games: an m-row by n-column board, k or more in a row wins.
+
+Presets: "5x5" (m=n=5, k=4) and "gomoku" (15x15, five or more in a row wins,
+i.e. freestyle gomoku: overlines count). Actions are ``row * n + col``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from engine.errors import IllegalMove
+from engine.game import TERMINAL, Game, State, check_int_param
+
+MIN_SIDE, MAX_SIDE = 3, 19
+EMPTY = -1
+SYMBOLS = ("X", "O")
+DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
+
+_ZOBRIST_CACHE: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def zobrist_table(cells: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Fixed 64-bit Zobrist keys per (player, cell) (Zobrist 1970), same in every process."""
+    table = _ZOBRIST_CACHE.get(cells)
+    if table is None:
+        rng = random.Random(0x5EED + cells)
+        table = (
+            tuple(rng.getrandbits(64) for _ in range(cells)),
+            tuple(rng.getrandbits(64) for _ in range(cells)),
+        )
+        _ZOBRIST_CACHE[cells] = table
+    return table
+
+
+class MNKGame(Game):
+    """The m,n,k-game; ``name`` is "mnk" (TicTacToeGame overrides it for 3x3)."""
+
+    name = "mnk"
+
+    def __init__(self, m: int, n: int, k: int) -> None:
+        self.m = check_int_param("m", m, MIN_SIDE, MAX_SIDE)
+        self.n = check_int_param("n", n, MIN_SIDE, MAX_SIDE)
+        self.k = check_int_param("k", k, 3, max(self.m, self.n))
+        self.cells = self.m * self.n
+        self.zobrist = zobrist_table(self.cells)
+
+    @property
+    def params(self) -> dict[str, int]:
+        return {"m": self.m, "n": self.n, "k": self.k}
+
+    def num_distinct_actions(self) -> int:
+        return self.cells
+
+    def max_game_length(self) -> int:
+        return self.cells
+
+    def new_initial_state(self) -> MNKState:
+        return MNKState(self)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.m, self.n, self.k))
+
+
+class MNKState(State):
+    """A position of an m,n,k-game: the board (-1 empty, 0 X, 1 O) and the moves so far."""
+
+    __slots__ = ("game", "board", "_history", "_winner", "_over", "_line", "zobrist")
+
+    def __init__(self, game: MNKGame) -> None:
+        self.game: MNKGame = game
+        self.board: list[int] = [EMPTY] * game.cells
+        self._history: list[int] = []
+        self._winner: int | None = None
+        self._over = False
+        self._line: list[int] | None = None
+        self.zobrist = 0
+
+    # --- the interface ----------------------------------------------------------
+    def current_player(self) -> int:
+        return TERMINAL if self._over else len(self._history) & 1
+
+    def is_terminal(self) -> bool:
+        return self._over
+
+    def legal_actions(self) -> list[int]:
+        if self._over:
+            return []
+        return [i for i, v in enumerate(self.board) if v == EMPTY]
+
+    def apply_action(self, action: int) -> None:
+        player = len(self._history) & 1
+        self.board[action] = player
+        self._history.append(action)
+        self.zobrist ^= self.game.zobrist[player][action]
+        line = self._line_through(action, player)
+        if line is not None:
+            self._winner, self._over, self._line = player, True, line
+        elif len(self._history) == self.game.cells:
+            self._over = True
+
+    def illegal_reason(self, action: int) -> str | None:
+        if self._over:
+            return "the game is over"
+        if not 0 <= action < self.game.cells:
+            return f"move {action} is out of range 0..{self.game.cells - 1}"
+        if self.board[action] != EMPTY:
+            owner = SYMBOLS[self.board[action]]
+            return f"cell {self.action_to_string(action)} is occupied by {owner}"
+        return None
+
+    def clone(self) -> MNKState:
+        other = type(self).__new__(type(self))
+        other.game = self.game
+        other.board = self.board.copy()
+        other._history = self._history.copy()
+        other._winner = self._winner
+        other._over = self._over
+        other._line = None if self._line is None else self._line.copy()
+        other.zobrist = self.zobrist
+        return other
+
+    def winner(self) -> int | None:
+        return self._winner
+
+    def history(self) -> list[int]:
+        return self._history.copy()
+
+    def ply(self) -> int:
+        return len(self._history)
+
+    def winning_line(self) -> list[int] | None:
+        return None if self._line is None else self._line.copy()
+
+    def wins_with(self, action: int, player: int) -> bool:
+        """Would ``player`` complete a line by playing the empty cell ``action``?"""
+        return self._line_through(action, player, hypothetical=True) is not None
+
+    # --- text ---------------------------------------------------------------------
+    def action_to_string(self, action: int) -> str:
+        row, col = divmod(action, self.game.n)
+        return f"{row},{col}"
+
+    def parse_action(self, text: str) -> int:
+        """A cell number ("4") or "row,col" ("1,1"), both 0-based; must be legal here."""
+        action = self._parse(str(text))
+        reason = self.illegal_reason(action)
+        if reason is not None:
+            raise IllegalMove(reason)
+        return action
+
+    def _parse(self, text: str) -> int:
+        m, n = self.game.m, self.game.n
+        t = text.strip()
+        if re.fullmatch(r"\d+", t):
+            action = int(t)
+            if action >= m * n:
+                raise IllegalMove(f"cell {action} is out of range 0..{m * n - 1}")
+            return action
+        match = re.fullmatch(r"\(?\s*(\d+)\s*[, ]\s*(\d+)\s*\)?", t)
+        if match:
+            row, col = int(match.group(1)), int(match.group(2))
+            if row >= m or col >= n:
+                raise IllegalMove(
+                    f"{row},{col} is off the board (rows 0..{m - 1}, cols 0..{n - 1})"
+                )
+            return row * n + col
+        raise IllegalMove(f"cannot read {text!r} as a move: type a cell number or row,col")
+
+    def render(self) -> str:
+        m, n = self.game.m, self.game.n
+        width = len(str(max(m, n) - 1))
+        head = " " * (width + 1) + " ".join(f"{c:>{width}}" for c in range(n))
+        rows = [head]
+        for r in range(m):
+            cells = []
+            for c in range(n):
+                v = self.board[r * n + c]
+                cells.append(f"{'.' if v == EMPTY else SYMBOLS[v]:>{width}}")
+            rows.append(f"{r:>{width}} " + " ".join(cells))
+        return "\n".join(rows)
+
+    # --- equality: same game, same board --------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MNKState):
+            return NotImplemented
+        return self.game == other.game and self.board == other.board
+
+    def __hash__(self) -> int:
+        return hash((self.game.cells, self.zobrist))
+
+    def __repr__(self) -> str:
+        return f"<{self.game!r} state {self._history}>"
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return (self.game, self._history)
+
+    def __setstate__(self, data: tuple[object, ...]) -> None:
+        game, history = data
+        self.__init__(game)  # type: ignore[misc]
+        for action in history:  # type: ignore[attr-defined]
+            self.apply_action(action)
+
+    # --- rules ----------------------------------------------------------------------
+    def _line_through(
+        self, action: int, player: int, hypothetical: bool = False
+    ) -> list[int] | None:
+        """The run of ``player`` stones through ``action`` if it is k or more long."""
+        m, n, k = self.game.m, self.game.n, self.game.k
+        board = self.board
+        row, col = divmod(action, n)
+        for dr, dc in DIRECTIONS:
+            run = [action]
+            for sign in (1, -1):
+                r, c = row + sign * dr, col + sign * dc
+                while 0 <= r < m and 0 <= c < n and board[r * n + c] == player:
+                    run.append(r * n + c)
+                    r += sign * dr
+                    c += sign * dc
+            if len(run) >= k:
+                return sorted(run)
+        return None
+
+
+PRESETS: dict[str, dict[str, int]] = {
+    "5x5": {"m": 5, "n": 5, "k": 4},
+    "gomoku": {"m": 15, "n": 15, "k": 5},
+}
