@@ -1,0 +1,94 @@
+"""Game-independent entry points: dispatch on ``st[H_KIND]`` to the mnk or uttt kernels."""
+
+import numpy as np
+from numba import njit
+
+from engine.kernels.layout import (
+    H_KIND,
+    H_STATUS,
+    KIND_MNK,
+    ONGOING,
+    UTTT_STATE_SIZE,
+    mnk_state_size,
+)
+from engine.kernels.mnk import (
+    mnk_apply,
+    mnk_init,
+    mnk_legal,
+    mnk_playout,
+    mnk_random_move,
+    mnk_tree_moves,
+)
+from engine.kernels.uttt import (
+    uttt_apply,
+    uttt_init,
+    uttt_legal,
+    uttt_playout,
+    uttt_random_move,
+    uttt_tree_moves,
+)
+
+
+@njit(cache=True)
+def apply(st, action):
+    if st[H_KIND] == KIND_MNK:
+        mnk_apply(st, action)
+    else:
+        uttt_apply(st, action)
+
+
+@njit(cache=True)
+def legal(st, out):
+    if st[H_KIND] == KIND_MNK:
+        return mnk_legal(st, out)
+    return uttt_legal(st, out)
+
+
+@njit(cache=True)
+def tree_moves(st, out, decisive):
+    if st[H_KIND] == KIND_MNK:
+        return mnk_tree_moves(st, out, decisive)
+    return uttt_tree_moves(st, out, decisive)
+
+
+@njit(cache=True)
+def random_move(st, rng, near):
+    if st[H_KIND] == KIND_MNK:
+        return mnk_random_move(st, rng, near)
+    return uttt_random_move(st, rng)
+
+
+@njit(cache=True)
+def playout(st, rng, decisive, near, buf):
+    """Random playout to the end (or to a forced outcome with ``decisive``); final status."""
+    if st[H_KIND] == KIND_MNK:
+        return mnk_playout(st, rng, decisive, near)
+    return uttt_playout(st, rng, decisive, buf)
+
+
+@njit(cache=True)
+def replay(st, kind, m, n, k, near, actions):
+    """Initialise ``st`` and play ``actions``; returns how many were played before the end."""
+    if kind == KIND_MNK:
+        mnk_init(st, m, n, k, near)
+    else:
+        uttt_init(st)
+    for i in range(actions.shape[0]):
+        if st[H_STATUS] != ONGOING:
+            return i
+        apply(st, actions[i])
+    return actions.shape[0]
+
+
+def state_size(kind: int, m: int, n: int) -> int:
+    return mnk_state_size(m, n) if kind == KIND_MNK else UTTT_STATE_SIZE
+
+
+def max_moves(kind: int, m: int, n: int) -> int:
+    return m * n if kind == KIND_MNK else 81
+
+
+def new_state(kind: int, m: int, n: int, k: int, near: int, actions) -> np.ndarray:
+    st = np.zeros(state_size(kind, m, n), dtype=np.int32)
+    replay(st, kind, m, n, k, near, np.asarray(actions, dtype=np.int32))
+    return st

@@ -1,0 +1,268 @@
+"""Compiled ultimate tic-tac-toe rules over the flat int32 state of ``layout``.
+
+Action = board*9 + cell. Each small board keeps a 9-bit mask per player; tables give the 3x3
+win test and, for a mask, the cells that would complete a line, so the decisive move (win the
+game now) and the anti-decisive filter (never send the opponent where they win the game at
+once; Teytaud & Teytaud 2010) cost a few table lookups.
+"""
+
+import numpy as np
+from numba import njit
+
+from engine.kernels.layout import (
+    DRAW,
+    H_CELLS,
+    H_CLOSED,
+    H_EMPTY,
+    H_FORCED,
+    H_KIND,
+    H_LAST,
+    H_META0,
+    H_PLY,
+    H_STATUS,
+    H_THREAT0,
+    H_TO_MOVE,
+    HEADER,
+    KIND_UTTT,
+    MOVES_MOVER_LOSES,
+    MOVES_MOVER_WINS,
+    MOVES_NORMAL,
+    ONGOING,
+    rand_below,
+)
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    line_masks = [sum(1 << i for i in line) for line in LINES]
+    win = np.zeros(512, dtype=np.int32)
+    threat = np.zeros(512, dtype=np.int32)
+    pop = np.zeros(512, dtype=np.int32)
+    for mask in range(512):
+        win[mask] = any(mask & lm == lm for lm in line_masks)
+        pop[mask] = bin(mask).count("1")
+    for mask in range(512):
+        threat[mask] = sum(
+            1 << c
+            for c in range(9)
+            if not mask >> c & 1 and any((mask | 1 << c) & lm == lm for lm in line_masks)
+        )
+    nth = np.zeros(512 * 9, dtype=np.int32)  # [mask*9 + j] = index of the j-th set bit
+    for mask in range(512):
+        bits = [c for c in range(9) if mask >> c & 1]
+        for j, c in enumerate(bits):
+            nth[mask * 9 + j] = c
+    return win, threat, pop, nth
+
+
+WIN9, THREAT9, POP9, NTH9 = _tables()
+
+OFF_BOARD = HEADER  # 81 cells: 0 empty, 1 X, 2 O
+OFF_SMALL = HEADER + 81  # [player*9 + board] 9-bit masks
+OFF_FULL = HEADER + 81 + 18  # [board] occupied cells
+
+
+@njit(cache=True)
+def uttt_init(st):
+    st[:] = 0
+    st[H_KIND] = KIND_UTTT
+    st[H_LAST] = -1
+    st[H_EMPTY] = 81
+    st[H_CELLS] = 81
+    st[H_FORCED] = -1
+
+
+@njit(cache=True)
+def uttt_apply(st, action):
+    """Play ``action`` for the side to move (unchecked)."""
+    b = action // 9
+    c = action - 9 * b
+    p = st[H_TO_MOVE]
+    st[OFF_BOARD + action] = p + 1
+    small = st[OFF_SMALL + 9 * p + b] | (1 << c)
+    st[OFF_SMALL + 9 * p + b] = small
+    full = st[OFF_FULL + b] | (1 << c)
+    st[OFF_FULL + b] = full
+    # Boards where each player has a cell completing a line there (decisive-move tests).
+    bit = 1 << b
+    for q in range(2):
+        if THREAT9[st[OFF_SMALL + 9 * q + b]] & ~full & 511:
+            st[H_THREAT0 + q] |= bit
+        else:
+            st[H_THREAT0 + q] &= ~bit
+    closed = st[H_CLOSED]
+    if WIN9[small]:
+        closed |= 1 << b
+        meta = st[H_META0 + p] | (1 << b)
+        st[H_META0 + p] = meta
+        if WIN9[meta]:
+            st[H_STATUS] = p + 1
+    elif full == 511:
+        closed |= 1 << b
+    st[H_CLOSED] = closed
+    st[H_FORCED] = -1 if (closed >> c) & 1 else c
+    st[H_PLY] += 1
+    st[H_EMPTY] -= 1
+    st[H_LAST] = action
+    st[H_TO_MOVE] = 1 - p
+    if st[H_STATUS] == ONGOING and closed == 511:
+        st[H_STATUS] = DRAW
+
+
+@njit(cache=True)
+def _allowed(st):
+    f = st[H_FORCED]
+    if f >= 0:
+        return 1 << f
+    return ~st[H_CLOSED] & 511
+
+
+@njit(cache=True)
+def uttt_legal(st, out):
+    """Legal actions in increasing order; returns their number (0 when the game is over)."""
+    if st[H_STATUS] != ONGOING:
+        return 0
+    allowed = _allowed(st)
+    cnt = 0
+    for b in range(9):
+        if (allowed >> b) & 1:
+            free = ~st[OFF_FULL + b] & 511
+            for c in range(9):
+                if (free >> c) & 1:
+                    out[cnt] = 9 * b + c
+                    cnt += 1
+    return cnt
+
+
+@njit(cache=True)
+def uttt_win_move(st):
+    """An action that wins the game for the side to move at once, or -1."""
+    p = st[H_TO_MOVE]
+    boards = THREAT9[st[H_META0 + p]] & _allowed(st) & ~st[H_CLOSED] & st[H_THREAT0 + p]
+    b = 0
+    while boards:
+        if boards & 1:
+            cells = THREAT9[st[OFF_SMALL + 9 * p + b]] & ~st[OFF_FULL + b] & 511
+            if cells:
+                c = 0
+                while not (cells >> c) & 1:
+                    c += 1
+                return 9 * b + c
+        boards >>= 1
+        b += 1
+    return -1
+
+
+@njit(cache=True)
+def _opponent_wins_mask(st):
+    """Open small boards where the opponent of the mover could win the game in one move."""
+    o = 1 - st[H_TO_MOVE]
+    return THREAT9[st[H_META0 + o]] & ~st[H_CLOSED] & st[H_THREAT0 + o] & 511
+
+
+@njit(cache=True)
+def _is_safe(st, action, opp_wins):
+    """Whether ``action`` leaves the opponent without a game-winning reply."""
+    b = action // 9
+    c = action - 9 * b
+    p = st[H_TO_MOVE]
+    o = 1 - p
+    full = st[OFF_FULL + b] | (1 << c)
+    closes = WIN9[st[OFF_SMALL + 9 * p + b] | (1 << c)] != 0 or full == 511
+    wins = opp_wins
+    if closes:
+        wins &= ~(1 << b)
+    elif (wins >> b) & 1 and not (THREAT9[st[OFF_SMALL + 9 * o + b]] & ~full & 511):
+        wins &= ~(1 << b)
+    closed = st[H_CLOSED] | ((1 << b) if closes else 0)
+    if (closed >> c) & 1:
+        return wins == 0
+    return not (wins >> c) & 1
+
+
+@njit(cache=True)
+def uttt_tree_moves(st, out, decisive):
+    """Expansion moves and a MOVES_* code. With ``decisive``: a game-winning move alone;
+    otherwise only the moves that do not hand the opponent a game-winning reply, or every
+    move with MOVES_MOVER_LOSES when none is safe."""
+    cnt = uttt_legal(st, out)
+    if not decisive:
+        return cnt, MOVES_NORMAL
+    w = uttt_win_move(st)
+    if w >= 0:
+        out[0] = w
+        return 1, MOVES_MOVER_WINS
+    opp = _opponent_wins_mask(st)
+    if opp == 0:
+        return cnt, MOVES_NORMAL
+    safe = 0
+    for i in range(cnt):
+        if _is_safe(st, out[i], opp):
+            out[safe] = out[i]
+            safe += 1
+    if safe == 0:
+        return uttt_legal(st, out), MOVES_MOVER_LOSES
+    return safe, MOVES_NORMAL
+
+
+@njit(cache=True)
+def uttt_random_move(st, rng):
+    f = st[H_FORCED]
+    if f >= 0:
+        free = ~st[OFF_FULL + f] & 511
+        return 9 * f + NTH9[free * 9 + rand_below(rng, POP9[free])]
+    open_boards = ~st[H_CLOSED] & 511
+    total = 0
+    for b in range(9):
+        if (open_boards >> b) & 1:
+            total += POP9[~st[OFF_FULL + b] & 511]
+    j = rand_below(rng, total)
+    for b in range(9):
+        if (open_boards >> b) & 1:
+            free = ~st[OFF_FULL + b] & 511
+            pc = POP9[free]
+            if j < pc:
+                return 9 * b + NTH9[free * 9 + j]
+            j -= pc
+    return -1
+
+
+@njit(cache=True)
+def _safe_random_move(st, rng, opp, buf):
+    """A uniformly random move that leaves the opponent no game-winning reply, or -1:
+    rejection sampling first, enumeration when unlucky."""
+    for _ in range(4):
+        a = uttt_random_move(st, rng)
+        if _is_safe(st, a, opp):
+            return a
+    cnt = uttt_legal(st, buf)
+    safe = 0
+    for i in range(cnt):
+        if _is_safe(st, buf[i], opp):
+            buf[safe] = buf[i]
+            safe += 1
+    if safe == 0:
+        return -1
+    return buf[rand_below(rng, safe)]
+
+
+@njit(cache=True)
+def uttt_playout(st, rng, decisive, buf):
+    """Play random moves to the end; returns the final status. With ``decisive`` the mover
+    wins at once when it can and otherwise avoids moves that let the opponent win the game at
+    once; the playout stops when the outcome is forced."""
+    while st[H_STATUS] == ONGOING:
+        if decisive:
+            p = st[H_TO_MOVE]
+            if THREAT9[st[H_META0 + p]] & _allowed(st) & ~st[H_CLOSED] & st[H_THREAT0 + p]:
+                return p + 1
+            opp = _opponent_wins_mask(st)
+            if opp != 0:
+                a = _safe_random_move(st, rng, opp, buf)
+                if a < 0:
+                    return 2 - p
+                uttt_apply(st, a)
+                continue
+        uttt_apply(st, uttt_random_move(st, rng))
+    return st[H_STATUS]

@@ -1,0 +1,428 @@
+"""Monte Carlo tree search over the compiled kernels.
+
+``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006, c = sqrt(2) by default, option "c");
+MCTS-Solver (Winands, Bjornsson & Saito 2008: proven wins and losses propagate; draws too);
+decisive and anti-decisive moves in the tree and the playouts (Teytaud & Teytaud 2010); tree
+reuse between the moves of one game through the Searcher's per-game ``cache``.
+``uct_search``: the plain UCT baseline (no solver, no decisive moves, no reuse).
+``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
+root visit counts of independent searches of one position.
+
+The whole iteration (selection, expansion, playout, backpropagation) runs inside one compiled
+function (``engine.kernels.tree.mcts_run``); Python only slices the budget into chunks and
+reads the result.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.kernels import KernelGame, kernel_game, root_state
+from engine.kernels.budget import run_chunked
+from engine.kernels.layout import seed_rng
+from engine.kernels.tree import (
+    PROVEN_DRAW,
+    PROVEN_LOSS,
+    PROVEN_WIN,
+    UNKNOWN,
+    compact,
+    mcts_run,
+)
+from engine.search import SearchResult
+
+__all__ = ["mcts_search", "merge_root_results", "uct_search"]
+
+DEFAULT_C = math.sqrt(2.0)
+INITIAL_NODES = 1 << 14
+MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
+MAX_PV = 40
+CACHE_KEY = "mcts"
+
+# proven[root] is from the point of view of the player who moved into the root.
+_ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
+_PROOF_VALUE = {"win": 1.0, "draw": 0.0, "loss": -1.0}
+
+
+class _Tree:
+    """Node arrays (struct of arrays, see engine.kernels.tree) and their fill level."""
+
+    __slots__ = ("parent", "first", "count", "action", "visits", "wins", "proven", "floor", "meta")
+
+    def __init__(self, capacity: int = INITIAL_NODES) -> None:
+        self.parent = np.empty(capacity, dtype=np.int32)
+        self.first = np.empty(capacity, dtype=np.int32)
+        self.count = np.empty(capacity, dtype=np.int32)
+        self.action = np.empty(capacity, dtype=np.int32)
+        self.visits = np.empty(capacity, dtype=np.int32)
+        self.wins = np.empty(capacity, dtype=np.int32)
+        self.proven = np.empty(capacity, dtype=np.int8)
+        self.floor = np.empty(capacity, dtype=np.int8)
+        self.meta = np.array([1], dtype=np.int64)  # node 0 is the root
+        self.parent[0] = -1
+        self.first[0] = -1
+        self.count[0] = 0
+        self.action[0] = -1
+        self.visits[0] = 0
+        self.wins[0] = 0
+        self.proven[0] = UNKNOWN
+        self.floor[0] = 0
+
+    @property
+    def size(self) -> int:
+        return int(self.meta[0])
+
+    @property
+    def capacity(self) -> int:
+        return int(self.parent.shape[0])
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.parent,
+            self.first,
+            self.count,
+            self.action,
+            self.visits,
+            self.wins,
+            self.proven,
+            self.floor,
+        )
+
+    def ensure(self, extra: int) -> None:
+        """Grow (doubling, up to MAX_NODES) so that ``extra`` more nodes fit if possible."""
+        need = self.size + extra
+        if need <= self.capacity or self.capacity >= MAX_NODES:
+            return
+        new_capacity = min(MAX_NODES, max(need, 2 * self.capacity))
+        n = self.size
+        for name in self.__slots__[:-1]:
+            old = getattr(self, name)
+            new = np.empty(new_capacity, dtype=old.dtype)
+            new[:n] = old[:n]
+            setattr(self, name, new)
+
+    def subtree(self, node: int) -> _Tree:
+        """A new tree holding the subtree under ``node`` (the new root)."""
+        out = _Tree(max(INITIAL_NODES, 2 * self.size))
+        src_of = np.empty(self.size, dtype=np.int32)
+        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)
+        return out
+
+    def trimmed(self) -> _Tree:
+        """A copy without the unused capacity (what the per-game cache keeps)."""
+        out = _Tree.__new__(_Tree)
+        n = self.size
+        for name in self.__slots__[:-1]:
+            setattr(out, name, getattr(self, name)[:n].copy())
+        out.meta = self.meta.copy()
+        return out
+
+    def child(self, node: int, action: int) -> int:
+        f = int(self.first[node])
+        if f < 0:
+            return -1
+        for j in range(f, f + int(self.count[node])):
+            if int(self.action[j]) == action:
+                return j
+        return -1
+
+    def children(self, node: int) -> range:
+        f = int(self.first[node])
+        return range(f, f + int(self.count[node])) if f >= 0 else range(0)
+
+
+def _run(
+    tree: _Tree,
+    st: np.ndarray,
+    game: KernelGame,
+    *,
+    deadline: float | None,
+    iterations: int | None,
+    clock: Callable[[], float],
+    rng: np.ndarray,
+    c: float,
+    solver: bool,
+    decisive: bool,
+) -> int:
+    scratch = np.empty_like(st)
+    path = np.empty(game.max_moves + 2, dtype=np.int32)
+    buf = np.empty(game.max_moves + 1, dtype=np.int32)
+    near = bool(game.near)
+
+    def step(n: int) -> int:
+        tree.ensure(n * game.max_moves)
+        return int(
+            mcts_run(
+                st,
+                scratch,
+                *tree.arrays(),
+                tree.meta,
+                n,
+                c,
+                solver,
+                decisive,
+                near,
+                rng,
+                path,
+                buf,
+            )
+        )
+
+    return run_chunked(step, deadline=deadline, iterations=iterations, clock=clock)
+
+
+def mcts_kernel_run(
+    st: np.ndarray, game: KernelGame, *, iterations: int, seed: int, compact_after: bool = False
+) -> int:
+    """Run the compiled loop without a State (warm-up and benchmarks)."""
+    total = 0
+    for solver in (True, False):
+        tree = _Tree()
+        total += _run(
+            tree,
+            st,
+            game,
+            deadline=None,
+            iterations=iterations,
+            clock=_no_clock,
+            rng=seed_rng(seed),
+            c=DEFAULT_C,
+            solver=solver,
+            decisive=solver,
+        )
+        if compact_after:
+            tree.subtree(max(0, int(tree.first[0])))
+    return total
+
+
+def _no_clock() -> float:
+    return 0.0
+
+
+def _option_c(options: dict[str, Any]) -> float:
+    c = options.get("c", DEFAULT_C)
+    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
+        raise EngineError(f"option c (UCB1 exploration) must be a number >= 0, not {c!r}")
+    return float(c)
+
+
+def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
+    """The saved subtree for this position, if the moves since the last search are in it."""
+    saved = cache.get(CACHE_KEY)
+    if saved is None or saved["spec"] != spec:
+        return None
+    old: tuple[int, ...] = saved["history"]
+    if len(history) < len(old) or tuple(history[: len(old)]) != old:
+        return None
+    tree: _Tree = saved["tree"]
+    node = 0
+    for action in history[len(old) :]:
+        node = tree.child(node, action)
+        if node < 0:
+            return None
+    return tree.subtree(node)
+
+
+def _choose(tree: _Tree) -> int:
+    """The root child to play (see module docstring of engine.kernels.tree for ``proven``)."""
+    kids = list(tree.children(0))
+    proven = tree.proven
+    visits = tree.visits
+
+    def most_visited(nodes: list[int]) -> int:
+        return max(nodes, key=lambda j: (int(visits[j]), int(tree.wins[j])))
+
+    root = int(proven[0])
+    if root == PROVEN_LOSS:  # the mover wins: play a proven win
+        return most_visited([j for j in kids if proven[j] == PROVEN_WIN])
+    if root == PROVEN_DRAW:
+        return most_visited([j for j in kids if proven[j] == PROVEN_DRAW])
+    if root == PROVEN_WIN:  # the mover loses whatever it does: resist the longest
+        return most_visited(kids)
+    open_kids = [j for j in kids if proven[j] == UNKNOWN]
+    draws = [j for j in kids if proven[j] == PROVEN_DRAW]
+    if not open_kids:
+        return most_visited(draws or kids)
+    best = most_visited(open_kids)
+    if draws and (visits[best] == 0 or tree.wins[best] < int(visits[best])):
+        return most_visited(draws)  # expected worse than the draw in hand
+    return best
+
+
+def _result(tree: _Tree, algorithm: str, iterations: int) -> SearchResult:
+    best = _choose(tree)
+    action = int(tree.action[best])
+    proof = _ROOT_PROOF.get(int(tree.proven[0]))
+    if proof is not None:
+        value = _PROOF_VALUE[proof]
+    elif tree.proven[best] == PROVEN_DRAW:
+        value = 0.0
+    else:
+        v = int(tree.visits[best])
+        value = (tree.wins[best] / v - 1.0) if v else 0.0  # 2 * winrate - 1, wins in half-points
+        if tree.floor[0]:
+            value = max(value, 0.0)
+    pv = [action]
+    node = best
+    while len(pv) < MAX_PV:
+        kids = list(tree.children(node))
+        if not kids:
+            break
+        won = [j for j in kids if tree.proven[j] == PROVEN_WIN]
+        node = won[0] if won else max(kids, key=lambda j: int(tree.visits[j]))
+        if tree.visits[node] == 0 and not won:
+            break
+        pv.append(int(tree.action[node]))
+    visits = tuple(sorted((int(tree.action[j]), int(tree.visits[j])) for j in tree.children(0)))
+    return SearchResult(
+        action=action,
+        value=float(max(-1.0, min(1.0, value))),
+        algorithm=algorithm,
+        iterations=iterations,
+        pv=tuple(pv),
+        visits=visits,
+        proven=proof,
+    )
+
+
+def _search(
+    state: Any,
+    *,
+    deadline: float | None,
+    iterations: int | None,
+    seed: int | None,
+    clock: Callable[[], float],
+    options: dict[str, Any],
+    cache: dict[str, Any],
+    algorithm: str,
+    enhanced: bool,
+) -> SearchResult:
+    c = _option_c(options)
+    solver = bool(options.get("solver", enhanced))
+    decisive = bool(options.get("decisive", enhanced))
+    reuse = bool(options.get("reuse", enhanced))
+    game = kernel_game(state.game)
+    history = state.history()
+    spec = (state.game.name, tuple(sorted(state.game.params.items())))
+    st = root_state(state, game)
+    tree = _reused_tree(cache, spec, history) if reuse else None
+    if tree is None:
+        tree = _Tree()
+    rng = seed_rng(secrets.randbits(63) if seed is None else seed)
+    done = _run(
+        tree,
+        st,
+        game,
+        deadline=deadline,
+        iterations=iterations,
+        clock=clock,
+        rng=rng,
+        c=c,
+        solver=solver,
+        decisive=decisive,
+    )
+    result = _result(tree, algorithm, done)
+    if reuse:
+        cache[CACHE_KEY] = {"spec": spec, "history": tuple(history), "tree": tree.trimmed()}
+    return result
+
+
+def mcts_search(
+    state: Any,
+    *,
+    deadline: float | None,
+    iterations: int | None,
+    seed: int | None,
+    clock: Callable[[], float],
+    options: dict[str, Any],
+    cache: dict[str, Any],
+) -> SearchResult:
+    """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse (module docstring).
+    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse (bools, default
+    on) to switch the enhancements off one at a time."""
+    return _search(
+        state,
+        deadline=deadline,
+        iterations=iterations,
+        seed=seed,
+        clock=clock,
+        options=options,
+        cache=cache,
+        algorithm="mcts",
+        enhanced=True,
+    )
+
+
+def uct_search(
+    state: Any,
+    *,
+    deadline: float | None,
+    iterations: int | None,
+    seed: int | None,
+    clock: Callable[[], float],
+    options: dict[str, Any],
+    cache: dict[str, Any],
+) -> SearchResult:
+    """Plain UCT with UCB1 and uniform random playouts: no solver, no decisive moves, no
+    tree reuse (the baseline the enhancements are measured against). Option: c."""
+    plain = {"c": options.get("c", DEFAULT_C)}
+    return _search(
+        state,
+        deadline=deadline,
+        iterations=iterations,
+        seed=seed,
+        clock=clock,
+        options=plain,
+        cache=cache,
+        algorithm="uct",
+        enhanced=False,
+    )
+
+
+def merge_root_results(results: Sequence[SearchResult]) -> SearchResult:
+    """Root parallelization: one result from independent searches of the same position.
+
+    Visit counts are summed per root move and the most visited move is played; a proof from
+    any search is exact and wins over statistics. The value is the iteration-weighted mean of
+    the values of the searches that chose the merged move (or of all, if none did)."""
+    if not results:
+        raise EngineError("merge_root_results needs at least one result")
+    for proof in ("win", "draw", "loss"):
+        proved = [r for r in results if r.proven == proof]
+        if proved:
+            base = proved[0]
+            break
+    else:
+        base = None
+    totals: dict[int, int] = {}
+    for r in results:
+        for action, count in r.visits or ((r.action, max(1, r.iterations)),):
+            totals[action] = totals.get(action, 0) + count
+    if base is not None and base.proven in ("win", "draw"):
+        action = base.action
+    else:
+        action = max(totals, key=lambda a: (totals[a], -a))
+    agreeing = [r for r in results if r.action == action] or list(results)
+    weight = sum(max(1, r.iterations) for r in agreeing)
+    value = sum(r.value * max(1, r.iterations) for r in agreeing) / weight
+    if base is not None:
+        value = _PROOF_VALUE[base.proven or "draw"]
+    pv_source = max(agreeing, key=lambda r: r.iterations)
+    return SearchResult(
+        action=action,
+        value=value,
+        algorithm=results[0].algorithm,
+        iterations=sum(r.iterations for r in results),
+        elapsed_ms=max(r.elapsed_ms for r in results),
+        pv=pv_source.pv if pv_source.action == action else (action,),
+        visits=tuple(sorted(totals.items())),
+        depth=None,
+        proven=base.proven if base is not None else None,
+        seed=results[0].seed,
+        budget_ms=results[0].budget_ms,
+    )

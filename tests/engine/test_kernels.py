@@ -1,0 +1,154 @@
+"""The compiled rules agree with the Python rules (legal moves, end of game, winner) on many
+random games of every kind, and the decisive-move helpers find wins and threats."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+
+import numpy as np
+import pytest
+
+import engine
+from engine.kernels import (
+    compiled_legal_actions,
+    compiled_outcome,
+    kernel_game,
+    root_state,
+    warm_up,
+)
+from engine.kernels.layout import MOVES_MOVER_LOSES, MOVES_MOVER_WINS, MOVES_NORMAL
+from engine.kernels.mnk import mnk_tree_moves
+from engine.kernels.rules import apply
+from engine.kernels.uttt import uttt_tree_moves, uttt_win_move
+
+HAVE_UTTT = importlib.util.find_spec("engine.uttt") is not None
+needs_uttt = pytest.mark.skipif(not HAVE_UTTT, reason="engine.uttt not there yet")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled() -> None:
+    warm_up()
+
+
+GAMES = [
+    ("tictactoe", {}, 300),
+    ("5x5", {}, 150),
+    ("mnk", {"m": 3, "n": 7, "k": 3}, 100),
+    ("mnk", {"m": 6, "n": 4, "k": 4}, 100),
+    ("mnk", {"m": 19, "n": 19, "k": 6}, 5),
+    ("gomoku", {}, 15),
+    pytest.param("uttt", {}, 150, marks=needs_uttt),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "games"), GAMES)
+def test_compiled_rules_agree_with_python_rules(name: str, params: dict, games: int) -> None:
+    rng = random.Random(20081)
+    game = engine.make_game(name, **params)
+    kg = kernel_game(game)
+    for _ in range(games):
+        state = game.new_initial_state()
+        st = root_state(state, kg)
+        while True:
+            assert compiled_legal_actions(st) == state.legal_actions()
+            assert compiled_outcome(st) == (state.is_terminal(), state.winner())
+            if state.is_terminal():
+                break
+            action = rng.choice(state.legal_actions())
+            state.apply_action(action)
+            apply(st, action)
+        # Rebuilding from the move list gives the same compiled position.
+        assert np.array_equal(root_state(state, kg), st)
+
+
+def _mnk_state(name: str, actions: list[int], **params: int) -> np.ndarray:
+    game = engine.make_game(name, **params)
+    return root_state(engine.replay(game, actions), kernel_game(game))
+
+
+def test_mnk_tree_moves_take_a_win_and_block_a_threat() -> None:
+    buf = np.empty(400, dtype=np.int32)
+    # X: 0, 1; O: 4, 5; X to move wins at 2.
+    st = _mnk_state("tictactoe", [0, 4, 1, 5])
+    n, code = mnk_tree_moves(st, buf, True)
+    assert (n, code, buf[0]) == (1, MOVES_MOVER_WINS, 2)
+    # X: 0, 8; O: 4, 3; X must block 5.
+    st = _mnk_state("tictactoe", [0, 4, 8, 3])
+    n, code = mnk_tree_moves(st, buf, True)
+    assert (n, code, buf[0]) == (1, MOVES_NORMAL, 5)
+    # Without decisive moves every empty cell is listed.
+    n, code = mnk_tree_moves(st, buf, False)
+    assert (code, sorted(buf[:n])) == (MOVES_NORMAL, [1, 2, 5, 6, 7])
+    # O: 0, 2, 4 threatens 1, 6 and 8; X (3, 5, 7) has no win: every move loses.
+    st = _mnk_state("tictactoe", [3, 0, 5, 2, 7, 4])
+    n, code = mnk_tree_moves(st, buf, True)
+    assert (code, sorted(buf[:n])) == (MOVES_MOVER_LOSES, [1, 6, 8])
+    st = _mnk_state("5x5", [0, 6, 24, 7, 20, 8])
+    n, code = mnk_tree_moves(st, buf, True)
+    assert code == MOVES_MOVER_LOSES and sorted(buf[:2]) == [5, 9]  # blocks first
+
+
+def test_mnk_double_threat_is_a_loss() -> None:
+    buf = np.empty(400, dtype=np.int32)
+    # 5x5 k=4, O (second) has 6,7,8 with 5 and 9 open; X to move has no win.
+    st = _mnk_state("5x5", [0, 6, 24, 7, 20, 8])
+    n, code = mnk_tree_moves(st, buf, True)
+    assert code == MOVES_MOVER_LOSES
+    assert n == 19
+
+
+def test_gomoku_five_or_more_wins() -> None:
+    # X fills 0..3 and 5..8 of the first row, then 4 makes nine in a row: a win (overline).
+    xs = [0, 1, 2, 3, 5, 6, 7, 8]
+    os_ = [30, 31, 32, 33, 45, 46, 47, 48]
+    actions = [a for pair in zip(xs, os_, strict=True) for a in pair] + [4]
+    game = engine.make_game("gomoku")
+    state = engine.replay(game, actions)
+    st = root_state(state, kernel_game(game))
+    assert compiled_outcome(st) == (True, 0) == (state.is_terminal(), state.winner())
+
+
+@needs_uttt
+def test_uttt_decisive_and_anti_decisive_moves() -> None:
+    game = engine.make_game("uttt")
+    rng = random.Random(5)
+    buf = np.empty(81, dtype=np.int32)
+    checked = 0
+    for _ in range(300):
+        state = game.new_initial_state()
+        st = root_state(state, kernel_game(game))
+        while not state.is_terminal():
+            legal = state.legal_actions()
+            wins = []
+            for a in legal:
+                child = state.clone()
+                child.apply_action(a)
+                if child.winner() == state.current_player():
+                    wins.append(a)
+            w = uttt_win_move(st)
+            assert (w >= 0) == bool(wins)
+            if w >= 0:
+                assert w in wins
+            n, code = uttt_tree_moves(st, buf, True)
+            moves = [int(a) for a in buf[:n]]
+            if code == MOVES_NORMAL:
+                for a in legal:  # a move is dropped exactly when it hands over a win in one
+                    child = state.clone()
+                    child.apply_action(a)
+                    loses = not child.is_terminal() and any(
+                        _wins_now(child, b) for b in child.legal_actions()
+                    )
+                    assert (a not in moves) == loses
+                checked += 1
+            a = rng.choice(legal)
+            state.apply_action(a)
+            apply(st, a)
+    assert checked > 1000
+
+
+def _wins_now(state, action: int) -> bool:  # noqa: ANN001
+    child = state.clone()
+    player = state.current_player()
+    child.apply_action(action)
+    return child.winner() == player

@@ -1,0 +1,224 @@
+"""MCTS, plain UCT and flat Monte Carlo on solved positions, with fixed seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import time
+from typing import Any
+
+import pytest
+
+import engine
+from engine.flat import flat_search
+from engine.kernels import warm_up
+from engine.mcts import mcts_search, merge_root_results, uct_search
+from engine.search import SearchResult
+
+HAVE_UTTT = importlib.util.find_spec("engine.uttt") is not None
+needs_uttt = pytest.mark.skipif(not HAVE_UTTT, reason="engine.uttt not there yet")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled() -> None:
+    warm_up()
+
+
+def run(func: Any, state: Any, iterations: int = 2000, seed: int = 1, cache=None, **options):  # noqa: ANN001
+    return func(
+        state,
+        deadline=None,
+        iterations=iterations,
+        seed=seed,
+        clock=time.perf_counter,
+        options=options,
+        cache={} if cache is None else cache,
+    )
+
+
+def position(name: str, actions: list[int], **params: int) -> Any:
+    return engine.replay(engine.make_game(name, **params), actions)
+
+
+# (game, params, moves, the winning move for the player to move)
+WIN_IN_ONE = [
+    ("tictactoe", {}, [0, 4, 1, 5], 2),
+    ("5x5", {}, [0, 24, 1, 23, 2, 22], 3),  # X 0,1,2 -> 3 wins (O threatens 21)
+    ("gomoku", {}, [112, 0, 113, 1, 114, 2, 115, 4], 116),  # O has 0,1,2,4: 111 also wins
+]
+MUST_BLOCK = [
+    ("tictactoe", {}, [0, 4, 8, 3], 5),
+    ("5x5", {}, [0, 6, 24, 7, 20, 12, 19, 17], 2),  # O 7-12-17 column; 2 blocks (22 is... )
+]
+
+
+@pytest.mark.parametrize(("name", "params", "moves", "win"), WIN_IN_ONE)
+def test_mcts_takes_a_win_in_one(name: str, params: dict, moves: list[int], win: int) -> None:
+    state = position(name, moves, **params)
+    result = run(mcts_search, state, iterations=200)
+    assert result.action in _winning_moves(state)
+    assert result.proven == "win"
+    assert result.value == 1.0
+
+
+def test_mcts_blocks_a_loss_in_one() -> None:
+    state = position("tictactoe", [0, 4, 8, 3])
+    result = run(mcts_search, state, iterations=500)
+    assert result.action == 5
+    assert result.visits is not None and [a for a, _ in result.visits] == [5]
+    state = position("gomoku", [0, 112, 14, 113, 210, 114, 224, 115])  # O has 112..115
+    result = run(mcts_search, state, iterations=500)
+    assert result.action in (111, 116)
+    assert result.proven == "loss"  # an open four cannot be stopped
+
+
+def test_mcts_proves_a_forced_win_with_a_fork() -> None:
+    # X 0, O 1: X plays 4 (threat 8), O blocks 8, X 6 forks 3 and 2.
+    state = position("tictactoe", [0, 1])
+    result = run(mcts_search, state, iterations=20000)
+    assert result.proven == "win"
+    assert result.value == 1.0
+    after = state.clone()
+    after.apply_action(result.action)
+    assert _negamax(after) == -1  # the opponent is lost after our move
+    # And the opponent of a forced win is proven lost.
+    state.apply_action(result.action)
+    lost = run(mcts_search, state, iterations=20000)
+    assert lost.proven == "loss"
+    assert lost.value == -1.0
+
+
+def test_mcts_proves_the_empty_board_a_draw() -> None:
+    result = run(mcts_search, position("tictactoe", []), iterations=200000)
+    assert result.proven == "draw"
+    assert result.value == 0.0
+    assert result.iterations < 200000  # the search stops once the root is proven
+
+
+def test_fixed_seed_and_iterations_give_a_fixed_result() -> None:
+    for name, params in (("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})):
+        state = position(name, [], **params)
+        state.apply_action(state.legal_actions()[len(state.legal_actions()) // 2])
+        for func in (mcts_search, uct_search, flat_search):
+            a = run(func, state, iterations=3000, seed=42)
+            b = run(func, state, iterations=3000, seed=42)
+            assert a == b
+            assert a.iterations == 3000 or a.proven is not None
+
+
+def test_tree_reuse_keeps_the_visits_below_the_moves_played() -> None:
+    state = position("5x5", [12])
+    cache: dict = {}
+    first = run(mcts_search, state, iterations=20000, cache=cache)
+    reply = first.pv[1]
+    state.apply_action(first.action)
+    state.apply_action(reply)
+    second = run(mcts_search, state, iterations=1, cache=cache)
+    assert second.visits is not None
+    assert sum(v for _, v in second.visits) > 100  # inherited from the first search
+    # A position that does not continue the saved game starts a fresh tree.
+    other = run(mcts_search, position("5x5", [0]), iterations=1, cache=cache)
+    assert other.visits is not None and sum(v for _, v in other.visits) <= 1
+    # uct never reuses.
+    plain = run(uct_search, state, iterations=1, cache={})
+    assert plain.visits is not None and sum(v for _, v in plain.visits) == 1
+
+
+GAMES = [
+    ("tictactoe", {}),
+    ("5x5", {}),
+    ("mnk", {"m": 3, "n": 8, "k": 3}),
+    ("gomoku", {}),
+    pytest.param("uttt", {}, marks=needs_uttt),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), GAMES)
+def test_every_search_plays_legal_moves(name: str, params: dict) -> None:
+    rng = random.Random(7)
+    game = engine.make_game(name, **params)
+    for trial in range(4):
+        state = game.new_initial_state()
+        for _ in range(rng.randrange(0, 12)):
+            if state.is_terminal():
+                break
+            state.apply_action(rng.choice(state.legal_actions()))
+        if state.is_terminal():
+            continue
+        for func in (mcts_search, uct_search, flat_search):
+            result = run(func, state, iterations=300, seed=trial)
+            assert isinstance(result, SearchResult)
+            assert result.action in state.legal_actions()
+            assert -1.0 <= result.value <= 1.0
+            assert result.pv[0] == result.action
+            assert result.visits is not None
+            assert {a for a, _ in result.visits} <= set(state.legal_actions())
+
+
+def test_a_deadline_stops_the_search() -> None:
+    state = position("5x5", [])
+    start = time.perf_counter()
+    result = mcts_search(
+        state,
+        deadline=start + 0.02,
+        iterations=None,
+        seed=3,
+        clock=time.perf_counter,
+        options={},
+        cache={},
+    )
+    assert result.iterations > 0
+    assert result.action in state.legal_actions()
+
+
+def test_bad_exploration_constant_is_refused() -> None:
+    with pytest.raises(engine.EngineError):
+        run(mcts_search, position("tictactoe", []), c=-1.0)
+
+
+def test_merge_root_results_sums_visits() -> None:
+    state = position("5x5", [12, 6])
+    results = [run(mcts_search, state, iterations=2000, seed=s) for s in range(3)]
+    merged = merge_root_results(results)
+    assert merged.iterations == sum(r.iterations for r in results)
+    totals: dict[int, int] = {}
+    for r in results:
+        for a, v in r.visits or ():
+            totals[a] = totals.get(a, 0) + v
+    assert dict(merged.visits or ()) == totals
+    assert merged.action == max(totals, key=lambda a: (totals[a], -a))
+    proven = SearchResult(action=3, value=1.0, algorithm="mcts", iterations=5, proven="win")
+    assert merge_root_results([*results, proven]).action == 3
+
+
+def test_engine_registry_runs_the_compiled_searches() -> None:
+    state = position("tictactoe", [0, 4, 1])
+    for algorithm in ("mcts", "uct", "flat"):
+        result = engine.search(state, algorithm=algorithm, iterations=3000, seed=5)
+        assert result.action == 2
+        assert result.algorithm == algorithm
+
+
+def _winning_moves(state: Any) -> set[int]:
+    wins = set()
+    for a in state.legal_actions():
+        child = state.clone()
+        child.apply_action(a)
+        if child.winner() == state.current_player():
+            wins.add(a)
+    return wins
+
+
+def _negamax(state: Any) -> int:
+    """Exact value for the player to move (small boards only): the reference for proofs."""
+    if state.is_terminal():
+        winner = state.winner()
+        return 0 if winner is None else (1 if winner == state.current_player() else -1)
+    best = -1
+    for a in state.legal_actions():
+        child = state.clone()
+        child.apply_action(a)
+        best = max(best, -_negamax(child))
+        if best == 1:
+            break
+    return best
