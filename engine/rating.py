@@ -49,7 +49,7 @@ def elo_from_score(score: float) -> float:
         return math.inf
     if score <= 0.0:
         return -math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
+    return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: no "-0.0" at score 0.5
 
 
 def _score(wins: float, draws: float, losses: float) -> tuple[float, float]:

@@ -1,0 +1,716 @@
+"""`noughts arena`: play two engine players against each other and rate the result.
+
+Games alternate colours (game i: A moves first when i is even) and run in parallel in worker
+processes, each holding one ``engine.Searcher`` so that MCTS reuses its tree between the moves
+of one game (one game_key per game and player). The report gives A's wins, draws and losses,
+the score, the Elo difference with its 95% interval (``engine.rating``), the split by colour,
+the time per move, and optionally an SPRT verdict that can stop the match early.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFAULT_BUDGET_MS = 100.0
+# The SPRT is only allowed to stop the match once this many games are in: with a handful of
+# one-sided results the variance estimate (and so the LLR) is meaningless.
+SPRT_MIN_GAMES = 20
+GAME_HELP_NAMES = "tictactoe, mnk, 5x5, gomoku, uttt"
+
+EPILOG = """\
+player spec: ALGO[:BUDGET[:OPTION=VALUE...]]
+  ALGO     an engine search: random, flat, mcts, uct, minimax, alphabeta, perfect
+  BUDGET   per move: 100ms, 0.5s (time) or 5000it (iterations / nodes); default 100ms
+  OPTIONS  passed to the search, e.g. mcts:100ms:c=1.2 (several: mcts:50ms:c=1.2:reuse=false)
+
+examples:
+  noughts arena --game uttt --a mcts:100ms --b flat:100ms --games 200
+  noughts arena --game tictactoe --a alphabeta:5ms --b random:1ms --games 1000 --json
+  noughts arena --game mnk --param m=5 --param n=5 --param k=4 --a mcts:50ms --b uct:50ms \\
+      --sprt 0,50
+"""
+
+
+class ArenaError(Exception):
+    """A bad command line or an engine that cannot play the requested match."""
+
+
+# --- player specs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerSpec:
+    """One side of the match: an algorithm, its budget and its options (picklable)."""
+
+    text: str
+    algorithm: str
+    budget_ms: float | None
+    iterations: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _option_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_budget(text: str) -> tuple[float | None, int | None]:
+    """'100ms' -> (100.0, None); '0.5s' -> (500.0, None); '5000it' -> (None, 5000)."""
+    lowered = text.strip().lower()
+    try:
+        if lowered.endswith("ms"):
+            value = float(lowered[:-2])
+            if value > 0 and math.isfinite(value):
+                return value, None
+        elif lowered.endswith("it"):
+            count = int(lowered[:-2])
+            if count > 0:
+                return None, count
+        elif lowered.endswith("s"):
+            value = float(lowered[:-1]) * 1000.0
+            if value > 0 and math.isfinite(value):
+                return value, None
+    except ValueError:
+        pass
+    raise ArenaError(
+        f"bad budget {text!r}: use milliseconds (100ms), seconds (0.5s) or iterations (5000it)"
+    )
+
+
+def parse_player(text: str) -> PlayerSpec:
+    """Parse 'ALGO[:BUDGET[:KEY=VALUE...]]' (options may also be comma-separated)."""
+    parts = [p.strip() for p in text.split(":")]
+    algorithm = parts[0].lower()
+    if not algorithm:
+        raise ArenaError(f"bad player {text!r}: expected ALGO[:BUDGET[:OPTION=VALUE...]]")
+    budget_ms: float | None = DEFAULT_BUDGET_MS
+    iterations: int | None = None
+    rest = parts[1:]
+    if rest and "=" not in rest[0]:
+        budget_ms, iterations = parse_budget(rest[0])
+        rest = rest[1:]
+    options: dict[str, Any] = {}
+    for chunk in rest:
+        for item in filter(None, (i.strip() for i in chunk.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip().isidentifier():
+                raise ArenaError(f"bad option {item!r} in player {text!r}: expected NAME=VALUE")
+            options[key.strip()] = _option_value(value.strip())
+    return PlayerSpec(text, algorithm, budget_ms, iterations, options)
+
+
+def parse_params(items: list[str] | None) -> dict[str, int]:
+    params: dict[str, int] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        try:
+            params[key.strip()] = int(value)
+        except ValueError:
+            sep = ""
+        if not sep or not key.strip():
+            raise ArenaError(f"bad --param {item!r}: expected NAME=INTEGER, e.g. m=5")
+    return params
+
+
+def parse_sprt(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        elo0, elo1 = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ArenaError(f"bad --sprt {text!r}: expected ELO0,ELO1 such as 0,10") from None
+    if not elo0 < elo1:
+        raise ArenaError(f"bad --sprt {text!r}: ELO0 must be below ELO1")
+    return elo0, elo1
+
+
+def derive_seed(*parts: object) -> int:
+    """A deterministic 31-bit seed from the match seed and a position in the match."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF
+
+
+# --- the worker side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GameTask:
+    """Everything a worker needs to play one game: small and picklable."""
+
+    index: int
+    game: str
+    params: dict[str, int]
+    a: PlayerSpec
+    b: PlayerSpec
+    seed: int
+
+    @property
+    def a_first(self) -> bool:
+        return self.index % 2 == 0
+
+
+_searcher: Any = None
+
+
+def _init_worker() -> None:
+    """Pool initializer: ignore Ctrl-C (the parent handles it), warm the engine, one Searcher."""
+    import signal
+
+    import engine
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    engine.warm_up()
+    global _searcher
+    _searcher = engine.Searcher()
+
+
+def play_game(task: GameTask) -> dict[str, Any]:
+    """Play one game and return its record (A's result, moves, time per side).
+
+    Errors from the engine are returned as {"error": ...}, so the parent can stop the match with
+    a clear message rather than a traceback from a worker.
+    """
+    import engine
+
+    global _searcher
+    if _searcher is None:
+        _searcher = engine.Searcher()
+    try:
+        return _play(engine, _searcher, task)
+    except ArenaError as exc:
+        return {"index": task.index, "error": str(exc)}
+    except Exception as exc:
+        return {"index": task.index, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
+    state = engine.make_game(task.game, **task.params).new_initial_state()
+    a_player = 0 if task.a_first else 1
+    keys = {"a": f"arena:{task.seed}:{task.index}:a", "b": f"arena:{task.seed}:{task.index}:b"}
+    spent = {"a": 0.0, "b": 0.0}
+    moves = {"a": 0, "b": 0}
+    iterations = {"a": 0, "b": 0}
+    worst_overrun = {"a": -math.inf, "b": -math.inf}
+    forfeit: str | None = None
+    try:
+        while not state.is_terminal():
+            side = "a" if state.current_player() == a_player else "b"
+            spec = task.a if side == "a" else task.b
+            started = time.perf_counter()
+            try:
+                result = searcher.search(
+                    state,
+                    algorithm=spec.algorithm,
+                    budget_ms=spec.budget_ms,
+                    iterations=spec.iterations,
+                    seed=derive_seed(task.seed, state.ply()),
+                    game_key=keys[side],
+                    **spec.options,
+                )
+            except Exception as exc:
+                raise ArenaError(
+                    f"player {side.upper()} ({spec.text}) at ply {state.ply()}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            spent[side] += elapsed_ms
+            moves[side] += 1
+            iterations[side] += int(result.iterations)
+            if spec.budget_ms is not None:
+                worst_overrun[side] = max(worst_overrun[side], elapsed_ms - spec.budget_ms)
+            try:
+                state.apply_checked(int(result.action))
+            except engine.IllegalMove:
+                forfeit = side  # the engine played an illegal move: that side loses
+                break
+    finally:
+        searcher.forget(keys["a"])
+        searcher.forget(keys["b"])
+    if forfeit is not None:
+        outcome = "loss" if forfeit == "a" else "win"
+    else:
+        a_return = state.returns()[a_player]
+        outcome = "win" if a_return > 0 else "loss" if a_return < 0 else "draw"
+    return {
+        "index": task.index,
+        "seed": task.seed,
+        "a_first": task.a_first,
+        "result": outcome,
+        "forfeit": forfeit,
+        "plies": len(state.history()),
+        "actions": [int(a) for a in state.history()],
+        "ms": spent,
+        "moves": moves,
+        "iterations": iterations,
+        "worst_overrun_ms": {
+            k: (v if math.isfinite(v) else None) for k, v in worst_overrun.items()
+        },
+    }
+
+
+# --- the tally ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Tally:
+    """Running totals from A's point of view, overall and by A's colour."""
+
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    first: list[int] = field(default_factory=lambda: [0, 0, 0])  # A moved first: W, D, L
+    second: list[int] = field(default_factory=lambda: [0, 0, 0])
+    ms: dict[str, float] = field(default_factory=lambda: {"a": 0.0, "b": 0.0})
+    moves: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+    iterations: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+    forfeits: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+    plies: int = 0
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    def add(self, record: dict[str, Any]) -> None:
+        slot = {"win": 0, "draw": 1, "loss": 2}[record["result"]]
+        (self.first if record["a_first"] else self.second)[slot] += 1
+        if slot == 0:
+            self.wins += 1
+        elif slot == 1:
+            self.draws += 1
+        else:
+            self.losses += 1
+        for side in ("a", "b"):
+            self.ms[side] += record["ms"][side]
+            self.moves[side] += record["moves"][side]
+            self.iterations[side] += record["iterations"][side]
+        if record["forfeit"]:
+            self.forfeits[record["forfeit"]] += 1
+        self.plies += record["plies"]
+
+    def score(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else math.nan
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no infinity: an unbounded Elo (all wins or all losses) becomes null."""
+    return round(value, 2) if math.isfinite(value) else None
+
+
+def _colour_summary(wdl: list[int]) -> dict[str, Any]:
+    games = sum(wdl)
+    score = (wdl[0] + 0.5 * wdl[1]) / games if games else None
+    return {"games": games, "wins": wdl[0], "draws": wdl[1], "losses": wdl[2], "score": score}
+
+
+def _format_elo(value: float) -> str:
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+.1f}"
+
+
+def _status_line(tally: Tally, total: int) -> str:
+    from engine.rating import elo_interval
+
+    text = f"{tally.games}/{total} games  A +{tally.wins} ={tally.draws} -{tally.losses}"
+    if tally.games:
+        estimate = elo_interval(tally.wins, tally.draws, tally.losses)
+        text += f"  score {estimate.score:.3f}  Elo {_format_elo(estimate.elo)}"
+        if tally.games > 1 and 0 < estimate.error < math.inf:
+            text += f" +-{estimate.error:.0f}"
+    return text
+
+
+# --- the match ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Match:
+    """A match being played: the tasks, the tally so far and the SPRT state."""
+
+    tasks: list[GameTask]
+    sprt: tuple[float, float] | None
+    alpha: float
+    beta: float
+    tally: Tally = field(default_factory=Tally)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    verdict: str | None = None
+    error: str | None = None
+    interrupted: bool = False
+
+    def add(self, record: dict[str, Any]) -> bool:
+        """Count one finished game; True when the match should stop (error or SPRT bound)."""
+        if "error" in record:
+            self.error = record["error"]
+            return True
+        self.records.append(record)
+        self.tally.add(record)
+        if self.sprt is not None and self.tally.games >= SPRT_MIN_GAMES:
+            from engine.rating import sprt
+
+            t = self.tally
+            self.verdict = sprt(
+                t.wins, t.draws, t.losses, *self.sprt, self.alpha, self.beta
+            ).verdict
+            return self.verdict is not None
+        return False
+
+
+class ArenaProgress:
+    """Live progress on stderr: a rich bar on a terminal, else a plain line every N games."""
+
+    def __init__(self, total: int, every: int, enabled: bool = True) -> None:
+        self.total = total
+        self.every = max(1, every)
+        self.enabled = enabled
+        self._bar: Any = None
+        self._task: Any = None
+        self._last_print = 0.0
+
+    def __enter__(self) -> ArenaProgress:
+        if self.enabled and sys.stderr.isatty():
+            from rich import progress as bar
+            from rich.console import Console
+
+            self._bar = bar.Progress(
+                bar.TextColumn("arena"),
+                bar.BarColumn(),
+                bar.MofNCompleteColumn(),
+                bar.TextColumn("{task.fields[status]}"),
+                bar.TimeElapsedColumn(),
+                bar.TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task("games", total=self.total, status="starting workers")
+        return self
+
+    def update(self, tally: Tally) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            status = _status_line(tally, self.total).split("  ", 1)[1]
+            self._bar.update(self._task, completed=tally.games, status=status)
+        elif tally.games % self.every == 0 or tally.games == self.total:
+            print(f"arena: {_status_line(tally, self.total)}", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+def run_match(match: Match, workers: int, progress: ArenaProgress) -> None:
+    """Play the match's games, in this process (one worker) or in a pool of processes."""
+    if workers <= 1:
+        _init_engine_here()
+        for task in match.tasks:
+            if match.add(play_game(task)):
+                break
+            progress.update(match.tally)
+        return
+    import multiprocessing
+
+    # spawn: workers start clean (no inherited threads or numba state), as in server/pool.py.
+    context = multiprocessing.get_context("spawn")
+    pool = context.Pool(processes=workers, initializer=_init_worker)
+    try:
+        for record in pool.imap_unordered(play_game, match.tasks, chunksize=1):
+            if match.add(record):
+                break
+            progress.update(match.tally)
+    finally:
+        pool.terminate()  # stops games still running after an early stop or Ctrl-C
+        pool.join()
+
+
+def _init_engine_here() -> None:
+    import engine
+
+    engine.warm_up()
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "arena",
+        help="play two engine players against each other and rate the result",
+        description="Play GAMES games between engine players A and B, alternating colours "
+        "(A moves first in even-numbered games), in parallel worker processes, and report "
+        "A's wins/draws/losses, the score, the Elo difference with a 95%% interval, results by "
+        "colour, time per move and games per second. With --sprt, stop as soon as the "
+        "sequential probability ratio test decides.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--game",
+        default="uttt",
+        metavar="NAME",
+        help=f"game to play: {GAME_HELP_NAMES} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="game parameter, repeatable; for mnk: --param m=5 --param n=5 --param k=4",
+    )
+    parser.add_argument(
+        "--a",
+        dest="player_a",
+        default="mcts:100ms",
+        metavar="SPEC",
+        help="player A, ALGO:BUDGET[:OPTION=VALUE] (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--b",
+        dest="player_b",
+        default="flat:100ms",
+        metavar="SPEC",
+        help="player B, same form (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--games", type=int, default=100, help="number of games to play (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes playing games in parallel; 1 plays in this process "
+        "(default: the number of cores, %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="match seed; every game's and move's seed derives from it (default: a random seed, "
+        "reported in the output)",
+    )
+    parser.add_argument(
+        "--sprt",
+        metavar="ELO0,ELO1",
+        help="run an SPRT of H0: elo=ELO0 against H1: elo=ELO1 (e.g. 0,10) and stop when it "
+        f"decides (checked after each game from game {SPRT_MIN_GAMES} on)",
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.05, help="SPRT false-positive rate (default: 0.05)"
+    )
+    parser.add_argument(
+        "--beta", type=float, default=0.05, help="SPRT false-negative rate (default: 0.05)"
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (summary and every game's moves, enough to archive)",
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="when stderr is not a terminal, print a progress line every N games "
+        "(default: about 20 lines per match)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        match, meta = _prepare(args)
+    except ArenaError as exc:
+        print(f"noughts arena: {exc}", file=sys.stderr)
+        return 2
+    every = args.progress_every or max(1, args.games // 20)
+    started = time.perf_counter()
+    with ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
+        try:
+            run_match(match, meta["workers"], progress)
+        except KeyboardInterrupt:
+            match.interrupted = True
+    elapsed = time.perf_counter() - started
+    if match.error is not None:
+        print(f"noughts arena: the engine failed: {match.error}", file=sys.stderr)
+        return 1
+    report = build_report(match, meta, elapsed)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 130 if match.interrupted else 0
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
+    """Validate the command line against the engine and build the match's tasks."""
+    import engine
+
+    if args.games < 1:
+        raise ArenaError("--games must be at least 1")
+    if args.workers < 1:
+        raise ArenaError("--workers must be at least 1")
+    if not (0 < args.alpha < 1 and 0 < args.beta < 1):
+        raise ArenaError("--alpha and --beta must be within (0, 1)")
+    players = [parse_player(args.player_a), parse_player(args.player_b)]
+    for label, spec in zip("AB", players, strict=True):
+        if spec.algorithm not in engine.ALGORITHMS:
+            raise ArenaError(
+                f"player {label} ({spec.text}): algorithm {spec.algorithm!r} is not available "
+                f"in this engine (available: {', '.join(engine.ALGORITHMS)})"
+            )
+    params = parse_params(args.param)
+    try:
+        game = engine.make_game(args.game, **params)
+    except engine.EngineError as exc:
+        raise ArenaError(f"bad game: {exc}") from None
+    name, game_params = game.spec()
+    seed = args.seed if args.seed is not None else derive_seed(time.time_ns(), os.getpid())
+    tasks = [
+        GameTask(i, name, dict(game_params), players[0], players[1], derive_seed(seed, i))
+        for i in range(args.games)
+    ]
+    match = Match(tasks, parse_sprt(args.sprt), args.alpha, args.beta)
+    meta = {
+        "game": {"name": name, "requested": args.game, "params": dict(game_params)},
+        "a": players[0].to_dict(),
+        "b": players[1].to_dict(),
+        "games_requested": args.games,
+        "seed": seed,
+        "workers": min(args.workers, args.games),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    }
+    return match, meta
+
+
+def build_report(match: Match, meta: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
+    """The match's outcome as one JSON-ready dict (summary, then every game's record)."""
+    from engine.rating import elo_interval, sprt
+
+    t = match.tally
+    report: dict[str, Any] = dict(meta)
+    report.update(
+        games_played=t.games,
+        stopped_early=t.games < meta["games_requested"],
+        interrupted=match.interrupted,
+        wins=t.wins,
+        draws=t.draws,
+        losses=t.losses,
+    )
+    if t.games:
+        estimate = elo_interval(t.wins, t.draws, t.losses)
+        report.update(
+            score=estimate.score,
+            score_low=estimate.score_low,
+            score_high=estimate.score_high,
+            elo=_finite(estimate.elo),
+            elo_low=_finite(estimate.elo_low),
+            elo_high=_finite(estimate.elo_high),
+        )
+    else:
+        report.update(score=None, score_low=None, score_high=None, elo=None)
+        report.update(elo_low=None, elo_high=None)
+    report["by_colour"] = {
+        "a_first": _colour_summary(t.first),
+        "a_second": _colour_summary(t.second),
+    }
+    report["sprt"] = (
+        sprt(t.wins, t.draws, t.losses, *match.sprt, match.alpha, match.beta).to_dict()
+        if match.sprt is not None and t.games
+        else None
+    )
+    report["forfeits"] = dict(t.forfeits)
+    report["moves"] = dict(t.moves)
+    report["ms_per_move"] = {
+        side: (t.ms[side] / t.moves[side] if t.moves[side] else None) for side in ("a", "b")
+    }
+    report["iterations_per_move"] = {
+        side: (t.iterations[side] / t.moves[side] if t.moves[side] else None) for side in ("a", "b")
+    }
+    report["plies_per_game"] = t.plies / t.games if t.games else None
+    report["elapsed_s"] = elapsed_s
+    report["games_per_second"] = t.games / elapsed_s if elapsed_s > 0 else None
+    report["records"] = sorted(match.records, key=lambda r: r["index"])
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human-readable summary of a report from build_report."""
+    game = report["game"]
+    params = ",".join(f"{k}={v}" for k, v in sorted(game["params"].items()))
+    lines = [
+        f"arena: {game['name']}{' ' + params if params else ''}  "
+        f"A = {report['a']['text']}  B = {report['b']['text']}",
+        f"games: {report['games_played']} of {report['games_requested']}"
+        f"{' (interrupted)' if report['interrupted'] else ''}"
+        f"  seed {report['seed']}  workers {report['workers']}",
+    ]
+    if not report["games_played"]:
+        return "\n".join(lines + ["no game finished"])
+    lines.append(
+        f"A: {report['wins']} wins, {report['draws']} draws, {report['losses']} losses"
+        f"  score {report['score']:.4f} (95% {report['score_low']:.4f}..{report['score_high']:.4f})"
+    )
+
+    def elo(value: float | None, score: float) -> str:
+        if value is None:  # unbounded: a score of 1 or 0
+            return "+inf" if score >= 0.5 else "-inf"
+        return f"{value:+.1f}"
+
+    lines.append(
+        f"Elo difference: {elo(report['elo'], report['score'])}"
+        f"  (95% {elo(report['elo_low'], report['score_low'])}"
+        f" .. {elo(report['elo_high'], report['score_high'])})"
+    )
+    for key, label in (("a_first", "A first (X)"), ("a_second", "A second (O)")):
+        c = report["by_colour"][key]
+        if c["games"]:
+            lines.append(
+                f"  {label}: {c['games']} games  +{c['wins']} ={c['draws']} -{c['losses']}"
+                f"  score {c['score']:.4f}"
+            )
+    if any(report["forfeits"].values()):
+        lines.append(
+            f"illegal moves (forfeits): A {report['forfeits']['a']}, B {report['forfeits']['b']}"
+        )
+    s = report["sprt"]
+    if s is not None:
+        verdict = {"H1": "H1 accepted", "H0": "H0 accepted", None: "undecided"}[s["verdict"]]
+        lines.append(
+            f"SPRT elo0={s['elo0']:g} elo1={s['elo1']:g} (alpha {s['alpha']:g}, beta "
+            f"{s['beta']:g}): LLR {s['llr']:.2f} in [{s['lower']:.2f}, {s['upper']:.2f}]"
+            f" -> {verdict}" + (" (stopped early)" if report["stopped_early"] else "")
+        )
+    ms = report["ms_per_move"]
+    its = report["iterations_per_move"]
+    lines.append(
+        f"time: A {ms['a']:.2f} ms/move ({its['a']:.0f} it/move), "
+        f"B {ms['b']:.2f} ms/move ({its['b']:.0f} it/move); "
+        f"{report['plies_per_game']:.1f} plies/game"
+    )
+    lines.append(
+        f"speed: {report['games_per_second']:.2f} games/s ({report['elapsed_s']:.1f} s wall)"
+    )
+    return "\n".join(lines)

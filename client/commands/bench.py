@@ -1,0 +1,706 @@
+"""`noughts bench`: the engine's speed figures, beside the targets of issue 3.
+
+Measures, for each game and each search that applies: iterations (or nodes) per second from the
+opening and from a middle-game position (median of several runs); the time and node count of
+solving 3x3; how far moves overrun their budget (p50/p99 of elapsed - budget, timed here with
+``time.perf_counter`` around the call); and the round trip to a warm worker process over a
+pipe against ``loop.run_in_executor`` with a ``ProcessPoolExecutor``. Figures only: nothing
+here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+BENCH_GAMES = ("tictactoe", "5x5", "gomoku", "uttt")
+# Searches with an iteration or node count worth a rate; random has none.
+RATE_ALGORITHMS = ("mcts", "uct", "flat", "alphabeta", "minimax", "perfect")
+# Plain minimax and the perfect player only make sense on small boards.
+SMALL_BOARD_ONLY = ("minimax", "perfect")
+OVERRUN_ALGORITHMS = ("mcts", "alphabeta", "flat", "uct")
+
+# Issue 3's targets (per core, this class of machine).
+MCTS_RATE_TARGETS = {"tictactoe": 2_000_000, "uttt": 250_000, "5x5": 100_000, "gomoku": 40_000}
+SOLVE_TARGET_MS = 1.0
+SOLVE_TARGET_NODES = 1200
+SOLVE_TARGET_NODES_SYMMETRY = 320
+OVERRUN_TARGET_MS = 2.0  # 99% of moves within budget + 2 ms, for budgets >= 10 ms
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How much to measure: the full bench, or a quick pass for tests."""
+
+    runs: int = 5
+    rate_budget_ms: float = 200.0
+    solve_runs: int = 50
+    overrun_budgets: tuple[float, ...] = (10.0, 50.0, 100.0)
+    overrun_ms_per_budget: float = 1500.0  # moves per budget: max(20, this / budget)
+    overrun_min_moves: int = 20
+    round_trips: int = 300
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            runs=1,
+            rate_budget_ms=20.0,
+            solve_runs=3,
+            overrun_budgets=(10.0,),
+            overrun_ms_per_budget=30.0,
+            overrun_min_moves=3,
+            round_trips=10,
+        )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class Reporter:
+    """Progress on stderr: a rich status line on a terminal, plain lines otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._status: Any = None
+
+    def __enter__(self) -> Reporter:
+        if self.enabled and sys.stderr.isatty():
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status("bench: starting")
+            self._status.__enter__()
+        return self
+
+    def step(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self._status is not None:
+            self._status.update(f"bench: {text}")
+        else:
+            print(f"bench: {text}", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+
+# --- positions ------------------------------------------------------------------------------
+
+
+def middle_position(engine: Any, game: Any, seed: int = 2024) -> Any:
+    """A fixed, seeded random position about a third into the game (not over, not one move
+    from over for the side to move is not required: any live position will do)."""
+    import random
+
+    target = max(1, game.max_game_length() // 3)
+    for attempt in range(1000):
+        rng = random.Random(seed + attempt)
+        state = game.new_initial_state()
+        while state.ply() < target and not state.is_terminal():
+            state.apply_action(rng.choice(state.legal_actions()))
+        if not state.is_terminal():
+            return state
+    raise RuntimeError(f"no live middle-game position found for {game.name}")
+
+
+def _game_missing(game_name: str, exc: Exception) -> dict[str, Any]:
+    return {
+        "game": game_name,
+        "algorithm": None,
+        "available": False,
+        "moves": 0,
+        "error": f"game not available: {type(exc).__name__}: {exc}",
+    }
+
+
+def applies(algorithm: str, game_name: str) -> bool:
+    return algorithm not in SMALL_BOARD_ONLY or game_name == "tictactoe"
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+def measure_rates(
+    engine: Any, games: list[str], settings: Settings, reporter: Reporter
+) -> list[dict[str, Any]]:
+    """Iterations (or nodes) per second from the opening and from a middle-game position."""
+    rows: list[dict[str, Any]] = []
+    for game_name in games:
+        try:
+            game = engine.make_game(game_name)
+            positions = {
+                "opening": game.new_initial_state(),
+                "middle": middle_position(engine, game),
+            }
+        except Exception as exc:  # a game still being written
+            rows.append(_game_missing(game_name, exc))
+            continue
+        for algorithm in RATE_ALGORITHMS:
+            if not applies(algorithm, game_name):
+                continue
+            if algorithm not in engine.ALGORITHMS:
+                rows.append({"game": game_name, "algorithm": algorithm, "available": False})
+                continue
+            for position, state in positions.items():
+                reporter.step(f"{game_name} {algorithm} from the {position}")
+                runs = []
+                error = None
+                for run in range(settings.runs):
+                    started = time.perf_counter()
+                    try:
+                        result = engine.search(
+                            state.clone(),
+                            algorithm=algorithm,
+                            budget_ms=settings.rate_budget_ms,
+                            seed=run + 1,
+                        )
+                    except Exception as exc:  # an algorithm may reject a game: report it
+                        error = f"{type(exc).__name__}: {exc}"
+                        break
+                    elapsed = time.perf_counter() - started
+                    runs.append(
+                        {
+                            "iterations": int(result.iterations),
+                            "elapsed_ms": elapsed * 1000.0,
+                            "rate": result.iterations / elapsed if elapsed > 0 else 0.0,
+                        }
+                    )
+                row: dict[str, Any] = {
+                    "game": game_name,
+                    "algorithm": algorithm,
+                    "available": True,
+                    "position": position,
+                    "unit": "iterations/s" if algorithm in ("mcts", "uct", "flat") else "nodes/s",
+                    "budget_ms": settings.rate_budget_ms,
+                    "runs": runs,
+                    "rate_median": statistics.median(r["rate"] for r in runs) if runs else None,
+                    "target": (
+                        MCTS_RATE_TARGETS.get(game_name)
+                        if algorithm == "mcts" and position == "opening"
+                        else None
+                    ),
+                }
+                if error:
+                    row["error"] = error
+                rows.append(row)
+    return rows
+
+
+def _time_call(call: Callable[[], Any], runs: int) -> tuple[Any, list[float]]:
+    times = []
+    value = None
+    for _ in range(runs):
+        started = time.perf_counter()
+        value = call()
+        times.append((time.perf_counter() - started) * 1000.0)
+    return value, times
+
+
+def measure_solve(engine: Any, settings: Settings, reporter: Reporter) -> dict[str, Any]:
+    """3x3 solved from the empty board: time of engine.solve and node counts of the solvers."""
+    reporter.step("3x3 solve")
+    state = engine.make_game("tictactoe").new_initial_state()
+    report: dict[str, Any] = {
+        "target_ms": SOLVE_TARGET_MS,
+        "target_nodes": SOLVE_TARGET_NODES,
+        "target_nodes_symmetry": SOLVE_TARGET_NODES_SYMMETRY,
+    }
+    solve = getattr(engine, "solve", None)
+    if solve is None:
+        report.update(available=False, error="engine.solve is missing")
+        return report
+    try:
+        # The first call may build tables (the perfect player solves on demand): timed apart.
+        _, first = _time_call(lambda: solve(state.clone()), 1)
+        value, times = _time_call(lambda: solve(state.clone()), settings.solve_runs)
+    except Exception as exc:  # e.g. the perfect player has not landed yet
+        report.update(available=False, error=f"{type(exc).__name__}: {exc}")
+    else:
+        report.update(
+            available=True,
+            value=value,
+            first_call_ms=first[0],
+            median_ms=statistics.median(times),
+            min_ms=min(times),
+        )
+    # Node counts: the solver's own statistics if the engine exposes them, else a full-width
+    # search result's node count (alphabeta, perfect) with and without symmetry when offered.
+    variants = []
+    for algorithm in ("alphabeta", "perfect", "minimax"):
+        if algorithm not in engine.ALGORITHMS:
+            continue
+        for symmetry in (None, False, True):
+            options = {} if symmetry is None else {"symmetry": symmetry}
+            try:
+                started = time.perf_counter()
+                result = engine.search(
+                    state.clone(),
+                    algorithm=algorithm,
+                    budget_ms=1000.0,  # ends early once the value is proven
+                    seed=1,
+                    **options,
+                )
+                elapsed = (time.perf_counter() - started) * 1000.0
+            except (TypeError, ValueError):
+                continue  # no such option for this algorithm
+            variants.append(
+                {
+                    "algorithm": algorithm,
+                    "symmetry": symmetry,
+                    "nodes": int(result.iterations),
+                    "elapsed_ms": elapsed,
+                    "proven": result.proven,
+                    "value": result.value,
+                }
+            )
+    # Keep the symmetry variants only where the option changes something: an algorithm that
+    # ignores the option would otherwise be listed as if it offered both.
+    kept = []
+    for variant in variants:
+        same_algorithm = [v for v in variants if v["algorithm"] == variant["algorithm"]]
+        counts = {v["nodes"] for v in same_algorithm if v["symmetry"] is not None}
+        if variant["symmetry"] is None or len(counts) > 1:
+            kept.append(variant)
+    report["searches"] = kept
+    return report
+
+
+def measure_overrun(
+    engine: Any, games: list[str], settings: Settings, reporter: Reporter
+) -> list[dict[str, Any]]:
+    """Budget overrun: self-play games with a Searcher (tree reuse on, as in real play), each
+    move timed here; p50/p99 of (elapsed - budget) in ms."""
+    import random
+
+    rows = []
+    for game_name in games:
+        try:
+            game = engine.make_game(game_name)
+        except Exception as exc:
+            rows.append(_game_missing(game_name, exc))
+            continue
+        for algorithm in OVERRUN_ALGORITHMS:
+            if algorithm not in engine.ALGORITHMS:
+                continue
+            for budget in settings.overrun_budgets:
+                reporter.step(f"overrun {game_name} {algorithm} {budget:g} ms")
+                wanted = max(
+                    settings.overrun_min_moves, int(settings.overrun_ms_per_budget / budget)
+                )
+                searcher = engine.Searcher()
+                rng = random.Random(7)
+                overruns: list[float] = []
+                game_number = 0
+                error = None
+                while len(overruns) < wanted and error is None:
+                    game_number += 1
+                    key = f"bench:{game_name}:{algorithm}:{budget}:{game_number}"
+                    state = game.new_initial_state()
+                    # A few random opening moves so that the games differ.
+                    for _ in range(min(2, game.max_game_length() // 4)):
+                        state.apply_action(rng.choice(state.legal_actions()))
+                    while not state.is_terminal() and len(overruns) < wanted:
+                        started = time.perf_counter()
+                        try:
+                            result = searcher.search(
+                                state,
+                                algorithm=algorithm,
+                                budget_ms=budget,
+                                seed=len(overruns),
+                                game_key=key,
+                            )
+                        except Exception as exc:
+                            error = f"{type(exc).__name__}: {exc}"
+                            break
+                        overruns.append((time.perf_counter() - started) * 1000.0 - budget)
+                        state.apply_action(result.action)
+                    searcher.forget(key)
+                row: dict[str, Any] = {
+                    "game": game_name,
+                    "algorithm": algorithm,
+                    "budget_ms": budget,
+                    "moves": len(overruns),
+                }
+                if overruns:
+                    row.update(
+                        p50_ms=percentile(overruns, 50),
+                        p99_ms=percentile(overruns, 99),
+                        max_ms=max(overruns),
+                        within_target=sum(o <= OVERRUN_TARGET_MS for o in overruns) / len(overruns),
+                    )
+                if error:
+                    row["error"] = error
+                rows.append(row)
+    return rows
+
+
+# --- warm worker round trip -----------------------------------------------------------------
+
+ROUND_TRIP_REQUEST = ("tictactoe", {}, (4,), "random", 1)
+
+
+def answer(request: tuple[Any, ...]) -> dict[str, Any]:
+    """A worker's job: rebuild the position from (game, params, moves) and search it."""
+    import engine
+
+    name, params, actions, algorithm, iterations = request
+    state = engine.replay(engine.make_game(name, **params), list(actions))
+    result = engine.search(
+        state, algorithm=algorithm, budget_ms=None, iterations=iterations, seed=1
+    )
+    return result.to_dict()  # type: ignore[no-any-return]
+
+
+def pipe_worker(conn: Any) -> None:
+    """A pre-started worker on one end of a Pipe: warm up, then answer until None."""
+    import engine
+
+    engine.warm_up()
+    conn.send("ready")
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        conn.send(answer(request))
+
+
+def _warm() -> bool:
+    import engine
+
+    engine.warm_up()
+    return True
+
+
+def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]:
+    """Round trip of a tiny search: pre-started worker over a Pipe vs run_in_executor."""
+    import asyncio
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    reporter.step("round trip: starting a pipe worker")
+    parent, child = context.Pipe(duplex=True)
+    process = context.Process(target=pipe_worker, args=(child,), daemon=True)
+    process.start()
+    child.close()
+    pipe_times: list[float] = []
+    try:
+        if parent.recv() != "ready":
+            raise RuntimeError("pipe worker did not start")
+        reporter.step("round trip: pipe")
+        for i in range(settings.round_trips + 5):
+            started = time.perf_counter()
+            parent.send(ROUND_TRIP_REQUEST)
+            parent.recv()
+            if i >= 5:  # the first few warm the caches on both sides
+                pipe_times.append((time.perf_counter() - started) * 1000.0)
+        parent.send(None)
+    finally:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+        parent.close()
+
+    reporter.step("round trip: run_in_executor")
+
+    async def executor_times() -> list[float]:
+        loop = asyncio.get_running_loop()
+        times = []
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            await loop.run_in_executor(pool, _warm)
+            for i in range(settings.round_trips + 5):
+                started = time.perf_counter()
+                await loop.run_in_executor(pool, answer, ROUND_TRIP_REQUEST)
+                if i >= 5:
+                    times.append((time.perf_counter() - started) * 1000.0)
+        return times
+
+    pool_times = asyncio.run(executor_times())
+
+    def summary(times: list[float]) -> dict[str, float]:
+        return {
+            "samples": len(times),
+            "p50_ms": percentile(times, 50),
+            "p99_ms": percentile(times, 99),
+        }
+
+    return {
+        "request": "random search, 1 iteration, 3x3 after one move",
+        "pipe": summary(pipe_times),
+        "run_in_executor": summary(pool_times),
+    }
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure the engine's speed",
+        description="Measure the engine: iterations (or nodes) per second for each game and "
+        "search from the opening and from a middle-game position (median of runs), the 3x3 "
+        "solve time and node count, budget overrun (p50/p99 of elapsed - budget), and the "
+        "round trip to a warm worker process. Prints a table with the targets of issue 3 "
+        "beside the figures. Uses one core; run it on a quiet machine.",
+    )
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        choices=BENCH_GAMES,
+        default=list(BENCH_GAMES),
+        metavar="GAME",
+        help=f"games to measure, among {', '.join(BENCH_GAMES)} (default: all)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="shrink every measurement (one short run each): for tests, not for figures",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="runs per rate measurement, the median is reported (default: 5, quick: 1)",
+    )
+    parser.add_argument(
+        "--budget-ms",
+        type=float,
+        default=None,
+        help="time per rate run in ms (default: 200, quick: 20)",
+    )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        choices=("rates", "solve", "overrun", "round-trip"),
+        metavar="PART",
+        help="parts to leave out: rates, solve, overrun, round-trip",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import engine
+
+    settings = Settings.quick() if args.quick else Settings()
+    if args.runs is not None:
+        settings = _replace(settings, runs=max(1, args.runs))
+    if args.budget_ms is not None:
+        settings = _replace(settings, rate_budget_ms=max(1.0, args.budget_ms))
+    games = list(dict.fromkeys(args.games))
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "quick": args.quick,
+        "host": {
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(),
+            "processor": platform.processor() or None,
+            "python": platform.python_version(),
+        },
+        "settings": {
+            "runs": settings.runs,
+            "rate_budget_ms": settings.rate_budget_ms,
+            "solve_runs": settings.solve_runs,
+            "overrun_budgets": list(settings.overrun_budgets),
+            "round_trips": settings.round_trips,
+        },
+        "algorithms": list(engine.ALGORITHMS),
+        "games": games,
+    }
+    with Reporter(enabled=not args.quiet) as reporter:
+        reporter.step("warming up the engine")
+        warm_started = time.perf_counter()
+        engine.warm_up()
+        report["warm_up_s"] = time.perf_counter() - warm_started
+        report["rates"] = (
+            measure_rates(engine, games, settings, reporter) if "rates" not in args.skip else []
+        )
+        report["solve"] = (
+            measure_solve(engine, settings, reporter) if "solve" not in args.skip else None
+        )
+        report["overrun"] = (
+            measure_overrun(engine, games, settings, reporter) if "overrun" not in args.skip else []
+        )
+        report["round_trip"] = (
+            measure_round_trip(settings, reporter) if "round-trip" not in args.skip else None
+        )
+    report["elapsed_s"] = time.perf_counter() - started
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_report(report)
+    return 0
+
+
+def _replace(settings: Settings, **changes: Any) -> Settings:
+    from dataclasses import replace
+
+    return replace(settings, **changes)
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ms(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" if signed else f"{value:.3f}"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """Tables of the figures with the targets beside them (rich, on stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    # Piped output gets a fixed width wide enough for every table (rich defaults to 80).
+    console = Console(width=None if sys.stdout.isatty() else 112)
+    host = report["host"]
+    console.print(
+        f"noughts bench  {report['started_at']}  {host['cpus']} cpus {host['machine']}  "
+        f"python {host['python']}  engine warm-up {report['warm_up_s']:.2f} s"
+        + ("  [--quick: not real figures]" if report["quick"] else "")
+    )
+
+    def yes(ok: bool) -> str:
+        return "yes" if ok else "NO"
+
+    if report["rates"]:
+        settings = report["settings"]
+        table = Table(
+            title=f"Search speed from a position (median of {settings['runs']} searches of "
+            f"{settings['rate_budget_ms']:g} ms, fresh Searcher, timed by the bench)"
+        )
+        table.add_column("game")
+        table.add_column("search")
+        table.add_column("position")
+        table.add_column("per second", justify="right")
+        table.add_column("unit")
+        table.add_column("ms/search", justify="right")
+        table.add_column("target", justify="right")
+        table.add_column("met")
+        for row in report["rates"]:
+            if not row["available"]:
+                what = row.get("error", "not available")
+                table.add_row(row["game"], row["algorithm"] or "-", "-", "", what, "", "", "")
+                continue
+            if row["rate_median"] is None:
+                error = row.get("error", "no run")
+                table.add_row(row["game"], row["algorithm"], row["position"], "", error)
+                continue
+            target = row["target"]
+            ms = statistics.median(r["elapsed_ms"] for r in row["runs"])
+            table.add_row(
+                row["game"],
+                row["algorithm"],
+                row["position"],
+                _rate(row["rate_median"]),
+                "iterations" if row["unit"] == "iterations/s" else "nodes",
+                f"{ms:.1f}",
+                _rate(target) if target else "",
+                "" if target is None else yes(row["rate_median"] >= target),
+            )
+        console.print(table)
+    solve = report["solve"]
+    if solve is not None:
+        table = Table(title="3x3 solved from the empty board")
+        for column in ("what", "figure", "target", "met"):
+            table.add_column(column)
+        if not solve["available"]:
+            table.add_row("engine.solve", f"not available ({solve['error']})", "", "")
+        else:
+            table.add_row(
+                "engine.solve value", str(solve["value"]), "0 (draw)", yes(solve["value"] == 0)
+            )
+            table.add_row(
+                "engine.solve time (median)",
+                f"{solve['median_ms']:.3f} ms",
+                f"<= {SOLVE_TARGET_MS:g} ms",
+                yes(solve["median_ms"] <= SOLVE_TARGET_MS),
+            )
+            table.add_row("engine.solve first call", f"{solve['first_call_ms']:.3f} ms", "", "")
+        for search in solve.get("searches", []):
+            symmetric = search["symmetry"]
+            label = f"{search['algorithm']} search nodes" + (
+                "" if symmetric is None else f" (symmetry={symmetric})"
+            )
+            target = SOLVE_TARGET_NODES_SYMMETRY if symmetric else SOLVE_TARGET_NODES
+            figure = f"{search['nodes']:,} nodes in {search['elapsed_ms']:.2f} ms"
+            if search["algorithm"] == "minimax":
+                table.add_row(label, figure, "(reference)", "")
+            else:
+                table.add_row(label, figure, f"<= {target:,}", yes(search["nodes"] <= target))
+        console.print(table)
+    if report["overrun"]:
+        table = Table(
+            title="Budget overrun: elapsed - budget per move in ms (self-play with a Searcher, "
+            "timed by the bench)"
+        )
+        table.add_column("game")
+        table.add_column("search")
+        for column in ("budget", "moves", "p50", "p99", "max", "<= +2 ms", "99% met"):
+            table.add_column(column, justify="right")
+        for row in report["overrun"]:
+            if not row["moves"]:
+                table.add_row(
+                    row["game"],
+                    row["algorithm"] or "-",
+                    "",
+                    "0",
+                    "",
+                    "",
+                    "",
+                    row.get("error", "")[:60],
+                )
+                continue
+            within = row["within_target"]
+            table.add_row(
+                row["game"],
+                row["algorithm"],
+                f"{row['budget_ms']:g} ms",
+                str(row["moves"]),
+                _ms(row["p50_ms"], True),
+                _ms(row["p99_ms"], True),
+                _ms(row["max_ms"], True),
+                f"{within:.1%}",
+                yes(within >= 0.99),
+            )
+        console.print(table)
+    trip = report["round_trip"]
+    if trip is not None:
+        table = Table(title=f"Warm worker round trip ({trip['request']})")
+        for column in ("transport", "samples", "p50", "p99"):
+            table.add_column(column)
+        for key, label in (
+            ("pipe", "pre-started process + Pipe"),
+            ("run_in_executor", "loop.run_in_executor(ProcessPoolExecutor)"),
+        ):
+            t = trip[key]
+            table.add_row(
+                label, str(t["samples"]), f"{t['p50_ms']:.3f} ms", f"{t['p99_ms']:.3f} ms"
+            )
+        console.print(table)
+    console.print(f"bench took {report['elapsed_s']:.1f} s")

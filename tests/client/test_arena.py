@@ -1,0 +1,114 @@
+"""`noughts arena` run through the real CLI and the real engine (no mocks)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from client.cli import main
+from client.commands.arena import ArenaError, parse_budget, parse_player, parse_sprt
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+    assert main(["arena", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_alphabeta_never_loses_to_random_on_3x3(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(
+        capsys,
+        *("--game", "tictactoe", "--a", "alphabeta:5ms", "--b", "random:1ms"),
+        *("--games", "6", "--seed", "11"),
+    )
+    assert report["games_played"] == 6
+    assert report["losses"] == 0
+    assert report["wins"] + report["draws"] == 6
+    assert report["score"] >= 0.5
+    # Colours alternate: A moved first in games 0, 2, 4.
+    assert report["by_colour"]["a_first"]["games"] == 3
+    assert report["by_colour"]["a_second"]["games"] == 3
+    records = report["records"]
+    assert [r["index"] for r in records] == list(range(6))
+    assert [r["a_first"] for r in records] == [True, False] * 3
+    for record in records:  # enough to archive: every game's moves replay to its result
+        import engine
+
+        state = engine.replay(engine.make_game("tictactoe"), record["actions"])
+        assert state.is_terminal()
+        a_player = 0 if record["a_first"] else 1
+        expected = {1.0: "win", 0.0: "draw", -1.0: "loss"}[state.returns()[a_player]]
+        assert record["result"] == expected
+    assert report["ms_per_move"]["a"] > 0 and report["games_per_second"] > 0
+
+
+def test_text_report_and_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["arena", "--game", "tictactoe", "--a", "alphabeta:2ms", "--b", "random:1ms"]
+    assert main([*argv, "--games", "4", "--workers", "1", "--progress-every", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "A = alphabeta:2ms  B = random:1ms" in captured.out
+    assert "losses" in captured.out and "Elo difference" in captured.out
+    assert "A first (X): 2 games" in captured.out
+    # Not a terminal: a plain progress line every 2 games.
+    assert captured.err.count("arena: ") == 2
+
+
+def test_same_seed_and_iteration_budgets_replay_the_same_match(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--game", "5x5", "--a", "mcts:300it", "--b", "flat:300it", "--games", "2"]
+    argv += ["--seed", "5", "--workers", "1", "--quiet"]
+    first = run_json(capsys, *argv)
+    second = run_json(capsys, *argv)
+    assert [r["actions"] for r in first["records"]] == [r["actions"] for r in second["records"]]
+    assert first["a"]["iterations"] == 300 and first["a"]["budget_ms"] is None
+
+
+def test_sprt_stops_a_lopsided_match_early(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(
+        capsys,
+        *("--game", "tictactoe", "--a", "alphabeta:2ms", "--b", "random:1ms"),
+        *("--games", "400", "--sprt", "0,50", "--workers", "1", "--seed", "3", "--quiet"),
+    )
+    assert report["sprt"]["verdict"] == "H1"
+    assert report["stopped_early"] and report["games_played"] < 400
+    assert report["losses"] == 0
+
+
+def test_unavailable_algorithm_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["arena", "--game", "tictactoe", "--a", "deepblue:5ms"]) == 2
+    err = capsys.readouterr().err
+    assert "'deepblue' is not available" in err and "available: " in err
+
+
+def test_bad_game_and_budget_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["arena", "--game", "chess"]) == 2
+    assert "bad game" in capsys.readouterr().err
+    assert main(["arena", "--game", "tictactoe", "--b", "random:fast"]) == 2
+    assert "bad budget" in capsys.readouterr().err
+
+
+def test_mnk_params(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_json(
+        capsys,
+        *("--game", "mnk", "--param", "m=4", "--param", "n=4", "--param", "k=3"),
+        *("--a", "random:1ms", "--b", "random:1ms", "--games", "2", "--workers", "1"),
+        "--quiet",
+    )
+    assert report["game"] == {"name": "mnk", "requested": "mnk", "params": {"m": 4, "n": 4, "k": 3}}
+
+
+def test_player_specs() -> None:
+    spec = parse_player("mcts:100ms:c=1.2,reuse=false")
+    assert (spec.algorithm, spec.budget_ms, spec.iterations) == ("mcts", 100.0, None)
+    assert spec.options == {"c": 1.2, "reuse": False}
+    spec = parse_player("alphabeta:5000it:depth=4")
+    assert (spec.budget_ms, spec.iterations, spec.options) == (None, 5000, {"depth": 4})
+    assert parse_player("random").budget_ms == 100.0
+    assert parse_budget("0.5s") == (500.0, None)
+    assert parse_sprt("0,10") == (0.0, 10.0)
+    for bad in ("mcts:-5ms", "mcts:10xs", ":5ms", "mcts:5ms:c"):
+        with pytest.raises(ArenaError):
+            parse_player(bad)
+    with pytest.raises(ArenaError):
+        parse_sprt("10,0")

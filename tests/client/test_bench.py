@@ -1,0 +1,63 @@
+"""`noughts bench --quick` through the real CLI and engine: the report has every part."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from client.cli import main
+from client.commands.bench import percentile
+
+
+def test_quick_bench_json_has_the_expected_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--quick", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert captured.err  # progress went to stderr
+    assert {"host", "settings", "algorithms", "games", "warm_up_s", "elapsed_s"} <= set(report)
+    assert report["quick"] is True
+    assert report["games"] == ["tictactoe", "5x5", "gomoku", "uttt"]
+
+    rates = [r for r in report["rates"] if r["available"]]
+    assert {r["game"] for r in rates} == set(report["games"])
+    for row in rates:
+        assert row["position"] in ("opening", "middle")
+        assert {"rate_median", "runs", "unit", "target", "budget_ms"} <= set(row)
+        assert row["rate_median"] is None or row["rate_median"] >= 0
+    mcts_openings = {
+        r["game"]: r for r in rates if r["algorithm"] == "mcts" and r["position"] == "opening"
+    }
+    assert mcts_openings["uttt"]["target"] == 250_000
+
+    solve = report["solve"]
+    assert solve["target_nodes"] == 1200 and solve["target_nodes_symmetry"] == 320
+    if solve["available"]:
+        assert solve["value"] == 0  # 3x3 is a draw
+        assert solve["median_ms"] > 0
+
+    assert report["overrun"]
+    for row in report["overrun"]:
+        if row["moves"]:
+            assert row["budget_ms"] == 10.0
+            assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+            assert 0.0 <= row["within_target"] <= 1.0
+
+    trip = report["round_trip"]
+    for transport in ("pipe", "run_in_executor"):
+        assert trip[transport]["samples"] > 0
+        assert 0 < trip[transport]["p50_ms"] <= trip[transport]["p99_ms"]
+
+
+def test_quick_bench_table(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "--quick", "--games", "tictactoe", "--skip", "overrun", "round-trip"]
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "Search speed" in out and "2,000,000" in out  # the target beside the figure
+    assert "3x3 solved" in out
+
+
+def test_percentile() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([1.0, 2.0], 50) == 1.5
+    assert percentile(list(map(float, range(101))), 99) == 99.0
