@@ -454,7 +454,7 @@ def _init_engine_here() -> None:
 # --- the command ----------------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "arena",
         help="play two engine players against each other and rate the result",

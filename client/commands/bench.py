@@ -352,7 +352,7 @@ def measure_overrun(
 
 # --- warm worker round trip -----------------------------------------------------------------
 
-ROUND_TRIP_REQUEST = ("tictactoe", {}, (4,), "random", 1)
+ROUND_TRIP_REQUEST: tuple[Any, ...] = ("tictactoe", {}, (4,), "random", 1)
 
 
 def answer(request: tuple[Any, ...]) -> dict[str, Any]:
@@ -364,7 +364,7 @@ def answer(request: tuple[Any, ...]) -> dict[str, Any]:
     result = engine.search(
         state, algorithm=algorithm, budget_ms=None, iterations=iterations, seed=1
     )
-    return result.to_dict()  # type: ignore[no-any-return]
+    return result.to_dict()
 
 
 def pipe_worker(conn: Any) -> None:
@@ -450,7 +450,7 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
 # --- the command ----------------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="measure the engine's speed",
