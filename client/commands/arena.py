@@ -421,8 +421,14 @@ class ArenaProgress:
             self._bar.__exit__(None, None, None)
 
 
-def run_match(match: Match, workers: int, progress: ArenaProgress) -> None:
-    """Play the match's games, in this process (one worker) or in a pool of processes."""
+def run_match(
+    match: Match, workers: int, progress: ArenaProgress, stall_timeout: float = 3600.0
+) -> None:
+    """Play the match's games, in this process (one worker) or in a pool of processes.
+
+    With a pool, waiting for the next finished game gives up after ``stall_timeout`` seconds:
+    a worker killed mid-game (out of memory, a crash in compiled code) loses its game silently.
+    """
     if workers <= 1:
         _init_engine_here()
         for task in match.tasks:
@@ -436,13 +442,33 @@ def run_match(match: Match, workers: int, progress: ArenaProgress) -> None:
     context = multiprocessing.get_context("spawn")
     pool = context.Pool(processes=workers, initializer=_init_worker)
     try:
-        for record in pool.imap_unordered(play_game, match.tasks, chunksize=1):
+        results = pool.imap_unordered(play_game, match.tasks, chunksize=1)
+        for _ in match.tasks:
+            try:
+                record = results.next(timeout=stall_timeout)
+            except multiprocessing.TimeoutError:
+                match.error = (
+                    f"no game finished in {stall_timeout:.0f} s: a worker may have died "
+                    "(the pool does not resubmit a lost game)"
+                )
+                break
             if match.add(record):
                 break
             progress.update(match.tally)
     finally:
         pool.terminate()  # stops games still running after an early stop or Ctrl-C
         pool.join()
+
+
+def _stall_timeout(task: GameTask) -> float:
+    """A generous bound on one game's duration: 3x the longest possible game, plus start-up."""
+    import engine
+
+    plies = engine.make_game(task.game, **task.params).max_game_length()
+    per_move_ms = max(
+        spec.budget_ms if spec.budget_ms is not None else 1000.0 for spec in (task.a, task.b)
+    )
+    return 300.0 + 3.0 * plies * per_move_ms / 1000.0
 
 
 def _init_engine_here() -> None:
@@ -548,7 +574,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
         try:
-            run_match(match, meta["workers"], progress)
+            run_match(match, meta["workers"], progress, _stall_timeout(match.tasks[0]))
         except KeyboardInterrupt:
             match.interrupted = True
     elapsed = time.perf_counter() - started
