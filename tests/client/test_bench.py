@@ -35,6 +35,9 @@ def test_quick_bench_json_has_the_expected_keys(capsys: pytest.CaptureFixture[st
     if solve["available"]:
         assert solve["value"] == 0  # 3x3 is a draw
         assert solve["median_ms"] > 0
+    for row in solve["from_scratch"]:  # present once the perfect player offers its bench hook
+        assert row["value"] == 0 and row["nodes"] > 0
+        assert row["target_nodes"] == (320 if row["symmetry"] else 1200)
 
     assert report["overrun"]
     for row in report["overrun"]:
