@@ -16,6 +16,7 @@ import numpy as np
 from engine.kernels.layout import (
     H_STATUS,
     KIND_MNK,
+    KIND_TTT,
     KIND_UTTT,
     NEAR_MIN_CELLS,
     ONGOING,
@@ -51,7 +52,7 @@ def kernel_game(game: Any) -> KernelGame:
     """Map a Game (by ``name`` and ``params`` only) to its kernel parameters."""
     name = game.name
     if name == "tictactoe":
-        return KernelGame(KIND_MNK, 3, 3, 3, 0)
+        return KernelGame(KIND_TTT, 3, 3, 3, 0)
     if name == "mnk":
         p = game.params
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
@@ -87,7 +88,12 @@ def warm_up() -> None:
     from engine.flat import flat_kernel_run
     from engine.mcts import mcts_kernel_run
 
-    for game in (KernelGame(KIND_MNK, 3, 3, 3, 0), KernelGame(KIND_UTTT, 0, 0, 0, 0)):
+    games = (
+        KernelGame(KIND_TTT, 3, 3, 3, 0),
+        KernelGame(KIND_MNK, 5, 5, 4, 0),
+        KernelGame(KIND_UTTT, 0, 0, 0, 0),
+    )
+    for game in games:
         st = new_state(game.kind, game.m, game.n, game.k, game.near, [0])
         compiled_legal_actions(st)
         mcts_kernel_run(st, game, iterations=8, seed=1, compact_after=True)

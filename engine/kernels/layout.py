@@ -10,6 +10,7 @@ from numba import njit
 
 KIND_MNK = 0
 KIND_UTTT = 1
+KIND_TTT = 2  # 3x3 on bitboards (the m,n,k rules with m = n = k = 3)
 
 # Header slots.
 H_KIND = 0
@@ -57,6 +58,7 @@ def mnk_state_size(m: int, n: int) -> int:
 
 
 UTTT_STATE_SIZE = HEADER + 81 + 27
+TTT_STATE_SIZE = HEADER
 
 
 @njit(cache=True)

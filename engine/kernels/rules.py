@@ -7,7 +7,9 @@ from engine.kernels.layout import (
     H_KIND,
     H_STATUS,
     KIND_MNK,
+    KIND_TTT,
     ONGOING,
+    TTT_STATE_SIZE,
     UTTT_STATE_SIZE,
     mnk_state_size,
 )
@@ -18,6 +20,14 @@ from engine.kernels.mnk import (
     mnk_playout,
     mnk_random_move,
     mnk_tree_moves,
+)
+from engine.kernels.ttt import (
+    ttt_apply,
+    ttt_init,
+    ttt_legal,
+    ttt_playout,
+    ttt_random_move,
+    ttt_tree_moves,
 )
 from engine.kernels.uttt import (
     uttt_apply,
@@ -31,7 +41,10 @@ from engine.kernels.uttt import (
 
 @njit(cache=True)
 def apply(st, action):
-    if st[H_KIND] == KIND_MNK:
+    kind = st[H_KIND]
+    if kind == KIND_TTT:
+        ttt_apply(st, action)
+    elif kind == KIND_MNK:
         mnk_apply(st, action)
     else:
         uttt_apply(st, action)
@@ -39,6 +52,8 @@ def apply(st, action):
 
 @njit(cache=True)
 def legal(st, out):
+    if st[H_KIND] == KIND_TTT:
+        return ttt_legal(st, out)
     if st[H_KIND] == KIND_MNK:
         return mnk_legal(st, out)
     return uttt_legal(st, out)
@@ -46,6 +61,8 @@ def legal(st, out):
 
 @njit(cache=True)
 def tree_moves(st, out, decisive):
+    if st[H_KIND] == KIND_TTT:
+        return ttt_tree_moves(st, out, decisive)
     if st[H_KIND] == KIND_MNK:
         return mnk_tree_moves(st, out, decisive)
     return uttt_tree_moves(st, out, decisive)
@@ -53,6 +70,8 @@ def tree_moves(st, out, decisive):
 
 @njit(cache=True)
 def random_move(st, rng, near):
+    if st[H_KIND] == KIND_TTT:
+        return ttt_random_move(st, rng)
     if st[H_KIND] == KIND_MNK:
         return mnk_random_move(st, rng, near)
     return uttt_random_move(st, rng)
@@ -61,6 +80,8 @@ def random_move(st, rng, near):
 @njit(cache=True)
 def playout(st, rng, decisive, near, buf):
     """Random playout to the end (or to a forced outcome with ``decisive``); final status."""
+    if st[H_KIND] == KIND_TTT:
+        return ttt_playout(st, rng, decisive)
     if st[H_KIND] == KIND_MNK:
         return mnk_playout(st, rng, decisive, near)
     return uttt_playout(st, rng, decisive, buf)
@@ -69,7 +90,9 @@ def playout(st, rng, decisive, near, buf):
 @njit(cache=True)
 def replay(st, kind, m, n, k, near, actions):
     """Initialise ``st`` and play ``actions``; returns how many were played before the end."""
-    if kind == KIND_MNK:
+    if kind == KIND_TTT:
+        ttt_init(st)
+    elif kind == KIND_MNK:
         mnk_init(st, m, n, k, near)
     else:
         uttt_init(st)
@@ -81,10 +104,14 @@ def replay(st, kind, m, n, k, near, actions):
 
 
 def state_size(kind: int, m: int, n: int) -> int:
+    if kind == KIND_TTT:
+        return TTT_STATE_SIZE
     return mnk_state_size(m, n) if kind == KIND_MNK else UTTT_STATE_SIZE
 
 
 def max_moves(kind: int, m: int, n: int) -> int:
+    if kind == KIND_TTT:
+        return 9
     return m * n if kind == KIND_MNK else 81
 
 

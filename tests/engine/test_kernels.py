@@ -18,8 +18,7 @@ from engine.kernels import (
     warm_up,
 )
 from engine.kernels.layout import MOVES_MOVER_LOSES, MOVES_MOVER_WINS, MOVES_NORMAL
-from engine.kernels.mnk import mnk_tree_moves
-from engine.kernels.rules import apply
+from engine.kernels.rules import apply, tree_moves
 from engine.kernels.uttt import uttt_tree_moves, uttt_win_move
 
 HAVE_UTTT = importlib.util.find_spec("engine.uttt") is not None
@@ -33,6 +32,7 @@ def _compiled() -> None:
 
 GAMES = [
     ("tictactoe", {}, 300),
+    ("mnk", {"m": 3, "n": 3, "k": 3}, 100),
     ("5x5", {}, 150),
     ("mnk", {"m": 3, "n": 7, "k": 3}, 100),
     ("mnk", {"m": 6, "n": 4, "k": 4}, 100),
@@ -67,25 +67,27 @@ def _mnk_state(name: str, actions: list[int], **params: int) -> np.ndarray:
     return root_state(engine.replay(game, actions), kernel_game(game))
 
 
-def test_mnk_tree_moves_take_a_win_and_block_a_threat() -> None:
+@pytest.mark.parametrize("name", ["tictactoe", "mnk"])
+def test_tree_moves_take_a_win_and_block_a_threat(name: str) -> None:
     buf = np.empty(400, dtype=np.int32)
+    params = {"m": 3, "n": 3, "k": 3} if name == "mnk" else {}
     # X: 0, 1; O: 4, 5; X to move wins at 2.
-    st = _mnk_state("tictactoe", [0, 4, 1, 5])
-    n, code = mnk_tree_moves(st, buf, True)
+    st = _mnk_state(name, [0, 4, 1, 5], **params)
+    n, code = tree_moves(st, buf, True)
     assert (n, code, buf[0]) == (1, MOVES_MOVER_WINS, 2)
     # X: 0, 8; O: 4, 3; X must block 5.
-    st = _mnk_state("tictactoe", [0, 4, 8, 3])
-    n, code = mnk_tree_moves(st, buf, True)
+    st = _mnk_state(name, [0, 4, 8, 3], **params)
+    n, code = tree_moves(st, buf, True)
     assert (n, code, buf[0]) == (1, MOVES_NORMAL, 5)
     # Without decisive moves every empty cell is listed.
-    n, code = mnk_tree_moves(st, buf, False)
+    n, code = tree_moves(st, buf, False)
     assert (code, sorted(buf[:n])) == (MOVES_NORMAL, [1, 2, 5, 6, 7])
     # O: 0, 2, 4 threatens 1, 6 and 8; X (3, 5, 7) has no win: every move loses.
-    st = _mnk_state("tictactoe", [3, 0, 5, 2, 7, 4])
-    n, code = mnk_tree_moves(st, buf, True)
+    st = _mnk_state(name, [3, 0, 5, 2, 7, 4], **params)
+    n, code = tree_moves(st, buf, True)
     assert (code, sorted(buf[:n])) == (MOVES_MOVER_LOSES, [1, 6, 8])
     st = _mnk_state("5x5", [0, 6, 24, 7, 20, 8])
-    n, code = mnk_tree_moves(st, buf, True)
+    n, code = tree_moves(st, buf, True)
     assert code == MOVES_MOVER_LOSES and sorted(buf[:2]) == [5, 9]  # blocks first
 
 
@@ -93,7 +95,7 @@ def test_mnk_double_threat_is_a_loss() -> None:
     buf = np.empty(400, dtype=np.int32)
     # 5x5 k=4, O (second) has 6,7,8 with 5 and 9 open; X to move has no win.
     st = _mnk_state("5x5", [0, 6, 24, 7, 20, 8])
-    n, code = mnk_tree_moves(st, buf, True)
+    n, code = tree_moves(st, buf, True)
     assert code == MOVES_MOVER_LOSES
     assert n == 19
 
@@ -114,8 +116,8 @@ def test_uttt_decisive_and_anti_decisive_moves() -> None:
     game = engine.make_game("uttt")
     rng = random.Random(5)
     buf = np.empty(81, dtype=np.int32)
-    checked = 0
-    for _ in range(300):
+    checked = dropped = 0
+    for _ in range(40):
         state = game.new_initial_state()
         st = root_state(state, kernel_game(game))
         while not state.is_terminal():
@@ -140,11 +142,13 @@ def test_uttt_decisive_and_anti_decisive_moves() -> None:
                         _wins_now(child, b) for b in child.legal_actions()
                     )
                     assert (a not in moves) == loses
+                    dropped += loses
                 checked += 1
             a = rng.choice(legal)
             state.apply_action(a)
             apply(st, a)
-    assert checked > 1000
+    assert checked > 500
+    assert dropped > 20
 
 
 def _wins_now(state, action: int) -> bool:  # noqa: ANN001
