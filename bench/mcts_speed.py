@@ -1,5 +1,7 @@
 """Iterations per second of the compiled Monte Carlo searches, per game, from the opening and
-from a middle-game position (median of 5 runs of a fixed time budget each).
+from a middle-game position (median of 5 runs of a fixed time budget each), per second of
+wall-clock time and per second of this process's CPU time (the per-core figure when other
+work shares the machine).
 
     .venv/bin/python bench/mcts_speed.py [--budget-ms 200] [--runs 5] [--algorithms mcts,uct,flat]
 
@@ -25,14 +27,15 @@ from engine.mcts import mcts_search, uct_search  # noqa: E402
 # (label, game name, params, middle-game moves)
 POSITIONS = [
     ("3x3", "tictactoe", {}, [4, 0]),
-    ("5x5 k=4", "5x5", {}, [12, 6, 8, 16, 18, 7]),
+    ("5x5 k=4", "5x5", {}, [19, 18, 24, 6, 23, 21]),
     ("uttt", "uttt", {}, [30, 29, 23, 52, 64, 9, 7, 68, 48, 28, 17, 80, 79, 67, 38, 21]),
-    ("gomoku", "gomoku", {}, [112, 113, 97, 127, 128, 96, 98, 142, 143, 111, 126, 82]),
+    ("gomoku", "gomoku", {}, [67, 95, 68, 159, 139, 127, 114, 143, 140, 124, 158, 64]),
 ]
 SEARCHES = {"mcts": mcts_search, "uct": uct_search, "flat": flat_search}
 
 
-def rate(func, state, budget_ms: float, seed: int) -> tuple[float, int]:  # noqa: ANN001
+def rate(func, state, budget_ms: float, seed: int) -> tuple[float, float, int]:  # noqa: ANN001
+    cpu = time.process_time()
     start = time.perf_counter()
     result = func(
         state,
@@ -44,7 +47,8 @@ def rate(func, state, budget_ms: float, seed: int) -> tuple[float, int]:  # noqa
         cache={},
     )
     elapsed = time.perf_counter() - start
-    return result.iterations / elapsed, result.iterations
+    cpu = time.process_time() - cpu
+    return result.iterations / elapsed, result.iterations / max(cpu, 1e-9), result.iterations
 
 
 def main() -> None:
@@ -54,7 +58,9 @@ def main() -> None:
     parser.add_argument("--algorithms", default="mcts,uct,flat")
     args = parser.parse_args()
     warm_up()
-    print(f"{'game':<9} {'position':<8} {'search':<5} {'iterations/s':>13} {'iterations':>10}")
+    print(
+        f"{'game':<9} {'position':<8} {'search':<6} {'wall it/s':>11} {'CPU it/s':>11} {'its':>9}"
+    )
     for label, name, params, middle in POSITIONS:
         game = engine.make_game(name, **params)
         for where, moves in (("opening", []), ("middle", middle)):
@@ -64,9 +70,11 @@ def main() -> None:
                     rate(SEARCHES[algorithm], state, args.budget_ms, seed)
                     for seed in range(args.runs)
                 ]
-                median = statistics.median(r for r, _ in runs)
-                iterations = statistics.median(n for _, n in runs)
-                print(f"{label:<9} {where:<8} {algorithm:<5} {median:>13,.0f} {iterations:>10,.0f}")
+                wall = statistics.median(r[0] for r in runs)
+                cpu = statistics.median(r[1] for r in runs)
+                its = statistics.median(r[2] for r in runs)
+                row = f"{label:<9} {where:<8} {algorithm:<6} {wall:>11,.0f} {cpu:>11,.0f}"
+                print(f"{row} {its:>9,.0f}")
 
 
 if __name__ == "__main__":

@@ -106,12 +106,13 @@ class _Tree:
             new[:n] = old[:n]
             setattr(self, name, new)
 
-    def subtree(self, node: int) -> _Tree:
-        """A new tree holding the subtree under ``node`` (the new root)."""
-        out = _Tree(max(INITIAL_NODES, 2 * self.size))
+    def subtree(self, node: int, spare: bool = True) -> _Tree:
+        """A new tree holding the subtree under ``node`` (the new root); with room to grow
+        if ``spare``, else trimmed to size."""
+        out = _Tree(max(INITIAL_NODES, 2 * self.size) if spare else max(1, self.size))
         src_of = np.empty(self.size, dtype=np.int32)
         out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)
-        return out
+        return out if spare else out.trimmed()
 
     def trimmed(self) -> _Tree:
         """A copy without the unused capacity (what the per-game cache keeps)."""
@@ -148,11 +149,12 @@ def _run(
     c: float,
     solver: bool,
     decisive: bool,
+    near_playouts: bool = True,
 ) -> int:
     scratch = np.empty_like(st)
     path = np.empty(game.max_moves + 2, dtype=np.int32)
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
-    near = bool(game.near)
+    near = bool(game.near) and near_playouts
 
     def step(n: int) -> int:
         tree.ensure(n * game.max_moves)
@@ -225,6 +227,8 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
         node = tree.child(node, action)
         if node < 0:
             return None
+    if tree.first[node] < 0:
+        return None  # nothing below it worth keeping
     return tree.subtree(node)
 
 
@@ -254,8 +258,7 @@ def _choose(tree: _Tree) -> int:
     return best
 
 
-def _result(tree: _Tree, algorithm: str, iterations: int) -> SearchResult:
-    best = _choose(tree)
+def _result(tree: _Tree, best: int, algorithm: str, iterations: int) -> SearchResult:
     action = int(tree.action[best])
     proof = _ROOT_PROOF.get(int(tree.proven[0]))
     if proof is not None:
@@ -306,6 +309,7 @@ def _search(
     solver = bool(options.get("solver", enhanced))
     decisive = bool(options.get("decisive", enhanced))
     reuse = bool(options.get("reuse", enhanced))
+    near_playouts = bool(options.get("near_playouts", True))
     game = kernel_game(state.game)
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))
@@ -325,10 +329,18 @@ def _search(
         c=c,
         solver=solver,
         decisive=decisive,
+        near_playouts=near_playouts,
     )
-    result = _result(tree, algorithm, done)
+    best = _choose(tree)
+    result = _result(tree, best, algorithm, done)
     if reuse:
-        cache[CACHE_KEY] = {"spec": spec, "history": tuple(history), "tree": tree.trimmed()}
+        # Keep only the subtree of the move played: the next search of this game starts
+        # below it (after the opponent's reply), and the cache stays small.
+        cache[CACHE_KEY] = {
+            "spec": spec,
+            "history": (*history, result.action),
+            "tree": tree.subtree(best, spare=False),
+        }
     return result
 
 

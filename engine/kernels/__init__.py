@@ -9,11 +9,39 @@ parameters and positions only by their move list, so they never depend on the Py
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine.kernels.layout import (
+
+def _drop_stale_cache() -> None:
+    """numba's cache checks only the source file of the function it caches, not the kernels
+    it calls from other files: after any edit in this package, drop every cached kernel."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for source in sorted(here.glob("*.py")):
+        digest.update(source.name.encode() + source.read_bytes())
+    cache_dir = here / "__pycache__"
+    stamp = cache_dir / "kernels.sha256"
+    try:
+        if stamp.read_text() == digest.hexdigest():
+            return
+    except OSError:
+        pass
+    try:
+        cache_dir.mkdir(exist_ok=True)
+        for cached in (*cache_dir.glob("*.nbi"), *cache_dir.glob("*.nbc")):
+            cached.unlink(missing_ok=True)
+        stamp.write_text(digest.hexdigest())
+    except OSError:
+        pass  # read-only install: numba falls back to compiling in memory
+
+
+_drop_stale_cache()
+
+from engine.kernels.layout import (  # noqa: E402 (after the cache check)
     H_STATUS,
     KIND_MNK,
     KIND_TTT,
@@ -22,7 +50,7 @@ from engine.kernels.layout import (
     ONGOING,
     seed_rng,
 )
-from engine.kernels.rules import legal, max_moves, new_state
+from engine.kernels.rules import legal, max_moves, new_state  # noqa: E402
 
 __all__ = [
     "KernelGame",

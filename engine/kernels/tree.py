@@ -42,6 +42,7 @@ _v = np.arange(TABLE_SIZE, dtype=np.float64)
 _v[0] = 1.0
 HALF_INV = (0.5 / _v).astype(np.float32)
 INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
+SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
 
 
@@ -117,7 +118,11 @@ def mcts_run(
             f = first[node]
             best = -1
             best_value = -1.0
-            explore = c * math.sqrt(math.log(visits[node] + 1.0))
+            vn = visits[node]
+            if vn < TABLE_SIZE:
+                explore = c * SQRT_LOG[vn]
+            else:
+                explore = c * math.sqrt(math.log(vn + 1.0))
             skip_draws = floor[node] != 0
             for j in range(f, f + count[node]):
                 if solver and (

@@ -222,3 +222,23 @@ def _negamax(state: Any) -> int:
         if best == 1:
             break
     return best
+
+
+def test_warm_up_compiles_everything_the_searches_call() -> None:
+    from engine.kernels import rules, tree
+
+    kernels = (tree.mcts_run, tree.flat_run, tree.compact, rules.replay, rules.legal)
+    warm_up()
+    before = [len(k.signatures) for k in kernels]
+    names = [("tictactoe", {}), ("5x5", {}), ("gomoku", {}), ("mnk", {"m": 3, "n": 4, "k": 3})]
+    if HAVE_UTTT:
+        names.append(("uttt", {}))
+    for name, params in names:
+        state = position(name, [], **params)
+        cache: dict = {}
+        first = run(mcts_search, state, iterations=50, cache=cache)
+        state.apply_action(first.action)
+        run(mcts_search, state, iterations=50, cache=cache)  # reuses (compacts) the tree
+        run(uct_search, state, iterations=50)
+        run(flat_search, state, iterations=50)
+    assert [len(k.signatures) for k in kernels] == before
