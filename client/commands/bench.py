@@ -412,8 +412,8 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
     child.close()
     pipe_times: list[float] = []
     try:
-        if parent.recv() != "ready":
-            raise RuntimeError("pipe worker did not start")
+        if not parent.poll(300.0) or parent.recv() != "ready":
+            raise RuntimeError("the pipe worker did not start within 300 s")
         reporter.step("round trip: pipe")
         for i in range(settings.round_trips + 5):
             started = time.perf_counter()
@@ -552,9 +552,12 @@ def run(args: argparse.Namespace) -> int:
         report["overrun"] = (
             measure_overrun(engine, games, settings, reporter) if "overrun" not in args.skip else []
         )
-        report["round_trip"] = (
-            measure_round_trip(settings, reporter) if "round-trip" not in args.skip else None
-        )
+        report["round_trip"] = None
+        if "round-trip" not in args.skip:
+            try:
+                report["round_trip"] = measure_round_trip(settings, reporter)
+            except (EOFError, OSError, RuntimeError) as exc:  # a worker died: say so, go on
+                report["round_trip"] = {"error": f"{type(exc).__name__}: {exc}"}
     report["elapsed_s"] = time.perf_counter() - started
     if args.json:
         print(json.dumps(report))
@@ -712,7 +715,9 @@ def print_report(report: dict[str, Any]) -> None:
             )
         console.print(table)
     trip = report["round_trip"]
-    if trip is not None:
+    if trip is not None and "error" in trip:
+        console.print(f"Warm worker round trip: failed ({trip['error']})")
+    elif trip is not None:
         table = Table(title=f"Warm worker round trip ({trip['request']})")
         for column in ("transport", "samples", "p50", "p99"):
             table.add_column(column)
