@@ -69,7 +69,7 @@ def warm_up() -> None:
     """Compile or load every numba kernel (cache=True) so no JIT runs on the request path."""
     import importlib
 
-    for module in ("engine.kernels", "engine.alphabeta_kernel", "engine.perfect"):
+    for module in ("engine.kernels", "engine.alphabeta_driver", "engine.perfect"):
         try:
             loaded = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -238,6 +238,30 @@ def alphabeta_search(
     options: dict[str, Any],
     cache: dict[str, Any],
 ) -> SearchResult:
+    """Compiled search for mnk and uttt boards; the Python searcher for anything else
+    (or with ``compiled=False``)."""
+    if options.get("compiled", True):
+        from engine.mnk import MNKState
+
+        if isinstance(state, MNKState):
+            from engine.alphabeta_driver import mnk_alphabeta
+
+            return mnk_alphabeta(state, deadline, iterations, seed, clock, options, cache)
+        if type(state).__name__ == "UTTTState":
+            from engine.alphabeta_driver import uttt_alphabeta
+
+            return uttt_alphabeta(state, deadline, iterations, seed, clock, options, cache)
+    return python_alphabeta(state, deadline, iterations, seed, clock, options)
+
+
+def python_alphabeta(
+    state: State,
+    deadline: float | None,
+    iterations: int | None,
+    seed: int | None,
+    clock: Callable[[], float],
+    options: dict[str, Any],
+) -> SearchResult:
     evaluate = getattr(state, "heuristic", None)
     searcher = PythonNegamax(
         deadline, iterations, clock, evaluate=(lambda s: s.heuristic()) if evaluate else None

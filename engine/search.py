@@ -135,7 +135,7 @@ class Searcher:
             return {}
         cache = self._caches.get(game_key)
         if cache is None:
-            cache = self._caches[game_key] = {}
+            cache = self._caches[game_key] = {"game_key": game_key}
             while len(self._caches) > MAX_CACHED_GAMES:
                 self._caches.popitem(last=False)
         else:
