@@ -57,7 +57,7 @@ def mnk_state_size(m: int, n: int) -> int:
     return HEADER + 10 * m * n
 
 
-UTTT_STATE_SIZE = HEADER + 81 + 27
+UTTT_STATE_SIZE = HEADER + 27
 TTT_STATE_SIZE = HEADER
 
 

@@ -58,9 +58,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 WIN9, THREAT9, POP9, NTH9 = _tables()
 
-OFF_BOARD = HEADER  # 81 cells: 0 empty, 1 X, 2 O
-OFF_SMALL = HEADER + 81  # [player*9 + board] 9-bit masks
-OFF_FULL = HEADER + 81 + 18  # [board] occupied cells
+OFF_SMALL = HEADER  # [player*9 + board] 9-bit masks of each player's cells
+OFF_FULL = HEADER + 18  # [board] occupied cells
 
 
 @njit(cache=True)
@@ -79,7 +78,6 @@ def uttt_apply(st, action):
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
-    st[OFF_BOARD + action] = p + 1
     small = st[OFF_SMALL + 9 * p + b] | (1 << c)
     st[OFF_SMALL + 9 * p + b] = small
     full = st[OFF_FULL + b] | (1 << c)

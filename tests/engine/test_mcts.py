@@ -242,3 +242,32 @@ def test_warm_up_compiles_everything_the_searches_call() -> None:
         run(uct_search, state, iterations=50)
         run(flat_search, state, iterations=50)
     assert [len(k.signatures) for k in kernels] == before
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "plies"),
+    [("tictactoe", {}, (0, 6)), ("mnk", {"m": 3, "n": 4, "k": 3}, (2, 8))],
+)
+def test_every_proof_is_exact(name: str, params: dict, plies: tuple[int, int]) -> None:
+    """Whenever the solver proves a root, the proof matches exact negamax."""
+    rng = random.Random(99)
+    game = engine.make_game(name, **params)
+    proofs = 0
+    for trial in range(40):
+        state = game.new_initial_state()
+        for _ in range(rng.randrange(*plies)):
+            state.apply_action(rng.choice(state.legal_actions()))
+            if state.is_terminal():
+                break
+        if state.is_terminal():
+            continue
+        result = run(mcts_search, state, iterations=3000, seed=trial)
+        if result.proven is not None:
+            proofs += 1
+            exact = _negamax(state)
+            assert result.proven == {1: "win", 0: "draw", -1: "loss"}[exact]
+            if exact >= 0:  # a proven win (or draw) is kept by the move played
+                child = state.clone()
+                child.apply_action(result.action)
+                assert _negamax(child) == -exact
+    assert proofs >= 10
