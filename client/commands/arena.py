@@ -626,7 +626,11 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         "seed": seed,
         "workers": min(args.workers, args.games),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_average_at_start": list(os.getloadavg()),
+        },
     }
     return match, meta
 
@@ -674,6 +678,17 @@ def build_report(match: Match, meta: dict[str, Any], elapsed_s: float) -> dict[s
     }
     report["iterations_per_move"] = {
         side: (t.iterations[side] / t.moves[side] if t.moves[side] else None) for side in ("a", "b")
+    }
+    report["worst_overrun_ms"] = {
+        side: max(
+            (
+                r["worst_overrun_ms"][side]
+                for r in match.records
+                if r["worst_overrun_ms"][side] is not None
+            ),
+            default=None,
+        )
+        for side in ("a", "b")
     }
     report["plies_per_game"] = t.plies / t.games if t.games else None
     report["elapsed_s"] = elapsed_s
@@ -736,6 +751,16 @@ def format_report(report: dict[str, Any]) -> str:
         f"B {ms['b']:.2f} ms/move ({its['b']:.0f} it/move); "
         f"{report['plies_per_game']:.1f} plies/game"
     )
+    worst = report["worst_overrun_ms"]
+    if worst["a"] is not None or worst["b"] is not None:
+        lines.append(
+            "worst move past its time budget: "
+            + ", ".join(
+                f"{side.upper()} {worst[side]:+.2f} ms"
+                for side in ("a", "b")
+                if worst[side] is not None
+            )
+        )
     lines.append(
         f"speed: {report['games_per_second']:.2f} games/s ({report['elapsed_s']:.1f} s wall)"
     )

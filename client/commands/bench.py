@@ -527,6 +527,7 @@ def run(args: argparse.Namespace) -> int:
             "machine": platform.machine(),
             "processor": platform.processor() or None,
             "python": platform.python_version(),
+            "load_average_at_start": list(os.getloadavg()),
         },
         "settings": {
             "runs": settings.runs,
@@ -559,6 +560,7 @@ def run(args: argparse.Namespace) -> int:
             except (EOFError, OSError, RuntimeError) as exc:  # a worker died: say so, go on
                 report["round_trip"] = {"error": f"{type(exc).__name__}: {exc}"}
     report["elapsed_s"] = time.perf_counter() - started
+    report["host"]["load_average_at_end"] = list(os.getloadavg())
     if args.json:
         print(json.dumps(report))
     else:
@@ -730,4 +732,8 @@ def print_report(report: dict[str, Any]) -> None:
                 label, str(t["samples"]), f"{t['p50_ms']:.3f} ms", f"{t['p99_ms']:.3f} ms"
             )
         console.print(table)
-    console.print(f"bench took {report['elapsed_s']:.1f} s")
+    loads = (host["load_average_at_start"][0], host["load_average_at_end"][0])
+    console.print(
+        f"bench took {report['elapsed_s']:.1f} s; 1-minute load average {loads[0]:.2f} at the "
+        f"start, {loads[1]:.2f} at the end (the bench itself adds about 1)"
+    )
