@@ -42,6 +42,7 @@ def _drop_stale_cache() -> None:
 _drop_stale_cache()
 
 from engine.kernels.layout import (  # noqa: E402 (after the cache check)
+    H_CELLS,
     H_STATUS,
     KIND_MNK,
     KIND_TTT,
@@ -97,7 +98,7 @@ def root_state(state: Any, game: KernelGame | None = None) -> np.ndarray:
 
 
 def compiled_legal_actions(st: np.ndarray) -> list[int]:
-    buf = np.empty(st.shape[0], dtype=np.int32)
+    buf = np.empty(int(st[H_CELLS]), dtype=np.int32)
     count = legal(st, buf)
     return [int(a) for a in buf[:count]]
 
