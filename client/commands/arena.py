@@ -25,6 +25,13 @@ DEFAULT_BUDGET_MS = 100.0
 SPRT_MIN_GAMES = 20
 GAME_HELP_NAMES = "tictactoe, mnk, 5x5, gomoku, uttt"
 
+DESCRIPTION = """\
+Play GAMES games between engine players A and B, alternating colours (A moves
+first in the even-numbered games), in parallel worker processes. Reports A's
+wins/draws/losses, the score, the Elo difference with its 95% interval, the
+results by colour, time per move and games per second. With --sprt, stops as
+soon as the sequential probability ratio test decides."""
+
 EPILOG = """\
 player spec: ALGO[:BUDGET[:OPTION=VALUE...]]
   ALGO     an engine search: random, flat, mcts, uct, minimax, alphabeta, perfect
@@ -484,11 +491,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "arena",
         help="play two engine players against each other and rate the result",
-        description="Play GAMES games between engine players A and B, alternating colours "
-        "(A moves first in even-numbered games), in parallel worker processes, and report "
-        "A's wins/draws/losses, the score, the Elo difference with a 95%% interval, results by "
-        "colour, time per move and games per second. With --sprt, stop as soon as the "
-        "sequential probability ratio test decides.",
+        description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
