@@ -175,6 +175,9 @@ def _pv(context: K.MNKContext, state: Any, first: int, limit: int) -> tuple[int,
     return tuple(line)
 
 
+_UTTT_CONTEXT: list[Any] = []
+
+
 def uttt_alphabeta(
     state: Any,
     deadline: float | None,
@@ -184,16 +187,81 @@ def uttt_alphabeta(
     options: dict[str, Any],
     cache: dict[str, Any],
 ) -> SearchResult:
-    from engine.alphabeta import python_alphabeta
+    from engine import alphabeta_uttt as U
 
-    return python_alphabeta(state, deadline, iterations, seed, clock, options)
+    if not _UTTT_CONTEXT:
+        _UTTT_CONTEXT.append(U.UTTTContext())
+    context = _UTTT_CONTEXT[0]
+    game_key = cache.get("game_key")
+    keep = game_key is not None and context.owner == game_key
+    context.owner = game_key
+    context.set_position(state.history())
+    context.new_search(keep)
+    player = state.current_player()
+    info = context.info
+    info[U.NODES] = 0
+    info[U.STOP] = 0
+    info[U.CHECK_AT] = U.CHECK_EVERY
+    kernel_deadline = 0.0 if deadline is None else time.perf_counter() + (deadline - clock())
+    args = context.arguments()
+    moves, winning = context.generate_root(player, None if seed is None else random.Random(seed))
+    if winning >= 0:
+        return SearchResult(winning, 1.0, "alphabeta", 1, pv=(winning,), depth=1, proven="win")
+    empties = 81 - state.ply()
+    max_depth = int(options.get("max_depth", empties))
+    root_moves = np.array(moves, dtype=np.int32)
+    root_scores = np.zeros(len(moves), dtype=np.int64)
+    n = len(moves)
+    best_action, best_score, completed = moves[0], 0, 0
+    for depth in range(1, max_depth + 1):
+        context.deadline[0] = kernel_deadline if depth > 1 else 0.0
+        info[U.LIMIT] = (iterations or 0) if depth > 1 else 0
+        root_scores[:] = -K.INF
+        best_index = U.root(player, depth, root_moves, root_scores, n, *args)
+        if info[U.STOP] != 0:
+            break
+        best_action = int(root_moves[best_index])
+        best_score = int(root_scores[best_index])
+        completed = depth
+        order = sorted(range(n), key=lambda i: (i != best_index, -int(root_scores[i])))
+        root_moves[:n] = root_moves[order]
+        if abs(best_score) > K.MATE_BOUND or depth >= empties:
+            break
+    exact = completed >= empties
+    line = [best_action]
+    probe = state.clone()
+    probe.apply_action(best_action)
+    limit = max(completed, 1) + (64 if abs(best_score) > K.MATE_BOUND else 0)
+    while len(line) < limit and not probe.is_terminal():
+        context.set_position(probe.history())
+        _, win_now = context.generate_root(probe.current_player())
+        move = win_now if win_now >= 0 else context.tt_move()
+        if move < 0 or move not in probe.legal_actions():
+            break
+        line.append(move)
+        probe.apply_action(move)
+    return SearchResult(
+        action=best_action,
+        value=math.tanh(best_score / 300.0)
+        if abs(best_score) <= K.MATE_BOUND
+        else _value(best_score),
+        algorithm="alphabeta",
+        iterations=int(info[U.NODES]),
+        pv=tuple(line),
+        depth=completed,
+        proven=_proven(best_score, exact),
+    )
 
 
 def warm_up() -> None:
     """Compile or load the kernels by searching small boards briefly."""
     from engine.mnk import MNKGame
+    from engine.uttt import UTTTGame
 
     for m, n, k in ((3, 3, 3), (15, 15, 5)):
         state = MNKGame(m, n, k).new_initial_state()
         state.apply_action(m * n // 2)
         mnk_alphabeta(state, None, 2000, 0, time.perf_counter, {}, {})
+    state = UTTTGame().new_initial_state()
+    state.apply_action(40)
+    uttt_alphabeta(state, None, 2000, 0, time.perf_counter, {}, {})

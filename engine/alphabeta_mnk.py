@@ -31,11 +31,14 @@ INF = 1 << 50
 MAX_PLY = 400
 
 # info[] slots (int64)
-NODES, LIMIT, STOP, EVAL, HASH, STONES, GEN, CHECK_AT, VCF_DEPTH, BEST = range(10)
+NODES, LIMIT, STOP, EVAL, HASH, STONES, GEN, CHECK_AT, VCF_DEPTH, BEST, KLEN = range(11)
+# info[FOURS + p]: windows one stone short of k for p and free of the opponent (p wins at
+# once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
+FOURS, THREES = 11, 13
 # params[] slots (int64)
 P_M, P_N, P_K, P_CELLS, P_RESTRICT = range(5)
 EXACT, LOWER, UPPER = 0, 1, 2
-CHECK_EVERY = 1024
+CHECK_EVERY = 256  # about 1 ms of search between clock reads
 
 
 @njit(cache=True)
@@ -59,6 +62,22 @@ def _contribution(x, o, weights):
 
 
 @njit(cache=True)
+def _threat_counts(x, o, info, sign):
+    """Add ``sign`` times this window's part in the fours/threes counts."""
+    k = info[KLEN]
+    if o == 0 and x > 0:
+        if x == k - 1:
+            info[FOURS] += sign
+        elif x == k - 2:
+            info[THREES] += sign
+    elif x == 0 and o > 0:
+        if o == k - 1:
+            info[FOURS + 1] += sign
+        elif o == k - 2:
+            info[THREES + 1] += sign
+
+
+@njit(cache=True)
 def place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
           zobrist, k):  # fmt: skip
     """Put a stone of player p (0/1) on cell c; returns True if it completes a window (a win)."""
@@ -70,9 +89,11 @@ def place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near
     for j in range(cell_win_n[c]):
         w = cell_win[c, j]
         before = _contribution(counts[w, 0], counts[w, 1], weights)
+        _threat_counts(counts[w, 0], counts[w, 1], info, -1)
         counts[w, p] += 1
         if counts[w, p] == k:
             won = True
+        _threat_counts(counts[w, 0], counts[w, 1], info, 1)
         delta += _contribution(counts[w, 0], counts[w, 1], weights) - before
     info[EVAL] += delta
     for j in range(near_n[c]):
@@ -90,7 +111,9 @@ def remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, nea
     for j in range(cell_win_n[c]):
         w = cell_win[c, j]
         before = _contribution(counts[w, 0], counts[w, 1], weights)
+        _threat_counts(counts[w, 0], counts[w, 1], info, -1)
         counts[w, p] -= 1
+        _threat_counts(counts[w, 0], counts[w, 1], info, 1)
         delta += _contribution(counts[w, 0], counts[w, 1], weights) - before
     info[EVAL] += delta
     for j in range(near_n[c]):
@@ -187,6 +210,26 @@ def _tick(info, deadline):
 
 
 @njit(cache=True)
+def _winning_cells(p, board, counts, params, win_cells, out):
+    """The distinct empty cells where p wins at once (at most ``out.size``); returns how many."""
+    k = params[P_K]
+    n = 0
+    for w in range(win_cells.shape[0]):
+        if counts[w, p] == k - 1 and counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = win_cells[w, t]
+                if board[e] == 0:
+                    seen = False
+                    for i in range(n):
+                        if out[i] == e:
+                            seen = True
+                    if not seen and n < out.size:
+                        out[n] = e
+                        n += 1
+    return n
+
+
+@njit(cache=True)
 def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, cell_win_n,
         near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
         history):  # fmt: skip
@@ -196,24 +239,34 @@ def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, ce
     if info[STOP] != 0:
         return 0
     k = params[P_K]
-    n, kind, cell = generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
-                             moves, scores, -1, killers, history)  # fmt: skip
-    if kind == 1:
-        info[BEST] = cell
+    buf = moves[ply]
+    if info[FOURS + p] > 0:
+        _winning_cells(p, board, counts, params, win_cells, buf[:1])
+        info[BEST] = buf[0]
         return 1
-    if kind == 2 or depth <= 0 or n == 0:
+    forced = -1
+    if info[FOURS + 1 - p] > 0:
+        if _winning_cells(1 - p, board, counts, params, win_cells, buf[:2]) >= 2:
+            return 0
+        forced = buf[0]
+    if depth <= 0 or info[THREES + p] == 0:
         return 0
+    # The cells that make a four: empty cells of windows two short for p, free of 1 - p.
+    n = 0
+    for w in range(win_cells.shape[0]):
+        if counts[w, p] == k - 2 and counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = win_cells[w, t]
+                if board[e] == 0 and (forced < 0 or e == forced):
+                    seen = False
+                    for i in range(n):
+                        if buf[i] == e:
+                            seen = True
+                    if not seen:
+                        buf[n] = e
+                        n += 1
     for i in range(n):
-        c = moves[ply, i]
-        # Only moves that make a four (a window one short of k, open to p) qualify.
-        makes_four = False
-        for j in range(cell_win_n[c]):
-            w = cell_win[c, j]
-            if counts[w, p] == k - 2 and counts[w, 1 - p] == 0:
-                makes_four = True
-                break
-        if not makes_four:
-            continue
+        c = buf[i]
         place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
               zobrist, k)  # fmt: skip
         # The cells where p now wins: empty cells of the fours through c.
@@ -283,6 +336,17 @@ def negamax(p, depth, alpha, beta, ply, board, counts, near, info, deadline, par
                 or (e_flag == UPPER and s <= alpha)
             ):
                 return s
+    if depth <= 0 and info[FOURS + 1 - p] == 0:
+        # A quiet leaf: no move list needed unless p wins at once or the opponent threatens.
+        if info[FOURS + p] > 0:
+            return WIN - (ply + 1)
+        if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
+            found = vcf(p, info[VCF_DEPTH], ply, board, counts, near, info, deadline, params,
+                        cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
+                        moves, scores, killers, history)  # fmt: skip
+            if found > 0:
+                return WIN - (ply + 2 * found - 1)
+        return info[EVAL] if p == 0 else -info[EVAL]
     n, kind, cell = generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
                              moves, scores, tt_move, killers, history)  # fmt: skip
     if kind == 1:
@@ -294,14 +358,7 @@ def negamax(p, depth, alpha, beta, ply, board, counts, near, info, deadline, par
     if kind == 3:
         depth += 1  # a forced block costs no depth (a one-reply extension)
     if depth <= 0:
-        static = info[EVAL] if p == 0 else -info[EVAL]
-        if info[VCF_DEPTH] > 0 and kind == 0:
-            found = vcf(p, info[VCF_DEPTH], ply, board, counts, near, info, deadline, params,
-                        cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
-                        moves, scores, killers, history)  # fmt: skip
-            if found > 0:
-                return WIN - (ply + 2 * found - 1)
-        return static
+        return info[EVAL] if p == 0 else -info[EVAL]
     alpha0 = alpha
     best = -INF
     best_move = -1
@@ -489,6 +546,8 @@ class MNKContext:
         self.near[:] = 0
         info = self.info
         info[EVAL] = info[HASH] = info[STONES] = 0
+        info[FOURS] = info[FOURS + 1] = info[THREES] = info[THREES + 1] = 0
+        info[KLEN] = t.k
         for ply, action in enumerate(history):
             place(action, ply & 1, self.board, self.counts, self.near, info, t.cell_win,
                   t.cell_win_n, t.near_list, t.near_n, t.weights, t.zobrist, t.k)  # fmt: skip
