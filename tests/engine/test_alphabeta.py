@@ -1,0 +1,155 @@
+"""The compiled alpha-beta kernels against the Python rules, and alphabeta's own guarantees."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import engine
+from engine import alphabeta_mnk as K
+from engine import alphabeta_uttt as U
+from engine.alphabeta_driver import mnk_tables
+from engine.game import winning_actions
+
+
+def _scratch_eval(context: K.MNKContext) -> int:
+    """The line-counting evaluation recomputed from the board, from X's side."""
+    t = context.t
+    total = 0
+    for window in t.win_cells:
+        x = sum(1 for c in window if context.board[c] == 1)
+        o = sum(1 for c in window if context.board[c] == 2)
+        if x and not o:
+            total += int(t.weights[x])
+        elif o and not x:
+            total -= int(t.weights[o])
+    return total
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"m": 3, "n": 3, "k": 3},
+        {"m": 5, "n": 5, "k": 4},
+        {"m": 15, "n": 15, "k": 5},
+        {"m": 4, "n": 7, "k": 3},
+    ],  # fmt: skip
+)
+def test_mnk_kernel_tracks_the_python_rules(params):
+    game = engine.make_game("mnk", **params)
+    context = K.MNKContext(mnk_tables(game.m, game.n, game.k, game.zobrist), tt_bits=4)
+    rng = random.Random(sum(params.values()))
+    for _ in range(6):
+        state = game.new_initial_state()
+        while not state.is_terminal():
+            state.apply_action(rng.choice(state.legal_actions()))
+            context.set_position(state.history())
+            assert _scratch_eval(context) == context.info[K.EVAL]
+            if state.is_terminal():
+                break
+            empty = state.legal_actions()
+            for player in (0, 1):
+                python_wins = any(state.wins_with(a, player) for a in empty)
+                assert (context.info[K.FOURS + player] > 0) == python_wins
+            mover = state.current_player()
+            moves, kind, cell = context.generate_root(mover)
+            wins = winning_actions(state)
+            assert (kind == 1) == bool(wins)
+            threats = [a for a in empty if state.wins_with(a, 1 - mover)]
+            if kind == 1:
+                assert cell in wins
+            elif kind == 2:  # two opponent threats: lost
+                assert len(threats) >= 2
+            elif kind == 3:  # one threat: the block is the only move
+                assert threats == [cell] and moves == [cell]
+            else:
+                assert not threats
+                if game.cells <= 49:
+                    assert sorted(moves) == empty
+        # the kernel's own win test agrees with the Python winner
+        context.set_position(state.history()[:-1])
+        last = state.history()[-1]
+        won = K.place(last, (state.ply() - 1) & 1, *context.arguments()[:4],
+                      *context.arguments()[6:12], game.k)  # fmt: skip
+        assert won == (state.winner() is not None)
+
+
+def test_uttt_kernel_tracks_the_python_rules():
+    context = U.UTTTContext(tt_bits=4)
+    rng = random.Random(9)
+    codes = {0: -1, 1: 0, 2: 1, 3: 2}
+    for _ in range(20):
+        state = engine.make_game("uttt").new_initial_state()
+        while not state.is_terminal():
+            context.set_position(state.history())
+            assert [codes[int(v)] for v in context.macro] == state.board_winners()
+            assert int(context.info[U.FORCED]) == state.forced
+            moves, winning = context.generate_root(state.current_player())
+            wins = winning_actions(state)
+            assert (winning >= 0) == bool(wins)
+            if winning < 0:
+                assert sorted(moves) == state.legal_actions()
+            else:
+                assert winning in wins
+            state.apply_action(rng.choice(state.legal_actions()))
+        context.set_position(state.history()[:-1])
+        last = state.history()[-1]
+        args = context.arguments()
+        result = U.place(last, (state.ply() - 1) & 1, *args[:4], args[5], 0, *args[6:10])
+        assert result == (1 if state.winner() is not None else 2)
+
+
+def test_recursive_kernels_compile_once():
+    """A second compiled copy of a recursive function breaks numba's cache (issues #6061,
+    #6713): every call site must pass the same types."""
+    for name, moves in (("gomoku", [112, 113, 98]), ("5x5", [12]), ("uttt", [40])):
+        state = engine.replay((name, {}), moves)
+        engine.search(state, algorithm="alphabeta", iterations=3000, seed=1)
+    for kernel in (K.negamax, K.vcf, U.negamax):
+        assert len(kernel.signatures) <= 1, kernel
+
+
+@pytest.mark.parametrize(("name", "params"), [("mnk", {"m": 3, "n": 4, "k": 3}), ("tictactoe", {})])
+def test_compiled_and_python_searches_agree_on_exact_values(name, params):
+    rng = random.Random(2)
+    game = engine.make_game(name, **params)
+    for _ in range(15):
+        state = game.new_initial_state()
+        for _ in range(rng.randrange(1, 6)):
+            state.apply_action(rng.choice(state.legal_actions()))
+            if state.is_terminal():
+                break
+        if state.is_terminal():
+            continue
+        compiled = engine.search(state, algorithm="alphabeta", iterations=10**7)
+        python = engine.search(state, algorithm="alphabeta", iterations=10**7, compiled=False)
+        assert compiled.proven == python.proven is not None
+        assert compiled.value == python.value
+
+
+def _rc(*cells):
+    return [r * 15 + c for r, c in cells]
+
+
+def test_gomoku_double_four_is_found_and_played():
+    # X: row 7 (7,5)-(7,7) closed by O at (7,4); column 8 (4,8)-(6,8) closed by O at (3,8).
+    # X (7,8) makes two fours at once: a win in three plies, found by the VCF search.
+    x = _rc((7, 5), (7, 6), (7, 7), (4, 8), (5, 8), (6, 8))
+    o = _rc((7, 4), (3, 8), (0, 0), (0, 14), (14, 0), (14, 14))
+    moves = [m for pair in zip(x, o, strict=True) for m in pair]
+    state = engine.replay(("gomoku", {}), moves)
+    result = engine.search(state, algorithm="alphabeta", iterations=50_000, seed=1)
+    assert result.action == _rc((7, 8))[0]
+    assert result.proven == "win" and len(result.pv) == 3
+
+
+def test_gomoku_open_three_is_blocked():
+    # O has an open three (7,6)-(7,8) with both ends and beyond empty; X must stop it now.
+    x = _rc((0, 0), (0, 2), (14, 14))
+    o = _rc((7, 6), (7, 7), (7, 8))
+    moves = [m for pair in zip(x, o, strict=True) for m in pair]
+    state = engine.replay(("gomoku", {}), moves)
+    assert state.current_player() == 0
+    result = engine.search(state, algorithm="alphabeta", iterations=200_000, seed=1)
+    assert result.action in _rc((7, 4), (7, 5), (7, 9), (7, 10))
