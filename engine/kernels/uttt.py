@@ -180,6 +180,33 @@ def _is_safe(st, action, opp_wins):
 
 
 @njit(cache=True)
+def _safe_cells(st, b, opp_wins):
+    """9-bit mask of the empty cells of board ``b`` that are safe (``_is_safe``), by masks:
+    a cell that neither closes ``b`` nor blocks an opponent threat there leaves the
+    opponent's winning boards as they are, so it is safe iff it sends the opponent to an
+    open board outside them (or anywhere, when there are none); the few other cells are
+    tested one by one."""
+    p = st[H_TO_MOVE]
+    empties = ~st[OFF_FULL + b] & 511
+    open_boards = ~st[H_CLOSED] & 511
+    if opp_wins == 0:
+        return empties
+    generic = empties & open_boards & ~opp_wins
+    special = (
+        THREAT9[st[OFF_SMALL + 9 * p + b]] | THREAT9[st[OFF_SMALL + 9 * (1 - p) + b]]
+    ) & empties
+    if POP9[empties] == 1:
+        special = empties  # the last cell closes the board
+    safe = generic & ~special
+    while special:
+        c = NTH9[special * 9]
+        special &= special - 1
+        if _is_safe(st, 9 * b + c, opp_wins):
+            safe |= 1 << c
+    return safe
+
+
+@njit(cache=True)
 def uttt_tree_moves(st, out, decisive):
     """Expansion moves and a MOVES_* code. With ``decisive``: a game-winning move alone;
     otherwise only the moves that do not hand the opponent a game-winning reply, or every
@@ -194,11 +221,15 @@ def uttt_tree_moves(st, out, decisive):
     opp = _opponent_wins_mask(st)
     if opp == 0:
         return cnt, MOVES_NORMAL
+    allowed = _allowed(st)
     safe = 0
-    for i in range(cnt):
-        if _is_safe(st, out[i], opp):
-            out[safe] = out[i]
-            safe += 1
+    for b in range(9):
+        if (allowed >> b) & 1:
+            cells = _safe_cells(st, b, opp)
+            while cells:
+                out[safe] = 9 * b + NTH9[cells * 9]
+                cells &= cells - 1
+                safe += 1
     if safe == 0:
         return uttt_legal(st, out), MOVES_MOVER_LOSES
     return safe, MOVES_NORMAL
@@ -228,21 +259,22 @@ def uttt_random_move(st, rng):
 
 @njit(cache=True)
 def _safe_random_move(st, rng, opp, buf):
-    """A uniformly random move that leaves the opponent no game-winning reply, or -1:
-    rejection sampling first, enumeration when unlucky."""
-    for _ in range(4):
-        a = uttt_random_move(st, rng)
-        if _is_safe(st, a, opp):
-            return a
-    cnt = uttt_legal(st, buf)
-    safe = 0
-    for i in range(cnt):
-        if _is_safe(st, buf[i], opp):
-            buf[safe] = buf[i]
-            safe += 1
-    if safe == 0:
+    """A uniformly random move that leaves the opponent no game-winning reply, or -1."""
+    allowed = _allowed(st)
+    total = 0
+    for b in range(9):
+        cells = _safe_cells(st, b, opp) if (allowed >> b) & 1 else 0
+        buf[b] = cells
+        total += POP9[cells]
+    if total == 0:
         return -1
-    return buf[rand_below(rng, safe)]
+    j = rand_below(rng, total)
+    for b in range(9):
+        pc = POP9[buf[b]]
+        if j < pc:
+            return 9 * b + NTH9[buf[b] * 9 + j]
+        j -= pc
+    return -1
 
 
 @njit(cache=True)
