@@ -103,20 +103,38 @@ class Reporter:
 # --- positions ------------------------------------------------------------------------------
 
 
-def middle_position(engine: Any, game: Any, seed: int = 2024) -> Any:
-    """A fixed, seeded random position about a third into the game (not over, not one move
-    from over for the side to move is not required: any live position will do)."""
+def middle_position(engine: Any, game: Any, seed: int = 2024, attempts: int = 200) -> Any:
+    """A fixed, seeded random position a third of the way into the game, preferably open.
+
+    Random play often leaves a win in one or a forced line on the board, which a search proves
+    at once, so its rate would measure only start-up costs. The first position that short
+    searches (mcts, alphabeta, on fixed seeds and iteration budgets) do not prove is taken;
+    on a board too small for that (3x3) the first live position is.
+    """
     import random
 
     target = max(1, game.max_game_length() // 3)
-    for attempt in range(1000):
+    first_live = None
+    for attempt in range(attempts):
         rng = random.Random(seed + attempt)
         state = game.new_initial_state()
         while state.ply() < target and not state.is_terminal():
             state.apply_action(rng.choice(state.legal_actions()))
-        if not state.is_terminal():
+        if state.is_terminal():
+            continue
+        if first_live is None:
+            first_live = state
+        if not any(
+            engine.search(
+                state.clone(), algorithm=name, budget_ms=None, iterations=n, seed=1
+            ).proven
+            for name, n in (("mcts", 2000), ("alphabeta", 2000))
+            if name in engine.ALGORITHMS
+        ):
             return state
-    raise RuntimeError(f"no live middle-game position found for {game.name}")
+    if first_live is None:
+        raise RuntimeError(f"no live middle-game position found for {game.name}")
+    return first_live
 
 
 def _game_missing(game_name: str, exc: Exception) -> dict[str, Any]:
@@ -138,9 +156,12 @@ def applies(algorithm: str, game_name: str) -> bool:
 
 def measure_rates(
     engine: Any, games: list[str], settings: Settings, reporter: Reporter
-) -> list[dict[str, Any]]:
-    """Iterations (or nodes) per second from the opening and from a middle-game position."""
+) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
+    """Iterations (or nodes) per second from the opening and from a middle-game position.
+
+    Returns the rows and, per game, the moves leading to the middle-game position used."""
     rows: list[dict[str, Any]] = []
+    middles: dict[str, list[int]] = {}
     for game_name in games:
         try:
             game = engine.make_game(game_name)
@@ -148,6 +169,7 @@ def measure_rates(
                 "opening": game.new_initial_state(),
                 "middle": middle_position(engine, game),
             }
+            middles[game_name] = [int(a) for a in positions["middle"].history()]
         except Exception as exc:  # a game still being written
             rows.append(_game_missing(game_name, exc))
             continue
@@ -199,7 +221,7 @@ def measure_rates(
                 if error:
                     row["error"] = error
                 rows.append(row)
-    return rows
+    return rows, middles
 
 
 def _optional_module(name: str) -> Any:
@@ -544,8 +566,10 @@ def run(args: argparse.Namespace) -> int:
         warm_started = time.perf_counter()
         engine.warm_up()
         report["warm_up_s"] = time.perf_counter() - warm_started
-        report["rates"] = (
-            measure_rates(engine, games, settings, reporter) if "rates" not in args.skip else []
+        report["rates"], report["middle_positions"] = (
+            measure_rates(engine, games, settings, reporter)
+            if "rates" not in args.skip
+            else ([], {})
         )
         report["solve"] = (
             measure_solve(engine, settings, reporter) if "solve" not in args.skip else None
