@@ -262,10 +262,8 @@ def python_alphabeta(
     clock: Callable[[], float],
     options: dict[str, Any],
 ) -> SearchResult:
-    evaluate = getattr(state, "heuristic", None)
-    searcher = PythonNegamax(
-        deadline, iterations, clock, evaluate=(lambda s: s.heuristic()) if evaluate else None
-    )
+    heuristic = getattr(type(state), "heuristic", None)  # a game may offer an evaluation
+    searcher = PythonNegamax(deadline, iterations, clock, evaluate=heuristic)
     max_depth = options.get("max_depth")
     action, score, depth, exact = searcher.iterate(state, seed, max_depth)
     pv = searcher.principal_variation(state, max(depth, 1))

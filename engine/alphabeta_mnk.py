@@ -561,7 +561,7 @@ class MNKContext:
         self.killers[:] = -1
         self.info[GEN] = self.generation
 
-    def arguments(self) -> tuple:  # type: ignore[type-arg]
+    def arguments(self) -> tuple[Any, ...]:
         t = self.t
         return (
             self.board, self.counts, self.near, self.info, self.deadline, t.params, t.cell_win,
@@ -569,7 +569,7 @@ class MNKContext:
             self.scores, self.killers, self.history,
         )  # fmt: skip
 
-    def tt_arrays(self) -> tuple:  # type: ignore[type-arg]
+    def tt_arrays(self) -> tuple[Any, ...]:
         return (self.tt_key, self.tt_score, self.tt_meta, self.tt_gen)
 
     def tt_move(self) -> int:

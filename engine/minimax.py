@@ -33,15 +33,16 @@ class _Minimax:
     def negamax(self, state: State, depth: int, ply: int) -> tuple[int, list[int]]:
         """(score for the player to move, principal variation)."""
         self.nodes += 1
-        if self.may_stop and (
-            (self.node_limit is not None and self.nodes >= self.node_limit)
-            or (self.nodes % CHECK_EVERY == 0 and self.deadline is not None)
-            and self.clock() >= self.deadline  # type: ignore[operator]
-        ):
-            raise _Stop
+        if self.may_stop:
+            if self.node_limit is not None and self.nodes >= self.node_limit:
+                raise _Stop
+            if self.deadline is not None and self.nodes % CHECK_EVERY == 0:
+                if self.clock() >= self.deadline:
+                    raise _Stop
         if depth == 0:
             return 0, []
-        best, best_line = -2 * WIN, []
+        best, best_line = -2 * WIN, list[int]()
+        line: list[int]
         for action in state.legal_actions():
             child = state.clone()
             child.apply_action(action)

@@ -175,7 +175,7 @@ def _optional(module: str, attribute: str) -> AlgorithmFunc | None:
         if exc.name == module:
             return None
         raise
-    return getattr(loaded, attribute, None)  # type: ignore[no-any-return]
+    return getattr(loaded, attribute, None)
 
 
 def _register_builtin() -> None:

@@ -163,3 +163,33 @@ def test_injected_clock_sets_the_deadline():
     # The fake clock passes 20 ms after about 20 reads: the search stops then, far from the end.
     assert result.depth is not None and result.depth < 20
     assert 20 <= result.elapsed_ms <= 22
+
+
+@pytest.mark.parametrize(("game", "params", "moves", "wins"), WIN_IN_ONE[:3] + MUST_BLOCK[:3])
+def test_python_uct_fallback_takes_wins_and_blocks(game, params, moves, wins):
+    """The pure-Python UCT (the stand-in ``mcts`` while no compiled one is present)."""
+    import time
+
+    from engine.python_uct import python_uct_search
+
+    state = engine.replay((game, params), moves)
+    result = python_uct_search(
+        state, deadline=None, iterations=300, seed=1, clock=time.perf_counter, options={}, cache={}
+    )
+    assert result.action in wins
+    assert result.pv[0] == result.action and -1.0 <= result.value <= 1.0
+
+
+def test_python_uct_fallback_plays_a_whole_game():
+    import time
+
+    from engine.python_uct import python_uct_search
+
+    state = engine.make_game("uttt").new_initial_state()
+    while not state.is_terminal():
+        result = python_uct_search(
+            state, deadline=None, iterations=20, seed=state.ply(), clock=time.perf_counter,
+            options={}, cache={},
+        )  # fmt: skip
+        state.apply_checked(result.action)
+    assert state.returns()[0] + state.returns()[1] == 0
