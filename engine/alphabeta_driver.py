@@ -25,10 +25,24 @@ TT_BITS_BIG = 20  # 1M entries (32 MB) for boards of more than 49 cells
 TT_BITS_SMALL = 16
 ROOT_VCF_DEPTH = 16  # fours in a row tried at the root (k >= 5)
 LEAF_VCF_DEPTH = 2  # and at the leaves
+DEADLINE_MARGIN_S = 0.0003
 EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / EVAL_SCALE)
 
 _TABLES: dict[tuple[int, int, int], K.MNKTables] = {}
 _CONTEXTS: dict[tuple[int, int, int], K.MNKContext] = {}
+
+
+def _pv_limit(completed: int, score: int) -> int:
+    """As deep as the search went; to the end of the game when it found a forced result."""
+    return max(completed, 1) + (64 if abs(score) > K.MATE_BOUND else 0)
+
+
+def _kernel_deadline(deadline: float | None, clock: Callable[[], float]) -> float:
+    """The deadline on the kernel's clock (perf_counter), less a margin for the work after
+    the search (principal variation, result); 0.0 = none."""
+    if deadline is None:
+        return 0.0
+    return time.perf_counter() + (deadline - clock()) - DEADLINE_MARGIN_S
 
 
 def _value(score: int) -> float:
@@ -90,7 +104,7 @@ def mnk_alphabeta(
     info[K.CHECK_AT] = K.CHECK_EVERY
     info[K.LIMIT] = iterations or 0
     info[K.VCF_DEPTH] = 0
-    kernel_deadline = 0.0 if deadline is None else time.perf_counter() + (deadline - clock())
+    kernel_deadline = _kernel_deadline(deadline, clock)
     args = context.arguments()
     tt = context.tt_arrays()
 
@@ -111,7 +125,7 @@ def mnk_alphabeta(
         found = K.vcf(player, ROOT_VCF_DEPTH, 0, *args)
         if found > 0 and info[K.STOP] == 0:
             action = int(info[K.BEST])
-            pv = _pv(context, state, action, 2 * found - 1)
+            pv = _pv(context, K, player, action, 2 * found - 1)
             return SearchResult(
                 action, 1.0, "alphabeta", int(info[K.NODES]), pv=pv, depth=2 * found - 1,
                 proven="win",
@@ -141,12 +155,7 @@ def mnk_alphabeta(
         if depth >= empties:
             break
     exact = completed >= empties and exact_possible
-    pv = _pv(
-        context,
-        state,
-        best_action,
-        max(completed, 1) + (64 if abs(best_score) > K.MATE_BOUND else 0),
-    )
+    pv = _pv(context, K, player, best_action, _pv_limit(completed, best_score))
     return SearchResult(
         action=best_action,
         value=_value(best_score),
@@ -158,21 +167,13 @@ def mnk_alphabeta(
     )
 
 
-def _pv(context: K.MNKContext, state: Any, first: int, limit: int) -> tuple[int, ...]:
-    """The principal variation: ``first``, then forced moves (a win at once, a block) and the
-    transposition table's best moves."""
-    line = [first]
-    probe = state.clone()
-    probe.apply_action(first)
-    while len(line) < limit and not probe.is_terminal():
-        context.set_position(probe.history())
-        _, kind, cell = context.generate_root(probe.current_player())
-        move = cell if kind != 0 else context.tt_move()
-        if move < 0 or move not in probe.legal_actions():
-            break
-        line.append(move)
-        probe.apply_action(move)
-    return tuple(line)
+def _pv(context: Any, kernel: Any, player: int, first: int, limit: int) -> tuple[int, ...]:
+    """The principal variation from the kernel: ``first``, then forced moves and TT moves."""
+    out = np.zeros(min(limit, 80), dtype=np.int64)
+    args = context.arguments()
+    extra = context.tt_arrays() if hasattr(context, "tt_arrays") else ()
+    length = kernel.pv_line(player, first, out.size, out, *args, *extra)
+    return tuple(int(a) for a in out[:length])
 
 
 _UTTT_CONTEXT: list[Any] = []
@@ -202,7 +203,7 @@ def uttt_alphabeta(
     info[U.NODES] = 0
     info[U.STOP] = 0
     info[U.CHECK_AT] = U.CHECK_EVERY
-    kernel_deadline = 0.0 if deadline is None else time.perf_counter() + (deadline - clock())
+    kernel_deadline = _kernel_deadline(deadline, clock)
     args = context.arguments()
     moves, winning = context.generate_root(player, None if seed is None else random.Random(seed))
     if winning >= 0:
@@ -228,18 +229,7 @@ def uttt_alphabeta(
         if abs(best_score) > K.MATE_BOUND or depth >= empties:
             break
     exact = completed >= empties
-    line = [best_action]
-    probe = state.clone()
-    probe.apply_action(best_action)
-    limit = max(completed, 1) + (64 if abs(best_score) > K.MATE_BOUND else 0)
-    while len(line) < limit and not probe.is_terminal():
-        context.set_position(probe.history())
-        _, win_now = context.generate_root(probe.current_player())
-        move = win_now if win_now >= 0 else context.tt_move()
-        if move < 0 or move not in probe.legal_actions():
-            break
-        line.append(move)
-        probe.apply_action(move)
+    pv = _pv(context, U, player, best_action, _pv_limit(completed, best_score))
     return SearchResult(
         action=best_action,
         value=math.tanh(best_score / 300.0)
@@ -247,14 +237,15 @@ def uttt_alphabeta(
         else _value(best_score),
         algorithm="alphabeta",
         iterations=int(info[U.NODES]),
-        pv=tuple(line),
+        pv=pv,
         depth=completed,
         proven=_proven(best_score, exact),
     )
 
 
 def warm_up() -> None:
-    """Compile or load the kernels by searching small boards briefly."""
+    """Compile or load the kernels by searching small boards briefly, with a deadline: the
+    clock's object-mode block is compiled on its first use in each process (not cached)."""
     from engine.mnk import MNKGame
     from engine.uttt import UTTTGame
 
@@ -262,6 +253,9 @@ def warm_up() -> None:
         state = MNKGame(m, n, k).new_initial_state()
         state.apply_action(m * n // 2)
         mnk_alphabeta(state, None, 2000, 0, time.perf_counter, {}, {})
+        mnk_alphabeta(state, time.perf_counter() + 0.005, None, 0, time.perf_counter, {}, {})
     uttt_state = UTTTGame().new_initial_state()
     uttt_state.apply_action(40)
     uttt_alphabeta(uttt_state, None, 2000, 0, time.perf_counter, {}, {})
+    deadline = time.perf_counter() + 0.005
+    uttt_alphabeta(uttt_state, deadline, None, 0, time.perf_counter, {}, {})

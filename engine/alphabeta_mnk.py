@@ -465,6 +465,51 @@ def root(p, depth, root_moves, root_scores, n, board, counts, near, info, deadli
     return best
 
 
+@njit(cache=True)
+def _replay(history, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
+            zobrist, k):  # fmt: skip
+    for ply in range(history.size):
+        place(history[ply], ply & 1, board, counts, near, info, cell_win, cell_win_n, near_list,
+              near_n, weights, zobrist, k)  # fmt: skip
+
+
+@njit(cache=True)
+def pv_line(p, first, limit, out, board, counts, near, info, deadline, params, cell_win,
+            cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
+            history, tt_key, tt_score, tt_meta, tt_gen):  # fmt: skip
+    """Write the principal variation from ``first`` into out (at most ``limit`` moves): forced
+    moves (a win at once, a block), else the transposition table's move. Returns its length;
+    the position is left as it was."""
+    k = params[P_K]
+    cells = params[P_CELLS]
+    out[0] = first
+    n = 1
+    won = place(first, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
+                weights, zobrist, k)  # fmt: skip
+    player = p
+    while n < limit and not won and info[STONES] < cells:
+        player = 1 - player
+        count, kind, cell = generate(player, n, board, counts, near, params, cell_win, cell_win_n,
+                                     weights, moves, scores, -1, killers, history)  # fmt: skip
+        move = cell
+        if kind == 0:
+            move = -1
+            key = info[HASH]
+            slot = key & (tt_key.size - 1)
+            if tt_key[slot] == key and tt_gen[slot] == info[GEN]:
+                move = (tt_meta[slot] & 0xFFFF) - 1
+        if move < 0 or count == 0 or board[move] != 0:
+            break
+        out[n] = move
+        n += 1
+        won = place(move, player, board, counts, near, info, cell_win, cell_win_n, near_list,
+                    near_n, weights, zobrist, k)  # fmt: skip
+    for i in range(n - 1, -1, -1):
+        remove(out[i], p if i % 2 == 0 else 1 - p, board, counts, near, info, cell_win,
+               cell_win_n, near_list, near_n, weights, zobrist)  # fmt: skip
+    return n
+
+
 class MNKTables:
     """The static tables of one (m, n, k): windows, neighbourhoods, weights, Zobrist keys."""
 
@@ -548,9 +593,9 @@ class MNKContext:
         info[EVAL] = info[HASH] = info[STONES] = 0
         info[FOURS] = info[FOURS + 1] = info[THREES] = info[THREES + 1] = 0
         info[KLEN] = t.k
-        for ply, action in enumerate(history):
-            place(action, ply & 1, self.board, self.counts, self.near, info, t.cell_win,
-                  t.cell_win_n, t.near_list, t.near_n, t.weights, t.zobrist, t.k)  # fmt: skip
+        moves = np.array(history, dtype=np.int64)
+        _replay(moves, self.board, self.counts, self.near, info, t.cell_win, t.cell_win_n,
+                t.near_list, t.near_n, t.weights, t.zobrist, t.k)  # fmt: skip
 
     def new_search(self, keep_table: bool) -> None:
         if not keep_table:

@@ -369,6 +369,50 @@ def root(p, depth, root_moves, root_scores, n, cells, macro, filled, info, deadl
     return best
 
 
+@njit(cache=True)
+def _replay(history, cells, macro, filled, info, undo, lines, through, through_n, zob):
+    ply = np.int64(0)
+    for i in range(history.size):
+        place(history[i], i & 1, cells, macro, filled, info, undo, ply, lines, through,
+              through_n, zob)  # fmt: skip
+
+
+@njit(cache=True)
+def pv_line(p, first, limit, out, cells, macro, filled, info, deadline, undo, lines, through,
+            through_n, zob, zob_forced, weight, moves, scores, killers, history, tt_key, tt_score,
+            tt_meta, tt_gen):  # fmt: skip
+    """The principal variation from ``first`` (see alphabeta_mnk.pv_line); returns its length."""
+    out[0] = first
+    n = 1
+    result = place(first, p, cells, macro, filled, info, undo, 0, lines, through, through_n, zob)
+    player = p
+    while n < limit and result == 0:
+        player = 1 - player
+        count, winning = generate(player, n, cells, macro, info, lines, through, through_n, moves,
+                                  scores, -1, killers, history)  # fmt: skip
+        move = winning
+        if move < 0:
+            key = info[HASH] ^ zob_forced[info[FORCED] + 1]
+            slot = key & (tt_key.size - 1)
+            if tt_key[slot] == key and tt_gen[slot] == info[GEN]:
+                move = (tt_meta[slot] & 0xFFFF) - 1
+        if move < 0 or cells[move] != 0:
+            break
+        legal = False
+        for i in range(count):
+            if moves[n, i] == move:
+                legal = True
+        if not legal and winning < 0:
+            break
+        out[n] = move
+        result = place(move, player, cells, macro, filled, info, undo, n, lines, through,
+                       through_n, zob)  # fmt: skip
+        n += 1
+    for i in range(n - 1, -1, -1):
+        remove(out[i], p if i % 2 == 0 else 1 - p, cells, macro, filled, info, undo, i, zob)
+    return n
+
+
 class UTTTContext:
     """Mutable search state for uttt: position arrays, TT, killers, history."""
 
@@ -399,9 +443,8 @@ class UTTTContext:
         info[HASH] = 0
         info[FORCED] = -1
         info[OPEN] = 9
-        for ply, action in enumerate(history):
-            place(action, ply & 1, self.cells, self.macro, self.filled, info, self.undo, 0,
-                  LINE_TABLE, THROUGH, THROUGH_N, ZOB)  # fmt: skip
+        _replay(np.array(history, dtype=np.int64), self.cells, self.macro, self.filled, info,
+                self.undo, LINE_TABLE, THROUGH, THROUGH_N, ZOB)  # fmt: skip
 
     def new_search(self, keep_table: bool) -> None:
         if not keep_table:
