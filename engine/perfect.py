@@ -1,7 +1,7 @@
 """``perfect``: exact play for small m,n,k boards (m * n <= 16: 3x3, 3x4, 4x4, 3x5 ...).
 
 A numba kernel solves positions by negamax with alpha-beta over the three
-values {-1, 0, +1} on two bitboards, memoized in a transposition table indexed
+values {-1, 0, +1} on two bitboards, memoized in a transposition table keyed
 by the base-3 code of the canonical position: the least code among the board's
 symmetries (8 for a square board, 4 for a rectangle). Before expanding a node
 it applies the two rules every tic-tac-toe player knows: a move that wins at
@@ -27,6 +27,8 @@ from engine.mnk import MNKGame
 from engine.search import SearchResult
 
 MAX_CELLS = 16
+TT_BITS = 18  # 256K entries (2.3 MB): 4x4 k=4 from empty visits about 27K positions
+GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # 2^64 / golden ratio, as a signed 64-bit integer
 LABELS = {1: "win", 0: "draw", -1: "loss"}
 
 
@@ -44,7 +46,7 @@ def _wins_at(mask, cell, lines, through, through_count):
 @njit(cache=True)
 def _negamax(
     me, opp, player, empties, depth, alpha, beta, codes, lines, through, through_count, perms,
-    pow3, order, tt, stats,
+    pow3, order, tt_keys, tt_values, stats,
 ):  # fmt: skip
     """Exact value in {-1, 0, 1} for the player to move (``me``), fail-hard alpha-beta.
 
@@ -75,7 +77,9 @@ def _negamax(
     for s in range(1, symmetries):
         if codes[depth, s] < key:
             key = codes[depth, s]
-    entry = tt[key]
+    # A direct-mapped table: slot from a multiplicative hash (Knuth), key + 1 stored (0 = empty).
+    slot = ((key * GOLDEN) >> 20) & (tt_keys.size - 1)
+    entry = tt_values[slot] if tt_keys[slot] == key + 1 else 0
     if entry != 0:
         low = (entry - 1) // 3 - 1
         high = (entry - 1) % 3 - 1
@@ -116,7 +120,7 @@ def _negamax(
         n_children += 1
         value = -_negamax(
             opp, me | (np.int64(1) << c), 1 - player, empties - 1, depth + 1, -beta, -alpha,
-            codes, lines, through, through_count, perms, pow3, order, tt, stats,
+            codes, lines, through, through_count, perms, pow3, order, tt_keys, tt_values, stats,
         )  # fmt: skip
         if value > best:
             best = value
@@ -141,7 +145,8 @@ def _negamax(
             low = old_low
         if old_high < high:
             high = old_high
-    tt[key] = (low + 1) * 3 + (high + 1) + 1
+    tt_keys[slot] = key + 1
+    tt_values[slot] = (low + 1) * 3 + (high + 1) + 1
     return best
 
 
@@ -178,7 +183,8 @@ class BoardSolver:
             sorted(range(cells), key=lambda c: (abs(c // n - centre_r) + abs(c % n - centre_c), c)),
             dtype=np.int32,
         )
-        self.tt = np.zeros(3**cells, dtype=np.int8)  # calloc'd: pages are touched on use
+        self.tt_keys = np.zeros(1 << TT_BITS, dtype=np.int64)
+        self.tt_values = np.zeros(1 << TT_BITS, dtype=np.int8)
         self.codes = np.zeros((cells + 2, self.perms.shape[0]), dtype=np.int64)
         self.stats = np.zeros(1 + (cells + 1) * cells, dtype=np.int64)
 
@@ -228,8 +234,8 @@ class BoardSolver:
         self.stats[0] = 0
         value = _negamax(
             np.int64(me), np.int64(opp), to_move, empties, 0, -1, 1, self.codes, self.lines,
-            self.through, self.through_count, self.perms, self.pow3, self.order, self.tt,
-            self.stats,
+            self.through, self.through_count, self.perms, self.pow3, self.order, self.tt_keys,
+            self.tt_values, self.stats,
         )  # fmt: skip
         return int(value), int(self.stats[0])
 
