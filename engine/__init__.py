@@ -13,6 +13,7 @@ from engine.errors import EngineError, IllegalMove
 from engine.game import TERMINAL, Game, State
 from engine.mnk import PRESETS, MNKGame, MNKState
 from engine.tictactoe import TicTacToeGame, TicTacToeState
+from engine.uttt import UTTTGame, UTTTState
 
 GAME_NAMES: tuple[str, ...] = ("tictactoe", "mnk", "5x5", "gomoku", "uttt")
 
@@ -22,11 +23,7 @@ def make_game(name: str, **params: Any) -> Game:
     if name in ("tictactoe", "uttt"):
         if params:
             raise EngineError(f"{name} takes no parameters, got {sorted(params)}")
-        if name == "tictactoe":
-            return TicTacToeGame()
-        from engine.uttt import UTTTGame
-
-        return UTTTGame()
+        return TicTacToeGame() if name == "tictactoe" else UTTTGame()
     if name in PRESETS:
         preset = PRESETS[name]
         if params and params != preset:
@@ -110,6 +107,8 @@ __all__ = [
     "State",
     "TicTacToeGame",
     "TicTacToeState",
+    "UTTTGame",
+    "UTTTState",
     "label_moves",
     "make_game",
     "replay",
