@@ -8,6 +8,7 @@ optional fast paths a game offers); the server validates moves with
 
 from __future__ import annotations
 
+import numbers
 import random
 from typing import Any
 
@@ -108,8 +109,9 @@ class State:
 
     def apply_checked(self, action: Any) -> None:
         """Play ``action`` after checking it; raises ``IllegalMove`` naming the problem."""
-        if isinstance(action, bool) or not isinstance(action, int):
+        if isinstance(action, bool) or not isinstance(action, numbers.Integral):
             raise IllegalMove(f"a move is an integer action, not {action!r}")
+        action = int(action)  # numpy integers too
         reason = self.illegal_reason(action)
         if reason is not None:
             raise IllegalMove(reason)
