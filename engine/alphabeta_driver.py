@@ -26,6 +26,7 @@ TT_BITS_SMALL = 16
 ROOT_VCF_DEPTH = 16  # fours in a row tried at the root (k >= 5)
 LEAF_VCF_DEPTH = 2  # and at the leaves
 DEADLINE_MARGIN_S = 0.0003
+EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / EVAL_SCALE)
 
 _TABLES: dict[tuple[int, int, int], K.MNKTables] = {}
@@ -105,6 +106,8 @@ def mnk_alphabeta(
     info[K.LIMIT] = iterations or 0
     info[K.VCF_DEPTH] = 0
     kernel_deadline = _kernel_deadline(deadline, clock)
+    if game.cells <= EXACT_CELLS:
+        kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly
     args = context.arguments()
     tt = context.tt_arrays()
 
