@@ -153,3 +153,27 @@ def test_gomoku_open_three_is_blocked():
     assert state.current_player() == 0
     result = engine.search(state, algorithm="alphabeta", iterations=200_000, seed=1)
     assert result.action in _rc((7, 4), (7, 5), (7, 9), (7, 10))
+
+
+@pytest.mark.parametrize(("name", "moves"), [("gomoku", [112, 113, 98, 97]), ("uttt", [40, 36])])
+def test_fixed_seed_and_node_budget_give_the_same_search(name, moves):
+    """Fresh searches start from a clean table (a new generation), whatever ran before."""
+    state = engine.replay((name, {}), moves)
+    other = engine.replay((name, {}), moves[:1])
+    first = engine.search(state, algorithm="alphabeta", iterations=20_000, seed=4)
+    engine.search(other, algorithm="alphabeta", iterations=20_000, seed=5)
+    again = engine.search(state, algorithm="alphabeta", iterations=20_000, seed=4)
+    assert (first.action, first.iterations, first.pv) == (again.action, again.iterations, again.pv)
+
+
+def test_one_games_searches_share_the_table():
+    searcher = engine.Searcher()
+    state = engine.replay(("uttt", {}), [40])
+    cold = searcher.search(state, algorithm="alphabeta", iterations=30_000, game_key="g")
+    state.apply_action(cold.action)
+    state.apply_action(cold.pv[1])
+    warm = searcher.search(state, algorithm="alphabeta", iterations=30_000, game_key="g")
+    fresh = engine.search(state, algorithm="alphabeta", iterations=30_000)
+    assert warm.action in state.legal_actions()
+    # the kept table lets the same node budget reach at least as deep
+    assert warm.depth >= fresh.depth
