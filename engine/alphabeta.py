@@ -1,8 +1,9 @@
 """``alphabeta``: negamax with alpha-beta pruning, a transposition table and iterative deepening.
 
 The readable Python searcher here works on any game through the State
-interface; mnk and uttt positions go to the compiled kernel
-(engine/alphabeta_kernel.py) when it is available. Both: negamax (Knuth &
+interface (and serves as the reference, ``compiled=False``); mnk and uttt
+positions go to the compiled kernels (engine/alphabeta_mnk.py,
+engine/alphabeta_uttt.py, driven by engine/alphabeta_driver.py). Both: negamax (Knuth &
 Moore 1975) with a transposition table keyed by Zobrist hashes, iterative
 deepening under the deadline (the move of the last completed depth is played),
 move ordering by TT move, killer moves (Akl & Newborn 1977) and the history
