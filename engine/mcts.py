@@ -216,6 +216,15 @@ def _option_c(options: dict[str, Any]) -> float:
     return float(c)
 
 
+def _option_bool(options: dict[str, Any], name: str, default: bool) -> bool:
+    value = options.get(name, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise EngineError(f"option {name} must be true or false, not {value!r}")
+
+
 def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
     """The saved subtree for this position, if the moves since the last search are in it."""
     saved = cache.get(CACHE_KEY)
@@ -309,10 +318,10 @@ def _search(
     enhanced: bool,
 ) -> SearchResult:
     c = _option_c(options)
-    solver = bool(options.get("solver", enhanced))
-    decisive = bool(options.get("decisive", enhanced))
-    reuse = bool(options.get("reuse", enhanced))
-    near_playouts = bool(options.get("near_playouts", True))
+    solver = _option_bool(options, "solver", enhanced)
+    decisive = _option_bool(options, "decisive", enhanced)
+    reuse = _option_bool(options, "reuse", enhanced)
+    near_playouts = _option_bool(options, "near_playouts", True)
     game = kernel_game(state.game)
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))

@@ -171,9 +171,20 @@ def test_a_deadline_stops_the_search() -> None:
     assert result.action in state.legal_actions()
 
 
-def test_bad_exploration_constant_is_refused() -> None:
+def test_bad_options_are_refused() -> None:
     with pytest.raises(engine.EngineError):
         run(mcts_search, position("tictactoe", []), c=-1.0)
+    with pytest.raises(engine.EngineError):
+        run(mcts_search, position("tictactoe", []), reuse="false")
+
+
+def test_enhancements_switch_off_one_at_a_time() -> None:
+    state = position("tictactoe", [0, 4, 8, 3])  # X must block 5
+    plain = run(mcts_search, state, iterations=50, solver=False, decisive=False, reuse=False)
+    assert plain.proven is None
+    assert plain.visits is not None and len(plain.visits) == 5  # no anti-decisive pruning
+    enhanced = run(mcts_search, state, iterations=50)
+    assert enhanced.visits is not None and [a for a, _ in enhanced.visits] == [5]
 
 
 def test_merge_root_results_sums_visits() -> None:
@@ -271,3 +282,15 @@ def test_every_proof_is_exact(name: str, params: dict, plies: tuple[int, int]) -
                 child.apply_action(result.action)
                 assert _negamax(child) == -exact
     assert proofs >= 10
+
+
+def test_searcher_reuses_the_tree_of_one_game() -> None:
+    searcher = engine.Searcher()
+    state = position("5x5", [12])
+    first = searcher.search(state, "mcts", iterations=20000, seed=2, game_key="g1")
+    state.apply_action(first.action)
+    state.apply_action(first.pv[1])
+    again = searcher.search(state, "mcts", iterations=1, seed=2, game_key="g1")
+    assert again.visits is not None and sum(v for _, v in again.visits) > 100
+    fresh = searcher.search(state, "mcts", iterations=1, seed=2, game_key="g2")
+    assert fresh.visits is not None and sum(v for _, v in fresh.visits) == 1
