@@ -150,6 +150,78 @@ def _negamax(
     return best
 
 
+@njit(cache=True)
+def _position_value(board, to_move, codes, lines, through, through_count, perms, pow3, order,
+                    tt_keys, tt_values, stats):  # fmt: skip
+    """Exact value for ``to_move`` of a board (-1 empty, 0 X, 1 O) where nobody has won yet."""
+    x = np.int64(0)
+    o = np.int64(0)
+    empties = 0
+    for c in range(board.size):
+        if board[c] == 0:
+            x |= np.int64(1) << c
+        elif board[c] == 1:
+            o |= np.int64(1) << c
+        else:
+            empties += 1
+    for s in range(perms.shape[0]):
+        code = np.int64(0)
+        for c in range(board.size):
+            if board[c] >= 0:
+                code += (board[c] + 1) * pow3[perms[s, c]]
+        codes[0, s] = code
+    me = x if to_move == 0 else o
+    opp = o if to_move == 0 else x
+    return _negamax(me, opp, np.int64(to_move), np.int64(empties), np.int64(0), np.int64(-1),
+                    np.int64(1), codes, lines, through, through_count, perms, pow3, order,
+                    tt_keys, tt_values, stats)  # fmt: skip
+
+
+@njit(cache=True)
+def _score_moves(board, to_move, count_traps, values, traps, codes, lines, through,
+                 through_count, perms, pow3, order, tt_keys, tt_values, stats):  # fmt: skip
+    """For each empty cell: values[c] = the exact value of playing it for ``to_move`` (2 for a
+    win at once), and with ``count_traps`` traps[c] = how many replies then lose for the
+    opponent. Occupied cells get -9."""
+    empties = 0
+    for c in range(board.size):
+        if board[c] < 0:
+            empties += 1
+    for c in range(board.size):
+        values[c] = -9
+        traps[c] = 0
+        if board[c] >= 0:
+            continue
+        mine = np.int64(0)
+        for i in range(board.size):
+            if board[i] == to_move:
+                mine |= np.int64(1) << i
+        if _wins_at(mine, c, lines, through, through_count):
+            values[c] = 2
+            continue
+        if empties == 1:
+            values[c] = 0
+            continue
+        board[c] = to_move
+        value = -_position_value(board, 1 - to_move, codes, lines, through, through_count, perms,
+                                 pow3, order, tt_keys, tt_values, stats)  # fmt: skip
+        values[c] = value
+        if count_traps and value >= 0 and empties > 2:
+            theirs = np.int64(0)
+            for i in range(board.size):
+                if board[i] == 1 - to_move:
+                    theirs |= np.int64(1) << i
+            for r in range(board.size):
+                if board[r] >= 0 or _wins_at(theirs, r, lines, through, through_count):
+                    continue
+                board[r] = 1 - to_move
+                if _position_value(board, to_move, codes, lines, through, through_count, perms,
+                                   pow3, order, tt_keys, tt_values, stats) > 0:  # fmt: skip
+                    traps[c] += 1
+                board[r] = -1
+        board[c] = -1
+
+
 class BoardSolver:
     """Tables and the transposition table of one small m,n,k board (one per process)."""
 
@@ -215,29 +287,29 @@ class BoardSolver:
             ]
         return perms
 
+    def _arrays(self) -> tuple[Any, ...]:
+        return (
+            self.codes, self.lines, self.through, self.through_count, self.perms, self.pow3,
+            self.order, self.tt_keys, self.tt_values, self.stats,
+        )  # fmt: skip
+
     def value(self, board: list[int], to_move: int) -> tuple[int, int]:
         """(exact value for ``to_move``, nodes searched) of a non-terminal position."""
-        x = o = 0
-        empties = 0
-        for c, v in enumerate(board):
-            if v == 0:
-                x |= 1 << c
-            elif v == 1:
-                o |= 1 << c
-            else:
-                empties += 1
-        for s in range(self.perms.shape[0]):
-            self.codes[0, s] = sum(
-                (v + 1) * 3 ** int(self.perms[s, c]) for c, v in enumerate(board) if v >= 0
-            )
-        me, opp = (x, o) if to_move == 0 else (o, x)
         self.stats[0] = 0
-        value = _negamax(
-            np.int64(me), np.int64(opp), to_move, empties, 0, -1, 1, self.codes, self.lines,
-            self.through, self.through_count, self.perms, self.pow3, self.order, self.tt_keys,
-            self.tt_values, self.stats,
-        )  # fmt: skip
+        cells = np.array(board, dtype=np.int64)
+        value = _position_value(cells, np.int64(to_move), *self._arrays())
         return int(value), int(self.stats[0])
+
+    def score_moves(
+        self, board: list[int], to_move: int, count_traps: bool
+    ) -> tuple[list[int], list[int], int]:
+        """(values, traps, nodes) per cell, as ``_score_moves`` computes them."""
+        self.stats[0] = 0
+        cells = np.array(board, dtype=np.int64)
+        values = np.zeros(cells.size, dtype=np.int64)
+        traps = np.zeros(cells.size, dtype=np.int64)
+        _score_moves(cells, np.int64(to_move), count_traps, values, traps, *self._arrays())
+        return [int(v) for v in values], [int(t) for t in traps], int(self.stats[0])
 
 
 _SOLVERS: dict[tuple[int, int, int, bool], BoardSolver] = {}
@@ -317,34 +389,12 @@ def perfect_search(
     """Play a move of the best exact value: a win at once if there is one; among equals the
     move that leaves the opponent the most losing replies; then by the seed."""
     solver = solver_for(state.game)
-    me = state.current_player()
-    nodes = 0
-    scored: list[tuple[int, int, int, int]] = []
-    order = state.legal_actions()
-    random.Random(seed).shuffle(order)
-    for tiebreak, action in enumerate(order):
-        child = state.clone()
-        child.apply_action(action)
-        if child.is_terminal():
-            value = 1 if child.winner() == me else 0
-            scored.append((value, 1 if value == 1 else 0, -tiebreak, action))
-            continue
-        child_value, used = solver.value(child.board, 1 - me)  # type: ignore[attr-defined]
-        nodes += used
-        value = -child_value
-        traps = 0
-        if value >= 0:  # how many of the opponent's replies lose for them
-            for reply in child.legal_actions():
-                grand = child.clone()
-                grand.apply_action(reply)
-                if grand.is_terminal():
-                    continue
-                reply_value, used = solver.value(grand.board, me)  # type: ignore[attr-defined]
-                nodes += used
-                traps += reply_value > 0
-        scored.append((value, traps + (1000 if child.is_terminal() else 0), -tiebreak, action))
-    best = max(scored)
-    value, action = best[0], best[3]
+    board = state.board  # type: ignore[attr-defined]
+    values, traps, nodes = solver.score_moves(board, state.current_player(), True)
+    rng = random.Random(seed)
+    # Win at once (2) > other wins (1) > draws > losses; then traps; then the seed.
+    action = max(state.legal_actions(), key=lambda a: (values[a], traps[a], rng.random()))
+    value = min(values[action], 1)
     pv = _perfect_line(solver, state, action)
     return SearchResult(
         action=action,
@@ -363,17 +413,9 @@ def _perfect_line(solver: BoardSolver, state: State, first: int) -> tuple[int, .
     state = state.clone()
     state.apply_action(first)
     while not state.is_terminal():
-        mover = state.current_player()
-        best_action, best_value = -1, -2
-        for action in state.legal_actions():
-            child = state.clone()
-            child.apply_action(action)
-            if child.is_terminal():
-                value = 2 if child.winner() == mover else 0
-            else:
-                value = -solver.value(child.board, 1 - mover)[0]  # type: ignore[attr-defined]
-            if value > best_value:
-                best_action, best_value = action, value
-        line.append(best_action)
-        state.apply_action(best_action)
+        board = state.board  # type: ignore[attr-defined]
+        values, _, _ = solver.score_moves(board, state.current_player(), False)
+        best = max(state.legal_actions(), key=lambda a: values[a])
+        line.append(best)
+        state.apply_action(best)
     return tuple(line)
