@@ -13,6 +13,7 @@ MAX_CHUNK_SECONDS = 0.002
 FIRST_CHUNK = 16  # iterations, to measure the rate
 ITERATION_CHUNK = 8192  # chunk size when only an iteration budget is given
 MIN_REMAINING = 20e-6  # stop when less time is left than this
+DEFAULT_SECONDS = 0.1  # the engine's default budget, if a caller gives none
 
 
 def run_chunked(
@@ -23,8 +24,10 @@ def run_chunked(
     clock: Callable[[], float],
 ) -> int:
     """Call ``step(n)`` (runs up to n iterations, returns how many ran; fewer means finished)
-    until the deadline or the iteration budget is reached. Always runs at least one iteration.
-    Returns the total run."""
+    until the deadline or the iteration budget is reached (100 ms when neither is given).
+    Always runs at least one iteration. Returns the total run."""
+    if deadline is None and iterations is None:
+        deadline = clock() + DEFAULT_SECONDS
     done = 0
     rate = 0.0  # iterations per second, from the last chunk
     while True:

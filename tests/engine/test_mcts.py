@@ -294,3 +294,18 @@ def test_searcher_reuses_the_tree_of_one_game() -> None:
     assert again.visits is not None and sum(v for _, v in again.visits) > 100
     fresh = searcher.search(state, "mcts", iterations=1, seed=2, game_key="g2")
     assert fresh.visits is not None and sum(v for _, v in fresh.visits) == 1
+
+
+def test_no_budget_means_the_default_time_budget() -> None:
+    state = position("5x5", [])
+    for func in (mcts_search, flat_search):
+        result = func(
+            state,
+            deadline=None,
+            iterations=None,
+            seed=1,
+            clock=time.perf_counter,
+            options={},
+            cache={},
+        )
+        assert result.iterations > 0
