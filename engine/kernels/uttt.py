@@ -27,7 +27,9 @@ from engine.kernels.layout import (
     MOVES_MOVER_LOSES,
     MOVES_MOVER_WINS,
     MOVES_NORMAL,
+    O_WON,
     ONGOING,
+    X_WON,
     rand_below,
 )
 
@@ -281,18 +283,144 @@ def _safe_random_move(st, rng, opp, buf):
 def uttt_playout(st, rng, decisive, buf):
     """Play random moves to the end; returns the final status. With ``decisive`` the mover
     wins at once when it can and otherwise avoids moves that let the opponent win the game at
-    once; the playout stops when the outcome is forced."""
-    while st[H_STATUS] == ONGOING:
+    once; the playout stops when the outcome is forced (``st`` then holds the position
+    before the forced end, still ONGOING).
+
+    The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
+    registers for the whole playout (about twice as fast as calling ``uttt_apply``)."""
+    status = st[H_STATUS]
+    if status != ONGOING:
+        return status
+    p = st[H_TO_MOVE]
+    forced = st[H_FORCED]
+    closed = st[H_CLOSED]
+    meta0 = st[H_META0]
+    meta1 = st[H_META0 + 1]
+    # Boards where each player has a cell completing a small line, open boards only; and
+    # the boards whose capture would complete a line of boards (change only on a capture).
+    threat0 = st[H_THREAT0] & ~closed
+    threat1 = st[H_THREAT0 + 1] & ~closed
+    meta_threat0 = THREAT9[meta0]
+    meta_threat1 = THREAT9[meta1]
+    ply0 = st[H_PLY]
+    ply = ply0
+    last = st[H_LAST]
+    result = ONGOING
+    while True:
         if decisive:
-            p = st[H_TO_MOVE]
-            if THREAT9[st[H_META0 + p]] & _allowed(st) & ~st[H_CLOSED] & st[H_THREAT0 + p]:
-                return p + 1
-            opp = _opponent_wins_mask(st)
-            if opp != 0:
+            if p == 0:
+                mine = meta_threat0 & threat0
+                opp = meta_threat1 & threat1
+            else:
+                mine = meta_threat1 & threat1
+                opp = meta_threat0 & threat0
+            if mine and (forced < 0 or (mine >> forced) & 1):
+                result = p + 1  # a game-winning move is there
+                break
+            if opp:
+                st[H_TO_MOVE] = p
+                st[H_FORCED] = forced
+                st[H_CLOSED] = closed
                 a = _safe_random_move(st, rng, opp, buf)
                 if a < 0:
-                    return 2 - p
-                uttt_apply(st, a)
-                continue
-        uttt_apply(st, uttt_random_move(st, rng))
-    return st[H_STATUS]
+                    result = 2 - p  # every move hands the opponent the game
+                    break
+                b = a // 9
+                c = a - 9 * b
+            elif forced >= 0:
+                b = forced
+                free = ~st[OFF_FULL + b] & 511
+                c = NTH9[free * 9 + rand_below(rng, POP9[free])]
+            else:
+                b, c = _random_cell(st, rng, forced, closed)
+        elif forced >= 0:
+            b = forced
+            free = ~st[OFF_FULL + b] & 511
+            c = NTH9[free * 9 + rand_below(rng, POP9[free])]
+        else:
+            b, c = _random_cell(st, rng, forced, closed)
+        # uttt_apply, inlined.
+        bit = 1 << b
+        small = st[OFF_SMALL + 9 * p + b] | (1 << c)
+        st[OFF_SMALL + 9 * p + b] = small
+        full = st[OFF_FULL + b] | (1 << c)
+        st[OFF_FULL + b] = full
+        if decisive:  # boards where each player has a line-completing cell (branch-free)
+            has0 = (THREAT9[st[OFF_SMALL + b]] & ~full & 511) != 0
+            has1 = (THREAT9[st[OFF_SMALL + 9 + b]] & ~full & 511) != 0
+            threat0 = (threat0 & ~bit) | (bit * has0)
+            threat1 = (threat1 & ~bit) | (bit * has1)
+        if WIN9[small]:
+            closed |= bit
+            threat0 &= ~bit
+            threat1 &= ~bit
+            if p == 0:
+                meta0 |= bit
+                meta_threat0 = THREAT9[meta0]
+                if WIN9[meta0]:
+                    status = X_WON
+            else:
+                meta1 |= bit
+                meta_threat1 = THREAT9[meta1]
+                if WIN9[meta1]:
+                    status = O_WON
+        elif full == 511:
+            closed |= bit
+            threat0 &= ~bit
+            threat1 &= ~bit
+        forced = -1 if (closed >> c) & 1 else c
+        ply += 1
+        last = 9 * b + c
+        p = 1 - p
+        if status == ONGOING and closed == 511:
+            status = DRAW
+        if status != ONGOING:
+            result = status
+            break
+    if not decisive:  # the threat masks were not followed: rebuild them
+        threat0 = 0
+        threat1 = 0
+        for x in range(9):
+            free = ~st[OFF_FULL + x] & 511
+            threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
+            threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
+    else:  # closed boards were dropped from them above; uttt_apply keeps them
+        for x in range(9):
+            if (closed >> x) & 1:
+                free = ~st[OFF_FULL + x] & 511
+                threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
+                threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
+    st[H_TO_MOVE] = p
+    st[H_FORCED] = forced
+    st[H_CLOSED] = closed
+    st[H_META0] = meta0
+    st[H_META0 + 1] = meta1
+    st[H_THREAT0] = threat0
+    st[H_THREAT0 + 1] = threat1
+    st[H_EMPTY] -= ply - ply0
+    st[H_PLY] = ply
+    st[H_LAST] = last
+    st[H_STATUS] = status
+    return result
+
+
+@njit(cache=True)
+def _random_cell(st, rng, forced, closed):
+    """(board, cell) of a uniformly random legal move."""
+    if forced >= 0:
+        free = ~st[OFF_FULL + forced] & 511
+        return forced, NTH9[free * 9 + rand_below(rng, POP9[free])]
+    open_boards = ~closed & 511
+    total = 0
+    for b in range(9):
+        if (open_boards >> b) & 1:
+            total += POP9[~st[OFF_FULL + b] & 511]
+    j = rand_below(rng, total)
+    for b in range(9):
+        if (open_boards >> b) & 1:
+            free = ~st[OFF_FULL + b] & 511
+            pc = POP9[free]
+            if j < pc:
+                return b, NTH9[free * 9 + j]
+            j -= pc
+    return -1, -1

@@ -156,3 +156,50 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
     player = state.current_player()
     child.apply_action(action)
     return child.winner() == player
+
+
+@needs_uttt
+@pytest.mark.parametrize("decisive", [False, True])
+def test_uttt_playout_matches_move_by_move_rules(decisive: bool) -> None:
+    """The inlined playout equals the same random choices made through uttt_apply."""
+    from engine.kernels.layout import H_STATUS, H_TO_MOVE, seed_rng
+    from engine.kernels.uttt import (
+        _opponent_wins_mask,
+        _safe_random_move,
+        uttt_apply,
+        uttt_playout,
+        uttt_random_move,
+    )
+
+    game = engine.make_game("uttt")
+    rng = random.Random(3)
+    buf = np.empty(81, dtype=np.int32)
+    for trial in range(150):
+        state = game.new_initial_state()
+        for _ in range(rng.randrange(0, 50)):
+            if state.is_terminal():
+                break
+            state.apply_action(rng.choice(state.legal_actions()))
+        fast = root_state(state, kernel_game(game))
+        slow = fast.copy()
+        result = uttt_playout(fast, seed_rng(trial), decisive, buf)
+        slow_rng = seed_rng(trial)
+        while slow[H_STATUS] == 0:
+            p = int(slow[H_TO_MOVE])
+            if decisive:
+                if uttt_win_move(slow) >= 0:
+                    expected = p + 1
+                    break
+                opp = _opponent_wins_mask(slow)
+                if opp:
+                    a = _safe_random_move(slow, slow_rng, opp, buf)
+                    if a < 0:
+                        expected = 2 - p
+                        break
+                    uttt_apply(slow, a)
+                    continue
+            uttt_apply(slow, uttt_random_move(slow, slow_rng))
+        else:
+            expected = int(slow[H_STATUS])
+        assert result == expected
+        assert np.array_equal(fast, slow)
