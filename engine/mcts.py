@@ -58,23 +58,17 @@ class _Tree:
     __slots__ = ("parent", "first", "count", "action", "visits", "wins", "proven", "floor", "meta")
 
     def __init__(self, capacity: int = INITIAL_NODES) -> None:
-        self.parent = np.empty(capacity, dtype=np.int32)
-        self.first = np.empty(capacity, dtype=np.int32)
-        self.count = np.empty(capacity, dtype=np.int32)
-        self.action = np.empty(capacity, dtype=np.int32)
-        self.visits = np.empty(capacity, dtype=np.int32)
-        self.wins = np.empty(capacity, dtype=np.int32)
-        self.proven = np.empty(capacity, dtype=np.int8)
-        self.floor = np.empty(capacity, dtype=np.int8)
+        self.parent = np.zeros(capacity, dtype=np.int32)
+        self.first = np.zeros(capacity, dtype=np.int32)
+        self.count = np.zeros(capacity, dtype=np.int32)
+        self.action = np.zeros(capacity, dtype=np.int32)
+        self.visits = np.zeros(capacity, dtype=np.int32)
+        self.wins = np.zeros(capacity, dtype=np.int32)
+        self.proven = np.zeros(capacity, dtype=np.int8)
+        self.floor = np.zeros(capacity, dtype=np.int8)
         self.meta = np.array([1], dtype=np.int64)  # node 0 is the root
-        self.parent[0] = -1
-        self.first[0] = -1
-        self.count[0] = 0
+        self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
-        self.visits[0] = 0
-        self.wins[0] = 0
-        self.proven[0] = UNKNOWN
-        self.floor[0] = 0
 
     @property
     def size(self) -> int:
@@ -105,7 +99,7 @@ class _Tree:
         n = self.size
         for name in self.__slots__[:-1]:
             old = getattr(self, name)
-            new = np.empty(new_capacity, dtype=old.dtype)
+            new = np.zeros(new_capacity, dtype=old.dtype)
             new[:n] = old[:n]
             setattr(self, name, new)
 
@@ -128,7 +122,7 @@ class _Tree:
 
     def child(self, node: int, action: int) -> int:
         f = int(self.first[node])
-        if f < 0:
+        if f <= 0:
             return -1
         for j in range(f, f + int(self.count[node])):
             if int(self.action[j]) == action:
@@ -137,7 +131,7 @@ class _Tree:
 
     def children(self, node: int) -> range:
         f = int(self.first[node])
-        return range(f, f + int(self.count[node])) if f >= 0 else range(0)
+        return range(f, f + int(self.count[node])) if f > 0 else range(0)
 
 
 def _run(
@@ -239,7 +233,7 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
         node = tree.child(node, action)
         if node < 0:
             return None
-    if tree.first[node] < 0:
+    if tree.first[node] <= 0:
         return None  # nothing below it worth keeping
     return tree.subtree(node)
 

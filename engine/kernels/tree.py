@@ -1,8 +1,10 @@
 """Compiled search loops: UCT / MCTS-Solver over struct-of-arrays node storage, and flat
 Monte Carlo. Python drives them in chunks of iterations and reads the clock between chunks.
 
-Node arrays (one slot per node; children of a node are a contiguous block):
-  parent, first (first child, -1 = not expanded), count (children), action, visits,
+Node arrays (one slot per node; children of a node are a contiguous block; slots are handed
+out once, from zero-filled arrays, so a new node needs only its parent and action):
+  parent, first (first child; 0 = not expanded, as the root is nobody's child), count
+  (children), action, visits,
   wins (half-points for the player who moved into the node: win 2, draw 1), proven.
 ``proven`` is from the point of view of the player who moved into the node (MCTS-Solver,
 Winands, Bjornsson & Saito 2008, with draws: a node whose children are all proven takes the
@@ -114,7 +116,7 @@ def mcts_run(
         path[0] = 0
         status = 0
         # Selection: UCB1 (Kocsis & Szepesvari 2006), unvisited children first.
-        while first[node] >= 0 and st[H_STATUS] == 0:
+        while first[node] > 0 and st[H_STATUS] == 0:
             f = first[node]
             best = -1
             best_value = -1.0
@@ -162,7 +164,7 @@ def mcts_run(
                 status = mover_in + 1
             else:
                 status = 2 - mover_in
-        elif first[node] < 0 and (node == 0 or visits[node] > 0) and meta[M_NODES] < capacity:
+        elif first[node] == 0 and (node == 0 or visits[node] > 0) and meta[M_NODES] < capacity:
             # Expansion: all children at once, in random order.
             n_moves, code = tree_moves(st, buf, decisive)
             n_nodes = meta[M_NODES]
@@ -175,14 +177,8 @@ def mcts_run(
                 buf[r] = tmp
             for i in range(n_moves):
                 j = n_nodes + i
-                parent[j] = node
-                first[j] = -1
-                count[j] = 0
+                parent[j] = node  # the other fields of a new slot are still zero
                 action[j] = buf[i]
-                visits[j] = 0
-                wins[j] = 0
-                proven[j] = UNKNOWN
-                floor[j] = 0
             if n_moves > 0:
                 first[node] = n_nodes
                 count[node] = n_moves
@@ -265,7 +261,7 @@ def compact(
         d_proven[head] = proven[s]
         d_floor[head] = floor[s]
         f = first[s]
-        if f >= 0:
+        if f > 0:
             n = count[s]
             d_first[head] = tail
             d_count[head] = n
@@ -274,7 +270,7 @@ def compact(
                 d_parent[tail + j] = head
             tail += n
         else:
-            d_first[head] = -1
+            d_first[head] = 0
             d_count[head] = 0
         head += 1
     d_parent[0] = -1
