@@ -1,10 +1,15 @@
 """Compiled (numba, ``cache=True``) rules and search loops for every game of the family.
 
-Positions are flat int32 arrays (``layout``); ``rules`` dispatches to the m,n,k kernels
-(``mnk``: 3x3, 5x5, gomoku, any m,n in 3..19) or ultimate tic-tac-toe (``uttt``); ``tree``
-holds the MCTS and flat Monte Carlo loops. The kernels know games only by name and
-parameters and positions only by their move list, so they never depend on the Python
-``State`` internals.
+Positions are flat int32 arrays (``layout``); ``rules`` dispatches to 3x3 on bitboards
+(``ttt``), the m,n,k kernels (``mnk``: 5x5, gomoku, any m,n in 3..19) or ultimate
+tic-tac-toe (``uttt``); ``tree`` holds the MCTS and flat Monte Carlo loops and ``budget``
+drives them against the clock. The kernels know games only by name and parameters and
+positions only by their move list, so they never depend on the Python ``State`` internals.
+Tests check on many random games that they agree with the Python rules.
+
+numba caches each compiled function next to its source but does not notice edits to the
+kernels it calls from other files; ``_drop_stale_cache`` below clears the whole package's
+cache whenever any file of it changes.
 """
 
 from __future__ import annotations
