@@ -25,6 +25,7 @@ TT_BITS_BIG = 20  # 1M entries (32 MB) for boards of more than 49 cells
 TT_BITS_SMALL = 16
 ROOT_VCF_DEPTH = 16  # fours in a row tried at the root (k >= 5)
 LEAF_VCF_DEPTH = 2  # and at the leaves
+DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
 DEADLINE_MARGIN_S = 0.0003
 EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / EVAL_SCALE)
@@ -134,6 +135,14 @@ def mnk_alphabeta(
                 proven="win",
             )  # fmt: skip
         info[K.STOP] = 0
+        # Threat-space defence: drop the moves after which the opponent wins by fours.
+        flags = np.zeros(len(moves), dtype=np.int64)
+        candidates = np.array(moves, dtype=np.int64)
+        K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, *args)
+        info[K.STOP] = 0
+        safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
+        if safe:
+            moves = safe
         info[K.VCF_DEPTH] = LEAF_VCF_DEPTH
 
     root_moves = np.array(moves, dtype=np.int32)

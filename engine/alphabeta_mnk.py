@@ -306,6 +306,31 @@ def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, ce
 
 
 @njit(cache=True)
+def refuted_by_vcf(p, root_moves, n, flags, depth, board, counts, near, info, deadline, params,
+                   cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves,
+                   scores, killers, history):  # fmt: skip
+    """flags[i] = 1 where playing root_moves[i] lets the opponent win by continuous fours (a
+    sound proof of loss: threat-space defence at the root). Stops early at the deadline."""
+    k = params[P_K]
+    ply = np.int64(1)  # not a literal (see root)
+    for i in range(n):
+        c = root_moves[i]
+        flags[i] = 0
+        won = place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
+                    weights, zobrist, k)  # fmt: skip
+        if not won and vcf(1 - p, depth, ply, board, counts, near, info, deadline, params,
+                           cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
+                           moves, scores, killers, history) > 0:  # fmt: skip
+            flags[i] = 1
+        remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
+               zobrist)  # fmt: skip
+        if info[STOP] != 0:
+            flags[i] = 0
+            break
+    return 0
+
+
+@njit(cache=True)
 def negamax(p, depth, alpha, beta, ply, board, counts, near, info, deadline, params, cell_win,
             cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
             history, tt_key, tt_score, tt_meta, tt_gen):  # fmt: skip
