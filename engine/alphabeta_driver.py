@@ -3,9 +3,12 @@
 Python owns the loop over depths, the root move list and the result; each
 depth is one kernel call that stops itself at the node limit or the deadline
 (converted from the injected clock to the kernel's monotonic clock). The move
-of the last completed depth is played. Transposition tables are kept per board
-size in the process (a new generation per fresh search), or per game in the
-Searcher's cache so that one game's moves share what earlier moves learned.
+of the last completed depth is played. One context (position arrays and a
+transposition table) is kept per board size in the process: a fresh search
+starts a new table generation, while consecutive searches for the same game
+(a Searcher's game_key) keep the table, so one game's moves share what earlier
+moves learned. For k >= 5 the root first tries a VCF for the mover, then drops
+the moves after which the opponent has one.
 """
 
 from __future__ import annotations
