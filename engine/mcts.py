@@ -30,6 +30,7 @@ from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import run_chunked
 from engine.kernels.layout import seed_rng
 from engine.kernels.tree import (
+    M_ROOM,
     PROVEN_DRAW,
     PROVEN_LOSS,
     PROVEN_WIN,
@@ -42,7 +43,7 @@ from engine.search import SearchResult
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
 DEFAULT_C = math.sqrt(2.0)
-INITIAL_NODES = 1 << 14
+INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
 MAX_PV = 40
 CACHE_KEY = "mcts"
@@ -66,7 +67,7 @@ class _Tree:
         self.wins = np.zeros(capacity, dtype=np.int32)
         self.proven = np.zeros(capacity, dtype=np.int8)
         self.floor = np.zeros(capacity, dtype=np.int8)
-        self.meta = np.array([1], dtype=np.int64)  # node 0 is the root
+        self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
 
@@ -90,12 +91,9 @@ class _Tree:
             self.floor,
         )
 
-    def ensure(self, extra: int) -> None:
-        """Grow (doubling, up to MAX_NODES) so that ``extra`` more nodes fit if possible."""
-        need = self.size + extra
-        if need <= self.capacity or self.capacity >= MAX_NODES:
-            return
-        new_capacity = min(MAX_NODES, max(need, 2 * self.capacity))
+    def grow(self) -> None:
+        """Double the arrays (up to MAX_NODES); new slots are zero, as the kernel expects."""
+        new_capacity = min(MAX_NODES, 2 * self.capacity)
         n = self.size
         for name in self.__slots__[:-1]:
             old = getattr(self, name)
@@ -154,23 +152,30 @@ def _run(
     near = bool(game.near) and near_playouts
 
     def step(n: int) -> int:
-        tree.ensure(n * game.max_moves)
-        return int(
-            mcts_run(  # type: ignore[call-arg]
-                st,
-                scratch,
-                *tree.arrays(),
-                tree.meta,
-                n,
-                c,
-                solver,
-                decisive,
-                near,
-                rng,
-                path,
-                buf,
+        done = 0
+        while True:
+            # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
+            tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES else 0
+            ran = int(
+                mcts_run(  # type: ignore[call-arg]
+                    st,
+                    scratch,
+                    *tree.arrays(),
+                    tree.meta,
+                    n - done,
+                    c,
+                    solver,
+                    decisive,
+                    near,
+                    rng,
+                    path,
+                    buf,
+                )
             )
-        )
+            done += ran
+            if tree.meta[M_ROOM] != 2 or done >= n:
+                return done
+            tree.grow()
 
     return run_chunked(step, deadline=deadline, iterations=iterations, clock=clock)
 

@@ -35,7 +35,8 @@ PROVEN_DRAW = 2
 PROVEN_LOSS = 3
 
 # meta slots
-M_NODES = 0
+M_NODES = 0  # nodes in use
+M_ROOM = 1  # in: 1 = return before an expansion could overflow; out: 2 = returned for that
 
 # 1/v and 1/sqrt(v) for small visit counts: table lookups instead of a division and a square
 # root per child in the UCB1 loop (the root of uttt has 81 children).
@@ -102,12 +103,18 @@ def mcts_run(
     buf,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
-    Stops early when the solver proves the root. Returns the number of iterations run."""
+    Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
+    the node arrays might not hold one more expansion. Returns the number of iterations run.
+    Where chunks end does not change the search: the same seed gives the same tree."""
     capacity = parent.shape[0]
+    room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
     n_state = root_st.shape[0]
     for it in range(iterations):
         if solver and proven[0] != UNKNOWN:
+            return it
+        if meta[M_ROOM] != 0 and meta[M_NODES] + room > capacity:
+            meta[M_ROOM] = 2  # the caller grows the arrays and calls again
             return it
         for i in range(n_state):
             st[i] = root_st[i]

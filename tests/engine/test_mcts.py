@@ -309,3 +309,14 @@ def test_no_budget_means_the_default_time_budget() -> None:
             cache={},
         )
         assert result.iterations > 0
+
+
+def test_chunking_does_not_change_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the budget loop cuts the iterations into chunks (and where the node arrays
+    grow) leaves the tree, hence the result, unchanged."""
+    from engine.kernels import budget
+
+    state = position("5x5", [12, 6])
+    whole = run(mcts_search, state, iterations=6000, seed=8)
+    monkeypatch.setattr(budget, "ITERATION_CHUNK", 7)
+    assert run(mcts_search, state, iterations=6000, seed=8) == whole
