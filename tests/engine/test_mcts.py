@@ -44,11 +44,7 @@ def position(name: str, actions: list[int], **params: int) -> Any:
 WIN_IN_ONE = [
     ("tictactoe", {}, [0, 4, 1, 5], 2),
     ("5x5", {}, [0, 24, 1, 23, 2, 22], 3),  # X 0,1,2 -> 3 wins (O threatens 21)
-    ("gomoku", {}, [112, 0, 113, 1, 114, 2, 115, 4], 116),  # O has 0,1,2,4: 111 also wins
-]
-MUST_BLOCK = [
-    ("tictactoe", {}, [0, 4, 8, 3], 5),
-    ("5x5", {}, [0, 6, 24, 7, 20, 12, 19, 17], 2),  # O 7-12-17 column; 2 blocks (22 is... )
+    ("gomoku", {}, [112, 0, 113, 1, 114, 2, 115, 4], 116),  # X 112-115 (111 too); O threatens 3
 ]
 
 
@@ -56,6 +52,7 @@ MUST_BLOCK = [
 def test_mcts_takes_a_win_in_one(name: str, params: dict, moves: list[int], win: int) -> None:
     state = position(name, moves, **params)
     result = run(mcts_search, state, iterations=200)
+    assert win in _winning_moves(state)
     assert result.action in _winning_moves(state)
     assert result.proven == "win"
     assert result.value == 1.0
@@ -66,6 +63,9 @@ def test_mcts_blocks_a_loss_in_one() -> None:
     result = run(mcts_search, state, iterations=500)
     assert result.action == 5
     assert result.visits is not None and [a for a, _ in result.visits] == [5]
+    state = position("5x5", [5, 6, 24, 7, 20, 8])  # O 6, 7, 8 threatens 9 only
+    result = run(mcts_search, state, iterations=2000)
+    assert result.action == 9
     state = position("gomoku", [0, 112, 14, 113, 210, 114, 224, 115])  # O has 112..115
     result = run(mcts_search, state, iterations=500)
     assert result.action in (111, 116)
@@ -320,3 +320,13 @@ def test_chunking_does_not_change_the_search(monkeypatch: pytest.MonkeyPatch) ->
     whole = run(mcts_search, state, iterations=6000, seed=8)
     monkeypatch.setattr(budget, "ITERATION_CHUNK", 7)
     assert run(mcts_search, state, iterations=6000, seed=8) == whole
+
+
+def test_flat_plays_each_root_move_in_turn_and_prefers_quick_wins() -> None:
+    state = position("5x5", [12, 6, 13, 7, 14, 8])  # X has 12, 13, 14: 11 wins at once
+    result = run(flat_search, state, iterations=1900)
+    assert result.visits is not None
+    counts = {v for _, v in result.visits}
+    assert max(counts) - min(counts) <= 1  # round robin
+    assert result.action in _winning_moves(state)
+    assert result.pv == (result.action,)
