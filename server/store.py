@@ -227,7 +227,13 @@ class SQLiteStore(Store):
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._db.execute("PRAGMA busy_timeout=5000")
             await self._migrate()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StorageError) as exc:
+            # aiosqlite runs a thread per connection: a failed open must not leave it behind.
+            if self._db is not None:
+                await self._db.close()
+                self._db = None
+            if isinstance(exc, StorageError):
+                raise
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
 

@@ -1,0 +1,114 @@
+"""The SQLite store: migrations, group commit, and reading back exactly what was written."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from server.errors import StorageError
+from server.store import SCHEMA_VERSION, GameEnd, GameRow, MoveRow, SQLiteStore
+
+
+def _row(game_id: str = "g1") -> GameRow:
+    return GameRow(
+        id=game_id,
+        game="tictactoe",
+        params={},
+        status="live",
+        players=[{"name": "ada", "kind": "human"}, {"name": "mcts", "kind": "ai"}],
+        created_at=1000.0,
+        seq=1,
+        started_at=1000.0,
+    )
+
+
+async def test_schema_is_migrated_and_wal(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "a.db")
+    await store.open()
+    await store.close()
+    db = sqlite3.connect(tmp_path / "a.db")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"games", "moves", "events"} <= tables
+    db.close()
+    # Opening again applies nothing and keeps the data.
+    store = SQLiteStore(tmp_path / "a.db")
+    await store.open()
+    await store.close()
+
+
+async def test_newer_schema_is_refused(tmp_path) -> None:
+    db = sqlite3.connect(tmp_path / "b.db")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    store = SQLiteStore(tmp_path / "b.db")
+    with pytest.raises(StorageError, match="newer"):
+        await store.open()
+
+
+async def test_moves_and_end_read_back(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.open()
+    await store.create_game(_row())
+    stats = {"algorithm": "mcts", "budget_ms": 50.0, "iterations": 1234, "value": 0.5,
+             "pv": [4, 0, 8], "seed": 7, "elapsed_ms": 49.1, "visits": [[4, 900]]}
+    await store.append_move(MoveRow("g1", 0, 2, 0, 4, 1001.0))
+    await store.append_move(
+        MoveRow("g1", 1, 3, 1, 0, 1002.0, stats), GameEnd("0-1", "resign", 4, 1003.0)
+    )
+    record = await store.get_game("g1")
+    assert record is not None
+    assert record.row.status == "finished"
+    assert (record.row.result, record.row.reason, record.row.seq) == ("0-1", "resign", 4)
+    assert [(m.ply, m.seq, m.seat, m.action) for m in record.moves] == [(0, 2, 0, 4), (1, 3, 1, 0)]
+    assert record.moves[0].stats is None
+    assert record.moves[1].stats == stats
+    assert record.events[-1]["kind"] == "ended"
+    assert [r.id for r in await store.list_games("finished")] == ["g1"]
+    assert await store.list_games("live") == []
+    assert await store.get_game("nope") is None
+    await store.close()
+    # The typed columns hold the statistics too, for SQL queries.
+    db = sqlite3.connect(tmp_path / "c.db")
+    row = db.execute(
+        "SELECT algorithm, budget_ms, iterations, value, pv, seed FROM moves WHERE ply = 1"
+    ).fetchone()
+    assert row == ("mcts", 50.0, 1234, 0.5, "[4,0,8]", 7)
+    db.close()
+
+
+async def test_group_commit_batches_concurrent_writes(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    await asyncio.gather(*(store.create_game(_row(f"g{i}")) for i in range(200)))
+    await asyncio.gather(
+        *(store.append_move(MoveRow(f"g{i}", 0, 2, 0, 4, 1.0)) for i in range(200))
+    )
+    # 400 writes; concurrent writes share transactions.
+    assert store.writes == 400
+    assert store.commits < 400
+    await store.close()
+    db = sqlite3.connect(tmp_path / "d.db")
+    assert db.execute("SELECT COUNT(*) FROM moves").fetchone()[0] == 200
+    db.close()
+
+
+async def test_a_failing_write_fails_alone(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "e.db")
+    await store.open()
+    await store.create_game(_row("g1"))
+    results = await asyncio.gather(
+        store.append_move(MoveRow("g1", 0, 2, 0, 4, 1.0)),
+        store.append_move(MoveRow("g1", 0, 2, 0, 5, 1.0)),  # same ply: primary key clash
+        store.append_move(MoveRow("g1", 1, 3, 1, 0, 1.0)),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], StorageError)
+    record = await store.get_game("g1")
+    assert record is not None
+    assert [m.action for m in record.moves] == [4, 0]
+    await store.close()
