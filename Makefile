@@ -20,6 +20,7 @@ play: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(ARGS)
 
 typecheck: $(STAMP)

@@ -51,7 +51,7 @@ class Message:
 # --- client -> server -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hello(Message):
     """First message on a connection: protocol version and who is connecting."""
 
@@ -64,7 +64,7 @@ class Hello(Message):
     client: str = field(default="", metadata={"max_len": 64})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreateGame(Message):
     """Create a game: against the AI, or with an open seat for another player."""
 
@@ -78,7 +78,7 @@ class CreateGame(Message):
     budget_ms: int = _bounded(1, 60_000, 200)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListGames(Message):
     TYPE: ClassVar[str] = "list"
     rid: int = _rid()
@@ -86,14 +86,14 @@ class ListGames(Message):
     limit: int = _bounded(1, 500, 50)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JoinGame(Message):
     TYPE: ClassVar[str] = "join"
     rid: int = _rid()
     game_id: str = _game_id()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Move(Message):
     """Play ``action`` for the seat ``token`` holds. ``ply``, if given, must equal the
     number of moves already played: a move meant for an earlier position is refused."""
@@ -106,7 +106,7 @@ class Move(Message):
     ply: int | None = _bounded(0, 100_000, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Resign(Message):
     TYPE: ClassVar[str] = "resign"
     rid: int = _rid()
@@ -114,7 +114,7 @@ class Resign(Message):
     token: str = _token()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GetGame(Message):
     """Ask for a game's full record (moves and AI statistics), live or stored."""
 
@@ -123,7 +123,7 @@ class GetGame(Message):
     game_id: str = _game_id()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Watch(Message):
     """Follow a game as a spectator: a snapshot, then every event after it."""
 
@@ -132,7 +132,7 @@ class Watch(Message):
     game_id: str = _game_id()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ping(Message):
     TYPE: ClassVar[str] = "ping"
     rid: int = _rid()
@@ -141,7 +141,7 @@ class Ping(Message):
 # --- server -> client -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Welcome(Message):
     """Reply to hello: the session token identifies this player on reconnection."""
 
@@ -153,7 +153,7 @@ class Welcome(Message):
     server: str = field(default="", metadata={"max_len": 64})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Seated(Message):
     """Reply to create/join: the seat taken and its secret token, needed to move."""
 
@@ -164,7 +164,7 @@ class Seated(Message):
     token: str = _token()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot(Message):
     """A game's whole state at event ``seq``: the position is ``actions`` replayed."""
 
@@ -182,7 +182,7 @@ class Snapshot(Message):
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Moved(Message):
     """A move was committed. The mover's copy carries its request's ``rid``: that is
     the acknowledgement. ``stats`` holds the search statistics of AI moves."""
@@ -199,7 +199,7 @@ class Moved(Message):
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ended(Message):
     """The game is over. ``result`` is "1-0" (seat 0 won), "0-1" or "1/2-1/2"."""
 
@@ -212,14 +212,14 @@ class Ended(Message):
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameList(Message):
     TYPE: ClassVar[str] = "games"
     rid: int = _rid()
     games: list[dict[str, Any]] = field(metadata={"max_len": 500})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record(Message):
     """A game's full record: the reply to ``get``."""
 
@@ -228,13 +228,13 @@ class Record(Message):
     game: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Pong(Message):
     TYPE: ClassVar[str] = "pong"
     rid: int = _rid()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Error(Message):
     """A request was refused; ``code`` is one of protocol.ErrorCode."""
 

@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 
 VERSION = "noughts/0.1"
 MAX_OPEN_GAMES_PER_CONNECTION = 20
+# The websocket layer closes a connection (1009) on frames above this; frames between the
+# codec's cap (MAX_CLIENT_FRAME) and this get a `too_large` error and the connection lives.
+MAX_WEBSOCKET_FRAME = 4 * MAX_CLIENT_FRAME
 
 
 class GameServer:
@@ -366,7 +369,7 @@ async def serve(game_server: GameServer, host: str = "127.0.0.1", port: int = 0)
         game_server.handler,
         host,
         port,
-        max_size=MAX_CLIENT_FRAME,
+        max_size=MAX_WEBSOCKET_FRAME,
         # Frames are a few dozen bytes: permessage-deflate would cost ~47 KB per idle
         # connection against ~15 KB without it, for no gain (measured; see bench/).
         compression=None,

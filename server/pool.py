@@ -113,7 +113,7 @@ class _Worker:
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid  # type: ignore[no-any-return]
+        return self.process.pid
 
 
 class EnginePool:
@@ -150,7 +150,7 @@ class EnginePool:
 
     def _spawn(self, index: int) -> _Worker:
         parent, child = self._context.Pipe(duplex=True)
-        process = self._context.Process(
+        process = self._context.Process(  # type: ignore[attr-defined]
             target=worker_main, args=(child,), name=f"noughts-engine-{index}", daemon=True
         )
         process.start()

@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from client.commands.common import add_server_arguments, connect
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "games",
         help="list games",
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_games(args))
 
 
-def format_games(games: list[dict]) -> str:  # type: ignore[type-arg]
+def format_games(games: list[dict[str, Any]]) -> str:
     if not games:
         return "No games."
     rows = [("ID", "GAME", "X", "O", "RESULT", "STARTED")]

@@ -9,7 +9,7 @@ import sys
 import time
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "health",
         help="check that a server answers",

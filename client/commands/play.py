@@ -11,7 +11,7 @@ from client.commands.common import add_server_arguments, connect
 GAME_CHOICES = ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "play",
         help="play a game (against the AI unless told otherwise)",

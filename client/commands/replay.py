@@ -9,7 +9,7 @@ import sys
 from client.commands.common import add_server_arguments, connect
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="step through a stored game",

@@ -7,7 +7,7 @@ import os
 import sys
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the game server",
@@ -21,7 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    # The client never imports the server: hand over to `python -m server`.
-    argv = [sys.executable, "-m", "server", *args.args]
-    os.execv(sys.executable, argv)
+    return exec_server(args.args)
+
+
+def exec_server(argv: list[str]) -> int:
+    """Become `python -m server ARGV` (the client never imports the server)."""
+    os.execv(sys.executable, [sys.executable, "-m", "server", *argv])
     return 0  # not reached

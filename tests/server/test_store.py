@@ -53,8 +53,16 @@ async def test_moves_and_end_read_back(tmp_path) -> None:
     store = SQLiteStore(tmp_path / "c.db")
     await store.open()
     await store.create_game(_row())
-    stats = {"algorithm": "mcts", "budget_ms": 50.0, "iterations": 1234, "value": 0.5,
-             "pv": [4, 0, 8], "seed": 7, "elapsed_ms": 49.1, "visits": [[4, 900]]}
+    stats = {
+        "algorithm": "mcts",
+        "budget_ms": 50.0,
+        "iterations": 1234,
+        "value": 0.5,
+        "pv": [4, 0, 8],
+        "seed": 7,
+        "elapsed_ms": 49.1,
+        "visits": [[4, 900]],
+    }
     await store.append_move(MoveRow("g1", 0, 2, 0, 4, 1001.0))
     await store.append_move(
         MoveRow("g1", 1, 3, 1, 0, 1002.0, stats), GameEnd("0-1", "resign", 4, 1003.0)

@@ -1,0 +1,82 @@
+"""The `noughts` command as a user runs it: an embedded server, a game through pipes, the replay."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from client.cli import COMMANDS, build_parser
+
+
+def noughts(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 300):
+    return subprocess.run(
+        [sys.executable, "-m", "client", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_every_subcommand_has_help() -> None:
+    parser = build_parser()
+    choices = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert len(choices) == len(COMMANDS)
+    for name in choices:
+        result = noughts(name, "--help")
+        assert result.returncode == 0, (name, result.stderr)
+        assert "usage" in result.stdout.lower() and "--" in result.stdout, name
+
+
+def test_play_a_game_against_the_ai_then_list_and_replay_it(tmp_path: Path) -> None:
+    db = tmp_path / "games.db"
+    # Every cell, over and over: the occupied ones are refused by the client and retried.
+    moves = "\n".join(str(cell) for _ in range(5) for cell in range(9)) + "\n"
+    played = noughts(
+        "play", "--plain", "--db", str(db), "--ai", "alphabeta", "--budget-ms", "20",
+        "--name", "ada", stdin=moves,
+    )  # fmt: skip
+    assert played.returncode == 0, played.stderr
+    out = played.stdout
+    assert "Game over:" in out and "You win" not in out  # alphabeta never loses 3x3
+    assert "is occupied" in out  # the repeated cells were refused with a reason
+    game_id = re.search(r"noughts replay (\w+)", out).group(1)  # type: ignore[union-attr]
+
+    listed = noughts("games", "--db", str(db))
+    assert listed.returncode == 0, listed.stderr
+    assert game_id in listed.stdout and "ada" in listed.stdout and "alphabeta" in listed.stdout
+
+    replayed = noughts("replay", game_id, "--db", str(db), "--all")
+    assert replayed.returncode == 0, replayed.stderr
+    text = replayed.stdout
+    total = int(re.search(r"(\d+) moves", text).group(1))  # type: ignore[union-attr]
+    for ply in range(1, total + 1):
+        assert f"Move {ply} of {total}:" in text
+    assert "alphabeta" in text and "expected line" in text  # the AI's statistics came back
+
+    # Stepping: next, next, previous, last, quit.
+    stepped = noughts("replay", game_id, "--db", str(db), stdin="n\nn\np\nl\nq\n")
+    assert stepped.returncode == 0
+    positions = re.findall(r"(?:Position|Move) (\d+) of", stepped.stdout)
+    assert positions == ["0", "1", "2", "1", str(total)]
+
+
+def test_replay_of_an_unknown_game_is_a_clear_error(tmp_path: Path) -> None:
+    result = noughts("replay", "nosuchid", "--db", str(tmp_path / "empty.db"))
+    assert result.returncode == 1
+    assert "nosuchid" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["play", "--server", "ws://127.0.0.1:9"], ["games", "--server", "ws://127.0.0.1:9"]]
+)
+def test_an_unreachable_server_is_a_clear_error(args: list[str]) -> None:
+    result = noughts(*args, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and result.stderr.strip()

@@ -1,0 +1,96 @@
+"""Fixtures for server tests: a real server on port 0, real websocket clients, SQLite in tmp_path.
+
+The engine pool is real (spawned, warmed worker processes) and shared by the whole session:
+starting it costs about a second, and a pool serves any number of servers and event loops.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from client.connection import ServerConnection
+from protocol import PROTOCOL_VERSION, Hello, Message, decode_server, encode
+from server.app import GameServer, serve
+from server.pool import EnginePool
+from server.store import SQLiteStore
+
+
+@pytest.fixture(scope="session")
+def pool() -> Iterator[EnginePool]:
+    engine_pool = EnginePool(2)
+    engine_pool.start()
+    yield engine_pool
+    engine_pool.close()
+
+
+@dataclass
+class RunningServer:
+    """A started server: its address, its GameServer and its database file."""
+
+    url: str
+    game_server: GameServer
+    db_path: Path
+
+    async def connect(self, name: str = "player", **kwargs: Any) -> ServerConnection:
+        return await ServerConnection.connect(self.url, name=name, **kwargs)
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Read the database through a separate connection: sees only what is committed."""
+        db = sqlite3.connect(self.db_path)
+        try:
+            return db.execute(sql, params).fetchall()
+        finally:
+            db.close()
+
+
+@pytest.fixture
+async def server(tmp_path: Path, pool: EnginePool) -> AsyncIterator[RunningServer]:
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    game_server = GameServer(store, pool)
+    ws_server = await serve(game_server, "127.0.0.1", 0)
+    port = next(iter(ws_server.sockets)).getsockname()[1]
+    try:
+        yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
+    finally:
+        ws_server.close()
+        await ws_server.wait_closed()
+        await game_server.drain()
+        await store.close()
+
+
+class RawClient:
+    """A websocket speaking frames directly, for sending what a well-behaved client never would."""
+
+    def __init__(self, websocket: websockets.ClientConnection) -> None:
+        self.websocket = websocket
+
+    @classmethod
+    async def connect(cls, url: str, *, hello: bool = True) -> RawClient:
+        client = cls(await websockets.connect(url, compression=None, max_size=None))
+        if hello:
+            await client.send_message(Hello(rid=0, version=PROTOCOL_VERSION, name="raw"))
+            await client.receive()
+        return client
+
+    async def send_message(self, message: Message) -> None:
+        await self.websocket.send(encode(message))
+
+    async def send(self, data: bytes | str) -> None:
+        await self.websocket.send(data)
+
+    async def receive(self, timeout: float = 10) -> Message:
+        import asyncio
+
+        frame = await asyncio.wait_for(self.websocket.recv(), timeout)
+        return decode_server(frame)
+
+    async def close(self) -> None:
+        await self.websocket.close()
