@@ -23,6 +23,8 @@ class ErrorCode(StrEnum):
     STALE_MOVE = "stale_move"  # the move's ply does not match the game's current ply
     GAME_OVER = "game_over"
     SEAT_TAKEN = "seat_taken"  # join a game whose open seat is gone
+    UNKNOWN_SEEK = "unknown_seek"  # the seek is gone (accepted, cancelled, its owner left)
+    NOT_ALLOWED = "not_allowed"  # the service's rules forbid it now (abort after moving, ...)
     BAD_REQUEST = "bad_request"  # e.g. unknown game kind or algorithm, bad parameters
     # Limits that protect everyone.
     RATE_LIMITED = "rate_limited"

@@ -1,9 +1,11 @@
 """Every message of the noughts wire protocol, as frozen dataclasses.
 
 Client requests carry ``rid`` (a request id the client picks); the server's
-reply to that request echoes it. Game events (``snapshot``, ``moved``,
-``ended``) carry the game's ``seq``: every change to a game is one event with
-the next sequence number, so a client can tell what it missed. Actions are
+reply to that request echoes it. Game events (``snapshot`` at the start,
+``moved``, ``offer``, ``presence``, ``ended``) carry the game's ``seq``: every
+change to a game is one event with the next sequence number, so a client can
+tell what it missed and ask for it (``resume``). Lobby events (``lobby_event``)
+are pushed to the connections that subscribed with ``lobby``. Actions are
 plain integers as in OpenSpiel; seats are 0 (moves first, X) and 1 (O).
 PROTOCOL.md documents each field; this module is the single source of truth.
 """
@@ -29,6 +31,9 @@ def _token() -> Any:
 
 
 _REQUIRED: Any = object()
+# Array fields decode to tuples, so their defaults are tuples too (typed Any for mypy).
+_NO_ITEMS: Any = ()
+_BOTH_ONLINE: Any = (True, True)
 
 
 def _bounded(lo: int, hi: int, default: Any = _REQUIRED) -> Any:
@@ -39,6 +44,17 @@ def _bounded(lo: int, hi: int, default: Any = _REQUIRED) -> Any:
 
 
 Status = Literal["open", "live", "finished", "aborted"]
+Answer = Literal["offer", "accept", "decline"]
+
+
+def _clock() -> Any:
+    """A time control: {} (none), {"move_ms": M} (fixed time per move) or
+    {"initial_ms": I, "increment_ms": J} (Fischer). The server checks the combination."""
+    return field(default_factory=dict, metadata={"min": 0, "max": 24 * 3600 * 1000})
+
+
+def _game_params() -> Any:
+    return field(default_factory=dict, metadata={"min": 0, "max": 100})
 
 
 class Message:
@@ -71,11 +87,13 @@ class CreateGame(Message):
     TYPE: ClassVar[str] = "create"
     rid: int = _rid()
     game: str = field(metadata={"max_len": 32})
-    params: dict[str, int] = field(default_factory=dict, metadata={"min": 0, "max": 100})
+    params: dict[str, int] = _game_params()
     opponent: Literal["ai", "human"] = "ai"
     seat: int = _bounded(-1, 1, 0)  # the seat the creator takes; -1 = random
     algorithm: str = field(default="mcts", metadata={"max_len": 32})
     budget_ms: int = _bounded(1, 60_000, 200)
+    clock: dict[str, int] = _clock()
+    private: bool = False  # an open seat joined only by its id (the invite code), never listed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +148,126 @@ class Watch(Message):
     TYPE: ClassVar[str] = "watch"
     rid: int = _rid()
     game_id: str = _game_id()
+    since: int | None = _bounded(0, 2**31 - 1, None)  # as in resume: only events after it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unwatch(Message):
+    """Stop receiving a game's events (a spectator leaving)."""
+
+    TYPE: ClassVar[str] = "unwatch"
+    rid: int = _rid()
+    game_id: str = _game_id()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resume(Message):
+    """After a reconnection: the events of ``game_id`` after ``since`` (the last seq the
+    client saw), or a snapshot if ``since`` is 0 or older than what the server keeps; a
+    seat this session holds in the game is given back. Replied with ``resumed``."""
+
+    TYPE: ClassVar[str] = "resume"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    since: int = _bounded(0, 2**31 - 1, 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LobbySubscribe(Message):
+    """Subscribe to the lobby (``lobby_state`` now, ``lobby_event`` pushes after), or stop."""
+
+    TYPE: ClassVar[str] = "lobby"
+    rid: int = _rid()
+    subscribe: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seek(Message):
+    """Post a seek: an offer to play that another player accepts. With ``to`` (a player id
+    or name) it is a challenge only that player sees and can accept."""
+
+    TYPE: ClassVar[str] = "seek"
+    rid: int = _rid()
+    game: str = field(metadata={"max_len": 32})
+    params: dict[str, int] = _game_params()
+    clock: dict[str, int] = _clock()
+    color: Literal["x", "o", "random"] = "random"
+    opponents: Literal["any", "humans"] = "any"  # "humans": bots may not accept
+    to: str | None = field(default=None, metadata={"max_len": 64})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelSeek(Message):
+    """Withdraw a seek or leave the quick-pairing queue."""
+
+    TYPE: ClassVar[str] = "cancel_seek"
+    rid: int = _rid()
+    seek_id: str = field(metadata={"max_len": 32})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceptSeek(Message):
+    TYPE: ClassVar[str] = "accept"
+    rid: int = _rid()
+    seek_id: str = field(metadata={"max_len": 32})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuickPair(Message):
+    """Join the quick-pairing queue for a game; after ``ai_after_s`` seconds without a
+    partner (0: never) the server seats the player against its AI instead."""
+
+    TYPE: ClassVar[str] = "quick"
+    rid: int = _rid()
+    game: str = field(metadata={"max_len": 32})
+    params: dict[str, int] = _game_params()
+    clock: dict[str, int] = _clock()
+    ai_after_s: int = _bounded(0, 3600, 20)
+    algorithm: str = field(default="mcts", metadata={"max_len": 32})
+    budget_ms: int = _bounded(1, 60_000, 200)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Draw(Message):
+    """Offer, accept or decline a draw in a live game."""
+
+    TYPE: ClassVar[str] = "draw"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    token: str = _token()
+    answer: Answer = "offer"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rematch(Message):
+    """Offer, accept or decline a rematch (colours swapped) after a game ended."""
+
+    TYPE: ClassVar[str] = "rematch"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    token: str = _token()
+    answer: Answer = "offer"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Abort(Message):
+    """Abort a game before this seat's first move: no result, no winner."""
+
+    TYPE: ClassVar[str] = "abort"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    token: str = _token()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim(Message):
+    """The opponent stayed away past its grace period: end the game as a win or a draw."""
+
+    TYPE: ClassVar[str] = "claim"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    token: str = _token()
+    outcome: Literal["win", "draw"] = "win"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,17 +289,21 @@ class Welcome(Message):
     session: str = _token()
     player_id: str = field(metadata={"max_len": 64})
     server: str = field(default="", metadata={"max_len": 64})
+    # Seats this session holds in unfinished games: {game_id, seat, token, seq}.
+    games: list[dict[str, Any]] = field(default=_NO_ITEMS, metadata={"max_len": 500})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seated(Message):
-    """Reply to create/join: the seat taken and its secret token, needed to move."""
+    """A seat and its secret token, needed to move. The reply to create, join and accept;
+    sent without ``rid`` when a seek of ours is accepted, quick pairing or a rematch
+    seats us."""
 
     TYPE: ClassVar[str] = "seated"
-    rid: int = _rid()
     game_id: str = _game_id()
     seat: int = _bounded(0, 1)
     token: str = _token()
+    rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +321,13 @@ class Snapshot(Message):
     to_move: int = _bounded(-1, 1)
     result: str | None = field(default=None, metadata={"max_len": 16})
     reason: str | None = field(default=None, metadata={"max_len": 32})
+    clock: dict[str, int] = _clock()
+    # Remaining ms per seat at server time ``at``; the side to move's clock runs from then.
+    clocks: list[int] | None = field(default=None, metadata={"min": 0, "max_len": 2})
+    at: float = 0.0
+    online: list[bool] = field(default=_BOTH_ONLINE, metadata={"max_len": 2})
+    offers: dict[str, int] = field(default_factory=dict, metadata={"min": 0, "max": 1})
+    next_game: str | None = field(default=None, metadata={"max_len": 32})  # the rematch
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
@@ -196,12 +345,42 @@ class Moved(Message):
     to_move: int = _bounded(-1, 1)
     at: float = 0.0
     stats: dict[str, Any] | None = None
+    clocks: list[int] | None = field(default=None, metadata={"min": 0, "max_len": 2})
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Offer(Message):
+    """A draw or rematch offer, accepted or declined, by ``seat``. An accepted rematch
+    names the new game in ``next_game``."""
+
+    TYPE: ClassVar[str] = "offer"
+    game_id: str = _game_id()
+    seq: int = _bounded(0, 2**31 - 1)
+    kind: Literal["draw", "rematch"]
+    seat: int = _bounded(0, 1)
+    answer: Answer
+    next_game: str | None = field(default=None, metadata={"max_len": 32})
+    rid: int | None = _bounded(0, 2**31 - 1, None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Presence(Message):
+    """A seat's player left or came back. While away its seat is held until ``claim_at``
+    (server time); after that the opponent may claim the game."""
+
+    TYPE: ClassVar[str] = "presence"
+    game_id: str = _game_id()
+    seq: int = _bounded(0, 2**31 - 1)
+    seat: int = _bounded(0, 1)
+    online: bool
+    claim_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ended(Message):
-    """The game is over. ``result`` is "1-0" (seat 0 won), "0-1" or "1/2-1/2"."""
+    """The game is over. ``result`` is "1-0" (seat 0 won), "0-1", "1/2-1/2", or "*" for an
+    aborted game (no result). ``clocks`` are the remaining times at the end."""
 
     TYPE: ClassVar[str] = "ended"
     game_id: str = _game_id()
@@ -209,6 +388,8 @@ class Ended(Message):
     result: str = field(metadata={"max_len": 16})
     reason: str = field(metadata={"max_len": 32})
     winner: int | None = _bounded(0, 1, None)
+    clocks: list[int] | None = field(default=None, metadata={"min": 0, "max_len": 2})
+    at: float = 0.0
     rid: int | None = _bounded(0, 2**31 - 1, None)
 
 
@@ -235,6 +416,59 @@ class Pong(Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Ok(Message):
+    """The request was done; what it changed arrives as events (offer, ended, ...)."""
+
+    TYPE: ClassVar[str] = "ok"
+    rid: int = _rid()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed(Message):
+    """Reply to resume, after the missed events: the game's seq now, and the seat (and its
+    token) this session holds in it, if any."""
+
+    TYPE: ClassVar[str] = "resumed"
+    rid: int = _rid()
+    game_id: str = _game_id()
+    seq: int = _bounded(0, 2**31 - 1)
+    seat: int | None = _bounded(0, 1, None)
+    token: str | None = field(default=None, metadata={"max_len": 64})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeekPosted(Message):
+    """Reply to seek and quick: the id to cancel it with."""
+
+    TYPE: ClassVar[str] = "posted"
+    rid: int = _rid()
+    seek_id: str = field(metadata={"max_len": 32})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LobbyState(Message):
+    """Reply to lobby: the seeks this connection may accept (or posted) and the live games."""
+
+    TYPE: ClassVar[str] = "lobby_state"
+    rid: int = _rid()
+    seeks: list[dict[str, Any]] = field(metadata={"max_len": 10_000})
+    games: list[dict[str, Any]] = field(metadata={"max_len": 10_000})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LobbyEvent(Message):
+    """A change to the lobby: a seek added or removed, a game gone live or over.
+    ``seek`` / ``game`` hold the new entry; removals carry only the id."""
+
+    TYPE: ClassVar[str] = "lobby_event"
+    kind: Literal["seek_added", "seek_removed", "game_added", "game_removed"]
+    seek: dict[str, Any] | None = None
+    seek_id: str | None = field(default=None, metadata={"max_len": 32})
+    game: dict[str, Any] | None = None
+    game_id: str | None = field(default=None, metadata={"max_len": 32})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Error(Message):
     """A request was refused; ``code`` is one of protocol.ErrorCode."""
 
@@ -254,6 +488,17 @@ CLIENT_MESSAGES: tuple[type[Message], ...] = (
     Resign,
     GetGame,
     Watch,
+    Unwatch,
+    Resume,
+    LobbySubscribe,
+    Seek,
+    CancelSeek,
+    AcceptSeek,
+    QuickPair,
+    Draw,
+    Rematch,
+    Abort,
+    Claim,
     Ping,
 )
 SERVER_MESSAGES: tuple[type[Message], ...] = (
@@ -261,9 +506,18 @@ SERVER_MESSAGES: tuple[type[Message], ...] = (
     Seated,
     Snapshot,
     Moved,
+    Offer,
+    Presence,
     Ended,
     GameList,
     Record,
     Pong,
+    Ok,
+    Resumed,
+    SeekPosted,
+    LobbyState,
+    LobbyEvent,
     Error,
 )
+# Messages that are events of one game, numbered by its seq.
+GAME_EVENTS: tuple[type[Message], ...] = (Snapshot, Moved, Offer, Presence, Ended)
