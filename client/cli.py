@@ -22,6 +22,8 @@ COMMANDS = [
     "client.commands.play",
     "client.commands.games",
     "client.commands.replay",
+    "client.commands.watch",
+    "client.commands.bot",
     "client.commands.arena",
     "client.commands.bench",
     "client.commands.health",

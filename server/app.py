@@ -60,8 +60,8 @@ from protocol import (
     encode,
 )
 from protocol.messages import PROTOCOL_VERSION
-from server.clock import TimeControl
-from server.connection import Connection
+from server.clock import FIRST_MOVE_S, TimeControl
+from server.connection import SEND_QUEUE_FRAMES, Connection
 from server.errors import (
     BadRequest,
     BadToken,
@@ -121,6 +121,8 @@ class ServerSettings:
     keep_finished_s: float = KEEP_FINISHED_S
     rate_per_s: float = RATE_PER_S
     burst: int = BURST
+    first_move_s: float = FIRST_MOVE_S  # a timed game's first moves, else aborted
+    send_queue: int = SEND_QUEUE_FRAMES  # frames queued for a client before it is dropped
 
 
 class GameServer:
@@ -178,7 +180,7 @@ class GameServer:
         bucket = TokenBucket(
             self.settings.rate_per_s, self.settings.burst, updated=time.monotonic()
         )
-        connection = Connection(self, websocket, bucket)
+        connection = Connection(self, websocket, bucket, self.settings.send_queue)
         self.connections.add(connection)
         try:
             await connection.run()
@@ -272,6 +274,7 @@ class GameServer:
         return lock
 
     def _register(self, session: GameSession) -> None:
+        session.first_move_s = self.settings.first_move_s
         self.games[session.id] = session
         for seat, player in enumerate(session.players):
             if player is not None and player.player_id is not None and not player.is_ai:
@@ -342,11 +345,15 @@ class GameServer:
                 self._evict(session.id)
                 raise
             frame = encode(event.message)
-            for connection in list(self.subscribers.get(session.id, ())):
+            followers = self.subscribers.get(session.id, set())
+            for connection in list(followers):
                 if connection is reply_to and rid is not None and index == 0:
                     connection.send(_with_rid(event.message, rid))
                 else:
                     connection.post(frame)
+            if reply_to is not None and rid is not None and index == 0:
+                if reply_to not in followers:  # a seat holder that has not resumed yet
+                    reply_to.send(_with_rid(event.message, rid))
             if isinstance(event.message, Ended):
                 self._game_over(session)
         self._schedule(session)

@@ -50,6 +50,7 @@ class Connection:
         server: GameServer,
         websocket: ServerConnection,
         bucket: TokenBucket,
+        queue_size: int = SEND_QUEUE_FRAMES,
     ) -> None:
         self.server = server
         self.websocket = websocket
@@ -58,7 +59,8 @@ class Connection:
         self.games: set[str] = set()  # games whose events this connection receives
         self.watching: set[str] = set()  # the subset followed as a spectator
         self.lobby = False
-        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue(SEND_QUEUE_FRAMES)
+        self.queue_size = queue_size
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue(queue_size)
         self._writer: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -84,7 +86,7 @@ class Connection:
             asyncio.get_running_loop().create_task(
                 self.websocket.close(
                     CLOSE_SLOW_CONSUMER,
-                    f"send queue full ({SEND_QUEUE_FRAMES} frames): client too slow",
+                    f"send queue full ({self.queue_size} frames): client too slow",
                 )
             )
 
@@ -112,9 +114,16 @@ class Connection:
         self._writer = asyncio.create_task(self._write_loop())
         try:
             async for frame in self.websocket:
-                await self._handle_frame(frame)
                 if self.closed:
-                    break
+                    # Closing: read and drop what the client still sends, so that its
+                    # reply to our close frame gets through and the handshake ends.
+                    continue
+                await self._handle_frame(frame)
+                if not self._outbox.empty():
+                    # Requests already buffered are read without yielding: let the writer
+                    # send the replies first, so a burst of requests does not look like a
+                    # client that stopped reading.
+                    await asyncio.sleep(0)
         except ConnectionClosed:
             pass
         finally:
@@ -170,15 +179,17 @@ class Connection:
     async def _close_after_flush(self, code: int, reason: str) -> None:
         self.closed = True
         try:
-            self._outbox.put_nowait(None)
-        except asyncio.QueueFull:
+            # Behind what is queued: the writer sends it all (the error saying why), then stops.
+            await asyncio.wait_for(self._outbox.put(None), timeout=5)
+        except TimeoutError:
             pass
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._writer, timeout=5)
             except (TimeoutError, asyncio.CancelledError):
                 pass
-        await self.websocket.close(code, reason)
+        # Not awaited here: the read loop must go on draining for the handshake to end.
+        asyncio.get_running_loop().create_task(self.websocket.close(code, reason))
 
     async def _hello(self, hello: Hello) -> None:
         if hello.version != PROTOCOL_VERSION:

@@ -34,8 +34,10 @@ RESULTS = {0: "1-0", 1: "0-1", None: "1/2-1/2"}
 NO_RESULT = "*"
 # A live game in which no human or bot seat has been online for this long is aborted.
 ABANDON_S = 3600.0
-# Events kept in memory per game for `resume` (a whole gomoku game is 225 moves).
-MAX_LOG = 4096
+# Events kept in memory per game for `resume` (a whole gomoku game is 225 moves); older
+# ones are answered with a snapshot. Below the send queue (1024 frames), so that a replay
+# never looks like a client that stopped reading.
+MAX_LOG = 512
 
 
 def new_game_id() -> str:
@@ -119,6 +121,7 @@ class GameSession:
     # (seq, encoded frame) of every event since log_start, for resume.
     log: list[tuple[int, bytes]] = field(default_factory=list)
     log_start: int = 1
+    first_move_s: float = FIRST_MOVE_S  # set by the server from its settings
 
     @classmethod
     def new(
@@ -434,7 +437,7 @@ class GameSession:
             mover = self.state.current_player()
             player = self.players[mover]
             if self.state.ply() < 2 and player is not None and not player.is_ai:
-                times.append(self.turn_since + FIRST_MOVE_S)
+                times.append(self.turn_since + self.first_move_s)
             flag = self.clock.flag_at()
             if flag is not None:
                 times.append(flag)
@@ -460,7 +463,7 @@ class GameSession:
                 self.state.ply() < 2
                 and player is not None
                 and not player.is_ai
-                and now >= self.turn_since + FIRST_MOVE_S
+                and now >= self.turn_since + self.first_move_s
             ):
                 return self._end(NO_RESULT, "no_start", now)
             flag = self.clock.flag_at()

@@ -66,3 +66,35 @@ async def connect(
             yield connection
         finally:
             await connection.close()
+
+
+def parse_params(items: list[str], command: str = "noughts") -> dict[str, int]:
+    """``--param m=7 --param n=7`` as a map; exits with a clear message on a bad item."""
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise SystemExit(f"{command}: --param wants KEY=N, got {item!r}")
+        params[key.strip()] = int(value)
+    return params
+
+
+def parse_clock(text: str | None, command: str = "noughts") -> dict[str, int]:
+    """A time control as people write it: ``none``, ``3+2`` (Fischer: minutes + seconds of
+    increment, as on Lichess) or ``10s`` (seconds per move), as the protocol's map."""
+    if text is None or text.strip().lower() in ("", "none"):
+        return {}
+    text = text.strip().lower()
+    try:
+        if text.endswith("s"):
+            return {"move_ms": round(float(text[:-1]) * 1000)}
+        minutes, sep, increment = text.partition("+")
+        return {
+            "initial_ms": round(float(minutes) * 60_000),
+            "increment_ms": round(float(increment or 0) * 1000),
+        }
+    except ValueError:
+        raise SystemExit(
+            f"{command}: --clock wants none, MINUTES+SECONDS (e.g. 3+2) or SECONDSs (e.g. 10s), "
+            f"got {text!r}"
+        ) from None

@@ -99,3 +99,30 @@ class RawClient:
 
     async def close(self) -> None:
         await self.websocket.close()
+
+
+async def next_event(connection: ServerConnection, kind: type, timeout: float = 10) -> Any:
+    """The next game event of ``kind``, skipping others (a test's focus)."""
+    while True:
+        event = await connection.next_event(timeout=timeout)
+        if isinstance(event, kind):
+            return event
+
+
+async def next_lobby(connection: ServerConnection, timeout: float = 10) -> Any:
+    import asyncio
+
+    return await asyncio.wait_for(connection.lobby_events.get(), timeout)
+
+
+async def human_game(server: RunningServer, **create: Any) -> tuple[Any, Any, Any, Any]:
+    """Two connected players in a live game: (ada, bo, ada's seat, bo's seat); ada is X."""
+    from protocol import CreateGame, JoinGame, Snapshot
+
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    seat_a = await ada.request(CreateGame, opponent="human", seat=0, **create)
+    opened = await next_event(ada, Snapshot)  # the open game, before anyone joined
+    assert opened.status == "open" and opened.seq == 0
+    seat_b = await bo.request(JoinGame, game_id=seat_a.game_id)
+    return ada, bo, seat_a, seat_b

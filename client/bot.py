@@ -1,0 +1,261 @@
+"""A small API for bots: connect, get called on your turn, return a move.
+
+    import asyncio, random
+    from client.bot import Bot
+
+    def on_turn(turn):
+        return random.choice(turn.state.legal_actions())
+
+    asyncio.run(Bot("ws://127.0.0.1:8765", on_turn, name="randy").play(games=3, seek="tictactoe"))
+
+A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``, or
+only those addressed to it: ``accept="challenges"``), plays one game at a time, and
+stops after ``games`` games (or runs until cancelled). Its connection reconnects by
+itself and resumes the game it was playing. If the opponent leaves and does not come
+back within the server's grace period, the bot claims the game.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import engine
+from client.connection import RequestFailed, ServerConnection
+from protocol import (
+    AcceptSeek,
+    Claim,
+    Ended,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Message,
+    Move,
+    Moved,
+    Presence,
+    Seek,
+    Snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+CLAIM_MARGIN_S = 0.5
+
+
+@dataclass(slots=True)
+class Turn:
+    """What a bot sees when it must move: the position (its own copy) and the game."""
+
+    game_id: str
+    seat: int
+    state: engine.State
+    players: list[dict[str, Any] | None]
+    clocks: list[int] | None = None  # ms left per seat when the turn began, if timed
+
+
+@dataclass(slots=True)
+class GameResult:
+    game_id: str
+    seat: int
+    result: str
+    reason: str
+    winner: int | None
+    plies: int
+    opponent: str
+
+    @property
+    def outcome(self) -> str:
+        if self.result == "*":
+            return "aborted"
+        if self.winner is None:
+            return "draw"
+        return "win" if self.winner == self.seat else "loss"
+
+
+TurnHandler = Callable[[Turn], int | Awaitable[int]]
+
+
+@dataclass
+class Bot:
+    """A bot account on a server; ``on_turn`` chooses its moves (a plain function runs
+    in a thread, so a long search never stalls the connection; a coroutine is awaited)."""
+
+    url: str
+    on_turn: TurnHandler
+    name: str = "bot"
+    reconnect: bool = True
+    connection: ServerConnection | None = field(default=None, init=False)
+
+    async def play(
+        self,
+        games: int | None = None,
+        *,
+        seek: str | None = None,
+        params: dict[str, int] | None = None,
+        clock: dict[str, int] | None = None,
+        accept: str | None = None,
+        on_result: Callable[[GameResult], None] | None = None,
+    ) -> list[GameResult]:
+        """Play ``games`` games (None: until cancelled), posting or accepting seeks."""
+        if (seek is None) == (accept is None):
+            raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
+        if accept not in (None, "seeks", "challenges"):
+            raise ValueError(f"accept must be 'seeks' or 'challenges', not {accept!r}")
+        connection = await ServerConnection.connect(
+            self.url, name=self.name, bot=True, client="noughts-bot", reconnect=self.reconnect
+        )
+        self.connection = connection
+        results: list[GameResult] = []
+        try:
+            if accept is not None:
+                await connection.request(LobbySubscribe)
+            while games is None or len(results) < games:
+                if seek is not None:
+                    await connection.request(
+                        Seek, game=seek, params=params or {}, clock=clock or {}
+                    )
+                    game_id = await self._wait_for_start()
+                else:
+                    game_id = await self._accept_one(challenges_only=accept == "challenges")
+                result = await self._play_game(game_id)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+        finally:
+            await connection.close()
+        return results
+
+    # --- finding a game -------------------------------------------------------------------
+
+    async def _wait_for_start(self) -> str:
+        """Our seek was accepted: the game's start snapshot arrives for a seat we hold."""
+        assert self.connection is not None
+        while True:
+            event = await self.connection.next_event()
+            game_id = getattr(event, "game_id", "")
+            if isinstance(event, Snapshot) and game_id in self.connection.seats:
+                self.connection.events.put_nowait(event)  # the game loop starts from it
+                return game_id
+
+    async def _accept_one(self, *, challenges_only: bool) -> str:
+        assert self.connection is not None
+        me = self.connection.welcome.player_id if self.connection.welcome else None
+        while True:
+            message = await self.connection.lobby_events.get()
+            if isinstance(message, LobbyState):
+                candidates = list(message.seeks)
+            elif isinstance(message, LobbyEvent) and message.kind == "seek_added":
+                candidates = [message.seek] if message.seek else []
+            else:
+                continue
+            for seek in candidates:
+                if seek["player"].get("player_id") == me or seek["opponents"] == "humans":
+                    continue
+                if challenges_only and seek.get("to") != me:
+                    continue
+                try:
+                    seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
+                except RequestFailed as exc:
+                    log.info("seek %s: %s", seek["seek_id"], exc.message)
+                    continue
+                return str(seated.game_id)
+
+    # --- playing a game ---------------------------------------------------------------------
+
+    async def _play_game(self, game_id: str) -> GameResult:
+        assert self.connection is not None
+        connection = self.connection
+        state: engine.State | None = None
+        players: list[Any] = [None, None]
+        clocks: list[int] | None = None
+        claim_at: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            timeout = None if claim_at is None else max(0.0, claim_at - loop.time())
+            try:
+                event: Message = await connection.next_event(timeout=timeout)
+            except TimeoutError:
+                await self._claim(game_id)
+                claim_at = None
+                continue
+            if getattr(event, "game_id", None) != game_id:
+                continue
+            held = connection.seats.get(game_id)
+            seat = held[0] if held else -1
+            if isinstance(event, Snapshot):
+                state = engine.replay((event.game, dict(event.params)), event.actions)
+                players, clocks = list(event.players), event.clocks
+            elif isinstance(event, Moved) and state is not None:
+                if event.ply == state.ply():
+                    state.apply_action(event.action)
+                clocks = event.clocks
+            elif isinstance(event, Presence) and event.seat != seat:
+                # The opponent left: claim the game once its seat is no longer held.
+                if event.online or event.claim_at is None:
+                    claim_at = None
+                else:
+                    # claim_at is server time; a small margin covers clock skew.
+                    wait = max(0.0, event.claim_at - time.time()) + CLAIM_MARGIN_S
+                    claim_at = loop.time() + wait
+            elif isinstance(event, Ended):
+                connection.forget(game_id)
+                opponent = players[1 - seat] if seat in (0, 1) else None
+                return GameResult(
+                    game_id,
+                    seat,
+                    event.result,
+                    event.reason,
+                    event.winner,
+                    state.ply() if state else 0,
+                    opponent["name"] if opponent else "?",
+                )
+            if state is not None and not state.is_terminal() and state.current_player() == seat:
+                await self._move(game_id, Turn(game_id, seat, state.clone(), players, clocks))
+
+    async def _move(self, game_id: str, turn: Turn) -> None:
+        assert self.connection is not None
+        if inspect.iscoroutinefunction(self.on_turn):
+            action = await self.on_turn(turn)
+        else:
+            action = await asyncio.to_thread(self.on_turn, turn)
+        if inspect.isawaitable(action):
+            action = await action
+        legal = turn.state.legal_actions()
+        if action not in legal:
+            log.warning("on_turn returned %r, not a legal move: playing a random one", action)
+            action = random.choice(legal)
+        token = self.connection.token_for(game_id)
+        try:
+            await self.connection.request(
+                Move, game_id=game_id, token=token, action=int(action), ply=turn.state.ply()
+            )
+        except RequestFailed as exc:
+            log.warning("move %s refused in game %s: %s", action, game_id, exc.message)
+
+    async def _claim(self, game_id: str) -> None:
+        assert self.connection is not None
+        try:
+            await self.connection.request(
+                Claim, game_id=game_id, token=self.connection.token_for(game_id), outcome="win"
+            )
+        except RequestFailed as exc:
+            log.info("claim in game %s refused: %s", game_id, exc.message)
+
+
+def engine_player(algorithm: str = "mcts", budget_ms: int = 100) -> Callable[[Turn], int]:
+    """An ``on_turn`` that searches with the local engine (tree reuse within a game)."""
+    searcher = engine.Searcher()
+
+    def on_turn(turn: Turn) -> int:
+        result = searcher.search(
+            turn.state, algorithm=algorithm, budget_ms=budget_ms, game_key=turn.game_id
+        )
+        return int(result.action)
+
+    return on_turn

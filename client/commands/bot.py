@@ -1,0 +1,127 @@
+"""`noughts bot`: a bot account that plays unattended with the local engine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from client.commands.common import SERVER_ENV, parse_clock, parse_params
+
+GAMES = ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bot",
+        help="run a bot that plays unattended",
+        description="Connect to a server as a bot and play with the local engine: post seeks "
+        "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
+        "bot: --accept challenges). Plays --games games, or until stopped with Ctrl-C.",
+    )
+    parser.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV),
+        metavar="URL",
+        help="server to play on, e.g. ws://host:8765 (default: $NOUGHTS_SERVER)",
+    )
+    parser.add_argument(
+        "--name", default="noughts-bot", help="the bot's name (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--engine",
+        default="mcts",
+        metavar="ALGORITHM",
+        help="search: mcts, alphabeta, perfect, flat, uct, minimax, random (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--budget-ms", type=int, default=100, help="time per move (default: %(default)s)"
+    )
+    parser.add_argument("--games", type=int, default=None, help="games to play (default: no end)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument(
+        "--seek", choices=GAMES, metavar="GAME", help=f"post seeks: {', '.join(GAMES)}"
+    )
+    what.add_argument(
+        "--accept",
+        choices=("seeks", "challenges"),
+        help="accept seeks from the lobby, or only challenges to this bot (the default)",
+    )
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="KEY=N", help="mnk parameters for --seek"
+    )
+    parser.add_argument(
+        "--clock", default=None, help="time control for --seek: none, 3+2 or 10s (default: none)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print only the final tally")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.server:
+        print(
+            "noughts bot: give a server to play on (--server URL or $NOUGHTS_SERVER)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.games is not None and args.games < 1:
+        print("noughts bot: --games must be at least 1", file=sys.stderr)
+        return 2
+    import engine
+
+    if args.engine not in engine.ALGORITHMS:
+        print(
+            f"noughts bot: unknown engine {args.engine!r}; choose one of "
+            f"{', '.join(engine.ALGORITHMS)}",
+            file=sys.stderr,
+        )
+        return 2
+    return asyncio.run(_bot(args))
+
+
+async def _bot(args: argparse.Namespace) -> int:
+    import engine
+    from client.bot import Bot, GameResult, engine_player
+    from client.connection import ConnectionLost, RequestFailed
+
+    params = parse_params(args.param, "noughts bot")
+    clock = parse_clock(args.clock, "noughts bot")
+    tally = {"win": 0, "draw": 0, "loss": 0, "aborted": 0}
+    print(f"{args.name}: loading the engine...", file=sys.stderr)
+    await asyncio.to_thread(engine.warm_up)
+
+    def report(result: GameResult) -> None:
+        tally[result.outcome] += 1
+        played = sum(tally.values())
+        total = f"/{args.games}" if args.games else ""
+        if not args.quiet:
+            print(
+                f"game {played}{total} {result.game_id}: {result.outcome} against "
+                f"{result.opponent} ({result.result}, {result.reason}, {result.plies} plies)",
+                flush=True,
+            )
+
+    bot = Bot(args.server, engine_player(args.engine, args.budget_ms), name=args.name)
+    accept = args.accept or (None if args.seek else "challenges")
+    how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"
+    print(
+        f"{args.name}: {args.engine} {args.budget_ms} ms on {args.server}, {how}", file=sys.stderr
+    )
+    try:
+        await bot.play(
+            args.games, seek=args.seek, params=params, clock=clock, accept=accept, on_result=report
+        )
+    except RequestFailed as exc:
+        print(f"noughts bot: the server refused: {exc.message}", file=sys.stderr)
+        return 1
+    except (ConnectionLost, OSError) as exc:
+        print(f"noughts bot: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print(
+            f"{args.name}: {tally['win']} won, {tally['draw']} drawn, {tally['loss']} lost"
+            + (f", {tally['aborted']} aborted" if tally["aborted"] else ""),
+            flush=True,
+        )
+    return 0

@@ -1,0 +1,85 @@
+"""Bots across the network: two `noughts bot` processes play each other to the end, and the
+Python bot API plays a challenge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+
+import engine
+from client.bot import Bot, Turn
+from protocol import LobbySubscribe, Move, Moved, Seek, Snapshot
+from tests.server.conftest import RunningServer, next_event, next_lobby
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 300)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_two_bot_processes_play_each_other(server: RunningServer) -> None:
+    seeker = _run(
+        "bot", "--server", server.url, "--name", "seeker", "--seek", "tictactoe",
+        "--games", "2", "--engine", "alphabeta", "--budget-ms", "5",
+    )  # fmt: skip
+    accepter = _run(
+        "bot", "--server", server.url, "--name", "accepter", "--accept", "seeks",
+        "--games", "2", "--engine", "mcts", "--budget-ms", "5",
+    )  # fmt: skip
+    (code_s, out_s, err_s), (code_a, out_a, err_a) = await asyncio.gather(seeker, accepter)
+    assert code_s == 0, err_s
+    assert code_a == 0, err_a
+    assert "game 2/2" in out_s and "game 2/2" in out_a
+    assert "against accepter" in out_s and "against seeker" in out_a
+    rows = server.query("SELECT id, status, result, players FROM games ORDER BY created_at")
+    assert len(rows) == 2 and all(status == "finished" for _, status, _, _ in rows)
+    for _, _, result, players in rows:
+        kinds = {p["name"]: p["kind"] for p in json.loads(players)}
+        assert kinds == {"seeker": "bot", "accepter": "bot"}
+        assert result in ("1-0", "0-1", "1/2-1/2")
+    for game_id, *_ in rows:
+        moves = server.query("SELECT COUNT(*) FROM moves WHERE game_id = ?", game_id)[0][0]
+        assert moves >= 5
+
+
+async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServer) -> None:
+    rng = random.Random(5)
+    turns: list[Turn] = []
+
+    def on_turn(turn: Turn) -> int:
+        turns.append(turn)
+        return rng.choice(turn.state.legal_actions())
+
+    bot = Bot(server.url, on_turn, name="randy")
+    playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
+    ada = await server.connect("ada")
+    await ada.request(LobbySubscribe)
+    await next_lobby(ada)
+    while "randy" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    await ada.request(Seek, game="tictactoe", to="randy", color="x")
+    start = await next_event(ada, Snapshot)
+    gid = start.game_id
+    state = engine.replay(("tictactoe", {}), start.actions)
+    while not state.is_terminal():
+        if state.current_player() == 0:
+            await ada.request(
+                Move, game_id=gid, token=ada.token_for(gid), action=state.legal_actions()[0]
+            )
+        event = await next_event(ada, Moved)
+        state.apply_action(event.action)
+    (result,) = await playing
+    assert result.game_id == gid and result.seat == 1 and result.opponent == "ada"
+    assert turns and all(t.seat == 1 and t.state.current_player() == 1 for t in turns)
+    assert result.outcome in ("win", "loss", "draw")

@@ -1,0 +1,107 @@
+"""Limits that protect everyone answer with an error naming the limit before closing
+anything, and only the offending connection is affected."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import websockets
+
+from client.connection import RequestFailed
+from protocol import CreateGame, Error, GetGame, Ping, Pong, Watch
+from server.app import ServerSettings
+from server.limits import MAX_OPEN_GAMES_PER_PLAYER, MAX_WATCHED_PER_CONNECTION
+from tests.server.conftest import RawClient, RunningServer
+
+
+@pytest.fixture
+def settings() -> ServerSettings:
+    return ServerSettings(rate_per_s=20.0, burst=30, send_queue=8)
+
+
+async def test_the_rate_limit_answers_then_closes_a_client_that_keeps_on(
+    server: RunningServer,
+) -> None:
+    bystander = await server.connect("bystander")
+    raw = await RawClient.connect(server.url)  # its hello took one token
+    for rid in range(1, 30):
+        await raw.send_message(Ping(rid=rid))
+    replies = [await raw.receive() for _ in range(29)]
+    assert all(isinstance(r, Pong) for r in replies)  # within the burst
+    await raw.send_message(Ping(rid=99))
+    limited = await raw.receive()
+    assert isinstance(limited, Error) and limited.code == "rate_limited"
+    assert "20 messages/s" in limited.message and "bursts of 30" in limited.message
+    await asyncio.sleep(0.2)  # the bucket refills: 4 tokens
+    await raw.send_message(Ping(rid=100))
+    assert await raw.receive() == Pong(rid=100)
+    # A client that ignores the errors and floods on is closed with 4029.
+    for rid in range(200, 300):
+        await raw.send_message(Ping(rid=rid))
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        while True:
+            await raw.receive()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4029
+    assert isinstance(await bystander.request(Ping), Pong)
+
+
+async def test_open_games_per_player_are_capped(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    for _ in range(MAX_OPEN_GAMES_PER_PLAYER):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+        await asyncio.sleep(0.06)  # stay under this test's rate limit
+    with pytest.raises(RequestFailed, match=f"too_many.*{MAX_OPEN_GAMES_PER_PLAYER} unfinished"):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+
+
+async def test_watching_is_capped(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("server.app.MAX_WATCHED_PER_CONNECTION", 2)
+    ada = await server.connect("ada")
+    games = []
+    for _ in range(3):
+        games.append((await ada.request(CreateGame, game="tictactoe", opponent="human")).game_id)
+    carol = await server.connect("carol")
+    await carol.request(Watch, game_id=games[0])
+    await carol.request(Watch, game_id=games[1])
+    with pytest.raises(RequestFailed, match="too_many.*2 games watched"):
+        await carol.request(Watch, game_id=games[2])
+    assert MAX_WATCHED_PER_CONNECTION == 100  # the real cap, documented in PROTOCOL.md
+
+
+async def test_a_client_that_stops_reading_is_dropped_alone(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="gomoku", opponent="ai", seat=1, algorithm="random", budget_ms=1
+    )
+    bystander = await server.connect("bystander")
+    # A client that asks for records and never reads: the frames pile up in the kernel's
+    # buffers, then in its send queue (8 frames here), and then it is dropped.
+    slow = await websockets.connect(server.url, compression=None, max_size=None)
+    slow.transport.set_write_buffer_limits(high=2**24)
+    from protocol import PROTOCOL_VERSION, Hello, encode
+
+    await slow.send(encode(Hello(rid=0, version=PROTOCOL_VERSION)))
+    slow.transport.pause_reading()
+    closed = False
+    for rid in range(1, 2000):
+        try:
+            await slow.send(encode(GetGame(rid=rid, game_id=seated.game_id)))
+        except websockets.ConnectionClosed:
+            closed = True
+            break
+        if rid % 25 == 0:
+            await asyncio.sleep(1.3)  # under the rate limit
+            if server.game_server.connections and all(
+                c.player is None or c.player.name != "anonymous"
+                for c in server.game_server.connections
+            ):
+                break
+    slow.transport.resume_reading()
+    with pytest.raises(websockets.ConnectionClosed) as error:
+        while True:
+            await asyncio.wait_for(slow.recv(), 10)
+    assert closed or error.value.rcvd is not None
+    if error.value.rcvd is not None:
+        assert error.value.rcvd.code == 4008 and "send queue full" in error.value.rcvd.reason
+    assert isinstance(await bystander.request(Ping), Pong)

@@ -1,0 +1,185 @@
+"""The lobby: seeks pushed live, accepted, cancelled, dying with their owner; challenges;
+private games; quick pairing with and without the AI fallback."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from client.connection import RequestFailed
+from protocol import (
+    AcceptSeek,
+    CancelSeek,
+    CreateGame,
+    JoinGame,
+    ListGames,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Move,
+    Moved,
+    QuickPair,
+    Seek,
+    Snapshot,
+)
+from tests.server.conftest import RunningServer, next_event, next_lobby
+
+
+async def test_two_humans_meet_through_a_seek(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    watcher = await server.connect("carol")
+    state = await watcher.request(LobbySubscribe)
+    assert isinstance(state, LobbyState) and state.seeks == () and state.games == ()
+    assert isinstance(await next_lobby(watcher), LobbyState)
+
+    posted = await ada.request(
+        Seek, game="uttt", color="o", clock={"initial_ms": 60_000, "increment_ms": 1000}
+    )
+    added = await next_lobby(watcher)
+    assert added.kind == "seek_added" and added.seek["seek_id"] == posted.seek_id
+    assert added.seek["player"]["name"] == "ada" and added.seek["player"]["kind"] == "human"
+    assert added.seek["clock"] == {"initial_ms": 60_000, "increment_ms": 1000}
+    # A client subscribing now sees the seek in its first state.
+    assert [s["seek_id"] for s in (await bo.request(LobbySubscribe)).seeks] == [posted.seek_id]
+
+    seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+    assert seated.seat == 0  # ada asked for O
+    removed = await next_lobby(watcher)
+    assert removed.kind == "seek_removed" and removed.seek_id == posted.seek_id
+    went_live = await next_lobby(watcher)
+    assert went_live.kind == "game_added" and went_live.game["game_id"] == seated.game_id
+
+    # Both players got the start; ada learnt her seat without having asked.
+    start_a = await next_event(ada, Snapshot)
+    start_b = await next_event(bo, Snapshot)
+    assert start_a == start_b and start_a.status == "live" and start_a.seq == 1
+    assert start_a.clocks == (60_000, 60_000)
+    assert ada.seats[seated.game_id][0] == 1
+    await bo.request(Move, game_id=seated.game_id, token=seated.token, action=40)
+    moved = await next_event(ada, Moved)
+    assert moved.action == 40 and moved.seat == 0
+    with pytest.raises(RequestFailed, match="unknown_seek"):
+        await watcher.request(AcceptSeek, seek_id=posted.seek_id)
+
+
+async def test_a_seek_can_be_cancelled_and_dies_with_its_owner(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    watcher = await server.connect("carol")
+    await watcher.request(LobbySubscribe)
+    await next_lobby(watcher)
+    first = await ada.request(Seek, game="tictactoe")
+    second = await ada.request(Seek, game="5x5")
+    assert (await next_lobby(watcher)).kind == "seek_added"
+    assert (await next_lobby(watcher)).kind == "seek_added"
+    await ada.request(CancelSeek, seek_id=first.seek_id)
+    removed = await next_lobby(watcher)
+    assert (removed.kind, removed.seek_id) == ("seek_removed", first.seek_id)
+    with pytest.raises(RequestFailed, match="unknown_seek"):
+        await watcher.request(CancelSeek, seek_id=second.seek_id)  # not the owner
+    await ada.close()
+    removed = await next_lobby(watcher)
+    assert (removed.kind, removed.seek_id) == ("seek_removed", second.seek_id)
+    assert (await watcher.request(LobbySubscribe)).seeks == ()
+
+
+async def test_seek_rules(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    robot = await server.connect("robot", bot=True)
+    own = await ada.request(Seek, game="tictactoe", opponents="humans")
+    with pytest.raises(RequestFailed, match="not_allowed.*own"):
+        await ada.request(AcceptSeek, seek_id=own.seek_id)
+    with pytest.raises(RequestFailed, match="not_allowed.*human"):
+        await robot.request(AcceptSeek, seek_id=own.seek_id)
+    with pytest.raises(RequestFailed, match="bad_request.*chess"):
+        await ada.request(Seek, game="chess")
+    with pytest.raises(RequestFailed, match="bad_request.*clock"):
+        await ada.request(Seek, game="tictactoe", clock={"minutes": 5})
+    with pytest.raises(RequestFailed, match="bad_request.*nobody|bad_request.*no player"):
+        await ada.request(Seek, game="tictactoe", to="nobody")
+    for _ in range(4):
+        await ada.request(Seek, game="tictactoe")
+    with pytest.raises(RequestFailed, match="too_many.*5 open seeks"):
+        await ada.request(Seek, game="tictactoe")
+
+
+async def test_a_challenge_is_seen_and_accepted_only_by_its_player(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    robot = await server.connect("robot", bot=True)
+    carol = await server.connect("carol")
+    for client in (robot, carol):
+        await client.request(LobbySubscribe)
+        await next_lobby(client)
+    posted = await ada.request(Seek, game="5x5", to="robot")
+    added = await next_lobby(robot)
+    assert added.seek["seek_id"] == posted.seek_id and added.seek["to"] == robot.welcome.player_id
+    assert (await carol.request(LobbySubscribe)).seeks == ()
+    with pytest.raises(RequestFailed, match="unknown_seek"):
+        await carol.request(AcceptSeek, seek_id=posted.seek_id)
+    seated = await robot.request(AcceptSeek, seek_id=posted.seek_id)
+    start = await next_event(ada, Snapshot)
+    assert start.game_id == seated.game_id
+    assert {p["kind"] for p in start.players} == {"human", "bot"}
+
+
+async def test_private_games_are_joined_by_code_and_never_listed(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    seated = await ada.request(CreateGame, game="gomoku", opponent="human", private=True)
+    await ada.request(CreateGame, game="tictactoe", opponent="human")
+    listed = await bo.request(ListGames, status="open")
+    assert seated.game_id not in [g["game_id"] for g in listed.games] and len(listed.games) == 1
+    joined = await bo.request(JoinGame, game_id=seated.game_id)
+    assert joined.seat == 1
+    live = await bo.request(ListGames, status="live")
+    assert seated.game_id not in [g["game_id"] for g in live.games]
+    assert (await bo.request(LobbySubscribe)).games == ()
+
+
+async def test_quick_pairing_pairs_two_waiting_players(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    carol = await server.connect("carol")
+    await ada.request(QuickPair, game="5x5", ai_after_s=0)
+    await carol.request(QuickPair, game="tictactoe", ai_after_s=0)  # another queue
+    await bo.request(QuickPair, game="5x5", ai_after_s=0)
+    start_a = await next_event(ada, Snapshot)
+    start_b = await next_event(bo, Snapshot)
+    assert start_a == start_b and start_a.game == "mnk" and start_a.status == "live"
+    assert {p["name"] for p in start_a.players} == {"ada", "bo"}
+    assert {ada.seats[start_a.game_id][0], bo.seats[start_a.game_id][0]} == {0, 1}
+    assert carol.events.empty()  # still waiting: nobody else wants 3x3
+
+
+async def test_quick_pairing_offers_the_ai_after_the_wait(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    posted = await ada.request(
+        QuickPair, game="tictactoe", ai_after_s=1, algorithm="alphabeta", budget_ms=10
+    )
+    start = await next_event(ada, Snapshot, timeout=10)
+    seat = ada.seats[start.game_id][0]
+    assert start.players[1 - seat]["kind"] == "ai"
+    assert start.players[1 - seat]["algorithm"] == "alphabeta"
+    assert posted.seek_id  # the queue entry it was
+    # A quick seek that is cancelled in time never turns into a game.
+    bo = await server.connect("bo")
+    waiting = await bo.request(QuickPair, game="uttt", ai_after_s=1)
+    await bo.request(CancelSeek, seek_id=waiting.seek_id)
+    await asyncio.sleep(1.5)
+    assert bo.events.empty()
+
+
+async def test_lobby_events_reach_only_subscribers(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    quiet = await server.connect("quiet")
+    listener = await server.connect("listener")
+    await listener.request(LobbySubscribe)
+    await next_lobby(listener)
+    await ada.request(Seek, game="tictactoe")
+    assert isinstance(await next_lobby(listener), LobbyEvent)
+    await listener.request(LobbySubscribe, subscribe=False)
+    await ada.request(Seek, game="tictactoe")
+    await quiet.request(LobbySubscribe, subscribe=False)
+    await asyncio.sleep(0.2)
+    assert quiet.lobby_events.empty() and listener.lobby_events.empty()

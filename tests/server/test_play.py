@@ -1,0 +1,298 @@
+"""Playing on the service: clocks and flags, first-move aborts, draw offers, aborts,
+rematches, spectators, dropped clients resuming, and claims after a player leaves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from client.connection import RequestFailed, ServerConnection
+from protocol import (
+    Abort,
+    Claim,
+    CreateGame,
+    Draw,
+    Ended,
+    Error,
+    GetGame,
+    Hello,
+    Message,
+    Move,
+    Moved,
+    Offer,
+    Presence,
+    Rematch,
+    Resign,
+    Seated,
+    Snapshot,
+    Watch,
+)
+from server.app import ServerSettings
+from tests.server.conftest import RawClient, RunningServer, human_game, next_event
+
+
+@pytest.fixture
+def settings() -> ServerSettings:
+    # Short waits so that timeouts happen within a test.
+    return ServerSettings(grace_s=0.5, first_move_s=0.5)
+
+
+async def _move(client: ServerConnection, game_id: str, action: int) -> Moved:
+    return await client.request(  # type: ignore[no-any-return]
+        Move, game_id=game_id, token=client.token_for(game_id), action=action
+    )
+
+
+async def _offer(client: ServerConnection, seat: int) -> Offer:
+    """The next offer event made by ``seat`` (each side also sees its own offers)."""
+    while True:
+        offer = await next_event(client, Offer)
+        if offer.seat == seat:
+            return offer  # type: ignore[no-any-return]
+
+
+async def _moved(client: ServerConnection, seat: int) -> Moved:
+    """The next move event by ``seat`` (a mover also receives its own moves as events)."""
+    while True:
+        moved = await next_event(client, Moved)
+        if moved.seat == seat:
+            return moved  # type: ignore[no-any-return]
+
+
+async def _events(client: ServerConnection, game_id: str, until: type) -> list[Message]:
+    """Every event of one game up to and including the first of type ``until``."""
+    seen: list[Message] = []
+    while True:
+        event = await client.next_event(timeout=10)
+        if getattr(event, "game_id", None) == game_id:
+            seen.append(event)
+            if isinstance(event, until):
+                return seen
+
+
+async def test_fischer_clocks_run_after_the_first_moves_and_flag(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(
+        server, game="tictactoe", clock={"initial_ms": 1000, "increment_ms": 500}
+    )
+    gid = a.game_id
+    start = await next_event(ada, Snapshot)
+    assert start.clock == {"initial_ms": 1000, "increment_ms": 500}
+    assert start.clocks == (1000, 1000)
+    first = await _move(ada, gid, 4)
+    # The clocks start after each side's first move: the increments are added, nothing spent.
+    assert first.clocks == (1500, 1000)
+    second = await _move(bo, gid, 0)
+    assert second.clocks == (1500, 1500)
+    third = await _move(ada, gid, 8)
+    assert 1000 < third.clocks[0] <= 2000 and third.clocks[1] == 1500
+    # O does not move: O's 1.5 s run out and X wins on time.
+    ended = await next_event(ada, Ended, timeout=10)
+    assert (ended.reason, ended.result, ended.winner) == ("flag", "1-0", 0)
+    assert ended.clocks[1] == 0
+    record = (await ada.request(GetGame, game_id=gid)).game
+    assert (record["result"], record["reason"]) == ("1-0", "flag")
+    assert [m["clocks"] for m in record["moves"]] == [list(first.clocks), list(second.clocks),
+                                                      list(third.clocks)]  # fmt: skip
+
+
+async def test_a_timed_game_without_a_first_move_is_aborted(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="5x5", clock={"move_ms": 5000})
+    ended = await next_event(bo, Ended, timeout=10)
+    assert (ended.result, ended.reason, ended.winner) == ("*", "no_start", None)
+    record = (await bo.request(GetGame, game_id=a.game_id)).game
+    assert record["status"] == "aborted"
+
+
+async def test_an_untimed_game_waits_for_its_first_move(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    await asyncio.sleep(1.0)  # twice the first-move allowance of timed games
+    await _move(ada, a.game_id, 4)
+
+
+async def test_draw_offers(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="5x5")
+    gid = a.game_id
+    await _move(ada, gid, 12)
+    with pytest.raises(RequestFailed, match="not_allowed.*no draw offer"):
+        await bo.request(Draw, game_id=gid, token=b.token, answer="accept")
+    await ada.request(Draw, game_id=gid, token=a.token)
+    offer = await next_event(bo, Offer)
+    assert (offer.kind, offer.seat, offer.answer) == ("draw", 0, "offer")
+    await bo.request(Draw, game_id=gid, token=b.token, answer="decline")
+    declined = await _offer(ada, 1)
+    assert (declined.seat, declined.answer) == (1, "decline")
+    # A move declines a standing offer without a word; a new offer can then be accepted.
+    await _move(bo, gid, 0)
+    await bo.request(Draw, game_id=gid, token=b.token)
+    await _move(ada, gid, 6)
+    with pytest.raises(RequestFailed, match="not_allowed"):
+        await ada.request(Draw, game_id=gid, token=a.token, answer="accept")
+    await ada.request(Draw, game_id=gid, token=a.token)
+    await bo.request(Draw, game_id=gid, token=b.token, answer="accept")
+    ended = await next_event(ada, Ended)
+    assert (ended.result, ended.reason, ended.winner) == ("1/2-1/2", "agreement", None)
+
+
+async def test_abort_only_before_both_sides_moved(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    await _move(ada, a.game_id, 4)
+    ended = await bo.request(Abort, game_id=a.game_id, token=b.token)
+    assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("*", "abort")
+    ada2, bo2, a2, b2 = await human_game(server, game="tictactoe")
+    await _move(ada2, a2.game_id, 4)
+    await _move(bo2, a2.game_id, 0)
+    with pytest.raises(RequestFailed, match="not_allowed.*resign"):
+        await ada2.request(Abort, game_id=a2.game_id, token=a2.token)
+
+
+async def test_rematch_swaps_colours(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    with pytest.raises(RequestFailed, match="not_allowed.*not over"):
+        await ada.request(Rematch, game_id=gid, token=a.token)
+    await ada.request(Resign, game_id=gid, token=a.token)
+    await ada.request(Rematch, game_id=gid, token=a.token)
+    offer = await next_event(bo, Offer)
+    assert (offer.kind, offer.answer, offer.seat) == ("rematch", "offer", 0)
+    await bo.request(Rematch, game_id=gid, token=b.token, answer="accept")
+    agreed = await _offer(ada, 1)
+    assert agreed.answer == "accept" and agreed.next_game
+    start = await next_event(ada, Snapshot)
+    assert start.game_id == agreed.next_game and start.status == "live"
+    assert [p["name"] for p in start.players] == ["bo", "ada"]
+    assert ada.seats[start.game_id][0] == 1 and bo.seats[start.game_id][0] == 0
+    await _move(bo, start.game_id, 4)
+    record = (await ada.request(GetGame, game_id=start.game_id)).game
+    assert record["rematch_of"] == gid
+
+
+async def test_the_ai_accepts_a_rematch_and_answers_draw_offers(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=0, algorithm="alphabeta", budget_ms=10
+    )
+    gid = seated.game_id
+    await _move(ada, gid, 4)
+    reply = await _moved(ada, 1)
+    assert reply.stats is not None and reply.stats["value"] <= 0  # 3x3 is a draw at best for O
+    await ada.request(Draw, game_id=gid, token=seated.token)
+    offers = [await next_event(ada, Offer), await next_event(ada, Ended)]
+    assert offers[0].answer == "offer" and offers[1].reason == "agreement"
+    await ada.request(Rematch, game_id=gid, token=seated.token)
+    start = await next_event(ada, Snapshot)
+    assert start.players[0]["kind"] == "ai" and ada.seats[start.game_id][0] == 1
+    first = await _moved(ada, 0)  # the AI opens the rematch as X
+    assert first.game_id == start.game_id
+
+
+async def test_a_spectator_sees_exactly_the_players_events(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    carol = await server.connect("carol")
+    snapshot = await carol.request(Watch, game_id=gid)
+    assert isinstance(snapshot, Snapshot) and snapshot.seq == 1
+    await carol.next_event()  # the snapshot reply is also the spectator's first event
+    for ply, action in enumerate([4, 0, 8, 2, 1, 7]):
+        await _move(ada if ply % 2 == 0 else bo, gid, action)
+    await ada.request(Draw, game_id=gid, token=a.token)
+    await bo.request(Draw, game_id=gid, token=b.token, answer="decline")
+    await _move(ada, gid, 3)
+    with pytest.raises(RequestFailed, match="bad_token"):
+        await carol.request(Move, game_id=gid, token=a.token, action=5)
+    await _move(bo, gid, 5)
+    await _move(ada, gid, 6)  # the board is full: a draw
+    seen_by = {}
+    for name, client in (("ada", ada), ("bo", bo), ("carol", carol)):
+        events = await _events(client, gid, Ended)
+        seen_by[name] = [(e.TYPE, e.seq) for e in events if not isinstance(e, Snapshot)]
+    assert seen_by["carol"] == seen_by["ada"] == seen_by["bo"]
+    assert [seq for _, seq in seen_by["carol"]] == list(range(2, 2 + len(seen_by["carol"])))
+    assert [t for t, _ in seen_by["carol"]].count("moved") == 9
+
+
+async def test_a_dropped_client_resumes_without_losing_an_event(server: RunningServer) -> None:
+    ada = await ServerConnection.connect(server.url, name="ada", reconnect=True)
+    bo = await server.connect("bo")
+    a = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    await bo.request(__import__("protocol").JoinGame, game_id=a.game_id)
+    gid = a.game_id
+    await _move(ada, gid, 12)
+    await _move(bo, gid, 6)
+    ada.drop()  # the network fails: no closing handshake
+    assert await asyncio.wait_for(ada.status_changes.get(), 5) == "connected"  # (initial)
+    assert await asyncio.wait_for(ada.status_changes.get(), 5) == "reconnecting"
+    left = await next_event(bo, Presence)
+    assert (left.seat, left.online) == (0, False) and left.claim_at is not None
+    # While ada is away, bo plays on and ada's seat is held.
+    with pytest.raises(RequestFailed, match="not_your_turn"):
+        await _move(bo, gid, 7)
+    assert await asyncio.wait_for(ada.status_changes.get(), 10) == "connected"
+    back = await next_event(bo, Presence)
+    assert back.online
+    await _move(ada, gid, 18)
+    await _move(bo, gid, 7)
+    events: list[Message] = []
+    while len([e for e in events if isinstance(e, Moved)]) < 4:
+        events += await _events(ada, gid, Moved)
+    events = [e for e in events if not (isinstance(e, Snapshot) and e.status == "open")]
+    seqs = [e.seq for e in events]  # type: ignore[attr-defined]
+    # Everything from the start, in order, each once: the gap was filled by resume.
+    assert seqs == list(range(1, seqs[-1] + 1))
+    assert [e.TYPE for e in events] == [
+        "snapshot", "moved", "moved", "presence", "presence", "moved", "moved"
+    ]  # fmt: skip
+    await ada.close()
+
+
+async def test_the_opponent_may_claim_after_the_grace_period(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    await _move(ada, gid, 4)
+    await ada.close()
+    left = await next_event(bo, Presence)
+    assert not left.online
+    with pytest.raises(RequestFailed, match="not_allowed.*held"):
+        await bo.request(Claim, game_id=gid, token=b.token)
+    await asyncio.sleep(0.6)
+    ended = await bo.request(Claim, game_id=gid, token=b.token, outcome="win")
+    assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("0-1", "abandoned")
+
+
+async def test_a_returning_player_gets_its_seat_back(server: RunningServer) -> None:
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    session = ada.session
+    await ada.close()
+    ada2 = await ServerConnection.connect(server.url, name="ada", session=session)
+    assert ada2.welcome is not None and ada2.welcome.player_id == ada.welcome.player_id
+    held = {g["game_id"]: g for g in ada2.welcome.games}
+    assert held[gid]["seat"] == 0 and held[gid]["token"] == a.token
+    await _move(ada2, gid, 4)
+    # A stranger with the old token but another session still cannot move.
+    stranger = await server.connect("mallory")
+    with pytest.raises(RequestFailed, match="bad_token"):
+        await stranger.request(Move, game_id=gid, token=a.token, action=0)
+    # An unknown session is refused with a clear error (the client library then starts a
+    # new session by itself, as a fresh player).
+    raw = await RawClient.connect(server.url, hello=False)
+    await raw.send_message(Hello(rid=1, version=1, session="not-a-session-token"))
+    refused = await raw.receive()
+    assert (
+        isinstance(refused, Error) and refused.code == "bad_token" and "session" in refused.message
+    )
+    fresh = await ServerConnection.connect(server.url, session="not-a-session-token")
+    assert fresh.welcome is not None and fresh.welcome.games == ()
+
+
+async def test_an_open_game_is_withdrawn_when_its_creator_leaves(server: RunningServer) -> None:
+    ada = await server.connect("ada")
+    seated = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    assert isinstance(seated, Seated)
+    await ada.close()
+    await asyncio.sleep(0.8)
+    bo = await server.connect("bo")
+    with pytest.raises(RequestFailed, match="seat_taken|unknown_game"):
+        await bo.request(__import__("protocol").JoinGame, game_id=seated.game_id)
+    record = (await bo.request(GetGame, game_id=seated.game_id)).game
+    assert (record["status"], record["reason"]) == ("aborted", "abort")

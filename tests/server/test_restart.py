@@ -1,0 +1,106 @@
+"""Games survive a server restart: kill -9 mid-game, start again on the same database,
+reconnect with the session, resume, finish. Nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from client.connection import ServerConnection
+from client.embedded import EmbeddedServer
+from protocol import (
+    CreateGame,
+    Ended,
+    GetGame,
+    JoinGame,
+    Move,
+    Moved,
+    Presence,
+    Resume,
+    Resumed,
+    Snapshot,
+)
+from tests.server.conftest import next_event
+
+
+async def _play(client: ServerConnection, game_id: str, action: int) -> Moved:
+    return await client.request(  # type: ignore[no-any-return]
+        Move, game_id=game_id, token=client.token_for(game_id), action=action
+    )
+
+
+async def test_a_game_continues_after_the_server_is_killed(tmp_path: Path) -> None:
+    db = tmp_path / "games.db"
+    first = EmbeddedServer(db, workers=1)
+    url = await first.start()
+    ada = await ServerConnection.connect(url, name="ada")
+    bo = await ServerConnection.connect(url, name="bo")
+    clock = {"initial_ms": 600_000, "increment_ms": 2000}
+    seated = await ada.request(CreateGame, game="5x5", opponent="human", seat=0, clock=clock)
+    await bo.request(JoinGame, game_id=seated.game_id)
+    gid = seated.game_id
+    acknowledged = [await _play(ada, gid, 12), await _play(bo, gid, 6), await _play(ada, gid, 13)]
+    vs_ai = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=1, algorithm="alphabeta", budget_ms=5
+    )
+    ai_first = await next_event(ada, Moved)
+    while ai_first.game_id != vs_ai.game_id:
+        ai_first = await next_event(ada, Moved)
+    sessions = (ada.session, bo.session)
+    assert first.process is not None
+    first.process.kill()  # kill -9: no shutdown, no flush beyond what was committed
+    await first.process.wait()
+    await ada.close()
+    await bo.close()
+
+    db_check = sqlite3.connect(db)
+    assert db_check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    stored = db_check.execute(
+        "SELECT ply, action, clocks FROM moves WHERE game_id = ? ORDER BY ply", (gid,)
+    ).fetchall()
+    db_check.close()
+    assert [(p, a) for p, a, _ in stored] == [(m.ply, m.action) for m in acknowledged]
+
+    second = EmbeddedServer(db, workers=1)
+    url = await second.start()
+    try:
+        ada = await ServerConnection.connect(url, name="ada", session=sessions[0])
+        bo = await ServerConnection.connect(url, name="bo", session=sessions[1])
+        assert ada.welcome is not None and bo.welcome is not None
+        held = {g["game_id"]: g for g in ada.welcome.games}
+        assert held.keys() == {gid, vs_ai.game_id} and held[gid]["seat"] == 0
+        # Resuming from the last acknowledged move: what followed it are the presence
+        # events of the restart (every seat away, then back), numbered on from it.
+        resumed = await ada.request(Resume, game_id=gid, since=acknowledged[-1].seq)
+        assert isinstance(resumed, Resumed) and resumed.seat == 0
+        missed = []
+        while len(missed) < resumed.seq - acknowledged[-1].seq:
+            missed.append(await ada.next_event(timeout=10))
+        assert [e.seq for e in missed] == list(range(acknowledged[-1].seq + 1, resumed.seq + 1))
+        assert all(isinstance(e, Presence) for e in missed)
+        # A client with nothing asks from 0 and gets the game as a snapshot.
+        await bo.request(Resume, game_id=gid, since=0)
+        snapshot = await next_event(bo, Snapshot)
+        assert list(snapshot.actions) == [12, 6, 13] and snapshot.status == "live"
+        # The clocks stand as after the last committed move; the downtime was not charged.
+        assert snapshot.clocks[0] == acknowledged[-1].clocks[0]
+        assert snapshot.clocks[1] > acknowledged[-1].clocks[1] - 5_000
+        # Play on to the end: X completes four in a row on the middle row.
+        for client, action in ((bo, 7), (ada, 14), (bo, 8), (ada, 11)):
+            await _play(client, gid, action)
+        ended = await next_event(ada, Ended)
+        assert (ended.result, ended.reason) == ("1-0", "line")
+        record = (await ada.request(GetGame, game_id=gid)).game
+        assert [m["action"] for m in record["moves"]] == [12, 6, 13, 7, 14, 8, 11]
+        assert record["status"] == "finished"
+
+        # The game against the AI carries on too: the human moves, the AI answers.
+        await ada.request(Resume, game_id=vs_ai.game_id, since=0)
+        cells = [c for c in range(9) if c != ai_first.action]
+        await _play(ada, vs_ai.game_id, cells[0])
+        reply = await next_event(ada, Moved)
+        while reply.game_id != vs_ai.game_id or reply.seat != 0:
+            reply = await next_event(ada, Moved)
+        assert reply.ply == 2 and reply.stats is not None
+    finally:
+        await second.stop()
