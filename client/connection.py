@@ -64,7 +64,13 @@ class ServerConnection:
 
     @classmethod
     async def connect(
-        cls, url: str, *, name: str = "anonymous", bot: bool = False, client: str = "noughts"
+        cls,
+        url: str,
+        *,
+        name: str = "anonymous",
+        bot: bool = False,
+        client: str = "noughts",
+        session: str | None = None,
     ) -> ServerConnection:
         websocket = await websockets.connect(
             url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=10
@@ -72,7 +78,7 @@ class ServerConnection:
         connection = cls(websocket)
         try:
             connection.welcome = await connection.request(
-                Hello, version=PROTOCOL_VERSION, name=name, bot=bot, client=client
+                Hello, version=PROTOCOL_VERSION, name=name, bot=bot, client=client, session=session
             )
         except BaseException:
             await connection.close()
@@ -108,12 +114,10 @@ class ServerConnection:
                     continue  # a newer server's message we cannot read: skip it
                 rid = getattr(message, "rid", None)
                 future = self._pending.get(rid) if rid is not None else None
-                if future is not None and not future.done():
+                replied = future is not None and not future.done()
+                if future is not None and replied:
                     future.set_result(message)
-                elif isinstance(message, Error):
-                    self.errors.put_nowait(message)
-                if isinstance(message, GAME_EVENTS):
-                    self.events.put_nowait(message)
+                self.received(message, replied)
         except ConnectionClosed:
             pass
         finally:
@@ -121,6 +125,15 @@ class ServerConnection:
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(ConnectionLost("the connection to the server closed"))
+
+    def received(self, message: Message, replied: bool) -> None:
+        """Every message from the server, after a waiting request got it as its reply
+        (``replied``). Queues game events and unrequested errors; the Textual UI overrides
+        it to route every message to its screens."""
+        if isinstance(message, Error) and not replied:
+            self.errors.put_nowait(message)
+        if isinstance(message, GAME_EVENTS):
+            self.events.put_nowait(message)
 
     async def next_event(self, timeout: float | None = None) -> Message:
         """The next game event; raises ConnectionLost if the connection closes first."""

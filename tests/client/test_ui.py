@@ -1,0 +1,63 @@
+"""The Textual client driven by its pilot against a real server: keys in, screens out."""
+
+from __future__ import annotations
+
+from client.ui import NoughtsApp, Start
+from client.ui.board import BoardView, cell_of
+from client.ui.game import GameOverScreen, GameScreen
+from client.ui.replay import ReplayScreen
+from tests.client.ui_support import UIServer, ui_pool, ui_server, until  # noqa: F401
+
+SIZE = (110, 36)
+
+
+async def press_towards(pilot, board: BoardView, action: int) -> None:
+    """Move the board's cursor onto ``action`` with the arrow keys."""
+    row, col = cell_of(board.state, action)
+    while board.cursor[0] != row:
+        await pilot.press("down" if board.cursor[0] < row else "up")
+    while board.cursor[1] != col:
+        await pilot.press("right" if board.cursor[1] < col else "left")
+
+
+async def test_a_whole_game_against_the_ai_with_the_keyboard(ui_server: UIServer) -> None:
+    start = Start(
+        "ai",
+        fields={"game": "tictactoe", "opponent": "ai", "seat": 0, "algorithm": "alphabeta",
+                "budget_ms": 20},
+    )  # fmt: skip
+    app = NoughtsApp(ui_server.url, name="ada", start=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game screen")
+        screen = app.screen
+        assert isinstance(screen, GameScreen)
+        model = screen.model
+        typed = False
+        while not model.over:
+            await until(pilot, lambda: model.my_turn or model.over, "our turn")
+            if model.over:
+                break
+            assert model.state is not None
+            ply = model.state.ply()
+            action = model.state.legal_actions()[0]
+            if not typed:
+                # The first move typed as a cell number, the others with arrows and Enter.
+                await pilot.press(*str(action), "enter")
+                typed = True
+            else:
+                board = screen.query_one(BoardView)
+                await press_towards(pilot, board, action)
+                await pilot.press("enter")
+            await until(pilot, lambda: model.state.ply() > ply or model.over, "our move")  # noqa: B023
+        await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
+        assert model.result in ("0-1", "1/2-1/2")  # alphabeta never loses tic-tac-toe
+        assert model.reason in ("line", "draw")
+        assert len(model.moves) >= 5
+        # Every move is in the move list, the first one typed as cell 0.
+        table = screen.query_one("#moves")
+        assert table.row_count == len(model.moves)
+        assert model.moves[0].action == 0 and model.moves[0].seat == 0
+        # The game over dialog offers the replay: p opens it at the last move.
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
+        assert app.screen.ply == len(model.moves)
