@@ -22,6 +22,7 @@ COMMANDS = [
     "client.commands.play",
     "client.commands.games",
     "client.commands.replay",
+    "client.commands.export",
     "client.commands.arena",
     "client.commands.bench",
     "client.commands.health",

@@ -41,12 +41,12 @@ from protocol import (
 CSS = """
 
 #game-body { height: 1fr; }
-#board-column { width: auto; min-width: 40; padding: 0 1; }
+#board-column { width: auto; min-width: 52; padding: 0 1; }
 #side-column { width: 1fr; min-width: 30; padding: 0 1; }
-#game-title { height: auto; margin-bottom: 1; }
+#game-title { height: 1; padding: 0 1; margin-bottom: 1; background: $boost; }
 #board { margin: 0 0 1 0; }
 #game-status, #replay-move { height: auto; min-height: 2; }
-#move-input { width: 40; }
+#move-input { width: 44; }
 #players { height: auto; border: round $primary; padding: 0 1; }
 #moves { height: 1fr; min-height: 5; }
 #ai-panel { height: auto; border: round $secondary; padding: 0 1; }

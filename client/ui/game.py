@@ -89,9 +89,9 @@ class GameScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
+        yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                yield Static(id="game-title")
                 yield BoardView(
                     self.model.state or engine.make_game("tictactoe").new_initial_state(),
                     id="board",

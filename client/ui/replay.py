@@ -42,9 +42,9 @@ class ReplayScreen(Screen[None]):
         return self.cursor.ply
 
     def compose(self) -> ComposeResult:
+        yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                yield Static(id="game-title")
                 yield BoardView(self.cursor.state_at(0), id="board")
                 yield Static(id="replay-move")
                 yield Static(id="ai-panel")

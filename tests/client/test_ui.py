@@ -6,7 +6,7 @@ from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, cell_of
 from client.ui.game import GameOverScreen, GameScreen
 from client.ui.replay import ReplayScreen
-from tests.client.ui_support import UIServer, ui_pool, ui_server, until  # noqa: F401
+from tests.client.ui_support import UIServer, until
 
 SIZE = (110, 36)
 
