@@ -39,6 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="engine worker processes for AI moves; 0 disables AI games (default: CPU count)",
     )
     parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=60.0,
+        help="seconds a seat is held after its player leaves; then the opponent may claim "
+        "the game (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=200.0,
+        help="messages per second a connection may send, sustained (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=400,
+        help="messages a connection may send in a burst (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -48,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from server.app import GameServer, serve
+    from server.app import GameServer, ServerSettings, running
     from server.errors import ServerError
     from server.pool import EnginePool
     from server.store import SQLiteStore
@@ -65,30 +84,31 @@ async def run(args: argparse.Namespace) -> int:
         pool = EnginePool(args.workers)
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
-    game_server = GameServer(store, pool)
+    settings = ServerSettings(grace_s=args.grace_s, rate_per_s=args.rate, burst=args.burst)
+    game_server = GameServer(store, pool, settings=settings)
     try:
-        ws_server = await serve(game_server, args.host, args.port)
+        async with running(game_server, args.host, args.port) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            # The first line on stdout is the address: the embedded client reads it.
+            print(
+                f"noughts server listening on ws://{args.host}:{port} (db: {db_path})", flush=True
+            )
+            stop = asyncio.get_running_loop().create_future()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
+            await stop
+            logging.info("shutting down")
     except OSError as exc:
         print(f"noughts serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    except ServerError as exc:
+        print(f"noughts serve: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
         if pool:
             pool.close()
-        await store.close()
-        return 1
-    port = next(iter(ws_server.sockets)).getsockname()[1]
-    # The first line on stdout is the address: the embedded client reads it.
-    print(f"noughts server listening on ws://{args.host}:{port} (db: {db_path})", flush=True)
-    stop = asyncio.get_running_loop().create_future()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
-    await stop
-    logging.info("shutting down")
-    ws_server.close()
-    await ws_server.wait_closed()
-    await game_server.drain()
-    await store.close()
-    if pool:
-        pool.close()
     return 0
 
 

@@ -1,20 +1,18 @@
-"""One websocket connection: frames in, typed messages to the server, frames out.
+"""One client's websocket: frames in, typed messages to the server, frames out.
 
-The handler only translates between frames and events. Errors are mapped once
-here, like websockets' ``send_context``: a ProtocolError or a ServerError
-becomes an ``error`` message and the connection stays open; anything else is
-logged with its traceback and closes this connection only.
-
-Outgoing frames go through a bounded queue drained by a writer task, so a
-broadcast never waits on a slow client: when a client stops reading and its
-queue fills, that client alone is dropped.
+The handler only translates: it rate-limits and decodes each frame (anything malformed
+becomes one documented error), hands valid messages to the GameServer, and maps each
+error branch to one behaviour, as websockets' send_context does: protocol and game
+errors are answered and the connection stays open; anything else is logged with its
+traceback and closes this connection only. Outgoing frames go through a bounded queue
+so that a client that stops reading is dropped without delaying anyone else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import time
 from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection
@@ -27,41 +25,50 @@ from protocol import (
     Hello,
     Message,
     ProtocolError,
-    Welcome,
     decode,
     encode,
 )
 from server.errors import ServerError
+from server.limits import TokenBucket
 
 if TYPE_CHECKING:
-    from server.app import GameServer
+    from server.app import GameServer, PlayerSession
 
 log = logging.getLogger(__name__)
 
 SEND_QUEUE_FRAMES = 1024
 CLOSE_VERSION_MISMATCH = 4001
 CLOSE_SLOW_CONSUMER = 4008
+CLOSE_RATE_LIMIT = 4029
 
 
 class Connection:
-    """A connected client: its identity after hello, its seats, its outgoing queue."""
+    """A connected client: its player after hello, what it follows, its outgoing queue."""
 
-    def __init__(self, server: GameServer, websocket: ServerConnection) -> None:
+    def __init__(
+        self,
+        server: GameServer,
+        websocket: ServerConnection,
+        bucket: TokenBucket,
+    ) -> None:
         self.server = server
         self.websocket = websocket
-        self.name: str | None = None
-        self.player_id: str | None = None
-        self.session: str | None = None
-        self.bot = False
-        self.seats: dict[str, int] = {}  # game_id -> seat held through this connection
-        self.watching: set[str] = set()
+        self.bucket = bucket
+        self.player: PlayerSession | None = None
+        self.games: set[str] = set()  # games whose events this connection receives
+        self.watching: set[str] = set()  # the subset followed as a spectator
+        self.lobby = False
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue(SEND_QUEUE_FRAMES)
         self._writer: asyncio.Task[None] | None = None
         self.closed = False
 
     @property
     def ready(self) -> bool:
-        return self.player_id is not None
+        return self.player is not None
+
+    @property
+    def player_id(self) -> str | None:
+        return None if self.player is None else self.player.player_id
 
     # --- outgoing ------------------------------------------------------------------------
 
@@ -75,7 +82,10 @@ class Connection:
             log.warning("dropping %s: its send queue is full", self.describe())
             self.closed = True
             asyncio.get_running_loop().create_task(
-                self.websocket.close(CLOSE_SLOW_CONSUMER, "send queue full: client too slow")
+                self.websocket.close(
+                    CLOSE_SLOW_CONSUMER,
+                    f"send queue full ({SEND_QUEUE_FRAMES} frames): client too slow",
+                )
             )
 
     def send(self, message: Message) -> None:
@@ -109,7 +119,10 @@ class Connection:
             pass
         finally:
             self.closed = True
-            self.server.disconnected(self)
+            try:
+                await self.server.disconnected(self)
+            except Exception:
+                log.exception("cleaning up after %s failed", self.describe())
             # Flush what is queued (an error that explains a close, say), then stop the writer.
             try:
                 self._outbox.put_nowait(None)
@@ -122,6 +135,16 @@ class Connection:
 
     async def _handle_frame(self, frame: bytes | str) -> None:
         rid: int | None = None
+        if not self.bucket.take(time.monotonic()):
+            if self.bucket.abusive:
+                self.send_error(ErrorCode.RATE_LIMITED, "rate limit exceeded again and again")
+                await self._close_after_flush(CLOSE_RATE_LIMIT, "rate limit exceeded")
+            else:
+                self.send_error(
+                    ErrorCode.RATE_LIMITED,
+                    f"rate limit: {self.bucket.describe()}; this message was dropped",
+                )
+            return
         try:
             message = decode(frame)
             rid = getattr(message, "rid", None)
@@ -146,7 +169,10 @@ class Connection:
 
     async def _close_after_flush(self, code: int, reason: str) -> None:
         self.closed = True
-        await self._outbox.put(None)
+        try:
+            self._outbox.put_nowait(None)
+        except asyncio.QueueFull:
+            pass
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._writer, timeout=5)
@@ -163,20 +189,9 @@ class Connection:
             )
         if self.ready:
             raise ProtocolError(ErrorCode.BAD_FIELD, "hello was already sent on this connection")
-        self.name = hello.name.strip() or "anonymous"
-        self.bot = hello.bot
-        self.session = secrets.token_urlsafe(24)
-        self.player_id = "p-" + secrets.token_hex(6)
-        self.send(
-            Welcome(
-                rid=hello.rid,
-                version=PROTOCOL_VERSION,
-                session=self.session,
-                player_id=self.player_id,
-                server=self.server.version,
-            )
-        )
+        self.send(await self.server.hello(self, hello))
 
     def describe(self) -> str:
+        name = self.player.name if self.player else "?"
         remote = getattr(self.websocket, "remote_address", None)
-        return f"{self.name or '?'}@{remote}"
+        return f"{name}@{remote}"

@@ -54,7 +54,19 @@ class BadRequest(GameError):
     code = ErrorCode.BAD_REQUEST
 
 
+class NotAllowed(GameError):
+    """The rules of the service forbid it now (abort after moving, claim too early...)."""
+
+    code = ErrorCode.NOT_ALLOWED
+
+
+class UnknownSeek(GameError):
+    code = ErrorCode.UNKNOWN_SEEK
+
+
 class LimitExceeded(ServerError):
+    """A cap that protects everyone (open games, seeks, watched games)."""
+
     code = ErrorCode.TOO_MANY
 
 

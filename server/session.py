@@ -1,31 +1,41 @@
 """One game on the server as a state machine fed by validated events (sans-I/O).
 
-A GameSession holds the authoritative engine State, the two seats and their
-secret tokens, and the event sequence number. Its methods either raise a
-GameError naming the problem (and change nothing) or change the game and
-return what must be stored; the caller stores it, then broadcasts.
+A GameSession holds the authoritative engine State, the two seats (their players and
+the hashes of their secret tokens), the clocks, standing offers, who is online, and
+the game's event log. Every method takes the time (``now``) as an argument and either
+raises a GameError naming the problem, changing nothing, or changes the game and
+returns the events it produced (``Emitted``): what to store, then what to send.
+The caller stores each event, then broadcasts it: nothing here does I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import engine
-from protocol import Snapshot
+from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, encode
+from server.clock import FIRST_MOVE_S, GameClock, TimeControl
 from server.errors import (
     BadRequest,
     BadToken,
     GameOver,
     IllegalMove,
+    NotAllowed,
     NotYourTurn,
     SeatTaken,
     StaleMove,
 )
-from server.store import GameEnd, GameRow, MoveRow
+from server.store import EventRow, GameEnd, GameRecord, GameRow, MoveRow
 
 RESULTS = {0: "1-0", 1: "0-1", None: "1/2-1/2"}
+NO_RESULT = "*"
+# A live game in which no human or bot seat has been online for this long is aborted.
+ABANDON_S = 3600.0
+# Events kept in memory per game for `resume` (a whole gomoku game is 225 moves).
+MAX_LOG = 4096
 
 
 def new_game_id() -> str:
@@ -38,6 +48,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def token_hash(token: str) -> str:
+    """Tokens are stored as their SHA-256: the database never holds a usable secret."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 @dataclass(slots=True)
 class Player:
     name: str
@@ -45,6 +60,10 @@ class Player:
     player_id: str | None = None
     algorithm: str | None = None
     budget_ms: int | None = None
+
+    @property
+    def is_ai(self) -> bool:
+        return self.kind == "ai"
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "kind": self.kind}
@@ -55,15 +74,20 @@ class Player:
             d["budget_ms"] = self.budget_ms
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Player:
+        return cls(d["name"], d["kind"], d.get("player_id"), d.get("algorithm"), d.get("budget_ms"))
+
 
 @dataclass(slots=True)
-class MovePlayed:
-    """What one accepted move produced: the row to store and, if it ended the game, the end."""
+class Emitted:
+    """One game event: the message everyone following the game receives (without
+    ``rid``), and exactly one thing to store for it."""
 
-    move: MoveRow
-    to_move: int
+    message: Message
+    move: MoveRow | None = None
     end: GameEnd | None = None
-    winner: int | None = None
+    event: EventRow | None = None
 
 
 @dataclass(slots=True)
@@ -72,22 +96,54 @@ class GameSession:
     game: engine.Game
     state: engine.State
     created_at: float
+    control: TimeControl | None = None
+    private: bool = False
+    rematch_of: str | None = None
     players: list[Player | None] = field(default_factory=lambda: [None, None])
-    tokens: list[str | None] = field(default_factory=lambda: [None, None])
+    token_hashes: list[str | None] = field(default_factory=lambda: [None, None])
+    tokens: list[str | None] = field(default_factory=lambda: [None, None])  # known plain
     seq: int = 0
     status: str = "open"
     result: str | None = None
     reason: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    clock: GameClock | None = None
+    turn_since: float = 0.0  # when the side to move's turn began
+    online: list[bool] = field(default_factory=lambda: [True, True])
+    away_since: list[float | None] = field(default_factory=lambda: [None, None])
+    claim_at: list[float | None] = field(default_factory=lambda: [None, None])
+    offers: dict[str, int] = field(default_factory=dict)
+    last_value: list[float | None] = field(default_factory=lambda: [None, None])
+    next_game: str | None = None
+    # (seq, encoded frame) of every event since log_start, for resume.
+    log: list[tuple[int, bytes]] = field(default_factory=list)
+    log_start: int = 1
 
     @classmethod
-    def new(cls, game_name: str, params: dict[str, int], now: float) -> GameSession:
+    def new(
+        cls,
+        game_name: str,
+        params: dict[str, int],
+        now: float,
+        *,
+        control: TimeControl | None = None,
+        private: bool = False,
+        rematch_of: str | None = None,
+    ) -> GameSession:
         try:
             game = engine.make_game(game_name, **params)
         except engine.EngineError as exc:
             raise BadRequest(str(exc)) from exc
-        return cls(new_game_id(), game, game.new_initial_state(), now)
+        return cls(
+            new_game_id(),
+            game,
+            game.new_initial_state(),
+            now,
+            control=control,
+            private=private,
+            rematch_of=rematch_of,
+        )
 
     # --- seats -----------------------------------------------------------------------
 
@@ -98,8 +154,13 @@ class GameSession:
         if self.players[seat] is not None:
             raise SeatTaken(f"seat {seat} of game {self.id} is taken", self.id)
         self.players[seat] = player
+        return self.issue_token(seat)
+
+    def issue_token(self, seat: int) -> str:
+        """A new secret for ``seat`` (also after a restart, when only its hash survived)."""
         token = new_token()
         self.tokens[seat] = token
+        self.token_hashes[seat] = token_hash(token)
         return token
 
     def open_seat(self) -> int | None:
@@ -108,18 +169,66 @@ class GameSession:
                 return seat
         return None
 
-    def start(self, now: float) -> None:
+    def seat_of_player(self, player_id: str | None) -> int | None:
+        for seat, player in enumerate(self.players):
+            if player is not None and player_id is not None and player.player_id == player_id:
+                return seat
+        return None
+
+    def authorize(self, token: str, player_id: str | None) -> int:
+        """The seat ``token`` opens, if the requesting player holds it; else BadToken."""
+        digest = token_hash(token)
+        for seat, held in enumerate(self.token_hashes):
+            if held is not None and secrets.compare_digest(held, digest):
+                player = self.players[seat]
+                if player is None or player.player_id is None or player.player_id != player_id:
+                    break
+                return seat
+        raise BadToken(f"you hold no seat with this token in game {self.id}", self.id)
+
+    @property
+    def human_seats(self) -> list[int]:
+        return [s for s, p in enumerate(self.players) if p is not None and not p.is_ai]
+
+    # --- the event log ---------------------------------------------------------------
+
+    def _emit(self, message: Message, **stored: Any) -> Emitted:
+        self.log.append((getattr(message, "seq", self.seq), encode(message)))
+        if len(self.log) > MAX_LOG:
+            del self.log[: len(self.log) - MAX_LOG]
+            self.log_start = self.log[0][0]
+        return Emitted(message, **stored)
+
+    def events_since(self, since: int) -> list[bytes] | None:
+        """Frames of the events after ``since``, or None if the log no longer has them all."""
+        if since + 1 < self.log_start or since > self.seq:
+            return None
+        return [frame for seq, frame in self.log if seq > since]
+
+    # --- start -----------------------------------------------------------------------
+
+    def start(self, now: float) -> Emitted:
+        """Both seats are taken: the game goes live. The start event is a snapshot."""
+        if self.open_seat() is not None:
+            raise NotYourTurn(f"game {self.id} still has an open seat", self.id)
         self.status = "live"
         self.started_at = now
+        self.turn_since = now
+        if self.control is not None:
+            frozen = (self.players[0].is_ai, self.players[1].is_ai)  # type: ignore[union-attr]
+            self.clock = GameClock.new(self.control, frozen)
         self.seq += 1
-
-    def seat_of(self, token: str) -> int:
-        for seat, held in enumerate(self.tokens):
-            if held is not None and secrets.compare_digest(held, token):
-                return seat
-        raise BadToken(f"this token holds no seat in game {self.id}", self.id)
+        snapshot = self.snapshot(now)
+        data = {"kind": "started", "players": [p.to_dict() for p in self.players if p]}
+        return self._emit(snapshot, event=EventRow(self.id, self.seq, "started", data, now))
 
     # --- moves -----------------------------------------------------------------------
+
+    def _check_live(self) -> None:
+        if self.status in ("finished", "aborted"):
+            raise GameOver(f"game {self.id} is over ({self.result}, {self.reason})", self.id)
+        if self.status != "live":
+            raise NotYourTurn(f"game {self.id} has not started: waiting for a player", self.id)
 
     def play(
         self,
@@ -129,12 +238,9 @@ class GameSession:
         *,
         ply: int | None = None,
         stats: dict[str, Any] | None = None,
-    ) -> MovePlayed:
+    ) -> list[Emitted]:
         """Validate and apply one move; raises a GameError and changes nothing if refused."""
-        if self.status in ("finished", "aborted"):
-            raise GameOver(f"game {self.id} is over ({self.result}, {self.reason})", self.id)
-        if self.status != "live":
-            raise NotYourTurn(f"game {self.id} has not started: waiting for a player", self.id)
+        self._check_live()
         current = self.state.current_player()
         if seat != current:
             raise NotYourTurn(f"it is seat {current}'s turn in game {self.id}, not yours", self.id)
@@ -145,28 +251,227 @@ class GameSession:
             self.state.apply_checked(action)
         except engine.IllegalMove as exc:
             raise IllegalMove(f"illegal move {action} in game {self.id}: {exc}", self.id) from exc
+        if stats is not None and stats.get("value") is not None:
+            self.last_value[seat] = float(stats["value"])
+        # A move declines the other side's standing draw offer (as on Lichess).
+        if self.offers.get("draw") not in (None, seat):
+            del self.offers["draw"]
+        clocks = None
+        if self.clock is not None:
+            self.clock.press(seat, now)
+            if played + 1 >= 2 and not self.state.is_terminal():
+                self.clock.start(self.state.current_player(), now)
+            clocks = self.clock.snapshot(now)
+        self.turn_since = now
         self.seq += 1
-        move = MoveRow(self.id, played, self.seq, seat, action, now, stats)
-        if not self.state.is_terminal():
-            return MovePlayed(move, self.state.current_player())
+        terminal = self.state.is_terminal()
+        to_move = engine.TERMINAL if terminal else self.state.current_player()
+        moved = Moved(
+            game_id=self.id,
+            seq=self.seq,
+            ply=played,
+            seat=seat,
+            action=action,
+            to_move=to_move,
+            at=now,
+            stats=stats,
+            clocks=clocks,
+        )
+        row = MoveRow(self.id, played, self.seq, seat, action, now, stats, clocks)
+        if not terminal:
+            return [self._emit(moved, move=row)]
         winner = self.state.winner()
         end = self._finish(RESULTS[winner], "line" if winner is not None else "draw", now)
-        return MovePlayed(move, engine.TERMINAL, end, winner)
+        # The move and the end commit in one transaction (the move's row carries the end).
+        return [self._emit(moved, move=row, end=end), self._ended(end, now)]
 
-    def resign(self, seat: int, now: float) -> GameEnd:
-        if self.status in ("finished", "aborted"):
-            raise GameOver(f"game {self.id} is already over", self.id)
-        if self.status == "open":
-            return self._finish(RESULTS[None], "abort", now)
-        return self._finish(RESULTS[1 - seat], "resign", now)
+    # --- endings ---------------------------------------------------------------------
 
     def _finish(self, result: str, reason: str, now: float) -> GameEnd:
-        self.status = "aborted" if reason == "abort" else "finished"
+        if self.clock is not None:
+            self.clock.stop(now)
+        self.status = "aborted" if result == NO_RESULT else "finished"
         self.result = result
         self.reason = reason
         self.ended_at = now
+        self.offers.pop("draw", None)
         self.seq += 1
         return GameEnd(result, reason, self.seq, now)
+
+    def _ended(self, end: GameEnd, now: float) -> Emitted:
+        """The `ended` event; stored with the move that caused it, or on its own."""
+        message = Ended(
+            game_id=self.id,
+            seq=end.seq,
+            result=end.result,
+            reason=end.reason,
+            winner=self.winner,
+            clocks=None if self.clock is None else self.clock.snapshot(now),
+            at=now,
+        )
+        return self._emit(message)
+
+    def _end(self, result: str, reason: str, now: float) -> list[Emitted]:
+        end = self._finish(result, reason, now)
+        emitted = self._ended(end, now)
+        emitted.end = end
+        return [emitted]
+
+    def resign(self, seat: int, now: float) -> list[Emitted]:
+        if self.status in ("finished", "aborted"):
+            raise GameOver(f"game {self.id} is already over", self.id)
+        if self.status == "open":
+            return self._end(NO_RESULT, "abort", now)
+        return self._end(RESULTS[1 - seat], "resign", now)
+
+    def abort(self, seat: int, now: float) -> list[Emitted]:
+        if self.status == "open":
+            return self._end(NO_RESULT, "abort", now)
+        self._check_live()
+        if self.state.ply() >= 2:
+            raise NotAllowed(
+                f"game {self.id} can no longer be aborted: both sides have moved; resign instead",
+                self.id,
+            )
+        return self._end(NO_RESULT, "abort", now)
+
+    def draw(self, seat: int, answer: str, now: float) -> list[Emitted]:
+        """Offer, accept or decline a draw; an offer meeting the other side's is agreement."""
+        self._check_live()
+        standing = self.offers.get("draw")
+        if answer == "offer" and standing is None:
+            self.offers["draw"] = seat
+            return [self._offer("draw", seat, "offer", now)]
+        if answer == "offer" and standing == seat:
+            raise NotAllowed("you have already offered a draw", self.id)
+        if standing is None or standing == seat:
+            raise NotAllowed(f"there is no draw offer from your opponent to {answer}", self.id)
+        if answer == "decline":
+            del self.offers["draw"]
+            return [self._offer("draw", seat, "decline", now)]
+        return self._end(RESULTS[None], "agreement", now)
+
+    def _offer(self, kind: str, seat: int, answer: str, now: float, **extra: Any) -> Emitted:
+        self.seq += 1
+        message = Offer(game_id=self.id, seq=self.seq, kind=kind, seat=seat, answer=answer, **extra)  # type: ignore[arg-type]
+        data = {"kind": kind, "seat": seat, "answer": answer, **extra}
+        return self._emit(message, event=EventRow(self.id, self.seq, "offer", data, now))
+
+    def rematch(self, seat: int, answer: str, now: float) -> tuple[list[Emitted], bool]:
+        """A rematch offer or answer; returns its events and whether both sides now agree
+        (the caller then creates the new game and calls ``rematch_started``)."""
+        if self.status not in ("finished", "aborted"):
+            raise NotAllowed(f"game {self.id} is not over: no rematch yet", self.id)
+        if self.next_game is not None:
+            raise NotAllowed(f"the rematch of {self.id} is already game {self.next_game}", self.id)
+        standing = self.offers.get("rematch")
+        if answer == "offer" and standing is None:
+            self.offers["rematch"] = seat
+            return [self._offer("rematch", seat, "offer", now)], False
+        if answer == "offer" and standing == seat:
+            raise NotAllowed("you have already offered a rematch", self.id)
+        if standing is None or standing == seat:
+            raise NotAllowed(f"there is no rematch offer from your opponent to {answer}", self.id)
+        if answer == "decline":
+            del self.offers["rematch"]
+            return [self._offer("rematch", seat, "decline", now)], False
+        return [], True
+
+    def rematch_started(self, seat: int, next_game: str, now: float) -> Emitted:
+        self.offers.pop("rematch", None)
+        self.next_game = next_game
+        return self._offer("rematch", seat, "accept", now, next_game=next_game)
+
+    def claim(self, seat: int, outcome: str, now: float) -> list[Emitted]:
+        self._check_live()
+        other = 1 - seat
+        claim_at = self.claim_at[other]
+        if self.online[other] or claim_at is None:
+            raise NotAllowed("your opponent is here: nothing to claim", self.id)
+        if now < claim_at:
+            raise NotAllowed(
+                f"your opponent's seat is held for {claim_at - now:.0f} s more", self.id
+            )
+        return self._end(RESULTS[seat] if outcome == "win" else RESULTS[None], "abandoned", now)
+
+    # --- presence --------------------------------------------------------------------
+
+    def set_online(self, seat: int, online: bool, now: float, grace_s: float) -> list[Emitted]:
+        """A seat's player left or came back: a presence event if anything changed."""
+        if self.online[seat] == online:
+            return []
+        self.online[seat] = online
+        self.away_since[seat] = None if online else now
+        self.claim_at[seat] = None if online else now + grace_s
+        if self.status != "live":
+            return []
+        self.seq += 1
+        message = Presence(
+            game_id=self.id,
+            seq=self.seq,
+            seat=seat,
+            online=online,
+            claim_at=self.claim_at[seat],
+        )
+        data = {"seat": seat, "online": online, "claim_at": self.claim_at[seat]}
+        return [self._emit(message, event=EventRow(self.id, self.seq, "presence", data, now))]
+
+    # --- timeouts --------------------------------------------------------------------
+
+    def _withdrawn_at(self) -> float | None:
+        """An open game whose creator left is withdrawn when the creator's grace is over."""
+        seats = [s for s in self.human_seats if not self.online[s]]
+        return self.claim_at[seats[0]] if seats else None
+
+    def next_deadline(self) -> float | None:
+        """The next moment a timeout may end the game (flag, no first move, abandoned)."""
+        if self.status == "open":
+            return self._withdrawn_at()
+        if self.status != "live":
+            return None
+        times = []
+        if self.clock is not None:
+            mover = self.state.current_player()
+            player = self.players[mover]
+            if self.state.ply() < 2 and player is not None and not player.is_ai:
+                times.append(self.turn_since + FIRST_MOVE_S)
+            flag = self.clock.flag_at()
+            if flag is not None:
+                times.append(flag)
+        humans = self.human_seats
+        away = [self.away_since[s] for s in humans]
+        if humans and all(t is not None for t in away):
+            times.append(max(t for t in away if t is not None) + ABANDON_S)
+        return min(times) if times else None
+
+    def timeouts(self, now: float) -> list[Emitted]:
+        """End the game if a deadline has passed at ``now``."""
+        if self.status == "open":
+            withdrawn = self._withdrawn_at()
+            if withdrawn is not None and now >= withdrawn:
+                return self._end(NO_RESULT, "abort", now)
+            return []
+        if self.status != "live":
+            return []
+        if self.clock is not None:
+            mover = self.state.current_player()
+            player = self.players[mover]
+            if (
+                self.state.ply() < 2
+                and player is not None
+                and not player.is_ai
+                and now >= self.turn_since + FIRST_MOVE_S
+            ):
+                return self._end(NO_RESULT, "no_start", now)
+            flag = self.clock.flag_at()
+            if flag is not None and now >= flag:
+                assert self.clock.running is not None
+                return self._end(RESULTS[1 - self.clock.running], "flag", now)
+        humans = self.human_seats
+        away = [self.away_since[s] for s in humans]
+        if humans and all(t is not None and now >= t + ABANDON_S for t in away):
+            return self._end(NO_RESULT, "abandoned", now)
+        return []
 
     @property
     def winner(self) -> int | None:
@@ -187,6 +492,10 @@ class GameSession:
             reason=self.reason,
             started_at=self.started_at,
             ended_at=self.ended_at,
+            clock=None if self.control is None else self.control.to_dict(),
+            tokens=list(self.token_hashes),
+            private=self.private,
+            rematch_of=self.rematch_of,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -198,9 +507,10 @@ class GameSession:
             "players": [p.to_dict() if p else None for p in self.players],
             "ply": self.state.ply(),
             "created_at": self.created_at,
+            "clock": {} if self.control is None else self.control.to_dict(),
         }
 
-    def snapshot(self, rid: int | None = None) -> Snapshot:
+    def snapshot(self, now: float, rid: int | None = None) -> Snapshot:
         to_move = self.state.current_player() if self.status == "live" else engine.TERMINAL
         return Snapshot(
             game_id=self.id,
@@ -213,5 +523,60 @@ class GameSession:
             to_move=to_move,
             result=self.result,
             reason=self.reason,
+            clock={} if self.control is None else self.control.to_dict(),
+            clocks=None if self.clock is None else self.clock.snapshot(now),
+            at=now,
+            online=list(self.online),
+            offers=dict(self.offers),
+            next_game=self.next_game,
             rid=rid,
         )
+
+    # --- restore ---------------------------------------------------------------------
+
+    @classmethod
+    def restore(cls, record: GameRecord, now: float) -> GameSession:
+        """Rebuild an open or live game from the store after a restart. The downtime is
+        not charged: the side to move's clock (or first-move allowance) restarts at ``now``
+        with the time it had at the last committed move. Every seat starts offline."""
+        row = record.row
+        game = engine.make_game(row.game, **row.params)
+        state = engine.replay(game, [m.action for m in record.moves])
+        session = cls(
+            row.id,
+            game,
+            state,
+            row.created_at,
+            control=TimeControl.parse(row.clock),
+            private=row.private,
+            rematch_of=row.rematch_of,
+            players=[None if p is None else Player.from_dict(p) for p in row.players],
+            token_hashes=list(row.tokens),
+            seq=row.seq,
+            status=row.status,
+            started_at=row.started_at,
+        )
+        for move in record.moves:
+            if move.stats and move.stats.get("value") is not None:
+                session.last_value[move.seat] = float(move.stats["value"])
+        session.log_start = row.seq + 1
+        session.turn_since = now
+        if session.status == "live" and session.control is not None:
+            players = session.players
+            frozen = (players[0] is not None and players[0].is_ai,
+                      players[1] is not None and players[1].is_ai)  # fmt: skip
+            session.clock = GameClock.new(session.control, frozen)
+            last = record.moves[-1].clocks if record.moves else None
+            if last is not None:
+                session.clock.remaining = list(last)
+            if state.ply() >= 2 and not state.is_terminal():
+                session.clock.start(state.current_player(), now)
+        return session
+
+    def restored_presence(self, now: float, grace_s: float) -> list[Emitted]:
+        """After a restore, every human seat is away until its player reconnects."""
+        emitted = []
+        for seat in self.human_seats:
+            self.online[seat] = True
+            emitted += self.set_online(seat, False, now, grace_s)
+        return emitted

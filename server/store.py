@@ -70,6 +70,22 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (game_id, seq)
     ) WITHOUT ROWID;
     """,
+    # 2: what a restart needs to restore live games and their players: sessions, the
+    # seats' token hashes, time controls and the clocks after each move.
+    """
+    ALTER TABLE games ADD COLUMN clock TEXT;              -- JSON time control; NULL: none
+    ALTER TABLE games ADD COLUMN tokens TEXT;             -- JSON [sha256 hex | null] per seat
+    ALTER TABLE games ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE games ADD COLUMN rematch_of TEXT;
+    ALTER TABLE moves ADD COLUMN clocks TEXT;             -- JSON [ms, ms] left after the move
+    CREATE TABLE sessions (
+        token_sha256 TEXT PRIMARY KEY,
+        player_id    TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        bot          INTEGER NOT NULL,
+        created_at   REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -91,6 +107,10 @@ class GameRow:
     reason: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    clock: dict[str, int] | None = None
+    tokens: list[str | None] = field(default_factory=lambda: [None, None])  # sha256 hex
+    private: bool = False
+    rematch_of: str | None = None
 
 
 @dataclass(slots=True)
@@ -102,14 +122,39 @@ class MoveRow:
     action: int
     at: float
     stats: dict[str, Any] | None = None
+    clocks: list[int] | None = None
+
+
+@dataclass(slots=True)
+class EventRow:
+    """A game event other than a move (offer, presence, start), as stored."""
+
+    game_id: str
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    at: float
 
 
 @dataclass(slots=True)
 class GameEnd:
-    result: str
+    result: str  # "*" for an aborted game
     reason: str
     seq: int
     at: float
+
+    @property
+    def status(self) -> str:
+        return "aborted" if self.result == "*" else "finished"
+
+
+@dataclass(slots=True)
+class SessionRow:
+    token_sha256: str
+    player_id: str
+    name: str
+    bot: bool
+    created_at: float
 
 
 @dataclass(slots=True)
@@ -134,6 +179,8 @@ class GameRecord:
             "created_at": r.created_at,
             "started_at": r.started_at,
             "ended_at": r.ended_at,
+            "clock": r.clock or {},
+            "rematch_of": r.rematch_of,
             "moves": [
                 {
                     "ply": m.ply,
@@ -142,6 +189,7 @@ class GameRecord:
                     "action": m.action,
                     "at": m.at,
                     "stats": m.stats,
+                    "clocks": m.clocks,
                 }
                 for m in self.moves
             ],
@@ -163,12 +211,16 @@ class Store(ABC):
         """Insert a new game; returns once committed."""
 
     @abstractmethod
-    async def update_game(self, row: GameRow, event: dict[str, Any] | None = None) -> None:
-        """Write a game's status, players and seq (and an event), committed on return."""
+    async def update_game(self, row: GameRow, event: EventRow | None = None) -> None:
+        """Write a game's status, players, seats and seq (and an event), committed on return."""
 
     @abstractmethod
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
         """Commit a move (and the game's end, in the same transaction) before returning."""
+
+    @abstractmethod
+    async def append_event(self, event: EventRow) -> None:
+        """Commit a game event that is not a move (offer, presence) before returning."""
 
     @abstractmethod
     async def end_game(self, game_id: str, end: GameEnd) -> None:
@@ -179,6 +231,17 @@ class Store(ABC):
 
     @abstractmethod
     async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]: ...
+
+    @abstractmethod
+    async def unfinished_games(self) -> list[GameRecord]:
+        """Every open or live game with its moves: what a restart restores."""
+
+    @abstractmethod
+    async def save_session(self, session: SessionRow) -> None:
+        """Commit a player session (only its token's hash is kept)."""
+
+    @abstractmethod
+    async def load_session(self, token_sha256: str) -> SessionRow | None: ...
 
 
 def default_db_path() -> Path:
@@ -341,13 +404,21 @@ class SQLiteStore(Store):
 
     _INSERT_GAME = (
         "INSERT INTO games (id, game, params, status, players, result, reason, seq,"
-        " created_at, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " created_at, started_at, ended_at, clock, tokens, private, rematch_of)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
-    _UPDATE_GAME = "UPDATE games SET status = ?, players = ?, seq = ?, started_at = ? WHERE id = ?"
+    _UPDATE_GAME = (
+        "UPDATE games SET status = ?, players = ?, seq = ?, started_at = ?, tokens = ? WHERE id = ?"
+    )
     _INSERT_MOVE = (
         "INSERT INTO moves (game_id, ply, seq, seat, action, at, algorithm, budget_ms,"
-        " iterations, value, pv, seed, elapsed_ms, stats)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " iterations, value, pv, seed, elapsed_ms, stats, clocks)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    _SET_SEQ = "UPDATE games SET seq = ? WHERE id = ? AND seq < ?"
+    _INSERT_SESSION = (
+        "INSERT OR IGNORE INTO sessions (token_sha256, player_id, name, bot, created_at)"
+        " VALUES (?, ?, ?, ?, ?)"
     )
     _END_GAME = (
         "UPDATE games SET status = ?, result = ?, reason = ?, seq = ?, ended_at = ? WHERE id = ?"
@@ -371,26 +442,63 @@ class SQLiteStore(Store):
                         row.created_at,
                         row.started_at,
                         row.ended_at,
+                        None if row.clock is None else _json(row.clock),
+                        _json(row.tokens),
+                        int(row.private),
+                        row.rematch_of,
                     ),
                 )
             ]
         )
 
-    async def update_game(self, row: GameRow, event: dict[str, Any] | None = None) -> None:
+    async def update_game(self, row: GameRow, event: EventRow | None = None) -> None:
         writes: list[_Write] = [
             (
                 self._UPDATE_GAME,
-                (row.status, _json(row.players), row.seq, row.started_at, row.id),
+                (
+                    row.status,
+                    _json(row.players),
+                    row.seq,
+                    row.started_at,
+                    _json(row.tokens),
+                    row.id,
+                ),
             )
         ]
         if event is not None:
-            writes.append(self._event_write(row.id, row.seq, event))
+            writes.append(self._event_write(event))
         await self._submit(writes)
 
     @classmethod
-    def _event_write(cls, game_id: str, seq: int, event: dict[str, Any]) -> _Write:
-        at = float(event.get("at", 0.0))
-        return (cls._INSERT_EVENT, (game_id, seq, str(event["kind"]), _json(event), at))
+    def _event_write(cls, event: EventRow) -> _Write:
+        return (
+            cls._INSERT_EVENT,
+            (event.game_id, event.seq, event.kind, _json(event.data), event.at),
+        )
+
+    async def append_event(self, event: EventRow) -> None:
+        await self._submit(
+            [
+                self._event_write(event),
+                (self._SET_SEQ, (event.seq, event.game_id, event.seq)),
+            ]
+        )
+
+    async def save_session(self, session: SessionRow) -> None:
+        await self._submit(
+            [
+                (
+                    self._INSERT_SESSION,
+                    (
+                        session.token_sha256,
+                        session.player_id,
+                        session.name,
+                        int(session.bot),
+                        session.created_at,
+                    ),
+                )
+            ]
+        )
 
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
         s = move.stats or {}
@@ -413,19 +521,21 @@ class SQLiteStore(Store):
                     s.get("seed"),
                     s.get("elapsed_ms"),
                     None if move.stats is None else _json(move.stats),
+                    None if move.clocks is None else _json(list(move.clocks)),
                 ),
             )
         ]
         if end is not None:
             writes += self._end_writes(move.game_id, end)
+        else:
+            writes.append((self._SET_SEQ, (move.seq, move.game_id, move.seq)))
         await self._submit(writes)
 
     def _end_writes(self, game_id: str, end: GameEnd) -> list[_Write]:
-        status = "aborted" if end.reason == "abort" else "finished"
-        event = {"kind": "ended", "result": end.result, "reason": end.reason, "at": end.at}
+        data = {"kind": "ended", "result": end.result, "reason": end.reason, "at": end.at}
         return [
-            (self._END_GAME, (status, end.result, end.reason, end.seq, end.at, game_id)),
-            self._event_write(game_id, end.seq, event),
+            (self._END_GAME, (end.status, end.result, end.reason, end.seq, end.at, game_id)),
+            self._event_write(EventRow(game_id, end.seq, "ended", data, end.at)),
         ]
 
     async def end_game(self, game_id: str, end: GameEnd) -> None:
@@ -434,7 +544,8 @@ class SQLiteStore(Store):
     # --- reads ---------------------------------------------------------------------
 
     _GAME_COLUMNS = (
-        "id, game, params, status, players, result, reason, seq, created_at, started_at, ended_at"
+        "id, game, params, status, players, result, reason, seq, created_at, started_at,"
+        " ended_at, clock, tokens, private, rematch_of"
     )
 
     @staticmethod
@@ -451,6 +562,10 @@ class SQLiteStore(Store):
             created_at=r[8],
             started_at=r[9],
             ended_at=r[10],
+            clock=None if r[11] is None else json.loads(r[11]),
+            tokens=[None, None] if r[12] is None else json.loads(r[12]),
+            private=bool(r[13]),
+            rematch_of=r[14],
         )
 
     async def get_game(self, game_id: str) -> GameRecord | None:
@@ -461,30 +576,57 @@ class SQLiteStore(Store):
                 row = await cursor.fetchone()
             if row is None:
                 return None
-            async with self.db.execute(
-                "SELECT game_id, ply, seq, seat, action, at, stats FROM moves"
-                " WHERE game_id = ? ORDER BY ply",
-                (game_id,),
-            ) as cursor:
-                moves = [
-                    MoveRow(
-                        m[0],
-                        m[1],
-                        m[2],
-                        m[3],
-                        m[4],
-                        m[5],
-                        None if m[6] is None else json.loads(m[6]),
-                    )
-                    for m in await cursor.fetchall()
-                ]
-            async with self.db.execute(
-                "SELECT data FROM events WHERE game_id = ? ORDER BY seq", (game_id,)
-            ) as cursor:
-                events = [json.loads(e[0]) for e in await cursor.fetchall()]
+            return await self._record(self._game_row(row))
         except sqlite3.Error as exc:
             raise StorageError(f"cannot read game {game_id}: {exc}") from exc
-        return GameRecord(self._game_row(row), moves, events)
+
+    async def _record(self, row: GameRow) -> GameRecord:
+        async with self.db.execute(
+            "SELECT game_id, ply, seq, seat, action, at, stats, clocks FROM moves"
+            " WHERE game_id = ? ORDER BY ply",
+            (row.id,),
+        ) as cursor:
+            moves = [
+                MoveRow(
+                    m[0],
+                    m[1],
+                    m[2],
+                    m[3],
+                    m[4],
+                    m[5],
+                    None if m[6] is None else json.loads(m[6]),
+                    None if m[7] is None else json.loads(m[7]),
+                )
+                for m in await cursor.fetchall()
+            ]
+        async with self.db.execute(
+            "SELECT seq, data FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
+        ) as cursor:
+            events = [{"seq": e[0], **json.loads(e[1])} for e in await cursor.fetchall()]
+        return GameRecord(row, moves, events)
+
+    async def unfinished_games(self) -> list[GameRecord]:
+        try:
+            async with self.db.execute(
+                f"SELECT {self._GAME_COLUMNS} FROM games WHERE status IN ('open', 'live')"
+                " ORDER BY created_at"
+            ) as cursor:
+                rows = [self._game_row(r) for r in await cursor.fetchall()]
+            return [await self._record(row) for row in rows]
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read unfinished games: {exc}") from exc
+
+    async def load_session(self, token_sha256: str) -> SessionRow | None:
+        try:
+            async with self.db.execute(
+                "SELECT token_sha256, player_id, name, bot, created_at FROM sessions"
+                " WHERE token_sha256 = ?",
+                (token_sha256,),
+            ) as cursor:
+                r = await cursor.fetchone()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read sessions: {exc}") from exc
+        return None if r is None else SessionRow(r[0], r[1], r[2], bool(r[3]), r[4])
 
     async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]:
         sql = f"SELECT {self._GAME_COLUMNS} FROM games"

@@ -17,7 +17,7 @@ import websockets
 
 from client.connection import ServerConnection
 from protocol import PROTOCOL_VERSION, Hello, Message, decode_server, encode
-from server.app import GameServer, serve
+from server.app import GameServer, ServerSettings, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
 
@@ -51,18 +51,23 @@ class RunningServer:
 
 
 @pytest.fixture
-async def server(tmp_path: Path, pool: EnginePool) -> AsyncIterator[RunningServer]:
+def settings() -> ServerSettings:
+    """The server's settings; a test overrides this fixture to shorten a grace period."""
+    return ServerSettings()
+
+
+@pytest.fixture
+async def server(
+    tmp_path: Path, pool: EnginePool, settings: ServerSettings
+) -> AsyncIterator[RunningServer]:
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
-    game_server = GameServer(store, pool)
-    ws_server = await serve(game_server, "127.0.0.1", 0)
-    port = next(iter(ws_server.sockets)).getsockname()[1]
+    game_server = GameServer(store, pool, settings=settings)
     try:
-        yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
+        async with running(game_server) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
     finally:
-        ws_server.close()
-        await ws_server.wait_closed()
-        await game_server.drain()
         await store.close()
 
 

@@ -93,9 +93,9 @@ async def test_unknown_and_finished_games(server: RunningServer) -> None:
     await _refused(carol, JoinGame, "seat_taken", game_id=a.game_id)
     await ada.request(Resign, game_id=a.game_id, token=a.token)
     # After the end nothing more is accepted for it.
-    message = await _refused(bo, Move, "unknown_game", game_id=a.game_id, token=b.token, action=4)
-    assert a.game_id in message
-    await _refused(ada, Resign, "unknown_game", game_id=a.game_id, token=a.token)
+    message = await _refused(bo, Move, "game_over", game_id=a.game_id, token=b.token, action=4)
+    assert a.game_id in message and "resign" in message
+    await _refused(ada, Resign, "game_over", game_id=a.game_id, token=a.token)
     record = (await ada.request(GetGame, game_id=a.game_id)).game
     assert (record["result"], record["reason"], record["moves"]) == ("0-1", "resign", [])
 
