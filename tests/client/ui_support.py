@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from client.connection import ServerConnection
-from server.app import GameServer, serve
+from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
 
@@ -40,14 +40,11 @@ async def start_server(
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
     game_server = GameServer(store, pool, clock=clock) if clock else GameServer(store, pool)
-    ws_server = await serve(game_server, "127.0.0.1", 0)
-    port = next(iter(ws_server.sockets)).getsockname()[1]
     try:
-        yield UIServer(f"ws://127.0.0.1:{port}", game_server)
+        async with running(game_server) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            yield UIServer(f"ws://127.0.0.1:{port}", game_server)
     finally:
-        ws_server.close()
-        await ws_server.wait_closed()
-        await game_server.drain()
         await store.close()
 
 
