@@ -61,7 +61,10 @@ CSS = """
 #lobby-status { height: auto; padding: 0 1; color: $text-muted; }
 
 NewGameDialog, GameOverScreen { align: center middle; }
-#dialog { width: 56; height: auto; border: thick $primary; background: $surface; padding: 1 2; }
+#dialog { width: 56; height: auto; max-height: 100%; border: thick $primary;
+          background: $surface; padding: 0 2; overflow-y: auto; }
+#dialog Label { margin-top: 1; }
+#dialog Select, #dialog Input { width: 100%; }
 #dialog-title, #game-over-title { text-style: bold; width: 100%; content-align: center middle; }
 #dialog-error { color: $error; }
 #dialog-buttons, #game-over-buttons { height: auto; margin-top: 1; }

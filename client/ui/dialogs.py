@@ -69,16 +69,17 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
         with Vertical(id="dialog"):
             yield Label(self.TITLES[kind], id="dialog-title")
             yield Label("Game")
-            yield Select(GAMES, value="tictactoe", allow_blank=False, id="game")
+            yield Select(GAMES, value="tictactoe", allow_blank=False, compact=True, id="game")
             if kind in ("seek", "quick"):
                 yield Label("Time control")
-                yield Select(CLOCKS, value="none", allow_blank=False, id="clock")
+                yield Select(CLOCKS, value="none", allow_blank=False, compact=True, id="clock")
             if kind in ("ai", "seek"):
                 yield Label("You play")
                 yield Select(
                     COLOURS,
                     value="x" if kind == "ai" else "random",
                     allow_blank=False,
+                    compact=True,
                     id="colour",
                 )
             if kind == "seek":
@@ -87,17 +88,20 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
                     [("humans and bots", "any"), ("humans only", "humans")],
                     value="any",
                     allow_blank=False,
+                    compact=True,
                     id="opponents",
                 )
             if kind == "quick":
                 yield Label("Play the AI after waiting (seconds, 0: never)")
-                yield Input("20", type="integer", id="ai-after")
+                yield Input("20", type="integer", compact=True, id="ai-after")
             if kind in ("ai", "quick"):
                 yield Label("AI search")
                 algorithms = [(a, a) for a in engine.ALGORITHMS]
-                yield Select(algorithms, value="mcts", allow_blank=False, id="algorithm")
+                yield Select(
+                    algorithms, value="mcts", allow_blank=False, compact=True, id="algorithm"
+                )
                 yield Label("AI time per move (ms, 1-60000)")
-                yield Input("200", type="integer", id="budget")
+                yield Input("200", type="integer", compact=True, id="budget")
             yield Label("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("OK", variant="primary", id="ok")

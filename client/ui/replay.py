@@ -169,7 +169,8 @@ class ReplayScreen(Screen[None]):
         return text
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.cursor_row != self.ply:
+        # Only the row under the cursor now: highlights posted before a jump are stale.
+        if event.cursor_row == event.data_table.cursor_row and event.cursor_row != self.ply:
             self.go(event.cursor_row)
 
     def action_step(self, delta: int) -> None:

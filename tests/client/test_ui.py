@@ -6,6 +6,7 @@ from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, cell_of
 from client.ui.game import GameOverScreen, GameScreen
 from client.ui.replay import ReplayScreen
+from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer, until
 
 SIZE = (110, 36)
@@ -61,3 +62,42 @@ async def test_a_whole_game_against_the_ai_with_the_keyboard(ui_server: UIServer
         await pilot.press("p")
         await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
         assert app.screen.ply == len(model.moves)
+
+
+async def test_a_replay_scrubbed_forwards_and_back(ui_server: UIServer) -> None:
+    # X opens in the centre, O answers on an edge (a losing move), X wins.
+    actions = [4, 1, 0, 8, 6, 2, 3]
+    record = await play_humans(ui_server, "tictactoe", actions)
+    assert record["result"] == "1-0"
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("replay", game_id=record["id"]))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
+        screen = app.screen
+        assert isinstance(screen, ReplayScreen)
+        await until(pilot, lambda: screen.is_mounted, "the replay on screen")
+        await pilot.pause()
+        board = screen.query_one(BoardView)
+        assert screen.ply == 7  # opens at the end
+        await pilot.press("home")
+        assert screen.ply == 0 and board.state.ply() == 0
+        for expected in range(1, 4):
+            await pilot.press("right")
+            assert screen.ply == expected and board.state.history() == actions[:expected]
+            assert board.last == actions[expected - 1]
+        await pilot.press("left")
+        assert screen.ply == 2 and board.state.history() == actions[:2]
+        await pilot.press("end")
+        assert screen.ply == 7 and board.state.is_terminal()
+        await pilot.press("right")  # past the end stays at the end
+        assert screen.ply == 7
+        # The solver's verdicts: O's edge reply (move 2) walks into a loss.
+        await until(pilot, lambda: screen.verdicts is not None, "the verdicts")
+        assert screen.verdicts is not None
+        assert screen.verdicts[0] == ("drawn", "")
+        assert screen.verdicts[1] == ("lost", "??")
+        assert screen.verdicts[2] == ("won", "")
+        # A click on a row of the move list goes to that move (row 0 is the start).
+        table = screen.query_one("#moves")
+        await pilot.click(table, offset=(2, 1 + 4))  # header line, then rows 0..
+        assert screen.ply == 4 and board.state.history() == actions[:4]
+        assert "Move 4 of 7" in str(screen.query_one("#replay-move").render())
