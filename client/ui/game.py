@@ -74,7 +74,7 @@ class GameScreen(Screen[None]):
         Binding("c", "claim", "Claim", show=False),
         Binding("m", "rematch", "Rematch"),
         Binding("i", "toggle_ai", "AI panel"),
-        Binding("escape", "leave", "Lobby"),
+        Binding("escape", "escape", "Lobby"),
     ]
 
     def __init__(self, model: GameModel) -> None:
@@ -97,7 +97,11 @@ class GameScreen(Screen[None]):
                     id="board",
                 )
                 yield Static(id="game-status")
-                yield Input(placeholder="type a move (e.g. 1,1), Enter plays", id="move-input")
+                yield Input(
+                    placeholder="type a move (e.g. 1,1), Enter plays",
+                    select_on_focus=False,
+                    id="move-input",
+                )
             with Vertical(id="side-column"):
                 yield Static(id="players")
                 yield DataTable(id="moves", cursor_type="row", zebra_stripes=True)
@@ -118,8 +122,8 @@ class GameScreen(Screen[None]):
     # --- what the app tells us ---------------------------------------------------------------
 
     def game_changed(self, model: GameModel, event: Message) -> None:
-        if model is not self.model:
-            return
+        if model is not self.model or not self.is_mounted:
+            return  # on_mount draws what happened before
         if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
             what = "a draw" if event.kind == "draw" else "a rematch"
             key = "d" if event.kind == "draw" else "m"
@@ -131,6 +135,8 @@ class GameScreen(Screen[None]):
             self.show_game_over()
 
     def link_changed(self, state: str, detail: str) -> None:
+        if not self.is_mounted:
+            return
         widget = self.query_one("#link-status", Static)
         widget.display = state != "online"
         widget.update(
@@ -141,6 +147,8 @@ class GameScreen(Screen[None]):
     # --- drawing -----------------------------------------------------------------------------
 
     def refresh_all(self) -> None:
+        if not self.query("#game-title"):
+            return  # not composed yet, or being taken down
         model = self.model
         title = self.query_one("#game-title", Static)
         if model.state is None:
@@ -277,10 +285,20 @@ class GameScreen(Screen[None]):
             and self.focused is self.query_one(BoardView)
             and move_input.display
         ):
-            move_input.value = event.character
-            move_input.cursor_position = 1
+            # Keys that arrive before the focus moves are appended, not lost.
+            move_input.value += event.character
+            move_input.cursor_position = len(move_input.value)
             move_input.focus()
             event.stop()
+
+    def action_escape(self) -> None:
+        """Escape clears a half-typed move first; otherwise it goes back to the lobby."""
+        move_input = self.query_one("#move-input", Input)
+        if self.focused is move_input:
+            move_input.value = ""
+            self.query_one(BoardView).focus()
+        else:
+            self.action_leave()
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         text = message.value.strip()

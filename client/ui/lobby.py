@@ -92,6 +92,8 @@ class LobbyScreen(Screen[None]):
     # --- the server ---------------------------------------------------------------------------
 
     def link_changed(self, state: str, detail: str) -> None:
+        if not self.is_mounted:
+            return
         title = Text()
         title.append("noughts lobby", "bold")
         title.append(f"  ·  {self.noughts.player_name}  ·  ")
@@ -105,6 +107,8 @@ class LobbyScreen(Screen[None]):
         self.query_one("#lobby-title", Static).update(title)
 
     def lobby_message(self, message: Message) -> None:
+        if not self.is_mounted:
+            return
         if isinstance(message, LobbyState):
             self.has_lobby = True
             self.seeks = {s["seek_id"]: s for s in message.seeks}

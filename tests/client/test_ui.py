@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from textual.widgets import DataTable
+
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, cell_of
 from client.ui.game import GameOverScreen, GameScreen
+from client.ui.lobby import LobbyScreen
 from client.ui.replay import ReplayScreen
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer, until
@@ -101,3 +104,46 @@ async def test_a_replay_scrubbed_forwards_and_back(ui_server: UIServer) -> None:
         await pilot.click(table, offset=(2, 1 + 4))  # header line, then rows 0..
         assert screen.ply == 4 and board.state.history() == actions[:4]
         assert "Move 4 of 7" in str(screen.query_one("#replay-move").render())
+
+
+async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_the_game(
+    ui_server: UIServer,
+) -> None:
+    from client.ui.net import UIConnection
+    from protocol import Message, Move, Seated, Seek
+
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+        lobby = app.screen
+        assert isinstance(lobby, LobbyScreen)
+        await until(pilot, lambda: app.link_state[0] == "online", "the connection")
+        await until(pilot, lambda: app.lobby_wanted, "the lobby subscription")
+        seeks = lobby.query_one("#seeks", DataTable)
+        assert seeks.row_count == 0
+        bob = await UIConnection.connect(ui_server.url, name="bob")
+        pushed: list[Message] = []
+        bob.deliver = pushed.append  # type: ignore[assignment]
+        try:
+            posted = await bob.request(Seek, game="5x5", color="o")
+            await until(pilot, lambda: seeks.row_count == 1, "the seek in the lobby")
+            row = [str(cell) for cell in seeks.get_row(posted.seek_id)]
+            assert row[:4] == ["bob", "5x5", "no clock", "O"]
+            # Enter on the seek accepts it: both are seated, the game screen opens.
+            seeks.focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            assert isinstance(game, GameScreen)
+            await until(pilot, lambda: game.model.my_turn, "our first move")
+            assert game.model.seat == 0 and game.model.params == {"m": 5, "n": 5, "k": 4}
+            assert seeks.row_count == 0  # the accepted seek left the lobby
+            seated = next(m for m in pushed if isinstance(m, Seated))
+            await pilot.press("1", "2", "enter")  # typed: cell 12, the centre
+            await until(pilot, lambda: len(game.model.moves) == 1, "our move")
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            await until(pilot, lambda: len(game.model.moves) == 2, "bob's move on our board")
+            board = game.query_one(BoardView)
+            assert board.state.history() == [12, 0] and board.last == 0
+        finally:
+            await bob.close()
