@@ -147,3 +147,76 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
             assert board.state.history() == [12, 0] and board.last == 0
         finally:
             await bob.close()
+
+
+async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move(
+    ui_server: UIServer,
+) -> None:
+    from client.ui.net import UIConnection
+    from protocol import CreateGame, Message, Move
+
+    bob = await UIConnection.connect(ui_server.url, name="bob")
+    pushed: list[Message] = []
+    bob.deliver = pushed.append  # type: ignore[assignment]
+    try:
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("join", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            assert isinstance(game, GameScreen)
+            model = game.model
+            await until(pilot, lambda: model.my_turn, "our first move")
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            # The network fails, and the server stays unreachable for a while.
+            url = app.link.url
+            app.link.url = "ws://127.0.0.1:9"
+            assert app.link.connection is not None
+            app.link.connection.websocket.transport.abort()
+            await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
+            status = game.query_one("#link-status")
+            assert status.display and "Offline" in str(status.render())
+            # Meanwhile bob moves; the server keeps our seat.
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            assert len(model.moves) == 1
+            app.link.url = url
+            await until(pilot, lambda: len(model.moves) == 2, "the missed move after resume")
+            assert app.link_state[0] == "online" and not status.display
+            assert model.state is not None and model.state.history() == [4, 0]
+            # Our seat is ours again: the next move goes through.
+            await pilot.press("8", "enter")
+            await until(pilot, lambda: len(model.moves) == 3, "a move after the reconnection")
+    finally:
+        await bob.close()
+
+
+async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
+    from protocol import CreateGame, JoinGame, Move
+
+    bob, carl = await ui_server.connect("bob"), await ui_server.connect("carl")
+    try:
+        seated = await bob.request(CreateGame, game="uttt", opponent="human", seat=0)
+        joined = await carl.request(JoinGame, game_id=seated.game_id)
+        await bob.request(Move, game_id=seated.game_id, token=seated.token, action=40, ply=0)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("watch", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            assert isinstance(game, GameScreen)
+            model = game.model
+            await until(pilot, lambda: len(model.moves) == 1, "the position so far")
+            await until(pilot, lambda: game.is_mounted, "the game on screen")
+            await pilot.pause()
+            assert model.seat is None and not game.query_one("#move-input").display
+            assert "watching" in str(game.query_one("#game-title").render())
+            await carl.request(Move, game_id=seated.game_id, token=joined.token, action=36, ply=1)
+            await until(pilot, lambda: len(model.moves) == 2, "carl's move")
+            await pilot.press("enter")  # a spectator's Enter plays nothing
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=2)
+            await until(pilot, lambda: len(model.moves) == 3, "bob's move")
+            assert model.state is not None and model.state.history() == [40, 36, 4]
+            assert game.query_one(BoardView).last == 4
+    finally:
+        await bob.close()
+        await carl.close()

@@ -50,8 +50,8 @@ async def start_server(
 
 @pytest.fixture
 async def ui_server(tmp_path: Path, ui_pool: EnginePool) -> AsyncIterator[UIServer]:
-    async for running in start_server(tmp_path, ui_pool):
-        yield running
+    async for started in start_server(tmp_path, ui_pool):
+        yield started
 
 
 async def until(pilot, predicate: Callable[[], object], what: str, limit_s: float = 60) -> None:
