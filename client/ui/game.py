@@ -168,6 +168,10 @@ class GameScreen(Screen[None]):
         self._refresh_ai()
         move_input = self.query_one("#move-input", Input)
         move_input.display = model.seat is not None and not model.over
+        if isinstance(model.state, engine.UTTTState):
+            move_input.placeholder = "type board,cell (e.g. 4,0), Enter plays"
+        else:
+            move_input.placeholder = "type row,col or a cell number, Enter plays"
 
     def _refresh_status(self) -> None:
         model = self.model
@@ -184,7 +188,7 @@ class GameScreen(Screen[None]):
         text = Text()
         if model.my_turn:
             text.append("Your move", "bold reverse")
-            text.append(" arrows + Enter, a click, or type the cell")
+            text.append(" arrows + Enter, or type the cell")
             if isinstance(state, engine.UTTTState):
                 text.append(" (board,cell)")
         elif to_move in (0, 1):

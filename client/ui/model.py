@@ -30,6 +30,11 @@ REASONS = {
 def game_title(game: str, params: dict[str, int]) -> str:
     """'tictactoe', '5x5', 'gomoku', 'uttt' or 'm,n,k 7x6 k=4'."""
     if game == "mnk" and params:
+        for preset, preset_params in engine.PRESETS.items():
+            if params == preset_params:
+                return preset
+        if params == {"m": 3, "n": 3, "k": 3}:
+            return "tictactoe"
         return f"m,n,k {params.get('m')}x{params.get('n')} k={params.get('k')}"
     return game
 
