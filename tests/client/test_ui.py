@@ -220,3 +220,39 @@ async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
     finally:
         await bob.close()
         await carl.close()
+
+
+async def test_resigning_with_the_keys_then_a_rematch_with_colours_swapped(
+    ui_server: UIServer,
+) -> None:
+    start = Start(
+        "ai",
+        fields={"game": "uttt", "opponent": "ai", "seat": 0, "algorithm": "random",
+                "budget_ms": 10},
+    )  # fmt: skip
+    app = NoughtsApp(ui_server.url, name="ada", start=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+        first = app.screen
+        assert isinstance(first, GameScreen)
+        await until(pilot, lambda: first.model.my_turn, "our turn")
+        await pilot.press("r")  # the first r only asks
+        await pilot.pause()
+        assert not first.model.over
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
+        assert (first.model.result, first.model.reason) == ("0-1", "resign")
+        result = str(app.screen.query_one("#result").render())
+        assert "You lose: resignation." in result
+        await pilot.press("m")  # rematch: the AI accepts at once
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, GameScreen) and app.screen is not first,
+            "the rematch",
+        )
+        second = app.screen
+        assert isinstance(second, GameScreen)
+        assert second.model.game_id == first.model.next_game  # the server's rematch
+        assert second.model.seat == 1  # colours swapped
+        await until(pilot, lambda: second.model.my_turn, "our turn as O")
+        assert len(second.model.moves) == 1 and second.model.game == "uttt"
