@@ -24,6 +24,7 @@ COMMANDS = [
     "client.commands.replay",
     "client.commands.watch",
     "client.commands.bot",
+    "client.commands.export",
     "client.commands.arena",
     "client.commands.bench",
     "client.commands.health",

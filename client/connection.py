@@ -260,10 +260,9 @@ class ServerConnection:
         elif isinstance(message, Resumed) and message.seat is not None and message.token:
             self.seats[message.game_id] = (message.seat, message.token)
         future = self._pending.get(rid) if rid is not None else None
-        if future is not None and not future.done():
+        replied = future is not None and not future.done()
+        if future is not None and replied:
             future.set_result(message)
-        elif isinstance(message, Error):
-            self.errors.put_nowait(message)
         if isinstance(message, GAME_EVENTS):
             game_id: str = message.game_id  # type: ignore[attr-defined]
             seq: int = message.seq  # type: ignore[attr-defined]
@@ -274,6 +273,15 @@ class ServerConnection:
                 return  # already delivered before a reconnection
             else:
                 self.last_seq[game_id] = seq
+        self.received(message, replied)
+
+    def received(self, message: Message, replied: bool) -> None:
+        """Every message from the server (duplicates after a reconnection left out), after a
+        waiting request got it as its reply (``replied``). Queues game events, lobby events
+        and unrequested errors; the Textual UI overrides it to route messages to its screens."""
+        if isinstance(message, Error) and not replied:
+            self.errors.put_nowait(message)
+        elif isinstance(message, GAME_EVENTS):
             self.events.put_nowait(message)
         elif isinstance(message, LobbyEvent | LobbyState):
             self.lobby_events.put_nowait(message)

@@ -1,0 +1,195 @@
+"""A stored game (the ``record`` of PROTOCOL.md's ``get``) as JSON, SGF or an SVG picture.
+
+Pure functions: a record in, text out. SGF (FF[4]) covers the m,n,k games, written as
+Gomoku (GM[4]) with X as Black, since X moves first; SVG draws the position after
+any ply with the pieces, the last move and a winning line marked.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from xml.sax.saxutils import escape
+
+import engine
+
+FORMATS = ("json", "sgf", "svg")
+SGF_GAMES = ("tictactoe", "mnk", "5x5", "gomoku")
+
+
+class ExportError(Exception):
+    """The record cannot be exported as asked (a format the game has no form in, a bad ply)."""
+
+
+def to_json(record: dict[str, Any]) -> str:
+    """Every stored field, keys sorted, for programs."""
+    return json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _sgf_text(value: str) -> str:
+    """An SGF text value: backslash and ']' escaped (FF[4], section 3.2)."""
+    return value.replace("\\", "\\\\").replace("]", "\\]")
+
+
+def _sgf_result(record: dict[str, Any]) -> str | None:
+    result, reason = record.get("result"), record.get("reason")
+    if not result:
+        return None
+    if result == "1/2-1/2":
+        return "0"  # a draw
+    if result == "*":
+        return "Void"
+    colour = "B" if result == "1-0" else "W"
+    suffix = {"resign": "R", "flag": "T", "abandoned": "F"}.get(reason or "", "")
+    return f"{colour}+{suffix}"
+
+
+def to_sgf(record: dict[str, Any]) -> str:
+    """The game as SGF: GM[4], SZ (columns:rows when not square), players, result, moves."""
+    name = record["game"]
+    if name not in SGF_GAMES:
+        raise ExportError(
+            f"SGF describes m,n,k games ({', '.join(SGF_GAMES)}); {name} has no SGF form: "
+            "use --format json or svg"
+        )
+    game = engine.make_game(name, **record.get("params", {}))
+    assert isinstance(game, engine.MNKGame)
+    m, n, k = game.m, game.n, game.k
+    if max(m, n) > 52:
+        raise ExportError("SGF coordinates reach 52 columns and rows")
+    size = f"{n}" if m == n else f"{n}:{m}"
+    players = record.get("players") or [None, None]
+    props = [
+        "FF[4]",
+        "GM[4]",
+        "CA[UTF-8]",
+        "AP[noughts:0.1]",
+        f"SZ[{size}]",
+        f"GN[{_sgf_text(str(record.get('id', '')))}]",
+        f"C[{_sgf_text(f'{m},{n},{k} game: {k} in a row wins; X plays Black, O White')}]",
+    ]
+    for prop, player in (("PB", players[0]), ("PW", players[1])):
+        if player:
+            props.append(f"{prop}[{_sgf_text(str(player.get('name', '')))}]")
+    created = record.get("created_at")
+    if created:
+        props.append(f"DT[{datetime.fromtimestamp(created, UTC):%Y-%m-%d}]")
+    result = _sgf_result(record)
+    if result:
+        props.append(f"RE[{result}]")
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    moves = []
+    for move in record.get("moves", []):
+        row, col = divmod(move["action"], n)
+        moves.append(f";{'BW'[move['seat']]}[{letters[col]}{letters[row]}]")
+    return "(;" + "".join(props) + "".join(moves) + ")\n"
+
+
+X_COLOUR, O_COLOUR = "#1f77b4", "#d9541e"
+CELL = 40
+MARGIN = 30
+
+
+def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
+    """The position after ``ply`` moves (default: the final one) as an SVG picture."""
+    moves = record.get("moves", [])
+    if ply is None:
+        ply = len(moves)
+    if not 0 <= ply <= len(moves):
+        raise ExportError(f"--ply must be 0..{len(moves)} for this game of {len(moves)} moves")
+    game = engine.make_game(record["game"], **record.get("params", {}))
+    state = engine.replay(game, [m["action"] for m in moves[:ply]])
+    last = moves[ply - 1]["action"] if ply else None
+    if isinstance(state, engine.UTTTState):
+        rows = cols = 9
+    else:
+        assert isinstance(state, engine.MNKState)
+        rows, cols = state.game.m, state.game.n
+    cell = CELL if max(rows, cols) <= 9 else 28
+    width, height = cols * cell + 2 * MARGIN, rows * cell + 2 * MARGIN + 30
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
+        f'<rect width="{width}" height="{height}" fill="#fdfaf3"/>',
+    ]
+
+    def xy(action: int) -> tuple[int, int]:
+        """Top-left corner of an action's cell (uttt: board*9+cell in the 9x9 grid)."""
+        if isinstance(state, engine.UTTTState):
+            b, c = divmod(action, 9)
+            r, c = (b // 3) * 3 + c // 3, (b % 3) * 3 + c % 3
+        else:
+            r, c = divmod(action, cols)
+        return MARGIN + c * cell, MARGIN + r * cell
+
+    line = set(state.winning_line() or ())
+    if isinstance(state, engine.UTTTState):
+        macro = state.board_winners()
+        playable = set(state.allowed_boards()) if not state.is_terminal() else set()
+        for b in range(9):
+            x0, y0 = MARGIN + (b % 3) * 3 * cell, MARGIN + (b // 3) * 3 * cell
+            fill = {0: "#dcebf7", 1: "#f9e0d6", 2: "#e6e6e6"}.get(macro[b])
+            if fill is None and b in playable:
+                fill = "#fff3b0"
+            if fill:
+                side = 3 * cell
+                out.append(
+                    f'<rect x="{x0}" y="{y0}" width="{side}" height="{side}" fill="{fill}"/>'
+                )
+    for action in ([last] if last is not None else []) + sorted(line):
+        x, y = xy(action)
+        colour = "#b7e4b0" if action in line else "#f5e27a"
+        out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{colour}"/>')
+    for i in range(cols + 1):
+        thick = isinstance(state, engine.UTTTState) and i % 3 == 0
+        x = MARGIN + i * cell
+        out.append(
+            f'<line x1="{x}" y1="{MARGIN}" x2="{x}" y2="{MARGIN + rows * cell}" '
+            f'stroke="#444" stroke-width="{3 if thick else 1}"/>'
+        )
+    for i in range(rows + 1):
+        thick = isinstance(state, engine.UTTTState) and i % 3 == 0
+        y = MARGIN + i * cell
+        out.append(
+            f'<line x1="{MARGIN}" y1="{y}" x2="{MARGIN + cols * cell}" y2="{y}" '
+            f'stroke="#444" stroke-width="{3 if thick else 1}"/>'
+        )
+    pad = cell * 0.22
+    board = state.board
+    for action, value in enumerate(board):
+        if value < 0:
+            continue
+        x, y = xy(action)
+        if value == 0:
+            out.append(
+                f'<path d="M{x + pad} {y + pad}L{x + cell - pad} {y + cell - pad}'
+                f'M{x + cell - pad} {y + pad}L{x + pad} {y + cell - pad}" '
+                f'stroke="{X_COLOUR}" stroke-width="{max(2, cell // 12)}" stroke-linecap="round"/>'
+            )
+        else:
+            out.append(
+                f'<circle cx="{x + cell / 2}" cy="{y + cell / 2}" r="{cell / 2 - pad}" '
+                f'fill="none" stroke="{O_COLOUR}" stroke-width="{max(2, cell // 12)}"/>'
+            )
+    players = record.get("players") or [None, None]
+    names = [escape(str((p or {}).get("name", "?"))) for p in players]
+    caption = f"X {names[0]} vs O {names[1]} · move {ply} of {len(moves)}"
+    if ply == len(moves) and record.get("result"):
+        caption += f" · {escape(str(record['result']))} ({escape(str(record.get('reason')))})"
+    out.append(f'<text x="{MARGIN}" y="{height - 14}" font-size="14" fill="#333">{caption}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def export(record: dict[str, Any], fmt: str, ply: int | None = None) -> str:
+    """The record in ``fmt`` (json, sgf or svg); ``ply`` only for svg."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if ply is not None and fmt != "svg":
+        raise ExportError("--ply applies to --format svg only (json and sgf hold every move)")
+    if fmt == "json":
+        return to_json(record)
+    if fmt == "sgf":
+        return to_sgf(record)
+    return to_svg(record, ply)

@@ -1,0 +1,310 @@
+"""The Textual app: one link to the server, the games it follows, and the screens.
+
+Every message from the server reaches ``on_server_message`` in order (posted by the
+link's reader); the app applies game events to its ``GameModel``s and tells the
+screens showing them. Requests run in workers (``request``), so the UI never
+waits on the network. After a reconnection the app resumes every game it follows
+from the last ``seq`` it saw and subscribes to the lobby again (PROTOCOL.md,
+resume).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message as TextualMessage
+
+from client.connection import ConnectionLost, RequestFailed
+from client.ui.model import GameModel
+from client.ui.net import ServerLink
+from protocol import (
+    GAME_EVENTS,
+    CreateGame,
+    Error,
+    GetGame,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Message,
+    Resume,
+    Seated,
+    Watch,
+    Welcome,
+)
+
+# Layout of the lobby, game, replay and dialogs (inline: nothing to package besides code).
+CSS = """
+
+#game-body { height: 1fr; }
+#board-column { width: auto; min-width: 52; padding: 0 1; }
+#side-column { width: 1fr; min-width: 30; padding: 0 1; }
+#game-title { height: 1; padding: 0 1; margin-bottom: 1; background: $boost; }
+#board { margin: 0 0 1 0; }
+#game-status, #replay-move { height: auto; min-height: 2; }
+#move-input { width: 44; }
+#players { height: auto; border: round $primary; padding: 0 1; }
+#moves { height: 1fr; min-height: 5; }
+#ai-panel { height: auto; border: round $secondary; padding: 0 1; }
+#verdict-note { height: auto; }
+#link-status { dock: top; height: 1; background: $warning; color: $text; display: none; }
+#link-status.offline { background: $error; }
+
+#lobby-title { height: 1; padding: 0 1; }
+#lobby-top { height: 1fr; }
+.lobby-pane { height: 1fr; padding: 0 1; }
+.pane-title { text-style: bold; color: $accent; }
+#lobby-status { height: auto; padding: 0 1; color: $text-muted; }
+
+NewGameDialog, GameOverScreen { align: center middle; }
+#dialog { width: 56; height: auto; max-height: 100%; border: thick $primary;
+          background: $surface; padding: 0 2; overflow-y: auto; }
+#dialog Label { margin-top: 1; }
+#dialog Select, #dialog Input { width: 100%; }
+#dialog-title, #game-over-title { text-style: bold; width: 100%; content-align: center middle; }
+#dialog-error { color: $error; }
+#dialog-buttons, #game-over-buttons { height: auto; margin-top: 1; }
+#dialog-buttons Button, #game-over-buttons Button { margin-right: 2; }
+#game-over { width: 60; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
+#result { text-style: bold; margin: 1 0; }
+"""
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the app does once connected: ``kind`` is "ai" (create a game against the
+    AI with ``fields``), "lobby", "join", "watch" or "replay" (of ``game_id``)."""
+
+    kind: str = "lobby"
+    game_id: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class ServerMessage(TextualMessage):
+    """A message from the server, posted to the app by the link's reader."""
+
+    def __init__(self, message: Message) -> None:
+        super().__init__()
+        self.message = message
+
+
+class LinkState(TextualMessage):
+    """The link connected, dropped or is trying again."""
+
+    def __init__(self, state: str, detail: str) -> None:
+        super().__init__()
+        self.state = state
+        self.detail = detail
+
+
+class NoughtsApp(App[None]):
+    """noughts in the terminal: lobby, games, spectating and replays."""
+
+    TITLE = "noughts"
+    CSS = CSS
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "player",
+        start: Start | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.url = url
+        self.player_name = name
+        self.start = start or Start("lobby")
+        self.clock = clock  # local time for clocks; tests pass a fixed one
+        self.games: dict[str, GameModel] = {}
+        self.watching: set[str] = set()
+        self.lobby_wanted = False
+        self.link_state = ("connecting", url)
+        self.started = False
+        self.link = ServerLink(
+            url,
+            name=name[:32],
+            deliver=lambda message: self.post_message(ServerMessage(message)),
+            on_state=lambda state, detail: self.post_message(LinkState(state, detail)),
+            on_connected=self._connected,
+        )
+
+    # --- start-up and the link -------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        from client.ui.lobby import LobbyScreen
+
+        self.push_screen(LobbyScreen())
+        self.run_worker(self.link.run(), name="link", group="link", exit_on_error=False)
+
+    async def on_unmount(self) -> None:
+        await self.link.close()
+
+    async def _connected(self, welcome: Welcome, reconnect: bool) -> None:
+        if reconnect:
+            for game_id, model in list(self.games.items()):
+                if game_id in self.watching:
+                    await self.link.request(Watch, game_id=game_id, since=model.seq)
+                elif model.seat is not None and not model.over:
+                    await self._resume(model)
+            if self.lobby_wanted:
+                await self.subscribe_lobby()
+            return
+        if self.lobby_wanted or self.start.kind == "lobby":
+            await self.subscribe_lobby()
+        if not self.started:
+            self.started = True
+            await self._begin()
+
+    async def _begin(self) -> None:
+        start = self.start
+        try:
+            if start.kind == "ai":
+                await self.link.request(CreateGame, **start.fields)
+            elif start.kind == "join" and start.game_id:
+                from protocol import JoinGame
+
+                await self.link.request(JoinGame, game_id=start.game_id)
+            elif start.kind == "watch" and start.game_id:
+                await self.watch_game(start.game_id)
+            elif start.kind == "replay" and start.game_id:
+                await self.open_replay(start.game_id)
+        except RequestFailed as exc:
+            self.notify(exc.message, title="The server refused", severity="error", timeout=10)
+
+    async def _resume(self, model: GameModel) -> None:
+        try:
+            resumed = await self.link.request(Resume, game_id=model.game_id, since=model.seq)
+        except RequestFailed as exc:
+            self.notify(f"Game {model.game_id}: {exc.message}", severity="warning")
+            return
+        if resumed.token is not None:
+            model.seat, model.token = resumed.seat, resumed.token
+
+    def on_link_state(self, message: LinkState) -> None:
+        self.link_state = (message.state, message.detail)
+        for screen in self.screen_stack:
+            update = getattr(screen, "link_changed", None)
+            if update is not None:
+                update(message.state, message.detail)
+
+    # --- messages from the server -------------------------------------------------------
+
+    def on_server_message(self, event: ServerMessage) -> None:
+        message = event.message
+        if isinstance(message, Seated):
+            self._seated(message)
+        elif isinstance(message, GAME_EVENTS):
+            self._game_event(message)
+        elif isinstance(message, LobbyState | LobbyEvent):
+            for screen in self.screen_stack:
+                update = getattr(screen, "lobby_message", None)
+                if update is not None:
+                    update(message)
+        elif isinstance(message, Error) and message.rid is None:
+            where = f"Game {message.game_id}: " if message.game_id else ""
+            self.notify(f"{where}{message.message}", title=message.code, severity="error")
+
+    def _seated(self, seated: Seated) -> None:
+        """A seat of ours: a game we created, joined or accepted, or a pairing or rematch."""
+        from client.ui.game import GameScreen
+
+        model = self.games.get(seated.game_id)
+        if model is None:
+            model = GameModel(seated.game_id)
+            self.games[seated.game_id] = model
+        model.seat, model.token = seated.seat, seated.token
+        # A rematch or a new pairing replaces the game on screen.
+        while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
+            self.pop_screen()
+        self.push_screen(GameScreen(model))
+
+    def _game_event(self, message: Message) -> None:
+        game_id = getattr(message, "game_id", "")
+        model = self.games.get(game_id)
+        if model is None:
+            return  # a game we no longer follow
+        if not model.apply(message, self.clock()):
+            self.run_worker(self._resume(model), group="net", exit_on_error=False)
+            return
+        for screen in self.screen_stack:
+            update = getattr(screen, "game_changed", None)
+            if update is not None:
+                update(model, message)
+
+    # --- actions the screens ask for --------------------------------------------------------
+
+    def request(
+        self,
+        kind: type[Message],
+        on_reply: Callable[[Any], None] | None = None,
+        on_error: Callable[[RequestFailed], None] | None = None,
+        **fields: Any,
+    ) -> None:
+        """Send a request from a worker; errors become notifications unless ``on_error``."""
+
+        async def send() -> None:
+            try:
+                reply = await self.link.request(kind, **fields)
+            except RequestFailed as exc:
+                if on_error is not None:
+                    on_error(exc)
+                else:
+                    self.notify(exc.message, title="The server refused", severity="error")
+                return
+            except ConnectionLost as exc:
+                self.notify(str(exc), title="Offline", severity="warning")
+                return
+            if on_reply is not None:
+                on_reply(reply)
+
+        self.run_worker(send(), group="net", exit_on_error=False)
+
+    async def subscribe_lobby(self) -> None:
+        self.lobby_wanted = True
+        try:
+            reply = await self.link.request(LobbySubscribe)
+        except RequestFailed as exc:
+            reply = None
+            for screen in self.screen_stack:
+                update = getattr(screen, "lobby_unavailable", None)
+                if update is not None:
+                    update(exc.message)
+        if reply is not None:
+            self.post_message(ServerMessage(reply))
+
+    async def watch_game(self, game_id: str) -> None:
+        from client.ui.game import GameScreen
+
+        model = self.games.get(game_id) or GameModel(game_id)
+        self.games[game_id] = model
+        self.watching.add(game_id)
+        try:
+            await self.link.request(Watch, game_id=game_id)
+        except RequestFailed:
+            self.watching.discard(game_id)
+            del self.games[game_id]
+            raise
+        self.push_screen(GameScreen(model))
+
+    def stop_following(self, game_id: str) -> None:
+        """The game's screen closed: forget it (and stop watching it)."""
+        from protocol import Unwatch
+
+        if game_id in self.watching:
+            self.watching.discard(game_id)
+            self.request(Unwatch, on_error=lambda exc: None, game_id=game_id)
+        model = self.games.get(game_id)
+        if model is not None and (model.over or model.seat is None):
+            del self.games[game_id]
+
+    async def open_replay(self, game_id: str) -> None:
+        from client.ui.replay import ReplayScreen
+
+        reply = await self.link.request(GetGame, game_id=game_id)
+        self.push_screen(ReplayScreen(reply.game))

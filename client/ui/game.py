@@ -1,0 +1,502 @@
+"""The game screen (playing, or watching as a spectator) and the game-over dialog."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+import engine
+from client.connection import RequestFailed
+from client.replay import _pv_strings
+from client.ui.board import PIECE_STYLES, BoardView
+from client.ui.model import (
+    SYMBOLS,
+    GameModel,
+    clock_title,
+    format_ms,
+    game_title,
+    player_name,
+    result_sentence,
+)
+from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer, Rematch, Resign
+
+if TYPE_CHECKING:
+    from client.ui.app import NoughtsApp
+
+
+def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
+    """The AI panel: value, principal variation, effort."""
+    text = Text()
+    value = stats.get("value")
+    if value is not None:
+        text.append("value  ", "dim")
+        text.append(f"{value:+.2f}", "bold")
+        text.append(f"  (win {100 * (value + 1) / 2:.0f}% for it)\n")
+    if stats.get("pv") and before is not None:
+        text.append("line   ", "dim")
+        text.append(" ".join(_pv_strings(before, list(stats["pv"]))) + "\n")
+    parts = []
+    if stats.get("iterations") is not None:
+        parts.append(f"{stats['iterations']:,} iterations")
+    if stats.get("elapsed_ms") is not None:
+        parts.append(f"{stats['elapsed_ms']:.0f} ms")
+    if parts:
+        text.append("effort ", "dim")
+        text.append(", ".join(parts) + "\n")
+    extra = []
+    if stats.get("depth") is not None:
+        extra.append(f"depth {stats['depth']}")
+    if stats.get("proven"):
+        extra.append(f"proven {stats['proven']}")
+    if stats.get("algorithm"):
+        extra.append(str(stats["algorithm"]))
+    if extra:
+        text.append("search ", "dim")
+        text.append(", ".join(extra))
+    return text
+
+
+class GameScreen(Screen[None]):
+    """A game: the board, players and clocks, the move list, the AI's thoughts."""
+
+    BINDINGS = [
+        Binding("r", "resign", "Resign"),
+        Binding("d", "draw", "Offer/accept draw"),
+        Binding("n", "decline", "Decline", show=False),
+        Binding("a", "abort", "Abort", show=False),
+        Binding("c", "claim", "Claim", show=False),
+        Binding("m", "rematch", "Rematch"),
+        Binding("i", "toggle_ai", "AI panel"),
+        Binding("escape", "escape", "Lobby"),
+    ]
+
+    def __init__(self, model: GameModel) -> None:
+        super().__init__()
+        self.model = model
+        self.sending = False
+        self.game_over_shown = False
+        self.confirm_resign = False
+
+    @property
+    def noughts(self) -> NoughtsApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="game-title")
+        with Horizontal(id="game-body"):
+            with Vertical(id="board-column"):
+                yield BoardView(
+                    self.model.state or engine.make_game("tictactoe").new_initial_state(),
+                    id="board",
+                )
+                yield Static(id="game-status")
+                yield Input(
+                    placeholder="type a move (e.g. 1,1), Enter plays",
+                    select_on_focus=False,
+                    id="move-input",
+                )
+            with Vertical(id="side-column"):
+                yield Static(id="players")
+                yield DataTable(id="moves", cursor_type="row", zebra_stripes=True)
+                yield Static(id="ai-panel")
+        yield Static(id="link-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#moves", DataTable)
+        table.add_columns("#", "", "move", "AI value")
+        self.query_one("#ai-panel").display = False
+        self.ai_panel_wanted = True
+        self.refresh_all()
+        self.link_changed(*self.noughts.link_state)
+        self.set_interval(0.1, self.tick)
+        self.query_one(BoardView).focus()
+
+    # --- what the app tells us ---------------------------------------------------------------
+
+    def game_changed(self, model: GameModel, event: Message) -> None:
+        if model is not self.model or not self.is_mounted:
+            return  # on_mount draws what happened before
+        if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
+            what = "a draw" if event.kind == "draw" else "a rematch"
+            key = "d" if event.kind == "draw" else "m"
+            self.notify(f"{SYMBOLS[event.seat]} offers {what}: {key} accepts, n declines.")
+        elif isinstance(event, Offer) and event.answer == "decline" and event.seat != model.seat:
+            self.notify(f"{SYMBOLS[event.seat]} declined the {event.kind}.")
+        self.refresh_all()
+        if isinstance(event, Ended) or (model.over and not self.game_over_shown):
+            self.show_game_over()
+
+    def link_changed(self, state: str, detail: str) -> None:
+        if not self.is_mounted:
+            return
+        widget = self.query_one("#link-status", Static)
+        widget.display = state != "online"
+        widget.update(
+            Text(f" {'Offline' if state == 'offline' else 'Connecting'}: {detail} ", "bold")
+        )
+        widget.set_class(state == "offline", "offline")
+
+    # --- drawing -----------------------------------------------------------------------------
+
+    def refresh_all(self) -> None:
+        if not self.query("#game-title"):
+            return  # not composed yet, or being taken down
+        model = self.model
+        title = self.query_one("#game-title", Static)
+        if model.state is None:
+            title.update(f"Game {model.game_id}: waiting for the game to start…")
+            return
+        role = "watching" if model.seat is None else f"you play {SYMBOLS[model.seat]}"
+        header = Text()
+        header.append(game_title(model.game, model.params), "bold")
+        header.append(f"  ·  {clock_title(model.clock)}  ·  {role}  ·  game ")
+        header.append(model.game_id, "bold")
+        title.update(header)
+        board = self.query_one(BoardView)
+        board.show(model.state, model.last_action(), show_cursor=model.my_turn)
+        self._refresh_status()
+        self._refresh_moves()
+        self._refresh_players()
+        self._refresh_ai()
+        move_input = self.query_one("#move-input", Input)
+        move_input.display = model.seat is not None and not model.over
+        if isinstance(model.state, engine.UTTTState):
+            move_input.placeholder = "type board,cell (e.g. 4,0), Enter plays"
+        else:
+            move_input.placeholder = "type row,col or a cell number, Enter plays"
+
+    def _refresh_status(self) -> None:
+        model = self.model
+        status = self.query_one("#game-status", Static)
+        state = model.state
+        assert state is not None
+        if model.over:
+            status.update(Text(result_sentence(model.result, model.reason, model.seat), "bold"))
+            return
+        if model.status == "open":
+            status.update(f"Waiting for an opponent to join (game {model.game_id})…")
+            return
+        to_move = state.current_player()
+        text = Text()
+        if model.my_turn:
+            text.append("Your move", "bold reverse")
+            text.append(" arrows + Enter, or type the cell")
+            if isinstance(state, engine.UTTTState):
+                text.append(" (board,cell)")
+        elif to_move in (0, 1):
+            who = player_name(model.players[to_move])
+            text.append(f"{SYMBOLS[to_move]} ({who}) to move")
+            if (model.players[to_move] or {}).get("kind") == "ai":
+                text.append(" — thinking…", "italic")
+        if "draw" in model.offers:
+            seat = model.offers["draw"]
+            mine = seat == model.seat
+            text.append(
+                "\nYou offered a draw."
+                if mine
+                else f"\n{SYMBOLS[seat]} offers a draw: d accepts, n declines.",
+                "yellow",
+            )
+        for seat in (0, 1):
+            if not model.online[seat]:
+                text.append(f"\n{SYMBOLS[seat]} is away", "yellow")
+                if model.claim_at[seat] is not None and seat != model.seat:
+                    text.append(" (c claims the game once the grace period is over)")
+        status.update(text)
+
+    def _refresh_moves(self) -> None:
+        table = self.query_one("#moves", DataTable)
+        have = table.row_count
+        for entry in self.model.moves[have:]:
+            value = ""
+            if entry.stats and entry.stats.get("value") is not None:
+                value = f"{entry.stats['value']:+.2f}"
+            table.add_row(
+                str(entry.ply + 1),
+                Text(SYMBOLS[entry.seat], PIECE_STYLES[entry.seat]),
+                entry.text,
+                value,
+            )
+        if table.row_count < have:  # a snapshot replaced the moves
+            table.clear()
+            self._refresh_moves()
+        if table.row_count:
+            table.move_cursor(row=table.row_count - 1)
+
+    def _refresh_players(self) -> None:
+        self.query_one("#players", Static).update(self._players_text())
+
+    def _players_text(self) -> Text:
+        model = self.model
+        now = self.noughts.clock()
+        text = Text()
+        for seat in (0, 1):
+            marker = "▶ " if model.to_move == seat and not model.over else "  "
+            text.append(marker, "bold")
+            text.append(SYMBOLS[seat], PIECE_STYLES[seat])
+            name = player_name(model.players[seat])
+            you = " (you)" if seat == model.seat else ""
+            text.append(f" {name}{you}"[:24].ljust(24))
+            left = model.remaining_ms(seat, now)
+            if left is not None:
+                style = "bold red" if left < 10_000 else "bold"
+                text.append(f" {format_ms(left):>8}", style)
+            if not model.online[seat]:
+                text.append(" away", "yellow")
+            if seat == 0:
+                text.append("\n")
+        return text
+
+    def _refresh_ai(self) -> None:
+        panel = self.query_one("#ai-panel", Static)
+        stats = self.model.last_stats()
+        has_ai = any((p or {}).get("kind") == "ai" for p in self.model.players)
+        panel.display = bool(has_ai and self.ai_panel_wanted)
+        if not stats:
+            panel.update(Text("What the AI thought appears here after its move.", "dim"))
+            return
+        ply = next(e.ply for e in reversed(self.model.moves) if e.stats)
+        before = engine.replay(
+            (self.model.game, self.model.params), [e.action for e in self.model.moves[:ply]]
+        )
+        text = Text(f"What the AI thought (move {ply + 1})\n", "bold")
+        text.append_text(describe_ai(stats, before))
+        panel.update(text)
+
+    def tick(self) -> None:
+        if self.model.clock_ticking():
+            self._refresh_players()
+
+    # --- playing -----------------------------------------------------------------------------
+
+    def on_board_view_chosen(self, message: BoardView.Chosen) -> None:
+        self.play(message.action)
+
+    def on_key(self, event: events.Key) -> None:
+        # Typing a cell while the board has focus starts the move box.
+        move_input = self.query_one("#move-input", Input)
+        if (
+            event.character
+            and (event.character.isdigit() or event.character in ",bB")
+            and self.focused is self.query_one(BoardView)
+            and move_input.display
+        ):
+            # Keys that arrive before the focus moves are appended, not lost.
+            move_input.value += event.character
+            move_input.cursor_position = len(move_input.value)
+            move_input.focus()
+            event.stop()
+
+    def action_escape(self) -> None:
+        """Escape clears a half-typed move first; otherwise it goes back to the lobby."""
+        move_input = self.query_one("#move-input", Input)
+        if self.focused is move_input:
+            move_input.value = ""
+            self.query_one(BoardView).focus()
+        else:
+            self.action_leave()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        text = message.value.strip()
+        message.input.value = ""
+        self.query_one(BoardView).focus()
+        if not text or self.model.state is None:
+            return
+        try:
+            action = self.model.state.parse_action(text)
+        except engine.IllegalMove as exc:
+            self.notify(str(exc), title="Not a legal move", severity="warning")
+            return
+        self.play(action)
+
+    def play(self, action: int) -> None:
+        model = self.model
+        state = model.state
+        if model.seat is None:
+            self.notify("Spectators cannot move.", severity="warning")
+            return
+        if not model.my_turn or state is None:
+            self.notify("It is not your turn.", severity="warning")
+            return
+        reason = state.illegal_reason(action)
+        if reason is not None:
+            self.notify(reason, title="Not a legal move", severity="warning")
+            return
+        if self.sending:
+            return
+        self.sending = True
+
+        def done(_: Any = None) -> None:
+            self.sending = False
+
+        def refused(exc: RequestFailed) -> None:
+            self.sending = False
+            self.notify(exc.message, title="The server refused that move", severity="error")
+
+        self.noughts.request(
+            Move,
+            on_reply=done,
+            on_error=refused,
+            game_id=model.game_id,
+            token=model.token,
+            action=action,
+            ply=state.ply(),
+        )
+
+    def _seat_request(self, kind: type[Message], **fields: Any) -> bool:
+        model = self.model
+        if model.seat is None or model.token is None:
+            self.notify("Only the players can do that.", severity="warning")
+            return False
+        self.noughts.request(kind, game_id=model.game_id, token=model.token, **fields)
+        return True
+
+    def action_resign(self) -> None:
+        if self.model.over:
+            return
+        if not self.confirm_resign:
+            self.confirm_resign = True
+            self.notify("Press r again to resign.", timeout=3)
+            self.set_timer(3, self._forget_resign)
+            return
+        self.confirm_resign = False
+        self._seat_request(Resign)
+
+    def _forget_resign(self) -> None:
+        self.confirm_resign = False
+
+    def action_draw(self) -> None:
+        if self.model.over:
+            return
+        standing = self.model.offers.get("draw")
+        answer = "accept" if standing is not None and standing != self.model.seat else "offer"
+        if self._seat_request(Draw, answer=answer) and answer == "offer":
+            self.notify("Draw offered.")
+
+    def action_decline(self) -> None:
+        for kind, request in (("draw", Draw), ("rematch", Rematch)):
+            seat = self.model.offers.get(kind)
+            if seat is not None and seat != self.model.seat:
+                self._seat_request(request, answer="decline")
+
+    def action_abort(self) -> None:
+        if not self.model.over:
+            self._seat_request(Abort)
+
+    def action_claim(self) -> None:
+        if not self.model.over:
+            self._seat_request(Claim, outcome="win")
+
+    def action_rematch(self) -> None:
+        model = self.model
+        if not model.over:
+            self.notify("A rematch can be asked for once the game is over.")
+            return
+        if model.seat is None or model.token is None:
+            return
+        standing = model.offers.get("rematch")
+        answer = "accept" if standing is not None and standing != model.seat else "offer"
+
+        def unsupported(exc: RequestFailed) -> None:
+            # A server without rematches: against the AI, start the same game with the
+            # colours swapped ourselves.
+            ai = [p for p in model.players if (p or {}).get("kind") == "ai"]
+            if exc.code in ("unknown_type", "bad_request", "unknown_game") and ai:
+                ai_player = ai[0] or {}
+                self.noughts.request(
+                    CreateGame,
+                    game=model.game,
+                    params=model.params,
+                    opponent="ai",
+                    seat=1 - (model.seat or 0),
+                    algorithm=ai_player.get("algorithm", "mcts"),
+                    budget_ms=ai_player.get("budget_ms", 200),
+                    clock=model.clock,
+                )
+            else:
+                self.notify(exc.message, title="No rematch", severity="error")
+
+        self.noughts.request(
+            Rematch,
+            on_error=unsupported,
+            game_id=model.game_id,
+            token=model.token,
+            answer=answer,
+        )
+        self.notify("Rematch asked for." if answer == "offer" else "Rematch accepted.")
+
+    def action_toggle_ai(self) -> None:
+        self.ai_panel_wanted = not self.ai_panel_wanted
+        self._refresh_ai()
+
+    def action_leave(self) -> None:
+        model = self.model
+        if model.seat is not None and not model.over and model.status == "live":
+            self.notify(
+                f"Game {model.game_id} goes on without you: your clock runs. "
+                "Come back to it from the lobby.",
+                severity="warning",
+            )
+        else:
+            self.noughts.stop_following(model.game_id)
+        self.dismiss()
+
+    def show_game_over(self) -> None:
+        if self.game_over_shown:
+            return
+        self.game_over_shown = True
+        self.app.push_screen(GameOverScreen(self.model), self._after_game_over)
+
+    def _after_game_over(self, choice: str | None) -> None:
+        if choice == "rematch":
+            self.action_rematch()
+        elif choice == "replay":
+            game_id = self.model.game_id
+            self.noughts.run_worker(self.noughts.open_replay(game_id), exit_on_error=False)
+        elif choice == "lobby":
+            self.noughts.stop_following(self.model.game_id)
+            self.dismiss()
+
+
+class GameOverScreen(ModalScreen[str]):
+    """The result and why, with rematch, replay and back to the lobby."""
+
+    BINDINGS = [
+        Binding("m", "choose('rematch')", "Rematch"),
+        Binding("p", "choose('replay')", "Replay"),
+        Binding("l", "choose('lobby')", "Lobby"),
+        Binding("escape", "choose('board')", "See the board"),
+    ]
+
+    def __init__(self, model: GameModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def compose(self) -> ComposeResult:
+        model = self.model
+        with Vertical(id="game-over"):
+            yield Label("Game over", id="game-over-title")
+            yield Label(result_sentence(model.result, model.reason, model.seat), id="result")
+            yield Label(
+                f"{model.result}  ·  {len(model.moves)} moves  ·  game {model.game_id}",
+                id="result-detail",
+            )
+            with Horizontal(id="game-over-buttons"):
+                if model.seat is not None and model.result != "*":
+                    yield Button("Rematch (m)", id="rematch", variant="primary")
+                yield Button("Replay (p)", id="replay")
+                yield Button("Lobby (l)", id="lobby")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

@@ -1,0 +1,279 @@
+"""What the UI knows about one game, built from the server's events; no Textual, no I/O.
+
+``GameModel`` replays the events of PROTOCOL.md (snapshot, moved, offer, presence,
+ended) onto an engine state, keeps the last ``seq`` seen (for ``resume``) and the
+clocks, which tick locally from the moment each clock reading arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import engine
+from protocol import Ended, Message, Moved, Offer, Presence, Snapshot
+
+SYMBOLS = ("X", "O")
+
+REASONS = {
+    "line": "a line was completed",
+    "draw": "no move left",
+    "resign": "resignation",
+    "flag": "out of time",
+    "agreement": "draw agreed",
+    "abandoned": "the game was abandoned",
+    "abort": "aborted before the first moves",
+    "no_start": "no first move in time",
+}
+
+
+def game_title(game: str, params: dict[str, int]) -> str:
+    """'tictactoe', '5x5', 'gomoku', 'uttt' or 'm,n,k 7x6 k=4'."""
+    if game == "mnk" and params:
+        for preset, preset_params in engine.PRESETS.items():
+            if params == preset_params:
+                return preset
+        if params == {"m": 3, "n": 3, "k": 3}:
+            return "tictactoe"
+        return f"m,n,k {params.get('m')}x{params.get('n')} k={params.get('k')}"
+    return game
+
+
+def clock_title(clock: dict[str, int]) -> str:
+    """A time control as people write it: '5+3', '30 s/move' or 'no clock'."""
+    if "move_ms" in clock:
+        return f"{clock['move_ms'] / 1000:g} s/move"
+    if "initial_ms" in clock:
+        return f"{clock['initial_ms'] / 60000:g}+{clock.get('increment_ms', 0) / 1000:g}"
+    return "no clock"
+
+
+def format_ms(ms: float) -> str:
+    """Remaining time as m:ss, with tenths under ten seconds."""
+    ms = max(0.0, ms)
+    if ms < 10_000:
+        return f"0:{ms / 1000:04.1f}"
+    seconds = int(ms // 1000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{seconds:02d}"
+    return f"{minutes}:{seconds:02d}"
+
+
+def player_name(player: dict[str, Any] | None) -> str:
+    if player is None:
+        return "(open seat)"
+    name = str(player.get("name", "?"))
+    kind = player.get("kind")
+    if kind == "bot":
+        return f"{name} [bot]"
+    if kind == "ai":
+        return f"{name} [AI]"
+    return name
+
+
+def result_sentence(result: str | None, reason: str | None, my_seat: int | None) -> str:
+    """'You win: a line was completed.', 'Draw: draw agreed.', 'O wins: out of time.'"""
+    why = REASONS.get(reason or "", reason or "")
+    if result == "*":
+        return f"No result: {why}."
+    if result == "1/2-1/2":
+        return f"Draw: {why}."
+    if result in ("1-0", "0-1"):
+        winner = 0 if result == "1-0" else 1
+        if my_seat is None:
+            return f"{SYMBOLS[winner]} wins: {why}."
+        return f"You {'win' if winner == my_seat else 'lose'}: {why}."
+    return "The game is not over."
+
+
+@dataclass
+class MoveEntry:
+    """One move as the move list shows it."""
+
+    ply: int
+    seat: int
+    action: int
+    text: str
+    stats: dict[str, Any] | None = None
+
+
+@dataclass
+class GameModel:
+    """One game as seen by this client: position, players, clocks, offers, result."""
+
+    game_id: str
+    seat: int | None = None  # our seat, None for a spectator
+    token: str | None = None
+    game: str = ""
+    params: dict[str, int] = field(default_factory=dict)
+    players: list[dict[str, Any] | None] = field(default_factory=lambda: [None, None])
+    state: engine.State | None = None
+    moves: list[MoveEntry] = field(default_factory=list)
+    seq: int = 0
+    status: str = "open"
+    to_move: int = -1
+    result: str | None = None
+    reason: str | None = None
+    clock: dict[str, int] = field(default_factory=dict)
+    clocks: list[int] | None = None
+    clocks_received: float = 0.0  # local time the clocks were read at
+    online: list[bool] = field(default_factory=lambda: [True, True])
+    claim_at: list[float | None] = field(default_factory=lambda: [None, None])
+    offers: dict[str, int] = field(default_factory=dict)
+    next_game: str | None = None
+    last_event: Message | None = None
+
+    @property
+    def over(self) -> bool:
+        return self.result is not None
+
+    @property
+    def my_turn(self) -> bool:
+        return (
+            self.seat is not None
+            and self.status == "live"
+            and not self.over
+            and self.state is not None
+            and not self.state.is_terminal()
+            and self.state.current_player() == self.seat
+        )
+
+    def last_action(self) -> int | None:
+        return self.moves[-1].action if self.moves else None
+
+    def apply(self, event: Message, now: float) -> bool:
+        """Apply one event received at local time ``now``. False when it does not follow
+        the last seen ``seq`` (a gap: the caller asks for the rest with ``resume``);
+        events already seen are ignored (True)."""
+        seq = getattr(event, "seq", 0)
+        if isinstance(event, Snapshot):
+            self._load(event, now)
+        elif seq <= self.seq:
+            return True  # seen already (a resume may repeat events)
+        elif self.state is None or seq != self.seq + 1:
+            return False
+        elif isinstance(event, Moved):
+            self._moved(event, now)
+        elif isinstance(event, Offer):
+            self._offer(event)
+        elif isinstance(event, Presence):
+            self.online[event.seat] = event.online
+            self.claim_at[event.seat] = None if event.online else event.claim_at
+        elif isinstance(event, Ended):
+            self.result, self.reason = event.result, event.reason
+            self.status = "aborted" if event.result == "*" else "finished"
+            self.to_move = -1
+            self.offers.pop("draw", None)
+            if event.clocks is not None:
+                self.clocks, self.clocks_received = list(event.clocks), now
+        self.seq = max(self.seq, seq)
+        self.last_event = event
+        return True
+
+    def _load(self, snapshot: Snapshot, now: float) -> None:
+        self.game, self.params = snapshot.game, dict(snapshot.params)
+        self.players = list(snapshot.players)
+        state = engine.make_game(snapshot.game, **snapshot.params).new_initial_state()
+        self.moves = []
+        for ply, action in enumerate(snapshot.actions):
+            self.moves.append(
+                MoveEntry(ply, state.current_player(), action, state.action_to_string(action))
+            )
+            state.apply_action(action)
+        self.state = state
+        self.seq = snapshot.seq
+        self.status, self.to_move = snapshot.status, snapshot.to_move
+        self.result, self.reason = snapshot.result, snapshot.reason
+        self.clock = dict(snapshot.clock)
+        self.clocks = list(snapshot.clocks) if snapshot.clocks is not None else None
+        self.clocks_received = now
+        self.online = list(snapshot.online)
+        self.offers = dict(snapshot.offers)
+        self.next_game = snapshot.next_game
+
+    def _moved(self, moved: Moved, now: float) -> None:
+        assert self.state is not None
+        if moved.ply != self.state.ply():
+            return  # cannot happen with consecutive seqs; never corrupt the position
+        text = self.state.action_to_string(moved.action)
+        self.state.apply_action(moved.action)
+        self.moves.append(MoveEntry(moved.ply, moved.seat, moved.action, text, moved.stats))
+        self.to_move = moved.to_move
+        self.offers.pop("draw", None)  # a move declines a standing draw offer
+        if moved.clocks is not None:
+            self.clocks, self.clocks_received = list(moved.clocks), now
+        if self.status == "open":
+            self.status = "live"
+
+    def _offer(self, offer: Offer) -> None:
+        if offer.answer == "offer":
+            self.offers[offer.kind] = offer.seat
+        else:
+            self.offers.pop(offer.kind, None)
+        if offer.next_game:
+            self.next_game = offer.next_game
+
+    def clock_ticking(self) -> bool:
+        """The side to move's clock runs once both sides have moved (PROTOCOL.md, Clocks)."""
+        return (
+            self.clocks is not None
+            and self.status == "live"
+            and not self.over
+            and self.to_move in (0, 1)
+            and len(self.moves) >= 2
+            and self.players[self.to_move] is not None
+            and (self.players[self.to_move] or {}).get("kind") != "ai"
+        )
+
+    def remaining_ms(self, seat: int, now: float) -> float | None:
+        """A seat's time left at local time ``now``, counted down from the last reading."""
+        if self.clocks is None:
+            return None
+        left = float(self.clocks[seat])
+        if seat == self.to_move and self.clock_ticking():
+            left -= (now - self.clocks_received) * 1000
+        return max(0.0, left)
+
+    def last_stats(self) -> dict[str, Any] | None:
+        """The statistics of the latest AI move, if any."""
+        for entry in reversed(self.moves):
+            if entry.stats:
+                return entry.stats
+        return None
+
+
+LABEL_WORDS = {"win": "won", "draw": "drawn", "loss": "lost"}
+FLIP = {"win": "loss", "loss": "win", "draw": "draw"}
+RANK = {"loss": 0, "draw": 1, "win": 2}
+VALUES = {1: "win", 0: "draw", -1: "loss"}
+
+
+def move_verdicts(game: engine.Game, actions: list[int]) -> list[tuple[str, str] | None]:
+    """For each move, (the position it leaves, for its mover: won/drawn/lost; a mark: '' for
+    a move that keeps the value, '?' for one that throws a win away to a draw, '??' for one
+    that turns a win or a draw into a loss). None where the engine cannot solve the board
+    (perfect play, boards of up to 16 cells)."""
+    before = engine.label_moves(game, actions)
+    state = game.new_initial_state()
+    verdicts: list[tuple[str, str] | None] = []
+    for i, action in enumerate(actions):
+        mover = state.current_player()
+        state.apply_action(action)
+        if before[i] is None:
+            verdicts.append(None)
+            continue
+        if state.is_terminal():
+            winner = state.winner()
+            after = "draw" if winner is None else ("win" if winner == mover else "loss")
+        else:
+            if i + 1 < len(before) and before[i + 1] is not None:
+                next_label = before[i + 1]
+            else:  # the last move of a game that ended otherwise (resigned, out of time)
+                next_label = VALUES[engine.solve(state)]
+            after = FLIP[next_label]  # type: ignore[index]
+        drop = RANK[before[i]] - RANK[after]  # type: ignore[index]
+        mark = "??" if drop and after == "loss" else "?" if drop else ""
+        verdicts.append((LABEL_WORDS[after], mark))
+    return verdicts

@@ -1,0 +1,5 @@
+"""Fixtures of the client tests: the in-process server of the UI tests."""
+
+from tests.client.ui_support import ui_pool, ui_server
+
+__all__ = ["ui_pool", "ui_server"]
