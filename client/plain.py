@@ -14,7 +14,7 @@ from typing import Any
 
 import engine
 from client.connection import RequestFailed, ServerConnection
-from protocol import CreateGame, Ended, JoinGame, Message, Move, Moved, Resign, Snapshot
+from protocol import CreateGame, Ended, JoinGame, Message, Move, Moved, Resign, Seated, Snapshot
 
 SYMBOLS = ("X", "O")
 ReadLine = Callable[[str], Awaitable[str | None]]
@@ -87,6 +87,23 @@ class PlainGame:
     async def create(self, **fields: Any) -> None:
         seated = await self.connection.request(CreateGame, **fields)
         self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+
+    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> None:
+        """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated."""
+        reply = await self.connection.request(kind, **fields)
+        if isinstance(reply, Seated):  # accepting a seek seats us at once
+            self.game_id, self.seat, self.token = reply.game_id, reply.seat, reply.token
+            return
+        what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
+        self.write(f"Waiting for {what.get(kind.TYPE, 'an opponent')} ({reply.seek_id})...")
+        while True:
+            event = await self.connection.next_event()
+            held = self.connection.seats.get(getattr(event, "game_id", ""))
+            if isinstance(event, Snapshot) and held is not None and event.status == "live":
+                self.game_id = event.game_id
+                self.seat, self.token = held
+                self.connection.events.put_nowait(event)  # run() starts from it
+                return
 
     async def join(self, game_id: str) -> None:
         seated = await self.connection.request(JoinGame, game_id=game_id)

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from client.commands.common import add_server_arguments, connect
+from client.commands.common import add_server_arguments, connect, parse_clock
+from client.commands.common import parse_params as common_parse_params
+from protocol import Message
 
 GAME_CHOICES = ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
 
@@ -56,7 +58,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="open a seat for another player instead of playing the AI",
     )
+    parser.add_argument(
+        "--private",
+        action="store_true",
+        help="with --human: an unlisted game; your friend joins with --join GAME_ID",
+    )
+    parser.add_argument(
+        "--clock",
+        default=None,
+        help="time control: none, MINUTES+SECONDS (Fischer, e.g. 3+2) or SECONDSs per move "
+        "(e.g. 10s); AI seats never run out of time (default: none)",
+    )
     parser.add_argument("--join", metavar="GAME_ID", help="join another player's open game")
+    pairing = parser.add_mutually_exclusive_group()
+    pairing.add_argument(
+        "--quick",
+        action="store_true",
+        help="quick pairing: play the next player who asks for the same game and clock; after "
+        "--ai-after seconds without one, play the AI instead",
+    )
+    pairing.add_argument(
+        "--seek",
+        action="store_true",
+        help="post a seek in the lobby (--game, --clock, --seat for your colour) and wait",
+    )
+    pairing.add_argument(
+        "--challenge", metavar="PLAYER", help="challenge one player or bot online, by name or id"
+    )
+    pairing.add_argument("--accept", metavar="SEEK_ID", help="accept a seek from the lobby")
+    parser.add_argument(
+        "--ai-after",
+        type=int,
+        default=20,
+        metavar="SECONDS",
+        help="with --quick: seconds to wait for a player before the AI steps in; 0 waits "
+        "forever (default: %(default)s)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--lobby",
@@ -74,13 +111,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def parse_params(items: list[str]) -> dict[str, int]:
-    params = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise SystemExit(f"noughts play: --param wants KEY=N, got {item!r}")
-        params[key.strip()] = int(value)
-    return params
+    return common_parse_params(items, "noughts play")
+
+
+def pairing_request(args: argparse.Namespace) -> tuple[type[Message], dict[str, Any]] | None:
+    """The lobby request --quick, --seek, --challenge or --accept asks for, if any."""
+    from protocol import AcceptSeek, QuickPair, Seek
+
+    game = {"game": args.game, "params": parse_params(args.param)}
+    clock = parse_clock(args.clock, "noughts play")
+    if args.quick:
+        return QuickPair, {
+            **game,
+            "clock": clock,
+            "ai_after_s": args.ai_after,
+            "algorithm": args.ai,
+            "budget_ms": args.budget_ms,
+        }
+    if args.seek or args.challenge:
+        fields: dict[str, Any] = {**game, "clock": clock, "color": args.seat}
+        if args.challenge:
+            fields["to"] = args.challenge
+        return Seek, fields
+    if args.accept:
+        return AcceptSeek, {"seek_id": args.accept}
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,18 +163,24 @@ def ui_start(args: argparse.Namespace) -> Any:
         return Start("replay", game_id=args.replay)
     if args.join:
         return Start("join", game_id=args.join)
-    seat = {"x": 0, "o": 1, "random": -1}[args.seat]
-    return Start(
-        "ai",
-        fields={
-            "game": args.game,
-            "params": parse_params(args.param),
-            "opponent": "human" if args.human else "ai",
-            "seat": seat,
-            "algorithm": args.ai,
-            "budget_ms": args.budget_ms,
-        },
-    )
+    pairing = pairing_request(args)
+    if pairing is not None:
+        return Start("pairing", request=pairing[0], fields=pairing[1])
+    return Start("ai", fields=create_fields(args))
+
+
+def create_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The `create` request for a game against the AI, or with an open seat (--human)."""
+    return {
+        "game": args.game,
+        "params": parse_params(args.param),
+        "opponent": "human" if args.human else "ai",
+        "seat": {"x": 0, "o": 1, "random": -1}[args.seat],
+        "algorithm": args.ai,
+        "budget_ms": args.budget_ms,
+        "clock": parse_clock(args.clock, "noughts play"),
+        "private": args.private,
+    }
 
 
 async def _play_ui(args: argparse.Namespace) -> int:
@@ -148,7 +209,8 @@ async def _play(args: argparse.Namespace) -> int:
     from client.embedded import EmbeddedServerError
     from client.plain import PlainGame
 
-    seat = {"x": 0, "o": 1, "random": -1}[args.seat]
+    fields = create_fields(args)
+    pairing = pairing_request(args)
     try:
         if not args.server:
             print(
@@ -158,15 +220,10 @@ async def _play(args: argparse.Namespace) -> int:
             game = PlainGame(connection)
             if args.join:
                 await game.join(args.join)
+            elif pairing is not None:
+                await game.pair(*pairing)
             else:
-                await game.create(
-                    game=args.game,
-                    params=parse_params(args.param),
-                    opponent="human" if args.human else "ai",
-                    seat=seat,
-                    algorithm=args.ai,
-                    budget_ms=args.budget_ms,
-                )
+                await game.create(**fields)
             ended = await game.run()
             return 0 if ended is not None or game.game_id else 1
     except RequestFailed as exc:

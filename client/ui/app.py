@@ -77,11 +77,14 @@ NewGameDialog, GameOverScreen { align: center middle; }
 @dataclass(frozen=True)
 class Start:
     """What the app does once connected: ``kind`` is "ai" (create a game against the
-    AI with ``fields``), "lobby", "join", "watch" or "replay" (of ``game_id``)."""
+    AI with ``fields``), "lobby", "join", "watch" or "replay" (of ``game_id``), or
+    "pairing" (send ``request`` with ``fields``: quick pairing, a seek, a challenge or
+    accepting a seek; the game opens when the server seats us)."""
 
     kind: str = "lobby"
     game_id: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    request: type[Message] | None = None
 
 
 class ServerMessage(TextualMessage):
@@ -174,6 +177,12 @@ class NoughtsApp(App[None]):
                 await self.watch_game(start.game_id)
             elif start.kind == "replay" and start.game_id:
                 await self.open_replay(start.game_id)
+            elif start.kind == "pairing" and start.request is not None:
+                reply = await self.link.request(start.request, **start.fields)
+                if not isinstance(reply, Seated):
+                    self.notify(
+                        f"Waiting for an opponent ({reply.seek_id})", title="Seeking", timeout=20
+                    )
         except RequestFailed as exc:
             self.notify(exc.message, title="The server refused", severity="error", timeout=10)
 

@@ -83,3 +83,76 @@ async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServe
     assert result.game_id == gid and result.seat == 1 and result.opponent == "ada"
     assert turns and all(t.seat == 1 and t.state.current_player() == 1 for t in turns)
     assert result.outcome in ("win", "loss", "draw")
+
+
+async def test_a_person_seeks_from_the_plain_client_and_a_bot_accepts(
+    server: RunningServer,
+) -> None:
+    bot = asyncio.create_task(
+        _run(
+            "bot",
+            "--server",
+            server.url,
+            "--name",
+            "robo",
+            "--accept",
+            "seeks",
+            "--games",
+            "1",
+            "--engine",
+            "alphabeta",
+            "--budget-ms",
+            "5",
+        )  # fmt: skip
+    )
+    moves = "\n".join(str(cell) for _ in range(5) for cell in range(9)) + "\n"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", server.url, "--name",
+        "ada", "--seek", "--game", "tictactoe", "--seat", "x", "--clock", "5+0",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(moves.encode()), 300)
+    assert process.returncode == 0, err.decode()
+    text = out.decode()
+    assert "Waiting for someone to accept your seek" in text
+    assert "X = ada, O = robo" in text and "Game over:" in text
+    code, bot_out, bot_err = await bot
+    assert code == 0, bot_err
+    assert "against ada" in bot_out
+
+
+async def test_the_readme_bot_is_complete_and_plays(server: RunningServer, tmp_path) -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
+    assert len(code.strip().splitlines()) < 25
+    script = tmp_path / "readme_bot.py"
+    script.write_text(code.replace("ws://127.0.0.1:8765", server.url))
+    opponent = asyncio.create_task(
+        _run(
+            "bot",
+            "--server",
+            server.url,
+            "--name",
+            "sparring",
+            "--accept",
+            "seeks",
+            "--games",
+            "5",
+            "--engine",
+            "random",
+            "--budget-ms",
+            "1",
+        )  # fmt: skip
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 300)
+    assert process.returncode == 0, err.decode()
+    code_o, out_o, err_o = await opponent
+    assert code_o == 0, err_o
+    assert out_o.count("against randy") == 5
