@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="messages a connection may send in a burst (default: %(default)s)",
     )
     parser.add_argument(
+        "--compression",
+        choices=["none", "deflate"],
+        default="none",
+        help="websocket permessage-deflate: none (the default: frames are a few dozen bytes "
+        "and deflate costs memory per connection) or deflate",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -84,7 +91,12 @@ async def run(args: argparse.Namespace) -> int:
         pool = EnginePool(args.workers)
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
-    settings = ServerSettings(grace_s=args.grace_s, rate_per_s=args.rate, burst=args.burst)
+    settings = ServerSettings(
+        grace_s=args.grace_s,
+        rate_per_s=args.rate,
+        burst=args.burst,
+        compression=None if args.compression == "none" else args.compression,
+    )
     game_server = GameServer(store, pool, settings=settings)
     try:
         async with running(game_server, args.host, args.port) as ws_server:

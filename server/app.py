@@ -123,6 +123,7 @@ class ServerSettings:
     burst: int = BURST
     first_move_s: float = FIRST_MOVE_S  # a timed game's first moves, else aborted
     send_queue: int = SEND_QUEUE_FRAMES  # frames queued for a client before it is dropped
+    compression: str | None = None  # websocket permessage-deflate ("deflate") or none
 
 
 class GameServer:
@@ -981,7 +982,7 @@ async def serve(game_server: GameServer, host: str = "127.0.0.1", port: int = 0)
         host,
         port,
         max_size=MAX_WEBSOCKET_FRAME,
-        # Frames are a few dozen bytes: permessage-deflate would cost ~47 KB per idle
-        # connection against ~15 KB without it, for no gain (measured; see bench/).
-        compression=None,
+        # Frames are a few dozen bytes: permessage-deflate costs memory per idle connection
+        # for no gain, so it is off unless asked for (measured: bench/load.py capacity).
+        compression=game_server.settings.compression,
     )
