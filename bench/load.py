@@ -252,8 +252,11 @@ class ServerProcess:
     def start(self) -> str:
         import subprocess
 
-        args = [
-            sys.executable,
+        args = [sys.executable]
+        profile = os.environ.get("NOUGHTS_LOAD_PROFILE")
+        if profile:  # profile the server: cProfile's statistics land in this file at exit
+            args += ["-m", "cProfile", "-o", profile]
+        args += [
             "-m",
             "server",
             "--host",
@@ -312,6 +315,15 @@ def _rss_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads (proc(5): utime, stime)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _raise_fd_limit(wanted: int) -> int:
@@ -960,6 +972,7 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
         tallies: list[dict[str, Any]] = [asdict(Tally()) for _ in pipes]
         measure_from = t0 + options.warmup_s
         measuring = False
+        cpu_mark = (0.0, 0.0, 0)
         kill_times = _kill_schedule(options, rng)
         kills_done: list[dict[str, float]] = []
         next_print = t0 + 1.0
@@ -975,6 +988,7 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
             now = time.monotonic()
             if not measuring and now >= measure_from:
                 measuring = True
+                cpu_mark = (_cpu_s(server.pid), sum(_cpu_s(c.pid) for c in children), server.pid)
                 for pipe in pipes:
                     pipe.send(("measure",))
             if kill_times and now - t0 >= kill_times[0]:
@@ -1005,6 +1019,12 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
                 message = pipe.recv()
                 if message[0] == "tally":
                     tallies[message[1]] = message[2]
+        cpu = {"server": 0.0, "clients": 0.0}
+        if measuring and cpu_mark[2] == server.pid:  # not across a restart
+            cpu = {
+                "server": _cpu_s(server.pid) - cpu_mark[0],
+                "clients": sum(_cpu_s(c.pid) for c in children) - cpu_mark[1],
+            }
         for pipe in pipes:
             pipe.send(("stop",))
         results = []
@@ -1023,6 +1043,12 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
                 process.kill()
         server.stop()
     report.update(_summarise(results, options))
+    moves = report["window_moves"]
+    # CPU per move: a figure that holds when other processes share the cores.
+    report["cpu_us_per_move"] = {
+        who: round(seconds * 1e6 / moves, 1) if moves and seconds else None
+        for who, seconds in cpu.items()
+    }
     report["server_rss_mb"] = round(server_rss_kb / 1024, 1)
     report["kills"] = kills_done
     report.update(_verify(db, results))
@@ -1076,8 +1102,10 @@ def _summarise(results: list[dict[str, Any]], options: LoadOptions) -> dict[str,
     ai = sum(w["ai_moves"] / w["seconds"] for w in windows)
     acked = sum(w["acked"] / w["seconds"] for w in windows)
     window = max((w["seconds"] for w in windows), default=0.0)
+    moves = sum(w["delivered"] + w["ai_moves"] for w in windows)
     return {
         "window_s": round(window, 2),
+        "window_moves": moves,
         "moves_per_s": round(human + ai, 1),  # delivered to the opponent (human or AI's)
         "human_moves_per_s": round(human, 1),
         "acked_per_s": round(acked, 1),
@@ -1408,6 +1436,8 @@ def _print_report(report: dict[str, Any]) -> None:
         f"{report['lost_moves']} of {report['acked_moves_checked']:,} acknowledged; delivered "
         f"but not stored {report['delivered_not_stored']}; integrity {report['integrity_check']}"
     )
+    cpu = report["cpu_us_per_move"]
+    print(f"  CPU per move         server {cpu['server']} us, clients {cpu['clients']} us")
     print(
         f"  games finished {t['games_finished']:,}  desyncs {t['desyncs']}  server RSS "
         f"{report['server_rss_mb']} MB"

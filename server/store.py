@@ -3,14 +3,19 @@
 Every write goes through one writer task that commits the writes queued within
 the same moment in a single transaction (group commit): each caller's future
 resolves only after the transaction holding its write has committed, so a move
-is durable before it is acknowledged or broadcast, and under load one fsync
-serves many moves. The database runs in WAL mode; its schema is versioned by
-``PRAGMA user_version`` and upgraded by the ordered MIGRATIONS at open.
+is durable before it is acknowledged or broadcast, and under load one commit
+serves many moves. A transaction runs whole (BEGIN, its statements, COMMIT) in
+one call on a dedicated writer thread with its own connection: one thread hop
+per transaction, and the writes that arrive meanwhile form the next batch.
+Reads go through aiosqlite. The database runs in WAL mode (one writer, readers
+alongside); its schema is versioned by ``PRAGMA user_version`` and upgraded by
+the ordered MIGRATIONS at open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -258,6 +263,18 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _run_transaction(db: sqlite3.Connection, runs: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    """BEGIN, every statement, COMMIT; on any failure ROLLBACK (runs on the writer thread)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, rows in runs:
+            db.executemany(sql, rows)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 _Write = tuple[str, tuple[Any, ...]]
 
 
@@ -268,6 +285,9 @@ class SQLiteStore(Store):
         self.path = Path(path)
         self.max_batch = max_batch
         self._db: aiosqlite.Connection | None = None
+        # The writer connection lives on its own thread and is used only there.
+        self._write_thread: concurrent.futures.ThreadPoolExecutor | None = None
+        self._write_db: sqlite3.Connection | None = None
         self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0  # transactions committed (for benchmarks)
@@ -290,15 +310,32 @@ class SQLiteStore(Store):
             await self._db.execute("PRAGMA foreign_keys=ON")
             await self._db.execute("PRAGMA busy_timeout=5000")
             await self._migrate()
+            self._write_thread = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="store-writer"
+            )
+            self._write_db = await asyncio.get_running_loop().run_in_executor(
+                self._write_thread, self._open_writer
+            )
         except (sqlite3.Error, StorageError) as exc:
             # aiosqlite runs a thread per connection: a failed open must not leave it behind.
             if self._db is not None:
                 await self._db.close()
                 self._db = None
+            if self._write_thread is not None:
+                self._write_thread.shutdown()
+                self._write_thread = None
             if isinstance(exc, StorageError):
                 raise
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
+
+    def _open_writer(self) -> sqlite3.Connection:
+        """The writer thread's connection (autocommit: transactions are explicit)."""
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=5000")
+        return db
 
     async def _migrate(self) -> None:
         async with self.db.execute("PRAGMA user_version") as cursor:
@@ -327,6 +364,13 @@ class SQLiteStore(Store):
             except asyncio.CancelledError:
                 pass
             self._writer = None
+        if self._write_thread is not None:
+            write_db = self._write_db
+            if write_db is not None:
+                await asyncio.get_running_loop().run_in_executor(self._write_thread, write_db.close)
+            self._write_thread.shutdown()
+            self._write_thread = None
+            self._write_db = None
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -382,8 +426,9 @@ class SQLiteStore(Store):
             future.set_exception(StorageError(f"database write failed: {exc}"))
 
     async def _commit_batch(self, batch: list[tuple[list[_Write], asyncio.Future[None]]]) -> None:
-        db = self.db
-        # Consecutive writes with the same SQL go down in one executemany (one thread hop).
+        if self._write_thread is None or self._write_db is None:
+            raise StorageError("the store is not open")
+        # Consecutive writes with the same SQL go down in one executemany.
         runs: list[tuple[str, list[tuple[Any, ...]]]] = []
         for writes, _ in batch:
             for sql, params in writes:
@@ -391,14 +436,11 @@ class SQLiteStore(Store):
                     runs[-1][1].append(params)
                 else:
                     runs.append((sql, [params]))
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            for sql, rows in runs:
-                await db.executemany(sql, rows)
-            await db.execute("COMMIT")
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
+        # The whole transaction in one call on the writer thread: one hop, not one per
+        # statement.
+        await asyncio.get_running_loop().run_in_executor(
+            self._write_thread, _run_transaction, self._write_db, runs
+        )
 
     # --- writes --------------------------------------------------------------------
 
