@@ -375,6 +375,7 @@ class Tally:
     reconnections: int = 0
     unacked: int = 0  # moves in flight when the connection dropped (kill mode)
     resumed_games: int = 0  # games interrupted by a lost connection that went on
+    not_resumed: int = 0  # players still stuck at the end in a game a lost connection cut
     desyncs: int = 0  # an event out of order or a position that disagrees
 
 
@@ -828,6 +829,8 @@ async def _client_main(settings: ClientSettings, pipe: Any) -> None:
     for player in everyone:
         if player.move_rid >= 0:
             run.tally.unacked += 1
+        if player.interrupted and player.status == "live":
+            run.tally.not_resumed += 1
     await listener
     for task in list(run.tasks):
         task.cancel()
@@ -999,6 +1002,8 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
                 kills_done.append(
                     {"at_s": round(down - t0, 3), "restart_s": round(time.monotonic() - down, 3)}
                 )
+                # Leave time after the last restart to see every game go on.
+                end = max(end, time.monotonic() + max(2.0, 0.2 * options.duration_s))
                 log(
                     f"kill -9 #{len(kills_done)} at {down - t0:.1f}s; restarted in "
                     f"{time.monotonic() - down:.2f}s"
@@ -1446,7 +1451,8 @@ def _print_report(report: dict[str, Any]) -> None:
         restarts = [k["restart_s"] for k in report["kills"]]
         print(
             f"  kills {len(report['kills'])}  reconnections {t['reconnections']:,}  games "
-            f"resumed {t['resumed_games']:,}  moves in flight at a kill {t['unacked']}  restart "
+            f"resumed {t['resumed_games']:,} (not resumed: {t['not_resumed']})  moves in "
+            f"flight at a kill {t['unacked']}  restart "
             f"median {statistics.median(restarts):.2f} s"
         )
 
@@ -1484,6 +1490,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run_load(options, args.mode)
         ok = (
             report["errors"] == 0
+            and report["tally"]["not_resumed"] == 0
             and report["lost_moves"] == 0
             and report["delivered_not_stored"] == 0
             and report["integrity_check"] == "ok"

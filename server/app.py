@@ -345,16 +345,16 @@ class GameServer:
                 log.exception("storing an event of game %s failed; unloading it", session.id)
                 self._evict(session.id)
                 raise
-            frame = encode(event.message)
-            followers = self.subscribers.get(session.id, set())
+            frame = event.frame or encode(event.message)  # encoded once, in the session
+            followers = self.subscribers.get(session.id, ())
             for connection in list(followers):
                 if connection is reply_to and rid is not None and index == 0:
-                    connection.send(_with_rid(event.message, rid))
+                    connection.post(encode(event.message, rid=rid))
                 else:
                     connection.post(frame)
             if reply_to is not None and rid is not None and index == 0:
                 if reply_to not in followers:  # a seat holder that has not resumed yet
-                    reply_to.send(_with_rid(event.message, rid))
+                    reply_to.post(encode(event.message, rid=rid))
             if isinstance(event.message, Ended):
                 self._game_over(session)
         self._schedule(session)
@@ -931,12 +931,6 @@ class GameServer:
             for handle in handles.values():
                 handle.cancel()
             handles.clear()
-
-
-def _with_rid(message: Message, rid: int) -> Message:
-    from dataclasses import replace
-
-    return replace(message, rid=rid)  # type: ignore[type-var]
 
 
 def _final_snapshot(record: GameRecord) -> Snapshot:

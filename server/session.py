@@ -90,6 +90,7 @@ class Emitted:
     move: MoveRow | None = None
     end: GameEnd | None = None
     event: EventRow | None = None
+    frame: bytes = b""  # the message encoded once, for the log and every follower
 
 
 @dataclass(slots=True)
@@ -196,11 +197,12 @@ class GameSession:
     # --- the event log ---------------------------------------------------------------
 
     def _emit(self, message: Message, **stored: Any) -> Emitted:
-        self.log.append((getattr(message, "seq", self.seq), encode(message)))
+        frame = encode(message)
+        self.log.append((getattr(message, "seq", self.seq), frame))
         if len(self.log) > MAX_LOG:
             del self.log[: len(self.log) - MAX_LOG]
             self.log_start = self.log[0][0]
-        return Emitted(message, **stored)
+        return Emitted(message, frame=frame, **stored)
 
     def events_since(self, since: int) -> list[bytes] | None:
         """Frames of the events after ``since``, or None if the log no longer has them all."""
