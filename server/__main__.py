@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -101,6 +102,10 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with running(game_server, args.host, args.port) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
+            # Everything alive now (modules, numba's tables, restored games) leaves the
+            # collector's generations: full collections then walk only what games
+            # allocate later, which keeps their pauses short (Python docs, gc.freeze).
+            gc.freeze()
             # The first line on stdout is the address: the embedded client reads it.
             print(
                 f"noughts server listening on ws://{args.host}:{port} (db: {db_path})", flush=True

@@ -552,33 +552,33 @@ class GameServer:
         self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
         self._maybe_ai_turn(session)
 
-    async def _seat_request(
+    def _seat_request(
         self, connection: Connection, game_id: str, token: str
     ) -> tuple[GameSession, int]:
         session = self._game(game_id)
         return session, session.authorize(token, connection.player_id)
 
     async def on_move(self, connection: Connection, request: Move) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
             await self._commit(session, emitted, connection, request.rid)
         self._maybe_ai_turn(session)
 
     async def on_resign(self, connection: Connection, request: Resign) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.resign(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_abort(self, connection: Connection, request: Abort) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.abort(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_draw(self, connection: Connection, request: Draw) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             now = self.clock()
             emitted = session.draw(seat, request.answer, now)
@@ -592,13 +592,13 @@ class GameServer:
         connection.send(Ok(rid=request.rid))
 
     async def on_claim(self, connection: Connection, request: Claim) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.claim(seat, request.outcome, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             now = self.clock()
             emitted, agreed = session.rematch(seat, request.answer, now)

@@ -261,15 +261,15 @@ class GameSession:
         # A move declines the other side's standing draw offer (as on Lichess).
         if self.offers.get("draw") not in (None, seat):
             del self.offers["draw"]
+        terminal = self.state.is_terminal()
         clocks = None
         if self.clock is not None:
             self.clock.press(seat, now)
-            if played + 1 >= 2 and not self.state.is_terminal():
+            if played + 1 >= 2 and not terminal:
                 self.clock.start(self.state.current_player(), now)
             clocks = self.clock.snapshot(now)
         self.turn_since = now
         self.seq += 1
-        terminal = self.state.is_terminal()
         to_move = engine.TERMINAL if terminal else self.state.current_player()
         moved = Moved(
             game_id=self.id,

@@ -11,7 +11,11 @@ millisecond), far less than a hop to a thread and back, whose GIL handoff can
 wait a whole switch interval (5 ms) while the loop is busy. What does fsync, the
 checkpoint that copies the log into the database, never runs on the loop: the
 writer's automatic checkpoints are off and the reader connection (aiosqlite, its
-own thread) checkpoints in the background (PASSIVE: alongside the writer).
+own thread) checkpoints in the background (PASSIVE: alongside the writer). A
+checkpoint that runs alongside a busy writer never quite catches up, and the log
+is rewound to its start only after one that did: so once the log passes
+WAL_RESET_FRAMES the writer waits for one checkpoint (its writes queue meanwhile
+and commit together after it), and the log starts over.
 The database runs in WAL mode (one writer, readers alongside); its schema is
 versioned by ``PRAGMA user_version`` and upgraded by the ordered MIGRATIONS at
 open.
@@ -269,6 +273,9 @@ def _json(value: Any) -> str:
 
 # Seconds between background checkpoints (when something was committed meanwhile).
 CHECKPOINT_S = 0.5
+# Frames (pages) in the log past which the writer pauses for a checkpoint: 16 MiB of 4 KiB
+# pages, a few seconds of writes at full speed.
+WAL_RESET_FRAMES = 4096
 
 
 def _run_transaction(db: sqlite3.Connection, runs: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
@@ -296,6 +303,8 @@ class SQLiteStore(Store):
         self._write_db: sqlite3.Connection | None = None  # used on the event loop only
         self._checkpointer: asyncio.Task[None] | None = None
         self._checkpointed_at = 0  # self.commits at the last checkpoint
+        self._wal_reset_due = False  # the log is long: the writer waits for a checkpoint
+        self.wal_resets = 0  # (for benchmarks)
         self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0  # transactions committed (for benchmarks)
@@ -345,16 +354,21 @@ class SQLiteStore(Store):
         the log stays short and no commit on the loop ever waits for an fsync."""
         while True:
             await asyncio.sleep(CHECKPOINT_S)
-            await self._checkpoint()
+            if await self._checkpoint() > WAL_RESET_FRAMES:
+                self._wal_reset_due = True
 
-    async def _checkpoint(self) -> None:
-        if self.commits == self._checkpointed_at or self._db is None:
-            return
+    async def _checkpoint(self, *, always: bool = False) -> int:
+        """One PASSIVE checkpoint; returns the frames in the log (0 if none ran)."""
+        if self._db is None or (self.commits == self._checkpointed_at and not always):
+            return 0
         self._checkpointed_at = self.commits
         try:
-            await self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            async with self._db.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
+                row = await cursor.fetchone()
         except sqlite3.Error as exc:  # busy, say: the next round tries again
             log.warning("checkpoint of %s failed: %s", self.path, exc)
+            return 0
+        return int(row[1]) if row else 0
 
     async def _migrate(self) -> None:
         async with self.db.execute("PRAGMA user_version") as cursor:
@@ -410,6 +424,12 @@ class SQLiteStore(Store):
     async def _write_loop(self) -> None:
         while True:
             batch = [await self._queue.get()]
+            if self._wal_reset_due:
+                # No write while this checkpoint runs, so it copies the whole log and the
+                # next transaction starts the log over (SQLite docs, "WAL reset").
+                self._wal_reset_due = False
+                await self._checkpoint(always=True)
+                self.wal_resets += 1
             # Everything queued while the previous transaction committed joins this one.
             while len(batch) < self.max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
