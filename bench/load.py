@@ -372,6 +372,7 @@ class Tally:
     games_finished: int = 0
     errors: int = 0
     error_codes: dict[str, int] = field(default_factory=dict)
+    error_examples: list[str] = field(default_factory=list)
     reconnections: int = 0
     unacked: int = 0  # moves in flight when the connection dropped (kill mode)
     resumed_games: int = 0  # games interrupted by a lost connection that went on
@@ -420,6 +421,8 @@ class Player:
         self.connected: asyncio.Event = asyncio.Event()
         self.interrupted = False  # the connection dropped during this game
         self.reconnecting = False
+        self.synced = False  # connected and, after a reconnection, the game resumed
+        self.timer: asyncio.TimerHandle | None = None  # a paced move waiting
         self.opponent_is_ai = False
 
     # --- connection ----------------------------------------------------------------
@@ -446,11 +449,16 @@ class Player:
                 # take it up (resume then fetches its position).
                 self.begin(held["game_id"], held["seat"], held["token"])
         self.connected.set()
+        self.synced = self.game_id is None or not self.run.reconnect or not self.interrupted
 
     def on_lost(self, link: WebSocketLink) -> None:
         if link is not self.link:
             return  # a link that never finished opening
         self.connected.clear()
+        self.synced = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(ConnectionError("connection lost"))
@@ -495,8 +503,9 @@ class Player:
         reply = await self.request(
             {"type": "resume", "game_id": self.game_id, "since": self.last_seq}
         )
-        if reply.get("token"):
+        if reply.get("token") and reply["game_id"] == self.game_id:  # not a game left since
             self.seat, self.token = reply["seat"], reply["token"]
+        self.synced = True  # the position is the server's again: moves may go
         self.maybe_move()
 
     def request(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
@@ -529,7 +538,7 @@ class Player:
             or self.move_rid >= 0
             or self.scheduled
             or self.run.stopping
-            or not self.connected.is_set()
+            or not self.synced
         ):
             return
         pacer = self.pacer
@@ -537,13 +546,14 @@ class Player:
             now = time.perf_counter()
             if pacer.due > now:
                 self.scheduled = True
-                self.run.loop.call_later(pacer.due - now, self._paced_move)
+                self.timer = self.run.loop.call_later(pacer.due - now, self._paced_move)
                 return
             pacer.due = max(pacer.due + pacer.interval, now)
         self.send_move()
 
     def _paced_move(self) -> None:
         self.scheduled = False
+        self.timer = None
         self.maybe_move()
 
     def send_move(self) -> None:
@@ -572,7 +582,7 @@ class Player:
         if kind == "moved":
             self.on_moved(message, rid)
         elif kind == "error":
-            self.run.error(message["code"])
+            self.run.error(message["code"], message.get("message", ""))
             if rid is not None and rid == self.move_rid:
                 self.move_rid = -1
         elif kind in ("snapshot", "ended", "presence", "offer"):
@@ -698,9 +708,11 @@ class ClientRun:
             "seconds": time.monotonic(),
         }
 
-    def error(self, code: str) -> None:
+    def error(self, code: str, text: str = "") -> None:
         self.tally.errors += 1
         self.tally.error_codes[code] = self.tally.error_codes.get(code, 0) + 1
+        if len(self.tally.error_examples) < 5:
+            self.tally.error_examples.append(f"{code}: {text}")
 
     def spawn(self, coroutine: Any) -> None:
         task = self.loop.create_task(coroutine)
@@ -1096,6 +1108,8 @@ def _summarise(results: list[dict[str, Any]], options: LoadOptions) -> dict[str,
             if key == "error_codes":
                 for code, n in value.items():
                     tally["error_codes"][code] = tally["error_codes"].get(code, 0) + n
+            elif key == "error_examples":
+                tally["error_examples"] += value
             else:
                 tally[key] += value
     round_trips = [x for r in results for x in _floats(r["round_trips"])]
