@@ -58,6 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="messages a connection may send in a burst (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=20_000,
+        help="connections held at most; more are refused with HTTP 503 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-per-ip",
+        type=int,
+        default=2_000,
+        help="connections held at most from one address (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -84,7 +96,13 @@ async def run(args: argparse.Namespace) -> int:
         pool = EnginePool(args.workers)
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
-    settings = ServerSettings(grace_s=args.grace_s, rate_per_s=args.rate, burst=args.burst)
+    settings = ServerSettings(
+        grace_s=args.grace_s,
+        rate_per_s=args.rate,
+        burst=args.burst,
+        max_connections=args.max_connections,
+        max_connections_per_ip=args.max_per_ip,
+    )
     game_server = GameServer(store, pool, settings=settings)
     try:
         async with running(game_server, args.host, args.port) as ws_server:
