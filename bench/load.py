@@ -81,6 +81,7 @@ CELLS = {"tictactoe": 9, "5x5": 25, "gomoku": 225}
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 SERVER_START_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 RECONNECT_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
+SERVER_CONNECTION_CAP = 100_000
 
 
 # --- a minimal websocket client (RFC 6455) ---------------------------------------------
@@ -269,6 +270,12 @@ class ServerProcess:
             str(self.workers),
             "--log-level",
             "WARNING",
+            # Every client of this harness comes from 127.0.0.1: lift the per-address cap
+            # (and the total) above what a run opens.
+            "--max-connections",
+            str(SERVER_CONNECTION_CAP),
+            "--max-per-ip",
+            str(SERVER_CONNECTION_CAP),
         ]
         if self.compression:
             args += ["--compression", self.compression]

@@ -14,10 +14,46 @@ from typing import Any
 
 import engine
 from client.connection import RequestFailed, ServerConnection
-from protocol import CreateGame, Ended, JoinGame, Message, Move, Moved, Resign, Seated, Snapshot
+from protocol import (
+    Abort,
+    Claim,
+    CreateGame,
+    Draw,
+    Ended,
+    JoinGame,
+    Message,
+    Move,
+    Moved,
+    Offer,
+    Presence,
+    Resign,
+    Seated,
+    Snapshot,
+)
 
 SYMBOLS = ("X", "O")
+
+
+def format_clocks(clocks: list[int] | tuple[int, ...] | None) -> str:
+    """Both clocks as `  [X 2:59.5  O 3:00.0]`, or nothing for an untimed game."""
+    if not clocks:
+        return ""
+    parts = []
+    for seat, ms in enumerate(clocks):
+        seconds = ms / 1000
+        parts.append(f"{SYMBOLS[seat]} {int(seconds // 60)}:{seconds % 60:04.1f}")
+    return "  [" + "  ".join(parts) + "]"
+
+
 ReadLine = Callable[[str], Awaitable[str | None]]
+# Typed at the prompt: request and its fields (besides the game and the seat's token).
+COMMANDS: dict[str, tuple[type[Message], dict[str, Any]]] = {
+    "draw": (Draw, {"answer": "offer"}),  # an offer, or the acceptance of one
+    "decline": (Draw, {"answer": "decline"}),
+    "abort": (Abort, {}),
+    "claim": (Claim, {"outcome": "win"}),
+    "claim draw": (Claim, {"outcome": "draw"}),
+}
 Write = Callable[[str], None]
 
 
@@ -133,11 +169,21 @@ class PlainGame:
                 self._announce(event)
             elif isinstance(event, Moved):
                 self._report_move(event)
+            elif isinstance(event, Offer):
+                self._report_offer(event)
+            elif isinstance(event, Presence):
+                who = "You" if event.seat == self.seat else SYMBOLS[event.seat]
+                if event.online:
+                    self.write(f"{who} came back.")
+                else:
+                    self.write(f"{who} left the game; its seat is held for a while.")
             elif isinstance(event, Ended):
                 self.ended = event
                 self.write(f"Game over: {result_text(event, self.seat)}")
                 self.write(f"Replay it with: noughts replay {self.game_id}")
                 return event
+            if not self.connection.events.empty():
+                continue  # catch up with what already arrived before asking for a move
             if await self._maybe_prompt() is False:
                 return None
         return self.ended
@@ -152,7 +198,10 @@ class PlainGame:
         names = [p["name"] if p else "?" for p in snapshot.players]
         self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
         if self.seat is not None:
-            self.write(f"You play {SYMBOLS[self.seat]}. Type a move, 'help' or 'resign'.")
+            self.write(
+                f"You play {SYMBOLS[self.seat]}. Type a move, 'help', 'draw', 'resign', "
+                "'abort' (before the first moves) or 'claim' (if your opponent left)."
+            )
         self._show_board()
 
     def _report_move(self, moved: Moved) -> None:
@@ -162,8 +211,17 @@ class PlainGame:
         line = f"{who} played {text}."
         if moved.stats:
             line += f"  [{describe_stats(moved.stats)}]"
-        self.write(line)
+        self.write(line + format_clocks(moved.clocks))
         self._show_board()
+
+    def _report_offer(self, offer: Offer) -> None:
+        if offer.seat == self.seat:
+            return  # our own offer or answer, already known
+        who = SYMBOLS[offer.seat]
+        if offer.answer == "offer":
+            self.write(f"{who} offers a {offer.kind}: type 'draw' to accept, 'decline' to refuse.")
+        else:
+            self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
     async def _maybe_prompt(self) -> bool | None:
         state = self.state
@@ -184,6 +242,18 @@ class PlainGame:
             if text == "resign":
                 await self.connection.request(Resign, game_id=self.game_id, token=self.token)
                 return True
+            if text in COMMANDS:
+                kind, fields = COMMANDS[text]
+                try:
+                    await self.connection.request(
+                        kind, game_id=self.game_id, token=self.token, **fields
+                    )
+                except RequestFailed as exc:
+                    self.write(f"The server refused: {exc.message}")
+                    continue
+                if kind is Draw and fields["answer"] == "offer":
+                    self.write("Draw offer sent; it stands until your opponent moves.")
+                return True  # its event (or the game's end) comes back before the next prompt
             try:
                 action = state.parse_action(text)
             except engine.IllegalMove as exc:

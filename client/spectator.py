@@ -6,18 +6,8 @@ from collections.abc import Callable
 
 import engine
 from client.connection import ServerConnection
-from client.plain import SYMBOLS, describe_stats, result_text
+from client.plain import SYMBOLS, describe_stats, format_clocks, result_text
 from protocol import Ended, Moved, Offer, Presence, Snapshot
-
-
-def format_clocks(clocks: list[int] | tuple[int, ...] | None) -> str:
-    if not clocks:
-        return ""
-    parts = []
-    for seat, ms in enumerate(clocks):
-        seconds = ms / 1000
-        parts.append(f"{SYMBOLS[seat]} {int(seconds // 60)}:{seconds % 60:04.1f}")
-    return "  [" + "  ".join(parts) + "]"
 
 
 async def follow(connection: ServerConnection, game_id: str, write: Callable[[str], None]) -> Ended:

@@ -66,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
         "and deflate costs memory per connection) or deflate",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=20_000,
+        help="connections held at most; more are refused with HTTP 503 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-per-ip",
+        type=int,
+        default=2_000,
+        help="connections held at most from one address (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -97,6 +109,8 @@ async def run(args: argparse.Namespace) -> int:
         rate_per_s=args.rate,
         burst=args.burst,
         compression=None if args.compression == "none" else args.compression,
+        max_connections=args.max_connections,
+        max_connections_per_ip=args.max_per_ip,
     )
     game_server = GameServer(store, pool, settings=settings)
     try:

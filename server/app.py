@@ -15,10 +15,12 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import websockets
 from websockets.asyncio.server import Server, ServerConnection
+from websockets.http11 import Request, Response
 
 import engine
 from protocol import (
@@ -76,6 +78,8 @@ from server.errors import (
 )
 from server.limits import (
     BURST,
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
     MAX_OPEN_GAMES_PER_PLAYER,
     MAX_SEEKS_PER_CONNECTION,
     MAX_WATCHED_PER_CONNECTION,
@@ -124,6 +128,13 @@ class ServerSettings:
     first_move_s: float = FIRST_MOVE_S  # a timed game's first moves, else aborted
     send_queue: int = SEND_QUEUE_FRAMES  # frames queued for a client before it is dropped
     compression: str | None = None  # websocket permessage-deflate ("deflate") or none
+    # Keepalive: a client that does not answer a ping within ping_timeout is closed (this
+    # also ends a connection stalled in the middle of a frame).
+    ping_interval_s: float = 20.0
+    ping_timeout_s: float = 20.0
+    close_timeout_s: float = 10.0  # a closing handshake not answered in time: the TCP is cut
+    max_connections: int = MAX_CONNECTIONS
+    max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP
 
 
 class GameServer:
@@ -154,6 +165,7 @@ class GameServer:
         self._evictions: dict[str, asyncio.TimerHandle] = {}
         self._quick_timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._per_address: dict[str, int] = {}  # open websockets per remote address
 
     # --- start: restore what a restart interrupted ------------------------------------------
 
@@ -176,6 +188,30 @@ class GameServer:
         return len(records)
 
     # --- connections -----------------------------------------------------------------------
+
+    def admit(self, websocket: ServerConnection, request: Request) -> Response | None:
+        """Before the handshake: refuse (HTTP 503, naming the limit) a connection over the
+        server's cap or over the cap for its address."""
+        address = _address(websocket)
+        total = sum(self._per_address.values())
+        if total >= self.settings.max_connections:
+            limit = f"the server holds at most {self.settings.max_connections} connections"
+        elif self._per_address.get(address, 0) >= self.settings.max_connections_per_ip:
+            limit = f"at most {self.settings.max_connections_per_ip} connections per address"
+        else:
+            self._per_address[address] = self._per_address.get(address, 0) + 1
+            return None
+        log.warning("refusing a connection from %s: %s", address, limit)
+        return websocket.respond(HTTPStatus.SERVICE_UNAVAILABLE, f"too_many: {limit}\n")
+
+    def released(self, websocket: ServerConnection) -> None:
+        """A connection admitted by ``admit`` ended."""
+        address = _address(websocket)
+        count = self._per_address.get(address, 0) - 1
+        if count > 0:
+            self._per_address[address] = count
+        else:
+            self._per_address.pop(address, None)
 
     async def handler(self, websocket: ServerConnection) -> None:
         bucket = TokenBucket(
@@ -933,6 +969,11 @@ class GameServer:
             handles.clear()
 
 
+def _address(websocket: ServerConnection) -> str:
+    remote = websocket.remote_address
+    return str(remote[0]) if remote else "?"
+
+
 def _final_snapshot(record: GameRecord) -> Snapshot:
     """A stored game's last position, for a client resuming a game the server unloaded."""
     r = record.row
@@ -971,12 +1012,25 @@ async def running(
 
 async def serve(game_server: GameServer, host: str = "127.0.0.1", port: int = 0) -> Server:
     """Start listening; the caller owns the returned websockets Server."""
-    return await websockets.serve(
-        game_server.handler,
+    settings = game_server.settings
+
+    async def handler(websocket: ServerConnection) -> None:
+        try:
+            await game_server.handler(websocket)
+        finally:
+            game_server.released(websocket)
+
+    server = await websockets.serve(
+        handler,
         host,
         port,
+        process_request=game_server.admit,
         max_size=MAX_WEBSOCKET_FRAME,
         # Frames are a few dozen bytes: permessage-deflate costs memory per idle connection
         # for no gain, so it is off unless asked for (measured: bench/load.py capacity).
-        compression=game_server.settings.compression,
+        compression=settings.compression,
+        ping_interval=settings.ping_interval_s,
+        ping_timeout=settings.ping_timeout_s,
+        close_timeout=settings.close_timeout_s,
     )
+    return server

@@ -12,6 +12,9 @@ BURST = 400
 MAX_SEEKS_PER_CONNECTION = 5
 MAX_OPEN_GAMES_PER_PLAYER = 20
 MAX_WATCHED_PER_CONNECTION = 100
+# Connections the server holds, in all and from one address (refused at the handshake).
+MAX_CONNECTIONS = 20_000
+MAX_CONNECTIONS_PER_IP = 2_000
 
 
 @dataclass(slots=True)

@@ -80,3 +80,14 @@ def test_an_unreachable_server_is_a_clear_error(args: list[str]) -> None:
     result = noughts(*args, timeout=60)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.strip()
+
+
+def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:
+    played = noughts(
+        "play", "--plain", "--db", str(tmp_path / "g.db"), "--ai", "alphabeta",
+        "--budget-ms", "20", stdin="4\ndraw\n",
+    )  # fmt: skip
+    assert played.returncode == 0, played.stderr
+    # alphabeta proves 3x3 drawn from its first move: a draw offer is accepted at once.
+    assert "Draw offer sent" in played.stdout
+    assert "Game over: Draw (by agreement)." in played.stdout

@@ -9,7 +9,10 @@ import websockets
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
     MAX_CLIENT_FRAME,
+    Abort,
+    Claim,
     CreateGame,
+    Draw,
     Error,
     GetGame,
     Hello,
@@ -17,6 +20,7 @@ from protocol import (
     Move,
     Ping,
     Pong,
+    Rematch,
     Resign,
     Snapshot,
     Watch,
@@ -75,6 +79,10 @@ async def test_tokens_and_seats_are_checked(server: RunningServer) -> None:
     stranger = await server.connect("mallory")
     await _refused(stranger, Move, "bad_token", game_id=gid, token=a.token, action=4)
     await _refused(stranger, Resign, "bad_token", game_id=gid, token=a.token)
+    await _refused(stranger, Draw, "bad_token", game_id=gid, token=a.token)
+    await _refused(stranger, Abort, "bad_token", game_id=gid, token=b.token)
+    await _refused(stranger, Claim, "bad_token", game_id=gid, token=b.token)
+    await _refused(stranger, Rematch, "bad_token", game_id=gid, token=b.token)
     # Nor can a spectator.
     watched = await stranger.request(Watch, game_id=gid)
     assert isinstance(watched, Snapshot) and watched.status == "live"
