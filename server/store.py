@@ -290,6 +290,20 @@ def _run_transaction(db: sqlite3.Connection, runs: list[tuple[str, list[tuple[An
         raise
 
 
+def _run_transaction_waiting(
+    db: sqlite3.Connection, runs: list[tuple[str, list[tuple[Any, ...]]]]
+) -> None:
+    """The same, off the loop, waiting up to BUSY_WAIT_MS for another writer's lock."""
+    db.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
+    try:
+        _run_transaction(db, runs)
+    finally:
+        db.execute("PRAGMA busy_timeout=0")
+
+
+# How long a write waits for another process's lock before it fails.
+BUSY_WAIT_MS = 5000
+
 _Write = tuple[str, tuple[Any, ...]]
 
 
@@ -340,11 +354,12 @@ class SQLiteStore(Store):
         self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="store-checkpoint")
 
     def _open_writer(self) -> sqlite3.Connection:
-        """The writer's connection (autocommit: transactions are explicit)."""
-        db = sqlite3.connect(self.path, isolation_level=None)
+        """The writer's connection (autocommit: transactions are explicit). On the loop it
+        never waits for a lock (busy_timeout 0): see _commit_batch."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
-        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA busy_timeout=0")
         # Checkpoints fsync: _checkpoint_loop runs them off the event loop instead.
         db.execute("PRAGMA wal_autocheckpoint=0")
         return db
@@ -480,7 +495,14 @@ class SQLiteStore(Store):
                 else:
                     runs.append((sql, [params]))
         # The whole transaction in one call, here on the loop (see the module's docstring).
-        _run_transaction(self._write_db, runs)
+        try:
+            _run_transaction(self._write_db, runs)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            # Another process holds the write lock (noughts arena --db on the same file, say):
+            # wait for it on a thread, never on the loop.
+            await asyncio.to_thread(_run_transaction_waiting, self._write_db, runs)
 
     # --- writes --------------------------------------------------------------------
 

@@ -146,3 +146,25 @@ async def test_the_log_starts_over_under_a_steady_stream_of_writes(tmp_path, mon
     assert db.execute("SELECT COUNT(*) FROM moves").fetchone()[0] == games * 150
     db.close()
     await store.close()
+
+
+async def test_a_write_waits_off_the_loop_while_another_process_holds_the_lock(
+    tmp_path,
+) -> None:
+    store = SQLiteStore(tmp_path / "f.db")
+    await store.open()
+    await store.create_game(_row("g1"))
+    other = sqlite3.connect(tmp_path / "f.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another writer (an arena import, say) holds the lock
+    write = asyncio.create_task(store.append_move(MoveRow("g1", 0, 2, 0, 4, 1.0)))
+    ticks = 0
+    for _ in range(20):  # the loop keeps running while the write waits
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert not write.done() and ticks == 20
+    other.execute("COMMIT")
+    other.close()
+    await asyncio.wait_for(write, 10)
+    record = await store.get_game("g1")
+    assert record is not None and [m.action for m in record.moves] == [4]
+    await store.close()
