@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="connections held at most from one address (default: %(default)s)",
     )
     parser.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="event loop: uvloop (libuv; about 20%% more moves/s, see the README's figures) "
+        "or the standard asyncio loop; auto takes uvloop where it is installed "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -150,6 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if args.loop == "uvloop":
+                print("noughts serve: uvloop is not installed", file=sys.stderr)
+                return 2
+        else:
+            return int(uvloop.run(run(args)))
     return asyncio.run(run(args))
 
 
