@@ -37,6 +37,7 @@ from engine.kernels.tree import (
     UNKNOWN,
     compact,
     mcts_run,
+    subtree_size,
 )
 from engine.search import SearchResult
 
@@ -51,6 +52,14 @@ CACHE_KEY = "mcts"
 # proven[root] is from the point of view of the player who moved into the root.
 _ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
 _PROOF_VALUE = {"win": 1.0, "draw": 0.0, "loss": -1.0}
+
+
+def _capacity(nodes: int) -> int:
+    """Node-array capacity for ``nodes``: a power of two in [INITIAL_NODES, MAX_NODES]."""
+    capacity = INITIAL_NODES
+    while capacity < nodes and capacity < MAX_NODES:
+        capacity *= 2
+    return capacity
 
 
 class _Tree:
@@ -101,21 +110,13 @@ class _Tree:
             new[:n] = old[:n]
             setattr(self, name, new)
 
-    def subtree(self, node: int, spare: bool = True) -> _Tree:
-        """A new tree holding the subtree under ``node`` (the new root); with room to grow
-        if ``spare``, else trimmed to size."""
-        out = _Tree(max(INITIAL_NODES, 2 * self.size) if spare else max(1, self.size))
-        src_of = np.empty(self.size, dtype=np.int32)
-        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)  # type: ignore[call-arg]
-        return out if spare else out.trimmed()
-
-    def trimmed(self) -> _Tree:
-        """A copy without the unused capacity (what the per-game cache keeps)."""
-        out = _Tree.__new__(_Tree)
-        n = self.size
-        for name in self.__slots__[:-1]:
-            setattr(out, name, getattr(self, name)[:n].copy())
-        out.meta = self.meta.copy()
+    def subtree(self, node: int, room: int = 0) -> _Tree:
+        """A new tree holding the subtree under ``node`` (the new root), with capacity for
+        about ``room`` more nodes. Costs time in proportion to the subtree, not the tree."""
+        queue = np.empty(self.size, dtype=np.int32)
+        size = int(subtree_size(self.first, self.count, node, queue))
+        out = _Tree(_capacity(size + room))
+        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), queue)  # type: ignore[call-arg]
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -151,31 +152,29 @@ def _run(
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
     near = bool(game.near) and near_playouts
 
-    def step(n: int) -> int:
-        done = 0
-        while True:
-            # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
-            tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES else 0
-            ran = int(
-                mcts_run(  # type: ignore[call-arg]
-                    st,
-                    scratch,
-                    *tree.arrays(),
-                    tree.meta,
-                    n - done,
-                    c,
-                    solver,
-                    decisive,
-                    near,
-                    rng,
-                    path,
-                    buf,
-                )
+    def step(n: int) -> tuple[int, bool]:
+        # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
+        tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES else 0
+        ran = int(
+            mcts_run(  # type: ignore[call-arg]
+                st,
+                scratch,
+                *tree.arrays(),
+                tree.meta,
+                n,
+                c,
+                solver,
+                decisive,
+                near,
+                rng,
+                path,
+                buf,
             )
-            done += ran
-            if tree.meta[M_ROOM] != 2 or done >= n:
-                return done
-            tree.grow()
+        )
+        if tree.meta[M_ROOM] == 2:
+            tree.grow()  # a copy of the whole tree: the budget loop reads the clock after it
+            return ran, False
+        return ran, ran < n  # fewer than asked: the solver proved the root
 
     return run_chunked(step, deadline=deadline, iterations=iterations, clock=clock)
 
@@ -200,7 +199,7 @@ def mcts_kernel_run(
             decisive=solver,
         )
         if compact_after:
-            tree.subtree(max(0, int(tree.first[0])))
+            tree.subtree(max(0, int(tree.first[0])), room=tree.size)
     return total
 
 
@@ -225,22 +224,27 @@ def _option_bool(options: dict[str, Any], name: str, default: bool) -> bool:
 
 
 def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
-    """The saved subtree for this position, if the moves since the last search are in it."""
-    saved = cache.get(CACHE_KEY)
+    """The subtree of the last search's tree for this position, if the moves since are in it.
+
+    The last search saved its whole tree and the node of the move it played (no work after
+    its deadline); the copy is made here, inside this search's budget, and holds only the
+    part below the opponent's reply, a small fraction of the tree."""
+    saved = cache.pop(CACHE_KEY, None)
     if saved is None or saved["spec"] != spec:
         return None
     old: tuple[int, ...] = saved["history"]
     if len(history) < len(old) or tuple(history[: len(old)]) != old:
         return None
     tree: _Tree = saved["tree"]
-    node = 0
+    node: int = saved["node"]
     for action in history[len(old) :]:
         node = tree.child(node, action)
         if node < 0:
             return None
     if tree.first[node] <= 0:
         return None  # nothing below it worth keeping
-    return tree.subtree(node)
+    # Room for about as many new nodes as the last search added: few or no regrowths.
+    return tree.subtree(node, room=tree.size)
 
 
 def _choose(tree: _Tree) -> int:
@@ -345,12 +349,13 @@ def _search(
     best = _choose(tree)
     result = _result(tree, best, algorithm, done)
     if reuse:
-        # Keep only the subtree of the move played: the next search of this game starts
-        # below it (after the opponent's reply), and the cache stays small.
+        # Keep the tree and the node of the move played; the next search of this game copies
+        # out the part below the opponent's reply (work done inside that search's budget).
         cache[CACHE_KEY] = {
             "spec": spec,
             "history": (*history, result.action),
-            "tree": tree.subtree(best, spare=False),
+            "tree": tree,
+            "node": best,
         }
     return result
 

@@ -235,6 +235,23 @@ def mcts_run(
 
 
 @njit(cache=True)
+def subtree_size(first, count, node, queue):
+    """Number of nodes in the subtree under ``node`` (breadth first; ``queue`` holds at least
+    that many slots, e.g. the tree's size)."""
+    queue[0] = node
+    head = 0
+    tail = 1
+    while head < tail:
+        f = first[queue[head]]
+        if f > 0:
+            for j in range(count[queue[head]]):
+                queue[tail + j] = f + j
+            tail += count[queue[head]]
+        head += 1
+    return tail
+
+
+@njit(cache=True)
 def compact(
     parent,
     first,
