@@ -164,6 +164,8 @@ def test_uttt_playout_matches_move_by_move_rules(decisive: bool) -> None:
     """The inlined playout equals the same random choices made through uttt_apply."""
     from engine.kernels.layout import H_STATUS, H_TO_MOVE, seed_rng
     from engine.kernels.uttt import (
+        SAFE_TRIES,
+        _is_safe,
         _opponent_wins_mask,
         _safe_random_move,
         uttt_apply,
@@ -192,7 +194,11 @@ def test_uttt_playout_matches_move_by_move_rules(decisive: bool) -> None:
                     break
                 opp = _opponent_wins_mask(slow)
                 if opp:
-                    a = _safe_random_move(slow, slow_rng, opp, buf)
+                    # Rejection sampling first, then the list of safe moves.
+                    tries = (uttt_random_move(slow, slow_rng) for _ in range(SAFE_TRIES))
+                    a = next((t for t in tries if _is_safe(slow, t, opp)), -1)
+                    if a < 0:
+                        a = _safe_random_move(slow, slow_rng, opp, buf)
                     if a < 0:
                         expected = 2 - p
                         break
