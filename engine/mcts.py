@@ -3,7 +3,9 @@
 ``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006, c = sqrt(2) by default, option "c");
 MCTS-Solver (Winands, Bjornsson & Saito 2008: proven wins and losses propagate; draws too);
 decisive and anti-decisive moves in the tree and the playouts (Teytaud & Teytaud 2010); tree
-reuse between the moves of one game through the Searcher's per-game ``cache``.
+reuse between the moves of one game through the Searcher's per-game ``cache``; in a position
+that a board symmetry maps to itself, one root move of each class of equivalent moves
+(``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24 moves).
 ``uct_search``: the plain UCT baseline (no solver, no decisive moves, no reuse).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
 root visit counts of independent searches of one position.
@@ -28,7 +30,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import run_chunked
-from engine.kernels.layout import seed_rng
+from engine.kernels.layout import H_FORCED, KIND_UTTT, seed_rng
 from engine.kernels.tree import (
     M_ROOM,
     PROVEN_DRAW,
@@ -40,6 +42,7 @@ from engine.kernels.tree import (
     subtree_size,
 )
 from engine.search import SearchResult
+from engine.symmetry import representative_moves
 
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
@@ -146,8 +149,11 @@ def _run(
     solver: bool,
     decisive: bool,
     near_playouts: bool = True,
+    root_keep: np.ndarray | None = None,
 ) -> int:
     scratch = np.empty_like(st)
+    if root_keep is None:
+        root_keep = np.ones(game.max_moves, dtype=np.int8)
     path = np.empty(game.max_moves + 2, dtype=np.int32)
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
     near = bool(game.near) and near_playouts
@@ -169,6 +175,7 @@ def _run(
                 rng,
                 path,
                 buf,
+                root_keep,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -245,6 +252,14 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
         return None  # nothing below it worth keeping
     # Room for about as many new nodes as the last search added: few or no regrowths.
     return tree.subtree(node, room=tree.size)
+
+
+def _root_symmetry(game: KernelGame, history: list[int], st: np.ndarray) -> np.ndarray | None:
+    """The root moves to search when a symmetry maps the position to itself (one move of
+    each class of equivalent moves, ``engine.symmetry``), else None (every move)."""
+    uttt = game.kind == KIND_UTTT
+    forced = int(st[H_FORCED]) if uttt else -1
+    return representative_moves(uttt, game.m, game.n, history, forced)
 
 
 def _choose(tree: _Tree) -> int:
@@ -325,11 +340,14 @@ def _search(
     decisive = _option_bool(options, "decisive", enhanced)
     reuse = _option_bool(options, "reuse", enhanced)
     near_playouts = _option_bool(options, "near_playouts", True)
+    symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))
     st = root_state(state, game)
-    tree = _reused_tree(cache, spec, history) if reuse else None
+    root_keep = _root_symmetry(game, history, st) if symmetry else None
+    # A reused root already has all its moves: a symmetric position starts a fresh tree.
+    tree = _reused_tree(cache, spec, history) if reuse and root_keep is None else None
     if tree is None:
         tree = _Tree()
     rng = seed_rng(secrets.randbits(63) if seed is None else seed)
@@ -345,6 +363,7 @@ def _search(
         solver=solver,
         decisive=decisive,
         near_playouts=near_playouts,
+        root_keep=root_keep,
     )
     best = _choose(tree)
     result = _result(tree, best, algorithm, done)
@@ -371,8 +390,8 @@ def mcts_search(
     cache: dict[str, Any],
 ) -> SearchResult:
     """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse (module docstring).
-    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse, near_playouts
-    (bools, default on) to switch the enhancements off one at a time."""
+    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse, symmetry,
+    near_playouts (bools, default on) to switch the enhancements off one at a time."""
     return _search(
         state,
         deadline=deadline,

@@ -101,11 +101,14 @@ def mcts_run(
     rng,
     path,
     buf,
+    root_keep,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
     the node arrays might not hold one more expansion. Returns the number of iterations run.
-    Where chunks end does not change the search: the same seed gives the same tree."""
+    Where chunks end does not change the search: the same seed gives the same tree.
+    The root's children are the moves ``a`` with ``root_keep[a] != 0`` (one move of each
+    class of moves a symmetry of the position makes equivalent, ``engine.symmetry``)."""
     capacity = parent.shape[0]
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -174,6 +177,15 @@ def mcts_run(
         elif first[node] == 0 and (node == 0 or visits[node] > 0) and meta[M_NODES] < capacity:
             # Expansion: all children at once, in random order.
             n_moves, code = tree_moves(st, buf, decisive)
+            if node == 0 and code != MOVES_MOVER_WINS:
+                # The move lists are closed under the position's symmetries: keeping one move
+                # per class leaves at least one.
+                kept = 0
+                for i in range(n_moves):
+                    if root_keep[buf[i]] != 0:
+                        buf[kept] = buf[i]
+                        kept += 1
+                n_moves = kept
             n_nodes = meta[M_NODES]
             if n_nodes + n_moves > capacity:
                 n_moves = 0
