@@ -8,7 +8,8 @@ that a board symmetry maps to itself, one root move of each class of equivalent 
 (``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24 moves).
 ``uct_search``: the plain UCT baseline (no solver, no decisive moves, no reuse).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
-root visit counts of independent searches of one position.
+root visit counts of independent searches of one position; ``engine.parallel`` runs them in
+worker processes (the search option ``root_workers=N``).
 
 The whole iteration (selection, expansion, playout, backpropagation) runs inside one compiled
 function (``engine.kernels.tree.mcts_run``); Python only slices the budget into chunks and
@@ -233,9 +234,9 @@ def _option_bool(options: dict[str, Any], name: str, default: bool) -> bool:
 def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
     """The subtree of the last search's tree for this position, if the moves since are in it.
 
-    The last search saved its whole tree and the node of the move it played (no work after
-    its deadline); the copy is made here, inside this search's budget, and holds only the
-    part below the opponent's reply, a small fraction of the tree."""
+    The last search saved its whole tree (no work after its deadline); the copy is made here,
+    inside this search's budget, and holds only the part below the moves played since (the
+    move played, whichever it was, and the opponent's reply), a small fraction of the tree."""
     saved = cache.pop(CACHE_KEY, None)
     if saved is None or saved["spec"] != spec:
         return None
@@ -243,7 +244,7 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
     if len(history) < len(old) or tuple(history[: len(old)]) != old:
         return None
     tree: _Tree = saved["tree"]
-    node: int = saved["node"]
+    node = 0
     for action in history[len(old) :]:
         node = tree.child(node, action)
         if node < 0:
@@ -368,14 +369,9 @@ def _search(
     best = _choose(tree)
     result = _result(tree, best, algorithm, done)
     if reuse:
-        # Keep the tree and the node of the move played; the next search of this game copies
-        # out the part below the opponent's reply (work done inside that search's budget).
-        cache[CACHE_KEY] = {
-            "spec": spec,
-            "history": (*history, result.action),
-            "tree": tree,
-            "node": best,
-        }
+        # Keep the tree; the next search of this game copies out the part below the moves
+        # played since (work done inside that search's budget).
+        cache[CACHE_KEY] = {"spec": spec, "history": tuple(history), "tree": tree}
     return result
 
 
