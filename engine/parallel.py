@@ -107,9 +107,9 @@ class RootParallel:
         from engine.mcts import merge_root_results
 
         if algorithm not in ROOT_PARALLEL_ALGORITHMS:
+            names = ", ".join(ROOT_PARALLEL_ALGORITHMS)
             raise EngineError(
-                f"root parallelization merges tree searches ({', '.join(ROOT_PARALLEL_ALGORITHMS)}),"
-                f" not {algorithm!r}"
+                f"root parallelization merges tree searches ({names}), not {algorithm!r}"
             )
         worker_budget = budget_ms
         if budget_ms is not None and budget_ms > 4 * PIPE_MARGIN_MS:

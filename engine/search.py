@@ -156,9 +156,9 @@ class Searcher:
         from engine.parallel import ROOT_PARALLEL_ALGORITHMS, RootParallel
 
         if algorithm not in ROOT_PARALLEL_ALGORITHMS:
+            names = " and ".join(ROOT_PARALLEL_ALGORITHMS)
             raise EngineError(
-                f"root_workers merges the root statistics of {' and '.join(ROOT_PARALLEL_ALGORITHMS)}"
-                f" searches, not of {algorithm!r}"
+                f"root_workers merges the root statistics of {names} searches, not of {algorithm!r}"
             )
         if self._parallel is not None and self._parallel.workers != workers:
             self.close()
