@@ -151,6 +151,7 @@ def _run(
     decisive: bool,
     near_playouts: bool = True,
     root_keep: np.ndarray | None = None,
+    anti_decisive_playouts: bool = True,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -158,6 +159,8 @@ def _run(
     path = np.empty(game.max_moves + 2, dtype=np.int32)
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
     near = bool(game.near) and near_playouts
+    # Playouts: 0 random, 1 decisive moves, 2 decisive and anti-decisive (kernels.rules.playout).
+    policy = (2 if anti_decisive_playouts else 1) if decisive else 0
 
     def step(n: int) -> tuple[int, bool]:
         # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
@@ -172,6 +175,7 @@ def _run(
                 c,
                 solver,
                 decisive,
+                policy,
                 near,
                 rng,
                 path,
@@ -341,6 +345,7 @@ def _search(
     decisive = _option_bool(options, "decisive", enhanced)
     reuse = _option_bool(options, "reuse", enhanced)
     near_playouts = _option_bool(options, "near_playouts", True)
+    anti_playouts = _option_bool(options, "anti_decisive_playouts", True)
     symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
     history = state.history()
@@ -365,6 +370,7 @@ def _search(
         decisive=decisive,
         near_playouts=near_playouts,
         root_keep=root_keep,
+        anti_decisive_playouts=anti_playouts,
     )
     best = _choose(tree)
     result = _result(tree, best, algorithm, done)

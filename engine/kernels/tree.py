@@ -97,6 +97,7 @@ def mcts_run(
     c,
     solver,
     decisive,
+    playout_policy,
     near,
     rng,
     path,
@@ -108,7 +109,9 @@ def mcts_run(
     the node arrays might not hold one more expansion. Returns the number of iterations run.
     Where chunks end does not change the search: the same seed gives the same tree.
     The root's children are the moves ``a`` with ``root_keep[a] != 0`` (one move of each
-    class of moves a symmetry of the position makes equivalent, ``engine.symmetry``)."""
+    class of moves a symmetry of the position makes equivalent, ``engine.symmetry``).
+    ``decisive``: decisive and anti-decisive moves at expansion; ``playout_policy``: the
+    playouts' (``rules.playout``: 0 random, 1 decisive, 2 decisive and anti-decisive)."""
     capacity = parent.shape[0]
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -229,11 +232,11 @@ def mcts_run(
                         proven[node] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
                         _propagate(node, parent, first, count, proven, floor)
                 else:
-                    status = playout(st, rng, decisive, near, buf)
+                    status = playout(st, rng, playout_policy, near, buf)
             else:
-                status = playout(st, rng, decisive, near, buf)
+                status = playout(st, rng, playout_policy, near, buf)
         else:
-            status = playout(st, rng, decisive, near, buf)
+            status = playout(st, rng, playout_policy, near, buf)
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
         # at depth d-1; above a node with a draw in hand a loss for its mover becomes a draw.
         for d in range(depth, -1, -1):
@@ -329,7 +332,7 @@ def flat_run(root_st, st, moves, plays, wins, score, start, iterations, rng, buf
         apply(st, moves[i])
         status = st[H_STATUS]
         if status == 0:
-            status = playout(st, rng, False, near, buf)
+            status = playout(st, rng, 0, near, buf)
         length = st[H_PLY] - root_ply
         weight = 1.0 + (max_len - length) / max_len
         plays[i] += 1
