@@ -30,7 +30,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
-from engine.kernels.budget import run_chunked
+from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
 from engine.kernels.layout import H_FORCED, KIND_UTTT, seed_rng
 from engine.kernels.tree import (
     M_ROOM,
@@ -38,6 +38,7 @@ from engine.kernels.tree import (
     PROVEN_LOSS,
     PROVEN_WIN,
     UNKNOWN,
+    _propagate,
     compact,
     mcts_run,
     subtree_size,
@@ -52,6 +53,11 @@ INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
 MAX_PV = 40
 CACHE_KEY = "mcts"
+# Share of a time budget spent checking the chosen root move with alpha-beta (_verify); with
+# an iteration budget, that share of the iterations as alpha-beta nodes (at least the minimum).
+VERIFY_SHARE = 0.15
+VERIFY_MIN_NODES = 500
+VERIFY_MIN_SECONDS = 0.001
 
 # proven[root] is from the point of view of the player who moved into the root.
 _ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
@@ -267,6 +273,61 @@ def _root_symmetry(game: KernelGame, history: list[int], st: np.ndarray) -> np.n
     return representative_moves(uttt, game.m, game.n, history, forced)
 
 
+def _option_share(options: dict[str, Any], name: str, default: float) -> float:
+    value = options.get(name, default)
+    if value is True:
+        return VERIFY_SHARE
+    if value is False:
+        return 0.0
+    if not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise EngineError(f"option {name} must be a share of the budget in [0, 1), not {value!r}")
+    return float(value)
+
+
+def _verify(
+    tree: _Tree,
+    state: Any,
+    best: int,
+    deadline: float | None,
+    nodes: int | None,
+    clock: Callable[[], float],
+    cache: dict[str, Any],
+) -> int:
+    """Check the chosen root move with alpha-beta before playing it, and the next choice if
+    that one is refuted, until the budget is spent or a check proves nothing: MCTS-minimax
+    hybrid at the root (Baier & Winands 2015, minimax searches inside MCTS against the
+    shallow traps that random playouts miss: on 5x5 k=4 most replies to the centre lose in
+    about seven plies while their playouts look even). Only proofs are used: they enter the
+    tree as the solver's values (Winands et al. 2008) and propagate. Returns the move to play."""
+    from engine.alphabeta import alphabeta_search
+
+    checked: set[int] = set()
+    ab_cache = {"game_key": f"{cache.get('game_key')}:mcts-verify"}
+    while best not in checked and tree.proven[0] == UNKNOWN and tree.proven[best] == UNKNOWN:
+        if deadline is not None and deadline - clock() < VERIFY_MIN_SECONDS:
+            break
+        checked.add(best)
+        child = state.clone()
+        child.apply_action(int(tree.action[best]))
+        if child.is_terminal():
+            break
+        proof = alphabeta_search(
+            child,
+            deadline=deadline,
+            iterations=nodes,
+            seed=0,
+            clock=clock,
+            options={},
+            cache=ab_cache,
+        ).proven  # for the player to move after ``best``: the opponent
+        if proof is None:
+            break
+        tree.proven[best] = {"win": PROVEN_LOSS, "loss": PROVEN_WIN, "draw": PROVEN_DRAW}[proof]
+        _propagate(best, tree.parent, tree.first, tree.count, tree.proven, tree.floor)  # type: ignore[call-arg]
+        best = _choose(tree)
+    return best
+
+
 def _choose(tree: _Tree) -> int:
     """The root child to play (see module docstring of engine.kernels.tree for ``proven``)."""
     kids = list(tree.children(0))
@@ -348,6 +409,9 @@ def _search(
     anti_playouts = _option_bool(options, "anti_decisive_playouts", True)
     symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
+    verify_share = _option_share(
+        options, "verify", VERIFY_SHARE if enhanced and solver and game.kind != KIND_UTTT else 0.0
+    )
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))
     st = root_state(state, game)
@@ -357,11 +421,17 @@ def _search(
     if tree is None:
         tree = _Tree()
     rng = seed_rng(secrets.randbits(63) if seed is None else seed)
+    if deadline is None and iterations is None:
+        deadline = clock() + DEFAULT_SECONDS  # as run_chunked, for the verification too
+    search_deadline = deadline
+    if deadline is not None and verify_share > 0.0:
+        # The last part of the budget verifies the chosen move (below).
+        search_deadline = deadline - verify_share * max(0.0, deadline - clock())
     done = _run(
         tree,
         st,
         game,
-        deadline=deadline,
+        deadline=search_deadline,
         iterations=iterations,
         clock=clock,
         rng=rng,
@@ -373,6 +443,9 @@ def _search(
         anti_decisive_playouts=anti_playouts,
     )
     best = _choose(tree)
+    if verify_share > 0.0:
+        nodes = None if iterations is None else max(VERIFY_MIN_NODES, int(verify_share * iterations))
+        best = _verify(tree, state, best, deadline, nodes, clock, cache)
     result = _result(tree, best, algorithm, done)
     if reuse:
         # Keep the tree; the next search of this game copies out the part below the moves
