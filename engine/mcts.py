@@ -444,7 +444,8 @@ def _search(
     )
     best = _choose(tree)
     if verify_share > 0.0:
-        nodes = None if iterations is None else max(VERIFY_MIN_NODES, int(verify_share * iterations))
+        nodes = None if iterations is None else int(verify_share * iterations)
+        nodes = None if nodes is None else max(VERIFY_MIN_NODES, nodes)
         best = _verify(tree, state, best, deadline, nodes, clock, cache)
     result = _result(tree, best, algorithm, done)
     if reuse:
