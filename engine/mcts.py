@@ -409,8 +409,9 @@ def _search(
     anti_playouts = _option_bool(options, "anti_decisive_playouts", True)
     symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
-    # Alpha-beta proofs are exact where its move generation is (m,n,k boards under
-    # NEAR_MIN_CELLS; on larger ones it searches near stones only, uttt it scores heuristically).
+    # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
+    # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
+    # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
     exact_ab = game.kind != KIND_UTTT and not game.near
     verify_share = _option_share(
         options, "verify", VERIFY_SHARE if enhanced and solver and exact_ab else 0.0
