@@ -302,7 +302,11 @@ def _verify(
     from engine.alphabeta import alphabeta_search
 
     checked: set[int] = set()
-    ab_cache = {"game_key": f"{cache.get('game_key')}:mcts-verify"}
+    # Within a game alpha-beta keeps its table between the checks, except with an iteration
+    # budget: then a fresh table keeps the search a function of its seed and budget.
+    game_key = cache.get("game_key")
+    keep = deadline is not None and game_key is not None
+    ab_cache = {"game_key": f"{game_key}:mcts-verify"} if keep else {}
     while best not in checked and tree.proven[0] == UNKNOWN and tree.proven[best] == UNKNOWN:
         if deadline is not None and deadline - clock() < VERIFY_MIN_SECONDS:
             break
