@@ -327,7 +327,7 @@ def _verify(
         if proof is None:
             break
         tree.proven[best] = {"win": PROVEN_LOSS, "loss": PROVEN_WIN, "draw": PROVEN_DRAW}[proof]
-        _propagate(best, tree.parent, tree.first, tree.count, tree.proven, tree.floor)  # type: ignore[call-arg]
+        _propagate(best, tree.parent, tree.first, tree.count, tree.proven, tree.floor)
         best = _choose(tree)
     return best
 
