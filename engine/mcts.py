@@ -1,12 +1,17 @@
 """Monte Carlo tree search over the compiled kernels.
 
-``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006, c = sqrt(2) by default, option "c");
-MCTS-Solver (Winands, Bjornsson & Saito 2008: proven wins and losses propagate; draws too);
-decisive and anti-decisive moves in the tree and the playouts (Teytaud & Teytaud 2010); tree
-reuse between the moves of one game through the Searcher's per-game ``cache``; in a position
-that a board symmetry maps to itself, one root move of each class of equivalent moves
-(``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24 moves).
-``uct_search``: the plain UCT baseline (no solver, no decisive moves, no reuse).
+``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006) and an exploration constant tuned
+for rewards in [0, 1] (``MCTS_C``, option "c"); MCTS-Solver (Winands, Bjornsson & Saito 2008:
+proven wins and losses propagate; draws too); decisive and anti-decisive moves (Teytaud &
+Teytaud 2010) at every expansion (so at the root) and, where cheap, in the playouts (uttt
+playouts take a game-winning move; option ``anti_decisive_playouts`` adds the full test);
+tree reuse between the moves of one game through the Searcher's per-game ``cache``; in a
+position that a board symmetry maps to itself, one root move of each class of equivalent
+moves (``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24); on
+m,n,k boards, an alpha-beta check of the chosen root move in the last part of the budget
+(option ``verify``, a share of the budget; ``_verify``). Final move: the most visited.
+``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
+no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
 root visit counts of independent searches of one position; ``engine.parallel`` runs them in
 worker processes (the search option ``root_workers=N``).
@@ -48,7 +53,10 @@ from engine.symmetry import representative_moves
 
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
-DEFAULT_C = math.sqrt(2.0)
+DEFAULT_C = math.sqrt(2.0)  # UCB1's constant for rewards in [0, 1] (Auer et al. 2002): uct
+# mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
+# score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
+MCTS_C = 0.7
 INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
 MAX_PV = 40
@@ -157,7 +165,7 @@ def _run(
     decisive: bool,
     near_playouts: bool = True,
     root_keep: np.ndarray | None = None,
-    anti_decisive_playouts: bool = True,
+    anti_decisive_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -225,8 +233,8 @@ def _no_clock() -> float:
     return 0.0
 
 
-def _option_c(options: dict[str, Any]) -> float:
-    c = options.get("c", DEFAULT_C)
+def _option_c(options: dict[str, Any], default: float = DEFAULT_C) -> float:
+    c = options.get("c", default)
     if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
         raise EngineError(f"option c (UCB1 exploration) must be a number >= 0, not {c!r}")
     return float(c)
@@ -405,12 +413,16 @@ def _search(
     algorithm: str,
     enhanced: bool,
 ) -> SearchResult:
-    c = _option_c(options)
+    c = _option_c(options, MCTS_C if enhanced else DEFAULT_C)
     solver = _option_bool(options, "solver", enhanced)
     decisive = _option_bool(options, "decisive", enhanced)
     reuse = _option_bool(options, "reuse", enhanced)
     near_playouts = _option_bool(options, "near_playouts", True)
-    anti_playouts = _option_bool(options, "anti_decisive_playouts", True)
+    # uttt playouts take a game-winning move but do not test every move for handing the
+    # opponent one: that test costs ~40% of the playout rate, and with it MCTS scored 0.28
+    # against itself without it (200 games at 50 ms, bench/README.md). The m,n,k playouts
+    # block a single threat at the cost of a counter, always (kernels.rules.playout).
+    anti_playouts = _option_bool(options, "anti_decisive_playouts", False)
     symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
@@ -473,9 +485,11 @@ def mcts_search(
     options: dict[str, Any],
     cache: dict[str, Any],
 ) -> SearchResult:
-    """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse (module docstring).
-    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse, symmetry,
-    near_playouts (bools, default on) to switch the enhancements off one at a time."""
+    """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse + root symmetry + root
+    check (module docstring). Options: c (UCB1 exploration, default MCTS_C); solver,
+    decisive, reuse, symmetry, near_playouts (bools, default on) to switch the enhancements
+    off one at a time; anti_decisive_playouts (default off); verify (share of the budget for
+    the alpha-beta check, default VERIFY_SHARE on m,n,k boards under 50 cells, else 0)."""
     return _search(
         state,
         deadline=deadline,

@@ -131,9 +131,10 @@ def test_a_symmetric_root_starts_a_fresh_tree() -> None:
     for symmetry in (True, False):
         cache: dict = {}
         common = {"deadline": None, "seed": 5, "clock": time.perf_counter, "cache": cache}
-        # The first search keeps every move (so both runs play the same one).
+        # The first search keeps every move (so both runs play the same one, with UCB1's c).
+        first_options = {"symmetry": False, "c": 2**0.5, "verify": 0}
         first = mcts_search(
-            engine.replay(game, [12]), iterations=5000, options={"symmetry": False}, **common
+            engine.replay(game, [12]), iterations=5000, options=first_options, **common
         )
         assert first.action == 7
         state = engine.replay(game, [12, 7, 17])  # the middle column: symmetric left-right
