@@ -97,7 +97,10 @@ def test_mcts_proves_the_empty_board_a_draw() -> None:
 
 
 def test_fixed_seed_and_iterations_give_a_fixed_result() -> None:
-    for name, params in (("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})):
+    games = [("tictactoe", {}), ("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})]
+    if HAVE_UTTT:
+        games.append(("uttt", {}))
+    for name, params in games:
         state = position(name, [], **params)
         state.apply_action(state.legal_actions()[len(state.legal_actions()) // 2])
         for func in (mcts_search, uct_search, flat_search):
