@@ -66,6 +66,8 @@ CACHE_KEY = "mcts"
 VERIFY_SHARE = 0.15
 VERIFY_MIN_NODES = 500
 VERIFY_MIN_SECONDS = 0.001
+SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
+SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
 # proven[root] is from the point of view of the player who moved into the root.
 _ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
@@ -441,6 +443,12 @@ def _search(
     if tree is None:
         tree = _Tree()
     rng = seed_rng(secrets.randbits(63) if seed is None else seed)
+    if solver and iterations is None and game.max_moves <= SOLVE_CELLS:
+        # As alphabeta on 3x3: MCTS-Solver proves any 3x3 position in a few hundred
+        # iterations (under a millisecond), so it always does, and a CPU starved by other
+        # processes cannot cut the search short (3 of 1,000 games lost to perfect as O at
+        # load 4, each after a first move searched for ~20 iterations).
+        deadline, iterations = None, SOLVE_ITERATIONS
     if deadline is None and iterations is None:
         deadline = clock() + DEFAULT_SECONDS  # as run_chunked, for the verification too
     search_deadline = deadline
