@@ -272,7 +272,24 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
     if tree.first[node] <= 0:
         return None  # nothing below it worth keeping
     # Room for about as many new nodes as the last search added: few or no regrowths.
-    return tree.subtree(node, room=tree.size)
+    out = tree.subtree(node, room=tree.size)
+    _root_proof_from_children(out)
+    return out
+
+
+def _root_proof_from_children(tree: _Tree) -> None:
+    """Make the root's proof the one its children give (MCTS-Solver's rule, as in
+    ``kernels.tree._propagate``). A node proven by the alpha-beta check (``_verify``) has no
+    proven children; as a new root its proof would leave no move to choose, so the search
+    proves it again from below."""
+    proofs = [int(tree.proven[j]) for j in tree.children(0)]
+    tree.floor[0] = int(PROVEN_DRAW in proofs)
+    if PROVEN_WIN in proofs:
+        tree.proven[0] = PROVEN_LOSS  # the mover has a winning move
+    elif proofs and UNKNOWN not in proofs:
+        tree.proven[0] = PROVEN_DRAW if PROVEN_DRAW in proofs else PROVEN_WIN
+    else:
+        tree.proven[0] = UNKNOWN
 
 
 def _root_symmetry(game: KernelGame, history: list[int], st: np.ndarray) -> np.ndarray | None:

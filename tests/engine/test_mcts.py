@@ -357,3 +357,18 @@ def test_verification_refutes_a_trap_the_playouts_miss() -> None:
         assert checked.iterations == plain.iterations  # the same MCTS, then the check
     with pytest.raises(EngineError, match="verify"):
         run(mcts_search, state, verify=1.5)
+
+
+def test_both_sides_sharing_one_tree_play_to_the_end() -> None:
+    """Self-play through one game_key: each search reuses the tree of the other side's last
+    search, whose chosen move the alpha-beta check may have proven (a draw, here at ply 18)
+    without proven children. As a new root that proof is recomputed from its children, so
+    there is always a move to choose (it used to raise)."""
+    searcher = engine.Searcher()
+    state = position("5x5", [])
+    while not state.is_terminal():
+        result = searcher.search(
+            state, "mcts", iterations=2000, seed=state.ply(), game_key="self-play"
+        )
+        state.apply_checked(result.action)
+    assert state.ply() > 18
