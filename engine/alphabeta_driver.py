@@ -50,6 +50,13 @@ def _kernel_deadline(deadline: float | None, clock: Callable[[], float]) -> floa
     return time.perf_counter() + (deadline - clock()) - DEADLINE_MARGIN_S
 
 
+def _start_checks(deadline: np.ndarray, info: np.ndarray, check_at: int) -> None:
+    """First node-limit / clock check after CHECK_EVERY nodes (``alphabeta_mnk._tick``)."""
+    deadline[K.D_LAST] = time.perf_counter()
+    deadline[K.D_STEP] = K.CHECK_EVERY
+    info[check_at] = K.CHECK_EVERY
+
+
 def _value(score: int) -> float:
     if score > K.MATE_BOUND:
         return 1.0
@@ -106,7 +113,7 @@ def mnk_alphabeta(
     info = context.info
     info[K.NODES] = 0
     info[K.STOP] = 0
-    info[K.CHECK_AT] = K.CHECK_EVERY
+    _start_checks(context.deadline, info, K.CHECK_AT)
     info[K.LIMIT] = iterations or 0
     info[K.VCF_DEPTH] = 0
     kernel_deadline = _kernel_deadline(deadline, clock)
@@ -217,7 +224,7 @@ def uttt_alphabeta(
     info = context.info
     info[U.NODES] = 0
     info[U.STOP] = 0
-    info[U.CHECK_AT] = U.CHECK_EVERY
+    _start_checks(context.deadline, info, U.CHECK_AT)
     kernel_deadline = _kernel_deadline(deadline, clock)
     args = context.arguments()
     moves, winning = context.generate_root(player, None if seed is None else random.Random(seed))

@@ -38,7 +38,14 @@ FOURS, THREES = 11, 13
 # params[] slots (int64)
 P_M, P_N, P_K, P_CELLS, P_RESTRICT = range(5)
 EXACT, LOWER, UPPER = 0, 1, 2
-CHECK_EVERY = 256  # about 1 ms of search between clock reads
+# deadline[] slots (float64): the deadline on perf_counter (0.0 = none), the time of the last
+# clock read, and the nodes between checks, adapted so that clock reads come about every
+# CHECK_SECONDS whatever a node costs (a gomoku node with its threat search costs tens of
+# times a 5x5 node: a fixed count either reads the clock too often or overruns the deadline).
+D_DEADLINE, D_LAST, D_STEP = 0, 1, 2
+CHECK_SECONDS = 0.0002
+CHECK_EVERY = 16  # nodes between the checks at the start of a search
+CHECK_MAX = 4096
 
 
 @njit(cache=True)
@@ -199,14 +206,27 @@ def _pick(ply, start, n, moves, scores):
 
 @njit(cache=True)
 def _tick(info, deadline):
-    """Count a node; every CHECK_EVERY nodes compare with the node limit and the deadline."""
+    """Count a node; every deadline[D_STEP] nodes compare with the node limit and the
+    deadline. The step adapts only when the clock is read (so that reads come about every
+    CHECK_SECONDS: it halves when they come too far apart, doubles when too close); without
+    a deadline it stays as set, and a node-limited search is deterministic."""
     info[NODES] += 1
     if info[NODES] >= info[CHECK_AT]:
-        info[CHECK_AT] = info[NODES] + CHECK_EVERY
+        step = int(deadline[D_STEP])
         if info[LIMIT] > 0 and info[NODES] >= info[LIMIT]:
             info[STOP] = 1
-        elif deadline[0] > 0.0 and now() >= deadline[0]:
-            info[STOP] = 1
+        elif deadline[D_DEADLINE] > 0.0:
+            t = now()
+            if t >= deadline[D_DEADLINE]:
+                info[STOP] = 1
+            gap = t - deadline[D_LAST]
+            if gap > 2.0 * CHECK_SECONDS and step > 1:
+                step //= 2
+            elif gap < 0.5 * CHECK_SECONDS and step < CHECK_MAX:
+                step *= 2
+            deadline[D_LAST] = t
+            deadline[D_STEP] = step
+        info[CHECK_AT] = info[NODES] + max(1, step)
 
 
 @njit(cache=True)
@@ -596,7 +616,7 @@ class MNKContext:
         self.counts = np.zeros((tables.win_cells.shape[0], 2), dtype=np.int32)
         self.near = np.zeros(cells, dtype=np.int32)
         self.info = np.zeros(16, dtype=np.int64)
-        self.deadline = np.zeros(1, dtype=np.float64)
+        self.deadline = np.zeros(3, dtype=np.float64)  # D_DEADLINE, D_LAST, D_STEP
         size = 1 << tt_bits
         self.tt_key = np.zeros(size, dtype=np.int64)
         self.tt_score = np.zeros(size, dtype=np.int64)

@@ -421,7 +421,7 @@ class UTTTContext:
         self.macro = np.zeros(9, dtype=np.int8)
         self.filled = np.zeros(9, dtype=np.int8)
         self.info = np.zeros(16, dtype=np.int64)
-        self.deadline = np.zeros(1, dtype=np.float64)
+        self.deadline = np.zeros(3, dtype=np.float64)  # alphabeta_mnk's D_DEADLINE, D_LAST, D_STEP
         self.undo = np.zeros((MAX_PLY + 2, 2), dtype=np.int64)
         size = 1 << tt_bits
         self.tt_key = np.zeros(size, dtype=np.int64)

@@ -46,7 +46,7 @@ def _run(
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
     max_len = float(max(1, int(st[H_EMPTY])))
 
-    def step(n: int) -> int:
+    def step(n: int) -> tuple[int, bool]:
         stats.next = int(
             flat_run(
                 st,
@@ -63,7 +63,7 @@ def _run(
                 max_len,
             )
         )
-        return n
+        return n, False
 
     return run_chunked(step, deadline=deadline, iterations=iterations, clock=clock)
 

@@ -1,12 +1,20 @@
 """Monte Carlo tree search over the compiled kernels.
 
-``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006, c = sqrt(2) by default, option "c");
-MCTS-Solver (Winands, Bjornsson & Saito 2008: proven wins and losses propagate; draws too);
-decisive and anti-decisive moves in the tree and the playouts (Teytaud & Teytaud 2010); tree
-reuse between the moves of one game through the Searcher's per-game ``cache``.
-``uct_search``: the plain UCT baseline (no solver, no decisive moves, no reuse).
+``mcts_search``: UCT with UCB1 (Kocsis & Szepesvari 2006) and an exploration constant tuned
+for rewards in [0, 1] (``MCTS_C``, option "c"); MCTS-Solver (Winands, Bjornsson & Saito 2008:
+proven wins and losses propagate; draws too); decisive and anti-decisive moves (Teytaud &
+Teytaud 2010) at every expansion (so at the root) and, where cheap, in the playouts (uttt
+playouts take a game-winning move; option ``anti_decisive_playouts`` adds the full test);
+tree reuse between the moves of one game through the Searcher's per-game ``cache``; in a
+position that a board symmetry maps to itself, one root move of each class of equivalent
+moves (``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24); on
+m,n,k boards, an alpha-beta check of the chosen root move in the last part of the budget
+(option ``verify``, a share of the budget; ``_verify``). Final move: the most visited.
+``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
+no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
-root visit counts of independent searches of one position.
+root visit counts of independent searches of one position; ``engine.parallel`` runs them in
+worker processes (the search option ``root_workers=N``).
 
 The whole iteration (selection, expansion, playout, backpropagation) runs inside one compiled
 function (``engine.kernels.tree.mcts_run``); Python only slices the budget into chunks and
@@ -27,30 +35,51 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
-from engine.kernels.budget import run_chunked
-from engine.kernels.layout import seed_rng
+from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
+from engine.kernels.layout import H_FORCED, KIND_UTTT, seed_rng
 from engine.kernels.tree import (
     M_ROOM,
     PROVEN_DRAW,
     PROVEN_LOSS,
     PROVEN_WIN,
     UNKNOWN,
+    _propagate,
     compact,
     mcts_run,
+    subtree_size,
 )
 from engine.search import SearchResult
+from engine.symmetry import representative_moves
 
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
-DEFAULT_C = math.sqrt(2.0)
+DEFAULT_C = math.sqrt(2.0)  # UCB1's constant for rewards in [0, 1] (Auer et al. 2002): uct
+# mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
+# score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
+MCTS_C = 0.7
 INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
 MAX_PV = 40
 CACHE_KEY = "mcts"
+# Share of a time budget spent checking the chosen root move with alpha-beta (_verify); with
+# an iteration budget, that share of the iterations as alpha-beta nodes (at least the minimum).
+VERIFY_SHARE = 0.15
+VERIFY_MIN_NODES = 500
+VERIFY_MIN_SECONDS = 0.001
+SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
+SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
 # proven[root] is from the point of view of the player who moved into the root.
 _ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
 _PROOF_VALUE = {"win": 1.0, "draw": 0.0, "loss": -1.0}
+
+
+def _capacity(nodes: int) -> int:
+    """Node-array capacity for ``nodes``: a power of two in [INITIAL_NODES, MAX_NODES]."""
+    capacity = INITIAL_NODES
+    while capacity < nodes and capacity < MAX_NODES:
+        capacity *= 2
+    return capacity
 
 
 class _Tree:
@@ -101,21 +130,13 @@ class _Tree:
             new[:n] = old[:n]
             setattr(self, name, new)
 
-    def subtree(self, node: int, spare: bool = True) -> _Tree:
-        """A new tree holding the subtree under ``node`` (the new root); with room to grow
-        if ``spare``, else trimmed to size."""
-        out = _Tree(max(INITIAL_NODES, 2 * self.size) if spare else max(1, self.size))
-        src_of = np.empty(self.size, dtype=np.int32)
-        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), src_of)  # type: ignore[call-arg]
-        return out if spare else out.trimmed()
-
-    def trimmed(self) -> _Tree:
-        """A copy without the unused capacity (what the per-game cache keeps)."""
-        out = _Tree.__new__(_Tree)
-        n = self.size
-        for name in self.__slots__[:-1]:
-            setattr(out, name, getattr(self, name)[:n].copy())
-        out.meta = self.meta.copy()
+    def subtree(self, node: int, room: int = 0) -> _Tree:
+        """A new tree holding the subtree under ``node`` (the new root), with capacity for
+        about ``room`` more nodes. Costs time in proportion to the subtree, not the tree."""
+        queue = np.empty(self.size, dtype=np.int32)
+        size = int(subtree_size(self.first, self.count, node, queue))
+        out = _Tree(_capacity(size + room))
+        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), queue)  # type: ignore[call-arg]
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -145,37 +166,43 @@ def _run(
     solver: bool,
     decisive: bool,
     near_playouts: bool = True,
+    root_keep: np.ndarray | None = None,
+    anti_decisive_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
+    if root_keep is None:
+        root_keep = np.ones(game.max_moves, dtype=np.int8)
     path = np.empty(game.max_moves + 2, dtype=np.int32)
     buf = np.empty(game.max_moves + 1, dtype=np.int32)
     near = bool(game.near) and near_playouts
+    # Playouts: 0 random, 1 decisive moves, 2 decisive and anti-decisive (kernels.rules.playout).
+    policy = (2 if anti_decisive_playouts else 1) if decisive else 0
 
-    def step(n: int) -> int:
-        done = 0
-        while True:
-            # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
-            tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES else 0
-            ran = int(
-                mcts_run(  # type: ignore[call-arg]
-                    st,
-                    scratch,
-                    *tree.arrays(),
-                    tree.meta,
-                    n - done,
-                    c,
-                    solver,
-                    decisive,
-                    near,
-                    rng,
-                    path,
-                    buf,
-                )
+    def step(n: int) -> tuple[int, bool]:
+        # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
+        tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES else 0
+        ran = int(
+            mcts_run(  # type: ignore[call-arg]
+                st,
+                scratch,
+                *tree.arrays(),
+                tree.meta,
+                n,
+                c,
+                solver,
+                decisive,
+                policy,
+                near,
+                rng,
+                path,
+                buf,
+                root_keep,
             )
-            done += ran
-            if tree.meta[M_ROOM] != 2 or done >= n:
-                return done
-            tree.grow()
+        )
+        if tree.meta[M_ROOM] == 2:
+            tree.grow()  # a copy of the whole tree: the budget loop reads the clock after it
+            return ran, False
+        return ran, ran < n  # fewer than asked: the solver proved the root
 
     return run_chunked(step, deadline=deadline, iterations=iterations, clock=clock)
 
@@ -200,7 +227,7 @@ def mcts_kernel_run(
             decisive=solver,
         )
         if compact_after:
-            tree.subtree(max(0, int(tree.first[0])))
+            tree.subtree(max(0, int(tree.first[0])), room=tree.size)
     return total
 
 
@@ -208,8 +235,8 @@ def _no_clock() -> float:
     return 0.0
 
 
-def _option_c(options: dict[str, Any]) -> float:
-    c = options.get("c", DEFAULT_C)
+def _option_c(options: dict[str, Any], default: float = DEFAULT_C) -> float:
+    c = options.get("c", default)
     if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
         raise EngineError(f"option c (UCB1 exploration) must be a number >= 0, not {c!r}")
     return float(c)
@@ -225,8 +252,12 @@ def _option_bool(options: dict[str, Any], name: str, default: bool) -> bool:
 
 
 def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
-    """The saved subtree for this position, if the moves since the last search are in it."""
-    saved = cache.get(CACHE_KEY)
+    """The subtree of the last search's tree for this position, if the moves since are in it.
+
+    The last search saved its whole tree (no work after its deadline); the copy is made here,
+    inside this search's budget, and holds only the part below the moves played since (the
+    move played, whichever it was, and the opponent's reply), a small fraction of the tree."""
+    saved = cache.pop(CACHE_KEY, None)
     if saved is None or saved["spec"] != spec:
         return None
     old: tuple[int, ...] = saved["history"]
@@ -240,7 +271,92 @@ def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree 
             return None
     if tree.first[node] <= 0:
         return None  # nothing below it worth keeping
-    return tree.subtree(node)
+    # Room for about as many new nodes as the last search added: few or no regrowths.
+    out = tree.subtree(node, room=tree.size)
+    _root_proof_from_children(out)
+    return out
+
+
+def _root_proof_from_children(tree: _Tree) -> None:
+    """Make the root's proof the one its children give (MCTS-Solver's rule, as in
+    ``kernels.tree._propagate``). A node proven by the alpha-beta check (``_verify``) has no
+    proven children; as a new root its proof would leave no move to choose, so the search
+    proves it again from below."""
+    proofs = [int(tree.proven[j]) for j in tree.children(0)]
+    tree.floor[0] = int(PROVEN_DRAW in proofs)
+    if PROVEN_WIN in proofs:
+        tree.proven[0] = PROVEN_LOSS  # the mover has a winning move
+    elif proofs and UNKNOWN not in proofs:
+        tree.proven[0] = PROVEN_DRAW if PROVEN_DRAW in proofs else PROVEN_WIN
+    else:
+        tree.proven[0] = UNKNOWN
+
+
+def _root_symmetry(game: KernelGame, history: list[int], st: np.ndarray) -> np.ndarray | None:
+    """The root moves to search when a symmetry maps the position to itself (one move of
+    each class of equivalent moves, ``engine.symmetry``), else None (every move)."""
+    uttt = game.kind == KIND_UTTT
+    forced = int(st[H_FORCED]) if uttt else -1
+    return representative_moves(uttt, game.m, game.n, history, forced)
+
+
+def _option_share(options: dict[str, Any], name: str, default: float) -> float:
+    value = options.get(name, default)
+    if value is True:
+        return VERIFY_SHARE
+    if value is False:
+        return 0.0
+    if not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise EngineError(f"option {name} must be a share of the budget in [0, 1), not {value!r}")
+    return float(value)
+
+
+def _verify(
+    tree: _Tree,
+    state: Any,
+    best: int,
+    deadline: float | None,
+    nodes: int | None,
+    clock: Callable[[], float],
+    cache: dict[str, Any],
+) -> int:
+    """Check the chosen root move with alpha-beta before playing it, and the next choice if
+    that one is refuted, until the budget is spent or a check proves nothing: MCTS-minimax
+    hybrid at the root (Baier & Winands 2015, minimax searches inside MCTS against the
+    shallow traps that random playouts miss: on 5x5 k=4 most replies to the centre lose in
+    about seven plies while their playouts look even). Only proofs are used: they enter the
+    tree as the solver's values (Winands et al. 2008) and propagate. Returns the move to play."""
+    from engine.alphabeta import alphabeta_search
+
+    checked: set[int] = set()
+    # Within a game alpha-beta keeps its table between the checks, except with an iteration
+    # budget: then a fresh table keeps the search a function of its seed and budget.
+    game_key = cache.get("game_key")
+    keep = deadline is not None and game_key is not None
+    ab_cache = {"game_key": f"{game_key}:mcts-verify"} if keep else {}
+    while best not in checked and tree.proven[0] == UNKNOWN and tree.proven[best] == UNKNOWN:
+        if deadline is not None and deadline - clock() < VERIFY_MIN_SECONDS:
+            break
+        checked.add(best)
+        child = state.clone()
+        child.apply_action(int(tree.action[best]))
+        if child.is_terminal():
+            break
+        proof = alphabeta_search(
+            child,
+            deadline=deadline,
+            iterations=nodes,
+            seed=0,
+            clock=clock,
+            options={},
+            cache=ab_cache,
+        ).proven  # for the player to move after ``best``: the opponent
+        if proof is None:
+            break
+        tree.proven[best] = {"win": PROVEN_LOSS, "loss": PROVEN_WIN, "draw": PROVEN_DRAW}[proof]
+        _propagate(best, tree.parent, tree.first, tree.count, tree.proven, tree.floor)
+        best = _choose(tree)
+    return best
 
 
 def _choose(tree: _Tree) -> int:
@@ -316,24 +432,51 @@ def _search(
     algorithm: str,
     enhanced: bool,
 ) -> SearchResult:
-    c = _option_c(options)
+    c = _option_c(options, MCTS_C if enhanced else DEFAULT_C)
     solver = _option_bool(options, "solver", enhanced)
     decisive = _option_bool(options, "decisive", enhanced)
     reuse = _option_bool(options, "reuse", enhanced)
     near_playouts = _option_bool(options, "near_playouts", True)
+    # uttt playouts take a game-winning move but do not test every move for handing the
+    # opponent one: that test costs ~40% of the playout rate, and with it MCTS scored 0.28
+    # against itself without it (200 games at 50 ms, bench/README.md). The m,n,k playouts
+    # block a single threat at the cost of a counter, always (kernels.rules.playout).
+    anti_playouts = _option_bool(options, "anti_decisive_playouts", False)
+    symmetry = _option_bool(options, "symmetry", enhanced)
     game = kernel_game(state.game)
+    # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
+    # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
+    # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
+    exact_ab = game.kind != KIND_UTTT and not game.near
+    verify_share = _option_share(
+        options, "verify", VERIFY_SHARE if enhanced and solver and exact_ab else 0.0
+    )
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))
     st = root_state(state, game)
-    tree = _reused_tree(cache, spec, history) if reuse else None
+    root_keep = _root_symmetry(game, history, st) if symmetry else None
+    # A reused root already has all its moves: a symmetric position starts a fresh tree.
+    tree = _reused_tree(cache, spec, history) if reuse and root_keep is None else None
     if tree is None:
         tree = _Tree()
     rng = seed_rng(secrets.randbits(63) if seed is None else seed)
+    if solver and iterations is None and game.max_moves <= SOLVE_CELLS:
+        # As alphabeta on 3x3: MCTS-Solver proves any 3x3 position in a few hundred
+        # iterations (under a millisecond), so it always does, and a CPU starved by other
+        # processes cannot cut the search short (3 of 1,000 games lost to perfect as O at
+        # load 4, each after a first move searched for ~20 iterations).
+        deadline, iterations = None, SOLVE_ITERATIONS
+    if deadline is None and iterations is None:
+        deadline = clock() + DEFAULT_SECONDS  # as run_chunked, for the verification too
+    search_deadline = deadline
+    if deadline is not None and verify_share > 0.0:
+        # The last part of the budget verifies the chosen move (below).
+        search_deadline = deadline - verify_share * max(0.0, deadline - clock())
     done = _run(
         tree,
         st,
         game,
-        deadline=deadline,
+        deadline=search_deadline,
         iterations=iterations,
         clock=clock,
         rng=rng,
@@ -341,17 +484,19 @@ def _search(
         solver=solver,
         decisive=decisive,
         near_playouts=near_playouts,
+        root_keep=root_keep,
+        anti_decisive_playouts=anti_playouts,
     )
     best = _choose(tree)
+    if verify_share > 0.0:
+        nodes = None if iterations is None else int(verify_share * iterations)
+        nodes = None if nodes is None else max(VERIFY_MIN_NODES, nodes)
+        best = _verify(tree, state, best, deadline, nodes, clock, cache)
     result = _result(tree, best, algorithm, done)
     if reuse:
-        # Keep only the subtree of the move played: the next search of this game starts
-        # below it (after the opponent's reply), and the cache stays small.
-        cache[CACHE_KEY] = {
-            "spec": spec,
-            "history": (*history, result.action),
-            "tree": tree.subtree(best, spare=False),
-        }
+        # Keep the tree; the next search of this game copies out the part below the moves
+        # played since (work done inside that search's budget).
+        cache[CACHE_KEY] = {"spec": spec, "history": tuple(history), "tree": tree}
     return result
 
 
@@ -365,9 +510,11 @@ def mcts_search(
     options: dict[str, Any],
     cache: dict[str, Any],
 ) -> SearchResult:
-    """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse (module docstring).
-    Options: c (UCB1 exploration, default sqrt(2)); solver, decisive, reuse, near_playouts
-    (bools, default on) to switch the enhancements off one at a time."""
+    """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse + root symmetry + root
+    check (module docstring). Options: c (UCB1 exploration, default MCTS_C); solver,
+    decisive, reuse, symmetry, near_playouts (bools, default on) to switch the enhancements
+    off one at a time; anti_decisive_playouts (default off); verify (share of the budget for
+    the alpha-beta check, default VERIFY_SHARE on m,n,k boards under 50 cells, else 0)."""
     return _search(
         state,
         deadline=deadline,

@@ -79,6 +79,7 @@ class Searcher:
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self.clock = clock
         self._caches: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._parallel: Any = None  # engine.parallel.RootParallel, for the root_workers option
 
     def search(
         self,
@@ -107,16 +108,29 @@ class Searcher:
         if budget_ms is None and iterations is None:
             budget_ms = DEFAULT_BUDGET_MS
         deadline = None if budget_ms is None else start + budget_ms / 1000.0
-        cache = self._cache_for(game_key)
-        result = func(
-            state,
-            deadline=deadline,
-            iterations=iterations,
-            seed=seed,
-            clock=self.clock,
-            options=options,
-            cache=cache,
-        )
+        workers = options.pop("root_workers", 1)
+        if workers != 1:
+            # Root parallelization: the same search in `workers` processes, merged.
+            left_ms = None if budget_ms is None else budget_ms - (self.clock() - start) * 1000.0
+            result = self._root_parallel(workers, algorithm).search(
+                state,
+                algorithm,
+                budget_ms=left_ms,
+                iterations=iterations,
+                seed=seed,
+                game_key=game_key,
+                **options,
+            )
+        else:
+            result = func(
+                state,
+                deadline=deadline,
+                iterations=iterations,
+                seed=seed,
+                clock=self.clock,
+                options=options,
+                cache=self._cache_for(game_key),
+            )
         elapsed_ms = (self.clock() - start) * 1000.0
         return replace(
             result,
@@ -129,6 +143,28 @@ class Searcher:
     def forget(self, game_key: str) -> None:
         """Drop what was kept for one game (it ended)."""
         self._caches.pop(game_key, None)
+        if self._parallel is not None:
+            self._parallel.forget(game_key)
+
+    def close(self) -> None:
+        """Stop the root-parallel worker processes, if the root_workers option started some."""
+        if self._parallel is not None:
+            self._parallel.close()
+            self._parallel = None
+
+    def _root_parallel(self, workers: Any, algorithm: str) -> Any:
+        from engine.parallel import ROOT_PARALLEL_ALGORITHMS, RootParallel
+
+        if algorithm not in ROOT_PARALLEL_ALGORITHMS:
+            names = " and ".join(ROOT_PARALLEL_ALGORITHMS)
+            raise EngineError(
+                f"root_workers merges the root statistics of {names} searches, not of {algorithm!r}"
+            )
+        if self._parallel is not None and self._parallel.workers != workers:
+            self.close()
+        if self._parallel is None:
+            self._parallel = RootParallel(workers)
+        return self._parallel
 
     def _cache_for(self, game_key: str | None) -> dict[str, Any]:
         if game_key is None:

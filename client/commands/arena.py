@@ -24,6 +24,7 @@ DEFAULT_BUDGET_MS = 100.0
 # one-sided results the variance estimate (and so the LLR) is meaningless.
 SPRT_MIN_GAMES = 20
 GAME_HELP_NAMES = "tictactoe, mnk, 5x5, gomoku, uttt"
+DEFAULT_DB = "\0default"  # --db without a path: the default database
 
 DESCRIPTION = """\
 Play GAMES games between engine players A and B, alternating colours (A moves
@@ -172,6 +173,7 @@ class GameTask:
     a: PlayerSpec
     b: PlayerSpec
     seed: int
+    keep_moves: bool = False  # record each move's search statistics and time (--db)
 
     @property
     def a_first(self) -> bool:
@@ -221,6 +223,9 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
     iterations = {"a": 0, "b": 0}
     worst_overrun = {"a": -math.inf, "b": -math.inf}
     forfeit: str | None = None
+    move_stats: list[dict[str, Any]] = []
+    move_at: list[float] = []
+    started_at = time.time()
     try:
         while not state.is_terminal():
             side = "a" if state.current_player() == a_player else "b"
@@ -252,6 +257,9 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
             except engine.IllegalMove:
                 forfeit = side  # the engine played an illegal move: that side loses
                 break
+            if task.keep_moves:
+                move_stats.append(result.to_dict())
+                move_at.append(time.time())
     finally:
         searcher.forget(keys["a"])
         searcher.forget(keys["b"])
@@ -260,7 +268,7 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
     else:
         a_return = state.returns()[a_player]
         outcome = "win" if a_return > 0 else "loss" if a_return < 0 else "draw"
-    return {
+    record: dict[str, Any] = {
         "index": task.index,
         "seed": task.seed,
         "a_first": task.a_first,
@@ -275,6 +283,9 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
             k: (v if math.isfinite(v) else None) for k, v in worst_overrun.items()
         },
     }
+    if task.keep_moves:
+        record.update(move_stats=move_stats, move_at=move_at, started_at=started_at)
+    return record
 
 
 # --- the tally ------------------------------------------------------------------------------
@@ -563,6 +574,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when stderr is not a terminal, print a progress line every N games "
         "(default: about 20 lines per match)",
     )
+    parser.add_argument(
+        "--db",
+        nargs="?",
+        const=DEFAULT_DB,
+        default=None,
+        metavar="PATH",
+        help="store the finished games, with every move's search statistics, in this SQLite "
+        "file (--db alone: $NOUGHTS_DB, or noughts.db in your data directory), where "
+        "`noughts games` and `noughts replay` show them",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     parser.set_defaults(func=run)
 
@@ -585,11 +606,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"noughts arena: the engine failed: {match.error}", file=sys.stderr)
         return 1
     report = build_report(match, meta, elapsed)
+    failed = None
+    if meta["db"] is not None and match.records:
+        try:
+            report["stored"] = store_games(meta["db"], report)
+        except ArenaError as exc:
+            failed = f"noughts arena: the games were not stored: {exc}"
     if args.json:
         print(json.dumps(report))
     else:
         print(format_report(report))
+    if failed is not None:
+        print(failed, file=sys.stderr)
+        return 1
     return 130 if match.interrupted else 0
+
+
+def store_games(db: str, report: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+    """Hand the match's games to ``python -m server.arena_store`` (a child process: the client
+    never imports the server), which writes them to the database ``db`` as finished games.
+    Returns what it reports: {"db": path, "game_ids": [...]}."""
+    import subprocess
+
+    document = {
+        "game": report["game"]["name"],
+        "params": report["game"]["params"],
+        "seed": report["seed"],
+        "a": report["a"],
+        "b": report["b"],
+        "records": report["records"],
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "server.arena_store", "--db", db],
+            input=json.dumps(document).encode(),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ArenaError(f"cannot run server.arena_store: {exc}") from exc
+    if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ArenaError(message[-1] if message else f"exit status {done.returncode}")
+    try:
+        stored: dict[str, Any] = json.loads(done.stdout)
+    except ValueError as exc:
+        raise ArenaError(f"unexpected answer from server.arena_store: {exc}") from exc
+    return stored
 
 
 def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
@@ -616,8 +680,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         raise ArenaError(f"bad game: {exc}") from None
     name, game_params = game.spec()
     seed = args.seed if args.seed is not None else derive_seed(time.time_ns(), os.getpid())
+    db = getattr(args, "db", None)
+    if db == DEFAULT_DB:
+        from client.commands.common import default_db_path
+
+        db = str(default_db_path())
+    keep = db is not None
     tasks = [
-        GameTask(i, name, dict(game_params), players[0], players[1], derive_seed(seed, i))
+        GameTask(i, name, dict(game_params), players[0], players[1], derive_seed(seed, i), keep)
         for i in range(args.games)
     ]
     match = Match(tasks, parse_sprt(args.sprt), args.alpha, args.beta)
@@ -628,6 +698,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         "games_requested": args.games,
         "seed": seed,
         "workers": min(args.workers, args.games),
+        "db": db,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {
             "cpus": os.cpu_count(),
@@ -767,4 +838,11 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         f"speed: {report['games_per_second']:.2f} games/s ({report['elapsed_s']:.1f} s wall)"
     )
+    stored = report.get("stored")
+    if stored:
+        ids = stored["game_ids"]
+        lines.append(
+            f"stored: {len(ids)} games in {stored['db']} (first {ids[0]}; see: noughts games "
+            f"--db {stored['db']})"
+        )
     return "\n".join(lines)

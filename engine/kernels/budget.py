@@ -2,7 +2,9 @@
 
 numba code cannot call the clock cheaply, so Python sizes each chunk from the measured rate to
 end close to the deadline: a chunk lasts at most ``MAX_CHUNK_SECONDS`` and at most 90% of the
-time left, so a search overruns its deadline by a fraction of a millisecond.
+time left, so a search overruns its deadline by a fraction of a millisecond. A step that did
+other work than iterating (the MCTS growing its node arrays) returns early, so that the clock
+is read again before more iterations run.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ DEFAULT_SECONDS = 0.1  # the engine's default budget, if a caller gives none
 
 
 def run_chunked(
-    step: Callable[[int], int],
+    step: Callable[[int], tuple[int, bool]],
     *,
     deadline: float | None,
     iterations: int | None,
     clock: Callable[[], float],
 ) -> int:
-    """Call ``step(n)`` (runs up to n iterations, returns how many ran; fewer means finished)
-    until the deadline or the iteration budget is reached (100 ms when neither is given).
-    Always runs at least one iteration. Returns the total run."""
+    """Call ``step(n)`` until the deadline or the iteration budget is reached (100 ms when
+    neither is given). ``step(n)`` runs up to n iterations and returns (how many ran, whether
+    the search is finished); it may stop short of n without being finished, after work that
+    took time of its own. Always runs at least one iteration. Returns the total run."""
     if deadline is None and iterations is None:
         deadline = clock() + DEFAULT_SECONDS
     done = 0
@@ -49,11 +52,13 @@ def run_chunked(
                 budget = min(MAX_CHUNK_SECONDS, 0.9 * remaining)
                 n = min(n, max(1, int(rate * budget)))
         start = clock()
-        ran = step(n)
+        ran, finished = step(n)
         elapsed = clock() - start
         done += ran
-        if ran < n:
+        if finished:
             break
+        if ran < n:
+            continue  # the step did other work: the clock is read again, the rate kept
         if elapsed > 0.0:
             rate = ran / elapsed
         else:

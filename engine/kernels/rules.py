@@ -78,13 +78,16 @@ def random_move(st, rng, near):
 
 
 @njit(cache=True)
-def playout(st, rng, decisive, near, buf):
-    """Random playout to the end (or to a forced outcome with ``decisive``); final status."""
+def playout(st, rng, policy, near, buf):
+    """Random playout to the end, or to a forced outcome: ``policy`` 0 plays uniformly at
+    random; 1 takes a win in one (decisive moves, Teytaud & Teytaud 2010); 2 also avoids
+    moves that let the opponent win at once (anti-decisive moves). The m,n,k kernels know
+    both at the cost of a counter (any policy >= 1 is 2 there); final status."""
     if st[H_KIND] == KIND_TTT:
-        return ttt_playout(st, rng, decisive)
+        return ttt_playout(st, rng, policy != 0)
     if st[H_KIND] == KIND_MNK:
-        return mnk_playout(st, rng, decisive, near)
-    return uttt_playout(st, rng, decisive, buf)
+        return mnk_playout(st, rng, policy != 0, near)
+    return uttt_playout(st, rng, policy, buf)
 
 
 @njit(cache=True)

@@ -97,15 +97,21 @@ def mcts_run(
     c,
     solver,
     decisive,
+    playout_policy,
     near,
     rng,
     path,
     buf,
+    root_keep,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
     the node arrays might not hold one more expansion. Returns the number of iterations run.
-    Where chunks end does not change the search: the same seed gives the same tree."""
+    Where chunks end does not change the search: the same seed gives the same tree.
+    The root's children are the moves ``a`` with ``root_keep[a] != 0`` (one move of each
+    class of moves a symmetry of the position makes equivalent, ``engine.symmetry``).
+    ``decisive``: decisive and anti-decisive moves at expansion; ``playout_policy``: the
+    playouts' (``rules.playout``: 0 random, 1 decisive, 2 decisive and anti-decisive)."""
     capacity = parent.shape[0]
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -174,6 +180,15 @@ def mcts_run(
         elif first[node] == 0 and (node == 0 or visits[node] > 0) and meta[M_NODES] < capacity:
             # Expansion: all children at once, in random order.
             n_moves, code = tree_moves(st, buf, decisive)
+            if node == 0 and code != MOVES_MOVER_WINS:
+                # The move lists are closed under the position's symmetries: keeping one move
+                # per class leaves at least one.
+                kept = 0
+                for i in range(n_moves):
+                    if root_keep[buf[i]] != 0:
+                        buf[kept] = buf[i]
+                        kept += 1
+                n_moves = kept
             n_nodes = meta[M_NODES]
             if n_nodes + n_moves > capacity:
                 n_moves = 0
@@ -217,11 +232,11 @@ def mcts_run(
                         proven[node] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
                         _propagate(node, parent, first, count, proven, floor)
                 else:
-                    status = playout(st, rng, decisive, near, buf)
+                    status = playout(st, rng, playout_policy, near, buf)
             else:
-                status = playout(st, rng, decisive, near, buf)
+                status = playout(st, rng, playout_policy, near, buf)
         else:
-            status = playout(st, rng, decisive, near, buf)
+            status = playout(st, rng, playout_policy, near, buf)
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
         # at depth d-1; above a node with a draw in hand a loss for its mover becomes a draw.
         for d in range(depth, -1, -1):
@@ -232,6 +247,23 @@ def mcts_run(
             if d > 0 and floor[path[d - 1]] != 0 and status == 2 - player:
                 status = DRAW
     return iterations
+
+
+@njit(cache=True)
+def subtree_size(first, count, node, queue):
+    """Number of nodes in the subtree under ``node`` (breadth first; ``queue`` holds at least
+    that many slots, e.g. the tree's size)."""
+    queue[0] = node
+    head = 0
+    tail = 1
+    while head < tail:
+        f = first[queue[head]]
+        if f > 0:
+            for j in range(count[queue[head]]):
+                queue[tail + j] = f + j
+            tail += count[queue[head]]
+        head += 1
+    return tail
 
 
 @njit(cache=True)
@@ -300,7 +332,7 @@ def flat_run(root_st, st, moves, plays, wins, score, start, iterations, rng, buf
         apply(st, moves[i])
         status = st[H_STATUS]
         if status == 0:
-            status = playout(st, rng, False, near, buf)
+            status = playout(st, rng, 0, near, buf)
         length = st[H_PLY] - root_ply
         weight = 1.0 + (max_len - length) / max_len
         plays[i] += 1

@@ -60,6 +60,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 WIN9, THREAT9, POP9, NTH9 = _tables()
 
+SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
+
 OFF_SMALL = HEADER  # [player*9 + board] 9-bit masks of each player's cells
 OFF_FULL = HEADER + 18  # [board] occupied cells
 
@@ -280,14 +282,31 @@ def _safe_random_move(st, rng, opp, buf):
 
 
 @njit(cache=True)
-def uttt_playout(st, rng, decisive, buf):
-    """Play random moves to the end; returns the final status. With ``decisive`` the mover
-    wins at once when it can and otherwise avoids moves that let the opponent win the game at
-    once; the playout stops when the outcome is forced (``st`` then holds the position
-    before the forced end, still ONGOING).
+def _threat_boards(st, q, boards):
+    """The boards of ``boards`` where player ``q`` has an empty cell completing a small line."""
+    out = 0
+    rest = boards
+    while rest:
+        b = NTH9[rest * 9]
+        rest &= rest - 1
+        if THREAT9[st[OFF_SMALL + 9 * q + b]] & ~st[OFF_FULL + b] & 511:
+            out |= 1 << b
+    return out
+
+
+@njit(cache=True)
+def uttt_playout(st, rng, policy, buf):
+    """Play random moves to the end; returns the final status. With ``policy`` >= 1 the
+    mover wins at once when it can (decisive moves) and, with 2, otherwise avoids moves that
+    let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
+    playout stops when the outcome is forced (``st`` then holds the position before the
+    forced end, still ONGOING).
 
     The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
-    registers for the whole playout (about twice as fast as calling ``uttt_apply``)."""
+    registers for the whole playout (about twice as fast as calling ``uttt_apply``). A
+    game-winning move needs a small-board threat on a board that completes a line of boards,
+    so the small boards are looked at only once a player has such a board (none, most of
+    the time) instead of following every player's threats move by move."""
     status = st[H_STATUS]
     if status != ONGOING:
         return status
@@ -296,37 +315,52 @@ def uttt_playout(st, rng, decisive, buf):
     closed = st[H_CLOSED]
     meta0 = st[H_META0]
     meta1 = st[H_META0 + 1]
-    # Boards where each player has a cell completing a small line, open boards only; and
-    # the boards whose capture would complete a line of boards (change only on a capture).
-    threat0 = st[H_THREAT0] & ~closed
-    threat1 = st[H_THREAT0 + 1] & ~closed
-    meta_threat0 = THREAT9[meta0]
-    meta_threat1 = THREAT9[meta1]
+    # Open boards whose capture would complete a line of boards, per player (they change only
+    # when a board closes).
+    meta_threat0 = THREAT9[meta0] & ~closed & 511
+    meta_threat1 = THREAT9[meta1] & ~closed & 511
     ply0 = st[H_PLY]
     ply = ply0
     last = st[H_LAST]
     result = ONGOING
+    decisive = policy >= 1
+    anti = policy >= 2
     while True:
         if decisive:
             if p == 0:
-                mine = meta_threat0 & threat0
-                opp = meta_threat1 & threat1
+                mine = meta_threat0
+                opp = meta_threat1
             else:
-                mine = meta_threat1 & threat1
-                opp = meta_threat0 & threat0
-            if mine and (forced < 0 or (mine >> forced) & 1):
+                mine = meta_threat1
+                opp = meta_threat0
+            if forced >= 0:
+                mine &= 1 << forced
+            if mine and _threat_boards(st, p, mine):
                 result = p + 1  # a game-winning move is there
                 break
+            if opp and anti:
+                opp = _threat_boards(st, 1 - p, opp)
+            else:
+                opp = 0
             if opp:
                 st[H_TO_MOVE] = p
                 st[H_FORCED] = forced
                 st[H_CLOSED] = closed
-                a = _safe_random_move(st, rng, opp, buf)
-                if a < 0:
-                    result = 2 - p  # every move hands the opponent the game
-                    break
-                b = a // 9
-                c = a - 9 * b
+                # Uniform over the safe moves by rejection sampling: a few uniform legal
+                # moves tested one by one (most are safe) before listing every safe move.
+                b = -1
+                for _ in range(SAFE_TRIES):
+                    b, c = _random_cell(st, rng, forced, closed)
+                    if _is_safe(st, 9 * b + c, opp):
+                        break
+                    b = -1
+                if b < 0:
+                    a = _safe_random_move(st, rng, opp, buf)
+                    if a < 0:
+                        result = 2 - p  # every move hands the opponent the game
+                        break
+                    b = a // 9
+                    c = a - 9 * b
             elif forced >= 0:
                 b = forced
                 free = ~st[OFF_FULL + b] & 511
@@ -345,29 +379,22 @@ def uttt_playout(st, rng, decisive, buf):
         st[OFF_SMALL + 9 * p + b] = small
         full = st[OFF_FULL + b] | (1 << c)
         st[OFF_FULL + b] = full
-        if decisive:  # boards where each player has a line-completing cell (branch-free)
-            has0 = (THREAT9[st[OFF_SMALL + b]] & ~full & 511) != 0
-            has1 = (THREAT9[st[OFF_SMALL + 9 + b]] & ~full & 511) != 0
-            threat0 = (threat0 & ~bit) | (bit * has0)
-            threat1 = (threat1 & ~bit) | (bit * has1)
         if WIN9[small]:
             closed |= bit
-            threat0 &= ~bit
-            threat1 &= ~bit
             if p == 0:
                 meta0 |= bit
-                meta_threat0 = THREAT9[meta0]
                 if WIN9[meta0]:
                     status = X_WON
             else:
                 meta1 |= bit
-                meta_threat1 = THREAT9[meta1]
                 if WIN9[meta1]:
                     status = O_WON
+            meta_threat0 = THREAT9[meta0] & ~closed & 511
+            meta_threat1 = THREAT9[meta1] & ~closed & 511
         elif full == 511:
             closed |= bit
-            threat0 &= ~bit
-            threat1 &= ~bit
+            meta_threat0 &= ~bit
+            meta_threat1 &= ~bit
         forced = -1 if (closed >> c) & 1 else c
         ply += 1
         last = 9 * b + c
@@ -377,19 +404,13 @@ def uttt_playout(st, rng, decisive, buf):
         if status != ONGOING:
             result = status
             break
-    if not decisive:  # the threat masks were not followed: rebuild them
-        threat0 = 0
-        threat1 = 0
-        for x in range(9):
-            free = ~st[OFF_FULL + x] & 511
-            threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
-            threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
-    else:  # closed boards were dropped from them above; uttt_apply keeps them
-        for x in range(9):
-            if (closed >> x) & 1:
-                free = ~st[OFF_FULL + x] & 511
-                threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
-                threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
+    # The boards where each player has a line-completing cell (uttt_apply's H_THREAT masks).
+    threat0 = 0
+    threat1 = 0
+    for x in range(9):
+        free = ~st[OFF_FULL + x] & 511
+        threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
+        threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
     st[H_TO_MOVE] = p
     st[H_FORCED] = forced
     st[H_CLOSED] = closed

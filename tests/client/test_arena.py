@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +114,39 @@ def test_player_specs() -> None:
             parse_player(bad)
     with pytest.raises(ArenaError):
         parse_sprt("10,0")
+
+
+def test_db_stores_the_games_with_their_moves(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--db hands the games to server.arena_store (a child process); they are then in the
+    database as finished games, one move row per move with its search statistics."""
+    db = tmp_path / "arena.db"
+    report = run_json(
+        capsys,
+        *("--game", "tictactoe", "--a", "mcts:200it", "--b", "random:1ms"),
+        *("--games", "3", "--seed", "4", "--workers", "1", "--quiet", "--db", str(db)),
+    )
+    stored = report["stored"]
+    assert stored["db"] == str(db) and len(stored["game_ids"]) == 3
+    with sqlite3.connect(db) as connection:
+        games = connection.execute(
+            "SELECT id, status, players FROM games ORDER BY created_at"
+        ).fetchall()
+        assert {g[0] for g in games} == set(stored["game_ids"])
+        assert all(g[1] == "finished" for g in games)
+        for game_id, record in zip(stored["game_ids"], report["records"], strict=True):
+            moves = connection.execute(
+                "SELECT action, algorithm, iterations FROM moves WHERE game_id = ? ORDER BY ply",
+                (game_id,),
+            ).fetchall()
+            assert [m[0] for m in moves] == record["actions"]
+            a_plies = range(0 if record["a_first"] else 1, len(moves), 2)
+            assert {moves[p][1] for p in a_plies} == {"mcts"}
+            assert all(m[2] is not None for m in moves)
+    # --db alone: $NOUGHTS_DB; the text report says where the games went.
+    monkeypatch.setenv("NOUGHTS_DB", str(tmp_path / "env.db"))
+    argv = ["arena", "--game", "tictactoe", "--a", "random:1ms", "--b", "random:1ms"]
+    assert main([*argv, "--games", "2", "--workers", "1", "--quiet", "--db"]) == 0
+    assert f"stored: 2 games in {tmp_path / 'env.db'}" in capsys.readouterr().out
+    assert (tmp_path / "env.db").exists()

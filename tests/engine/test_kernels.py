@@ -159,11 +159,14 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
 
 
 @needs_uttt
-@pytest.mark.parametrize("decisive", [False, True])
-def test_uttt_playout_matches_move_by_move_rules(decisive: bool) -> None:
-    """The inlined playout equals the same random choices made through uttt_apply."""
+@pytest.mark.parametrize("policy", [0, 1, 2])
+def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
+    """The inlined playout equals the same random choices made through uttt_apply: policy 1
+    takes a game-winning move, 2 also avoids handing the opponent one."""
     from engine.kernels.layout import H_STATUS, H_TO_MOVE, seed_rng
     from engine.kernels.uttt import (
+        SAFE_TRIES,
+        _is_safe,
         _opponent_wins_mask,
         _safe_random_move,
         uttt_apply,
@@ -182,17 +185,21 @@ def test_uttt_playout_matches_move_by_move_rules(decisive: bool) -> None:
             state.apply_action(rng.choice(state.legal_actions()))
         fast = root_state(state, kernel_game(game))
         slow = fast.copy()
-        result = uttt_playout(fast, seed_rng(trial), decisive, buf)
+        result = uttt_playout(fast, seed_rng(trial), policy, buf)
         slow_rng = seed_rng(trial)
         while slow[H_STATUS] == 0:
             p = int(slow[H_TO_MOVE])
-            if decisive:
+            if policy >= 1:
                 if uttt_win_move(slow) >= 0:
                     expected = p + 1
                     break
                 opp = _opponent_wins_mask(slow)
-                if opp:
-                    a = _safe_random_move(slow, slow_rng, opp, buf)
+                if opp and policy >= 2:
+                    # Rejection sampling first, then the list of safe moves.
+                    tries = (uttt_random_move(slow, slow_rng) for _ in range(SAFE_TRIES))
+                    a = next((t for t in tries if _is_safe(slow, t, opp)), -1)
+                    if a < 0:
+                        a = _safe_random_move(slow, slow_rng, opp, buf)
                     if a < 0:
                         expected = 2 - p
                         break

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import engine
+from engine.errors import EngineError
 from engine.flat import flat_search
 from engine.kernels import warm_up
 from engine.mcts import mcts_search, merge_root_results, uct_search
@@ -96,7 +97,10 @@ def test_mcts_proves_the_empty_board_a_draw() -> None:
 
 
 def test_fixed_seed_and_iterations_give_a_fixed_result() -> None:
-    for name, params in (("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})):
+    games = [("tictactoe", {}), ("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})]
+    if HAVE_UTTT:
+        games.append(("uttt", {}))
+    for name, params in games:
         state = position(name, [], **params)
         state.apply_action(state.legal_actions()[len(state.legal_actions()) // 2])
         for func in (mcts_search, uct_search, flat_search):
@@ -330,3 +334,41 @@ def test_flat_plays_each_root_move_in_turn_and_prefers_quick_wins() -> None:
     assert max(counts) - min(counts) <= 1  # round robin
     assert result.action in _winning_moves(state)
     assert result.pv == (result.action,)
+
+
+def test_verification_refutes_a_trap_the_playouts_miss() -> None:
+    """5x5 k=4 after X's centre: the orthogonal reply 7 loses in seven plies (alpha-beta proves
+    it), yet its playouts look even, so a 10,000-iteration search sometimes prefers it. The
+    alpha-beta check of the chosen move (option verify: its share of the iterations as
+    alpha-beta nodes) refutes it, and the tree is otherwise the same."""
+    state = position("5x5", [12])
+    after = position("5x5", [12, 7])
+    assert engine.search(after, "alphabeta", iterations=20000).proven == "win"
+    trapped = [
+        seed
+        for seed in range(40)
+        if run(mcts_search, state, iterations=10000, seed=seed, verify=0).action == 7
+    ]
+    assert trapped  # the trap is real for unverified MCTS
+    for seed in trapped[:3]:
+        plain = run(mcts_search, state, iterations=10000, seed=seed, verify=0)
+        checked = run(mcts_search, state, iterations=10000, seed=seed, verify=0.8)
+        assert checked.action != 7
+        assert checked.iterations == plain.iterations  # the same MCTS, then the check
+    with pytest.raises(EngineError, match="verify"):
+        run(mcts_search, state, verify=1.5)
+
+
+def test_both_sides_sharing_one_tree_play_to_the_end() -> None:
+    """Self-play through one game_key: each search reuses the tree of the other side's last
+    search, whose chosen move the alpha-beta check may have proven (a draw, here at ply 18)
+    without proven children. As a new root that proof is recomputed from its children, so
+    there is always a move to choose (it used to raise)."""
+    searcher = engine.Searcher()
+    state = position("5x5", [])
+    while not state.is_terminal():
+        result = searcher.search(
+            state, "mcts", iterations=2000, seed=state.ply(), game_key="self-play"
+        )
+        state.apply_checked(result.action)
+    assert state.ply() > 18
