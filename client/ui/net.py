@@ -48,6 +48,7 @@ class ServerLink:
         deliver: Callable[[Message], object],
         on_state: Callable[[str, str], object],
         on_connected: Callable[[Welcome, bool], Awaitable[None]],
+        session: str | None = None,
     ) -> None:
         self.url = url
         self.name = name
@@ -55,7 +56,7 @@ class ServerLink:
         self.on_state = on_state  # (state, detail): "connecting", "online", "offline"
         self.on_connected = on_connected
         self.connection: UIConnection | None = None
-        self.session: str | None = None
+        self.session = session  # from an earlier run, or None: the server starts a new one
         self.player_id: str | None = None
         self.connected = asyncio.Event()
         self._closing = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,54 @@ async def until(pilot, predicate: Callable[[], object], what: str, limit_s: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         await pilot.pause(0.02)
+
+
+async def next_event(connection: ServerConnection, kind: type, timeout: float = 30) -> Any:
+    """The other client's next game event of ``kind``, skipping others."""
+    while True:
+        event = await connection.next_event(timeout=timeout)
+        if isinstance(event, kind):
+            return event
+
+
+async def open_lobby(pilot: Any, app: Any) -> Any:
+    """Wait for the lobby, connected and subscribed; return the LobbyScreen."""
+    from client.ui.lobby import LobbyScreen
+
+    await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+    await until(pilot, lambda: app.link_state[0] == "online", "the connection")
+    await until(pilot, lambda: app.screen.has_lobby_state, "the lobby's state")
+    return app.screen
+
+
+async def choose(pilot: Any, dialog: Any, select_id: str, value: str) -> None:
+    """Pick ``value`` in one of NewGameDialog's Selects with the keys: Enter opens it,
+    Home goes to the top, Down to the option, Enter takes it."""
+    from textual.widgets import Select
+
+    from client.ui.dialogs import OPTIONS
+
+    index = [v for _, v in OPTIONS[select_id]].index(value)
+    select = dialog.query_one(f"#{select_id}", Select)
+    select.focus()
+    await pilot.press("enter", "home", *["down"] * index, "enter")
+    assert select.value == value, (select_id, select.value)
+
+
+async def type_into(pilot: Any, dialog: Any, input_id: str, text: str) -> None:
+    """Replace an Input's text with ``text``, typed."""
+    from textual.widgets import Input
+
+    field = dialog.query_one(f"#{input_id}", Input)
+    field.focus()
+    await pilot.press("ctrl+a", "ctrl+k", *text)
+    assert field.value == text
+
+
+async def press_ok(pilot: Any, dialog: Any) -> None:
+    """Focus the dialog's OK button and press Enter on it."""
+    from textual.widgets import Button
+
+    ok = dialog.query_one("#ok", Button)
+    ok.focus()
+    await pilot.press("enter")
