@@ -3,6 +3,7 @@ a real engine pool; and helpers to drive the Textual app with its pilot."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +36,26 @@ class UIServer:
         return await ServerConnection.connect(self.url, name=name)
 
 
+class ManualClock:
+    """A clock that moves only when the test moves it: the server's (clocks, flags, grace
+    periods) or the app's (clocks ticking between readings)."""
+
+    def __init__(self, now: float = FIXED_TIME) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 async def start_server(
     tmp_path: Path, pool: EnginePool, clock: Callable[[], float] | None = None
 ) -> AsyncIterator[UIServer]:
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
-    game_server = GameServer(store, pool, clock=clock) if clock else GameServer(store, pool)
+    game_server = GameServer(store, pool, clock=clock or time.time)
     try:
         async with running(game_server) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
@@ -57,8 +72,6 @@ async def ui_server(tmp_path: Path, ui_pool: EnginePool) -> AsyncIterator[UIServ
 
 async def until(pilot, predicate: Callable[[], object], what: str, limit_s: float = 60) -> None:
     """Let the app run until ``predicate()`` holds (a generous limit only catches hangs)."""
-    import time
-
     deadline = time.monotonic() + limit_s
     while not predicate():
         if time.monotonic() > deadline:
