@@ -21,11 +21,12 @@ from textual.message import Message as TextualMessage
 
 from client.connection import ConnectionLost, RequestFailed
 from client.sessions import SessionStore
-from client.ui.model import GameModel
+from client.ui.model import GameModel, result_sentence
 from client.ui.net import ServerLink
 from protocol import (
     GAME_EVENTS,
     CreateGame,
+    Ended,
     Error,
     GetGame,
     LobbyEvent,
@@ -299,6 +300,12 @@ class NoughtsApp(App[None]):
         if model.over:
             self.resumable.pop(game_id, None)
         self._tell_screens("game_changed", model, message)
+        if isinstance(message, Ended) and not any(
+            getattr(screen, "model", None) is model for screen in self.screen_stack
+        ):
+            # A game of ours ended while its screen was closed: say how.
+            sentence = result_sentence(model.result, model.reason, model.seat)
+            self.notify(f"Game {game_id} is over. {sentence}", title="Game over", timeout=10)
 
     # --- actions the screens ask for --------------------------------------------------------
 

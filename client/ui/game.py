@@ -110,6 +110,8 @@ class GameScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if not self.query("#moves"):
+            return  # replaced before it was drawn (two seats in a row): nothing to set up
         table = self.query_one("#moves", DataTable)
         table.add_columns("#", "", "move", "AI value")
         self.query_one("#ai-panel").display = False
