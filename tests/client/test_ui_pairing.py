@@ -100,7 +100,7 @@ async def test_a_seek_posted_with_s_is_accepted_by_another_client_and_both_play(
         await bob.close()
 
 
-async def test_x_cancels_a_posted_seek_and_the_others_see_it_go(ui_server: UIServer) -> None:
+async def test_x_cancels_a_posted_seek_and_leaves_the_queue(ui_server: UIServer) -> None:
     app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
     bob = await ui_server.connect("bob")
     try:
@@ -120,6 +120,17 @@ async def test_x_cancels_a_posted_seek_and_the_others_see_it_go(ui_server: UISer
             removed = await _next_lobby(bob)
             assert (removed.kind, removed.seek_id) == ("seek_removed", seek_id)
             assert lobby.query_one("#seeks", DataTable).row_count == 0
+            # x also takes us out of the quick-pairing queue.
+            await pilot.press("k")
+            await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+            await press_ok(pilot, app.screen)
+            await until(pilot, lambda: bool(lobby.queued), "in the queue")
+            server_lobby = ui_server.game_server.lobby
+            await until(pilot, lambda: set(server_lobby.seeks) == set(lobby.queued), "queued")
+            await pilot.press("x")
+            await until(pilot, lambda: "left the quick-pairing queue" in status_of(lobby), "x")
+            await until(pilot, lambda: not server_lobby.seeks, "the queue empty on the server")
+            assert not lobby.queued
     finally:
         await bob.close()
 
