@@ -194,7 +194,7 @@ class NoughtsApp(App[None]):
             if self.lobby_wanted:
                 await self.subscribe_lobby()
             return
-        if self.lobby_wanted or self.start.kind == "lobby":
+        if self.lobby_wanted or self.start.kind in ("lobby", "pairing"):  # pairing waits there
             await self.subscribe_lobby()
         if not self.started:
             self.started = True

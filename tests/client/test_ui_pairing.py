@@ -23,6 +23,7 @@ from protocol import (
     Move,
     Moved,
     QuickPair,
+    Seek,
     Snapshot,
 )
 from tests.client.ui_support import (
@@ -219,3 +220,25 @@ async def test_quick_pairing_falls_back_to_the_ai_after_the_wait(ui_server: UISe
         await pilot.press("enter")  # the cursor's cell
         await until(pilot, lambda: len(model.moves) >= played + 2, "our move and the AI's")
         assert not lobby.queued
+
+
+async def test_a_seek_from_the_command_line_waits_in_the_lobby_and_x_cancels_it(
+    ui_server: UIServer,
+) -> None:
+    """`noughts play --seek` starts the app with the seek posted: the lobby knows it is ours."""
+    start = Start("pairing", request=Seek, fields={"game": "gomoku", "color": "x"})
+    app = NoughtsApp(ui_server.url, name="ada", start=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+        lobby = app.screen
+        assert isinstance(lobby, LobbyScreen)
+        await until(pilot, lambda: bool(lobby.my_seeks), "the seek posted")
+        assert "Seek posted" in status_of(lobby)
+        server_lobby = ui_server.game_server.lobby
+        assert set(server_lobby.seeks) == lobby.my_seeks
+        seeks = lobby.query_one("#seeks", DataTable)
+        await until(pilot, lambda: seeks.row_count == 1, "the seek listed")  # subscribed
+        assert [str(c) for c in seeks.get_row_at(0)][:2] == ["ada (you)", "gomoku"]
+        await pilot.press("x")
+        await until(pilot, lambda: not server_lobby.seeks, "the seek cancelled on the server")
+        assert "Seek cancelled." in status_of(lobby)
