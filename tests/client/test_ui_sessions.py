@@ -86,6 +86,16 @@ async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
             await until(pilot, lambda: isinstance(second.screen, LobbyScreen), "the lobby")
             assert any("goes on without you" in n for n in notes(second))
             await until(pilot, lambda: _row(table, game_id)[3:] == ["3", "their move"], "row")
+            # Enter on it among the live games takes us back to it too: we play, not watch.
+            live = lobby.query_one("#live", DataTable)
+            await until(pilot, lambda: game_id in [k.value for k in live.rows], "listed live")
+            live.focus()
+            live.move_cursor(row=live.get_row_index(game_id))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(second.screen, GameScreen), "the game again")
+            assert second.screen.model is model and game_id not in second.watching
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(second.screen, LobbyScreen), "the lobby")
             # It ends while we are in the lobby: we are told, and it leaves the list.
             await bob.request(Resign, game_id=game_id, token=seated.token)
             await until(pilot, lambda: any("You win: resignation" in n for n in notes(second)), "")
