@@ -7,6 +7,12 @@ connection closes, waits a little and connects again. What to ask for after a
 reconnection (``resume`` of each game with the last ``seq`` seen, ``watch`` again,
 the lobby) is the app's business: ``on_connected`` is told whether it is a
 reconnection.
+
+Why not ``ServerConnection(reconnect=True)``: the UI needs what that one does not give:
+retrying the first connection, a reason to show while offline, trying for as long as the
+app runs, watching a spectated game again with ``watch`` (a ``resume`` would leave the
+server unable to ``unwatch`` it), and each new ``welcome`` (the session to save, the games
+to list under Your games).
 """
 
 from __future__ import annotations
