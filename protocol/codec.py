@@ -27,13 +27,16 @@ CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAG
 SERVER_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in SERVER_MESSAGES}
 
 
-def encode(message: Message) -> bytes:
-    """Serialize a message; fields left at None are omitted from the wire."""
+def encode(message: Message, *, rid: int | None = None) -> bytes:
+    """Serialize a message; fields left at None are omitted from the wire. ``rid`` sets
+    the message's ``rid`` (the requester's copy of an event) without copying it."""
     body: dict[str, Any] = {"type": message.TYPE}
     for spec in _SPECS[type(message)]:
         value = getattr(message, spec.name)
         if value is not None:
             body[spec.name] = value
+    if rid is not None:
+        body["rid"] = rid
     return msgpack.packb(body, use_bin_type=True)
 
 

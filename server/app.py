@@ -127,6 +127,7 @@ class ServerSettings:
     burst: int = BURST
     first_move_s: float = FIRST_MOVE_S  # a timed game's first moves, else aborted
     send_queue: int = SEND_QUEUE_FRAMES  # frames queued for a client before it is dropped
+    compression: str | None = None  # websocket permessage-deflate ("deflate") or none
     # Keepalive: a client that does not answer a ping within ping_timeout is closed (this
     # also ends a connection stalled in the middle of a frame).
     ping_interval_s: float = 20.0
@@ -380,16 +381,16 @@ class GameServer:
                 log.exception("storing an event of game %s failed; unloading it", session.id)
                 self._evict(session.id)
                 raise
-            frame = encode(event.message)
-            followers = self.subscribers.get(session.id, set())
+            frame = event.frame or encode(event.message)  # encoded once, in the session
+            followers = self.subscribers.get(session.id, ())
             for connection in list(followers):
                 if connection is reply_to and rid is not None and index == 0:
-                    connection.send(_with_rid(event.message, rid))
+                    connection.post(encode(event.message, rid=rid))
                 else:
                     connection.post(frame)
             if reply_to is not None and rid is not None and index == 0:
                 if reply_to not in followers:  # a seat holder that has not resumed yet
-                    reply_to.send(_with_rid(event.message, rid))
+                    reply_to.post(encode(event.message, rid=rid))
             if isinstance(event.message, Ended):
                 self._game_over(session)
         self._schedule(session)
@@ -587,33 +588,33 @@ class GameServer:
         self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
         self._maybe_ai_turn(session)
 
-    async def _seat_request(
+    def _seat_request(
         self, connection: Connection, game_id: str, token: str
     ) -> tuple[GameSession, int]:
         session = self._game(game_id)
         return session, session.authorize(token, connection.player_id)
 
     async def on_move(self, connection: Connection, request: Move) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
             await self._commit(session, emitted, connection, request.rid)
         self._maybe_ai_turn(session)
 
     async def on_resign(self, connection: Connection, request: Resign) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.resign(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_abort(self, connection: Connection, request: Abort) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.abort(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_draw(self, connection: Connection, request: Draw) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             now = self.clock()
             emitted = session.draw(seat, request.answer, now)
@@ -627,13 +628,13 @@ class GameServer:
         connection.send(Ok(rid=request.rid))
 
     async def on_claim(self, connection: Connection, request: Claim) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             emitted = session.claim(seat, request.outcome, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
-        session, seat = await self._seat_request(connection, request.game_id, request.token)
+        session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
             now = self.clock()
             emitted, agreed = session.rematch(seat, request.answer, now)
@@ -973,12 +974,6 @@ def _address(websocket: ServerConnection) -> str:
     return str(remote[0]) if remote else "?"
 
 
-def _with_rid(message: Message, rid: int) -> Message:
-    from dataclasses import replace
-
-    return replace(message, rid=rid)  # type: ignore[type-var]
-
-
 def _final_snapshot(record: GameRecord) -> Snapshot:
     """A stored game's last position, for a client resuming a game the server unloaded."""
     r = record.row
@@ -1031,9 +1026,9 @@ async def serve(game_server: GameServer, host: str = "127.0.0.1", port: int = 0)
         port,
         process_request=game_server.admit,
         max_size=MAX_WEBSOCKET_FRAME,
-        # Frames are a few dozen bytes: permessage-deflate would cost ~47 KB per idle
-        # connection against ~15 KB without it, for no gain (measured; see bench/).
-        compression=None,
+        # Frames are a few dozen bytes: permessage-deflate costs memory per idle connection
+        # for no gain, so it is off unless asked for (measured: bench/load.py capacity).
+        compression=settings.compression,
         ping_interval=settings.ping_interval_s,
         ping_timeout=settings.ping_timeout_s,
         close_timeout=settings.close_timeout_s,

@@ -4,8 +4,9 @@ The handler only translates: it rate-limits and decodes each frame (anything mal
 becomes one documented error), hands valid messages to the GameServer, and maps each
 error branch to one behaviour, as websockets' send_context does: protocol and game
 errors are answered and the connection stays open; anything else is logged with its
-traceback and closes this connection only. Outgoing frames go through a bounded queue
-so that a client that stops reading is dropped without delaying anyone else.
+traceback and closes this connection only. Outgoing frames are written at once while
+the socket keeps up; once it falls behind they wait in a bounded queue, so that a
+client that stops reading is dropped without delaying anyone else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from protocol import (
     PROTOCOL_VERSION,
@@ -75,8 +77,17 @@ class Connection:
     # --- outgoing ------------------------------------------------------------------------
 
     def post(self, frame: bytes) -> None:
-        """Queue a frame for this client without waiting; drop the client if it lags."""
+        """Send a frame to this client without waiting; drop the client if it lags."""
         if self.closed:
+            return
+        websocket = self.websocket
+        if self._outbox.empty() and not websocket.paused and websocket.protocol.state is State.OPEN:
+            # Fast path: nothing queued and the transport below its high-water mark, so
+            # write now, in order, without waking the writer task. This is what
+            # websockets' send() does (sans-I/O protocol, then send_data) minus its drain,
+            # which is needed only once the buffer is full: then frames queue below.
+            websocket.protocol.send_binary(frame)
+            websocket.send_data()
             return
         try:
             self._outbox.put_nowait(frame)

@@ -90,6 +90,7 @@ class Emitted:
     move: MoveRow | None = None
     end: GameEnd | None = None
     event: EventRow | None = None
+    frame: bytes = b""  # the message encoded once, for the log and every follower
 
 
 @dataclass(slots=True)
@@ -196,11 +197,12 @@ class GameSession:
     # --- the event log ---------------------------------------------------------------
 
     def _emit(self, message: Message, **stored: Any) -> Emitted:
-        self.log.append((getattr(message, "seq", self.seq), encode(message)))
+        frame = encode(message)
+        self.log.append((getattr(message, "seq", self.seq), frame))
         if len(self.log) > MAX_LOG:
             del self.log[: len(self.log) - MAX_LOG]
             self.log_start = self.log[0][0]
-        return Emitted(message, **stored)
+        return Emitted(message, frame=frame, **stored)
 
     def events_since(self, since: int) -> list[bytes] | None:
         """Frames of the events after ``since``, or None if the log no longer has them all."""
@@ -259,15 +261,15 @@ class GameSession:
         # A move declines the other side's standing draw offer (as on Lichess).
         if self.offers.get("draw") not in (None, seat):
             del self.offers["draw"]
+        terminal = self.state.is_terminal()
         clocks = None
         if self.clock is not None:
             self.clock.press(seat, now)
-            if played + 1 >= 2 and not self.state.is_terminal():
+            if played + 1 >= 2 and not terminal:
                 self.clock.start(self.state.current_player(), now)
             clocks = self.clock.snapshot(now)
         self.turn_since = now
         self.seq += 1
-        terminal = self.state.is_terminal()
         to_move = engine.TERMINAL if terminal else self.state.current_player()
         moved = Moved(
             game_id=self.id,

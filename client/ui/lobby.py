@@ -200,6 +200,9 @@ class LobbyScreen(Screen[None]):
                 key=seek_id,
             )
         self._reselect(table, selected)
+        # New rows widen the columns at the next refresh; the header's cached line must
+        # follow them, so drop the table's render caches once that refresh is done.
+        table.call_after_refresh(table.notify_style_update)
 
     def _show_live(self) -> None:
         table = self.query_one("#live", DataTable)
@@ -210,6 +213,7 @@ class LobbyScreen(Screen[None]):
             title = game_title(game.get("game", "?"), game.get("params") or {})
             table.add_row(title, x, o, str(game.get("ply", 0)), key=game_id)
         self._reselect(table, selected)
+        table.call_after_refresh(table.notify_style_update)  # as in _show_seeks
 
     def _show_finished(self) -> None:
         table = self.query_one("#finished", DataTable)

@@ -108,7 +108,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 
 def _json_like() -> st.SearchStrategy[Any]:
-    scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    # msgpack packs integers from -2**63 to 2**64 - 1.
+    integers = st.integers(-(2**63), 2**64 - 1)
+    scalars = st.none() | st.booleans() | integers | st.floats() | st.text(max_size=20)
     scalars = scalars | st.binary(max_size=20)
     return st.recursive(
         scalars,

@@ -1,0 +1,76 @@
+"""bench/load.py end to end, shrunk: a real server process, scripted clients in client
+processes, the database checked afterwards. These check correctness (no error, no lost
+move, games resumed after kill -9, connections held), never speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+LOAD = Path(__file__).resolve().parents[2] / "bench" / "load.py"
+
+
+def _run(*args: str, timeout: float = 240) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, str(LOAD), *args, "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_a_short_soak_loses_nothing_and_sees_no_error(tmp_path: Path) -> None:
+    db = tmp_path / "soak.db"
+    code, report = _run(
+        "soak",
+        "--games", "6",
+        "--ai-games", "2",
+        "--algorithm", "random",
+        "--budget-ms", "5",
+        "--game", "5x5",
+        "--duration", "4",
+        "--processes", "2",
+        "--db", str(db),
+    )  # fmt: skip
+    assert code == 0 and report["ok"]
+    assert report["errors"] == 0 and report["tally"]["error_codes"] == {}
+    assert report["integrity_check"] == "ok"
+    # Every acknowledged move, and every move an opponent was sent, is in the database.
+    assert report["acked_moves_checked"] > 0 and report["lost_moves"] == 0
+    assert report["delivered_moves_checked"] > 0 and report["delivered_not_stored"] == 0
+    assert report["tally"]["games_finished"] > 0 and report["tally"]["ai_moves"] > 0
+    assert report["tally"]["desyncs"] == 0
+    assert report["stored_moves"] >= report["acked_moves_checked"]
+    for key in ("moves_per_s", "round_trip_ms", "ai_overhead_ms", "cpu_us_per_move"):
+        assert key in report
+
+
+def test_kill_9_during_load_keeps_every_acknowledged_move_and_games_resume() -> None:
+    code, report = _run(
+        "kill", "--games", "6", "--kills", "2", "--duration", "8", "--game", "gomoku"
+    )
+    assert code == 0 and report["ok"], report
+    assert len(report["kills"]) == 2
+    tally = report["tally"]
+    # Both players of every game lost their connection at each kill and came back.
+    assert tally["reconnections"] >= 2 * 12
+    assert tally["resumed_games"] > 0 and tally["not_resumed"] == 0
+    assert report["lost_moves"] == 0 and report["delivered_not_stored"] == 0
+    assert report["integrity_check"] == "ok"
+    assert report["errors"] == 0
+
+
+def test_idle_connections_are_held_with_and_without_deflate() -> None:
+    code, report = _run("capacity", "--connections", "40", "--processes", "1")
+    assert code == 0 and report["ok"]
+    by_mode = {row["compression"]: row for row in report["runs"]}
+    assert by_mode.keys() == {"none", "deflate"}
+    for row in by_mode.values():
+        assert row["held"] == 40 and row["failed"] == 0
+        assert row["newcomer_answered"]
+        assert row["kb_per_connection"] is not None
