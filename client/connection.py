@@ -185,9 +185,15 @@ class ServerConnection:
                         return
 
     async def _resume_all(self) -> None:
-        for game_id in list(self.last_seq):
+        # Every game followed, and every unfinished game of ours the welcome names: one
+        # still open (waiting for an opponent) has no seq recorded yet, and only a
+        # follower receives the snapshot of its start.
+        games = dict.fromkeys(self.last_seq, 0)
+        if self.welcome is not None:
+            games.update(dict.fromkeys((g["game_id"] for g in self.welcome.games), 0))
+        for game_id in games:
             try:
-                await self.request(Resume, game_id=game_id, since=self.last_seq[game_id])
+                await self.request(Resume, game_id=game_id, since=self.last_seq.get(game_id, 0))
             except RequestFailed as exc:
                 log.info("cannot resume %s: %s", game_id, exc.message)
         if self.in_lobby:

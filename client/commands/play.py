@@ -183,21 +183,32 @@ def create_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def embedded_session_key(db: Path) -> str:
+    """Where the session of an embedded server is kept: its database, not its URL."""
+    return f"local:{db.expanduser().resolve()}"
+
+
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
     from client.embedded import EmbeddedServer, EmbeddedServerError
+    from client.sessions import SessionStore
     from client.ui import NoughtsApp
 
     start = ui_start(args)
     name = args.name[:32]
+    # The session is kept between runs (client/sessions.py), so unfinished games come back.
+    sessions = SessionStore.default()
     if args.server:
-        await NoughtsApp(args.server, name=name, start=start).run_async()
+        await NoughtsApp(args.server, name=name, start=start, sessions=sessions).run_async()
         return 0
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
     try:
         async with EmbeddedServer(db, log_path=db.with_name(db.name + ".server.log")) as url:
-            await NoughtsApp(url, name=name, start=start).run_async()
+            # An embedded server's port changes every run; its database does not.
+            key = embedded_session_key(db)
+            app = NoughtsApp(url, name=name, start=start, sessions=sessions, session_key=key)
+            await app.run_async()
     except (EmbeddedServerError, OSError) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1

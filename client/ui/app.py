@@ -20,11 +20,13 @@ from textual.binding import Binding
 from textual.message import Message as TextualMessage
 
 from client.connection import ConnectionLost, RequestFailed
-from client.ui.model import GameModel
+from client.sessions import SessionStore
+from client.ui.model import GameModel, result_sentence
 from client.ui.net import ServerLink
 from protocol import (
     GAME_EVENTS,
     CreateGame,
+    Ended,
     Error,
     GetGame,
     LobbyEvent,
@@ -118,7 +120,11 @@ class NoughtsApp(App[None]):
         name: str = "player",
         start: Start | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sessions: SessionStore | None = None,
+        session_key: str | None = None,
     ) -> None:
+        """``sessions`` keeps the player's session between runs, under ``session_key`` (the
+        server's URL unless told otherwise: an embedded server's port changes every run)."""
         super().__init__()
         self.url = url
         self.player_name = name
@@ -126,16 +132,41 @@ class NoughtsApp(App[None]):
         self.clock = clock  # local time for clocks; tests pass a fixed one
         self.games: dict[str, GameModel] = {}
         self.watching: set[str] = set()
+        # Unfinished games of ours the server named in its welcome: game_id -> seat, token.
+        self.resumable: dict[str, dict[str, Any]] = {}
         self.lobby_wanted = False
         self.link_state = ("connecting", url)
         self.started = False
+        self.sessions = sessions
+        self.session_key = session_key or url
+        saved = self._saved_session()
         self.link = ServerLink(
             url,
             name=name[:32],
             deliver=lambda message: self.post_message(ServerMessage(message)),
             on_state=lambda state, detail: self.post_message(LinkState(state, detail)),
             on_connected=self._connected,
+            session=saved,
         )
+
+    def _saved_session(self) -> str | None:
+        if self.sessions is None:
+            return None
+        return self.sessions.load(self.session_key, self.player_name)
+
+    def _save_session(self, session: str) -> None:
+        if self.sessions is None:
+            return
+        try:
+            self.sessions.save(self.session_key, self.player_name, session)
+        except OSError as exc:
+            self.notify(
+                f"Could not save the session in {self.sessions.path} ({exc.strerror or exc}): "
+                "the next run will not find this run's games.",
+                title="Session not saved",
+                severity="warning",
+                timeout=10,
+            )
 
     # --- start-up and the link -------------------------------------------------------------
 
@@ -149,6 +180,11 @@ class NoughtsApp(App[None]):
         await self.link.close()
 
     async def _connected(self, welcome: Welcome, reconnect: bool) -> None:
+        self._save_session(welcome.session)
+        self.resumable = {
+            game["game_id"]: game for game in welcome.games if game.get("game_id") is not None
+        }
+        self._tell_screens("your_games_changed")
         if reconnect:
             for game_id, model in list(self.games.items()):
                 if game_id in self.watching:
@@ -158,10 +194,18 @@ class NoughtsApp(App[None]):
             if self.lobby_wanted:
                 await self.subscribe_lobby()
             return
-        if self.lobby_wanted or self.start.kind == "lobby":
+        if self.lobby_wanted or self.start.kind in ("lobby", "pairing"):  # pairing waits there
             await self.subscribe_lobby()
         if not self.started:
             self.started = True
+            if self.resumable and self.start.kind != "lobby":
+                count = len(self.resumable)
+                self.notify(
+                    f"You have {count} unfinished game{'s' if count > 1 else ''} on this "
+                    "server: the lobby (Esc) lists them under Your games.",
+                    title="Welcome back",
+                    timeout=10,
+                )
             await self._begin()
 
     async def _begin(self) -> None:
@@ -180,9 +224,16 @@ class NoughtsApp(App[None]):
             elif start.kind == "pairing" and start.request is not None:
                 reply = await self.link.request(start.request, **start.fields)
                 if not isinstance(reply, Seated):
+                    from client.ui.lobby import LobbyScreen
+
                     self.notify(
-                        f"Waiting for an opponent ({reply.seek_id})", title="Seeking", timeout=20
+                        f"Waiting for an opponent ({reply.seek_id}); x in the lobby cancels.",
+                        title="Seeking",
+                        timeout=20,
                     )
+                    for screen in self.screen_stack:
+                        if isinstance(screen, LobbyScreen):
+                            screen.waiting(start.request, reply, start.fields)
         except RequestFailed as exc:
             self.notify(exc.message, title="The server refused", severity="error", timeout=10)
 
@@ -197,10 +248,14 @@ class NoughtsApp(App[None]):
 
     def on_link_state(self, message: LinkState) -> None:
         self.link_state = (message.state, message.detail)
-        for screen in self.screen_stack:
-            update = getattr(screen, "link_changed", None)
+        self._tell_screens("link_changed", message.state, message.detail)
+
+    def _tell_screens(self, method: str, *args: Any) -> None:
+        """Call ``method`` on every screen of the stack that has it."""
+        for screen in list(self.screen_stack):
+            update = getattr(screen, method, None)
             if update is not None:
-                update(message.state, message.detail)
+                update(*args)
 
     # --- messages from the server -------------------------------------------------------
 
@@ -228,6 +283,7 @@ class NoughtsApp(App[None]):
             model = GameModel(seated.game_id)
             self.games[seated.game_id] = model
         model.seat, model.token = seated.seat, seated.token
+        self._tell_screens("seated", seated.game_id)
         # A rematch or a new pairing replaces the game on screen.
         while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
             self.pop_screen()
@@ -241,10 +297,15 @@ class NoughtsApp(App[None]):
         if not model.apply(message, self.clock()):
             self.run_worker(self._resume(model), group="net", exit_on_error=False)
             return
-        for screen in self.screen_stack:
-            update = getattr(screen, "game_changed", None)
-            if update is not None:
-                update(model, message)
+        if model.over:
+            self.resumable.pop(game_id, None)
+        self._tell_screens("game_changed", model, message)
+        if isinstance(message, Ended) and not any(
+            getattr(screen, "model", None) is model for screen in self.screen_stack
+        ):
+            # A game of ours ended while its screen was closed: say how.
+            sentence = result_sentence(model.result, model.reason, model.seat)
+            self.notify(f"Game {game_id} is over. {sentence}", title="Game over", timeout=10)
 
     # --- actions the screens ask for --------------------------------------------------------
 
@@ -299,6 +360,41 @@ class NoughtsApp(App[None]):
             self.watching.discard(game_id)
             del self.games[game_id]
             raise
+        self.push_screen(GameScreen(model))
+
+    def my_games(self) -> list[tuple[str, int, GameModel | None]]:
+        """Our unfinished games, (game_id, seat, its model if we follow it): those we
+        play in this run and those the server's welcome named."""
+        games: dict[str, tuple[str, int, GameModel | None]] = {}
+        for game_id, entry in self.resumable.items():
+            games[game_id] = (game_id, int(entry["seat"]), None)
+        for game_id, model in self.games.items():
+            if model.seat is not None and not model.over and game_id not in self.watching:
+                games[game_id] = (game_id, model.seat, model if model.state else None)
+        return list(games.values())
+
+    async def resume_game(self, game_id: str) -> None:
+        """Open one of our games: the screen of a game we follow, or ``resume`` it from the
+        start (since=0: a snapshot) and open its screen. RequestFailed if the server
+        refuses (the game is gone)."""
+        from client.ui.game import GameScreen
+
+        model = self.games.get(game_id)
+        if model is None or model.state is None:
+            entry = self.resumable.get(game_id, {})
+            model = model or GameModel(game_id, seat=entry.get("seat"), token=entry.get("token"))
+            self.games[game_id] = model
+            try:
+                resumed = await self.link.request(Resume, game_id=game_id, since=0)
+            except RequestFailed:
+                self.resumable.pop(game_id, None)
+                if model.state is None:
+                    del self.games[game_id]
+                raise
+            if resumed.token is not None:
+                model.seat, model.token = resumed.seat, resumed.token
+        while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
+            self.pop_screen()
         self.push_screen(GameScreen(model))
 
     def stop_following(self, game_id: str) -> None:

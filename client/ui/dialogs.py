@@ -29,6 +29,16 @@ CLOCKS: list[tuple[str, str]] = [
 ]
 COLOURS: list[tuple[str, str]] = [("X (moves first)", "x"), ("O", "o"), ("random", "random")]
 SEAT_OF_COLOUR = {"x": 0, "o": 1, "random": -1}
+OPPONENTS: list[tuple[str, str]] = [("humans and bots", "any"), ("humans only", "humans")]
+ALGORITHMS: list[tuple[str, str]] = [(name, name) for name in engine.ALGORITHMS]
+# Each Select of the dialog, by id, with its options.
+OPTIONS: dict[str, list[tuple[str, str]]] = {
+    "game": GAMES,
+    "clock": CLOCKS,
+    "colour": COLOURS,
+    "opponents": OPPONENTS,
+    "algorithm": ALGORITHMS,
+}
 
 
 def game_fields(choice: str) -> dict[str, Any]:
@@ -85,7 +95,7 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
             if kind == "seek":
                 yield Label("Opponents")
                 yield Select(
-                    [("humans and bots", "any"), ("humans only", "humans")],
+                    OPPONENTS,
                     value="any",
                     allow_blank=False,
                     compact=True,
@@ -96,9 +106,8 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
                 yield Input("20", type="integer", compact=True, id="ai-after")
             if kind in ("ai", "quick"):
                 yield Label("AI search")
-                algorithms = [(a, a) for a in engine.ALGORITHMS]
                 yield Select(
-                    algorithms, value="mcts", allow_blank=False, compact=True, id="algorithm"
+                    ALGORITHMS, value="mcts", allow_blank=False, compact=True, id="algorithm"
                 )
                 yield Label("AI time per move (ms, 1-60000)")
                 yield Input("200", type="integer", compact=True, id="budget")

@@ -110,6 +110,8 @@ class GameScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if not self.query("#moves"):
+            return  # replaced before it was drawn (two seats in a row): nothing to set up
         table = self.query_one("#moves", DataTable)
         table.add_columns("#", "", "move", "AI value")
         self.query_one("#ai-panel").display = False
@@ -382,10 +384,15 @@ class GameScreen(Screen[None]):
             self.notify("Draw offered.")
 
     def action_decline(self) -> None:
+        standing = False
         for kind, request in (("draw", Draw), ("rematch", Rematch)):
             seat = self.model.offers.get(kind)
             if seat is not None and seat != self.model.seat:
-                self._seat_request(request, answer="decline")
+                standing = True
+                if self._seat_request(request, answer="decline"):
+                    self.notify(f"You declined the {kind}.")
+        if not standing:
+            self.notify("No offer to decline.", severity="warning")
 
     def action_abort(self) -> None:
         if not self.model.over:

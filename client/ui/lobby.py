@@ -1,4 +1,5 @@
-"""The lobby: live seeks and games pushed by the server, recent games to replay."""
+"""The lobby: live seeks and games pushed by the server, our unfinished games to go back
+to, recent games to replay."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ from textual.widgets import DataTable, Footer, Label, Static
 
 from client.connection import RequestFailed
 from client.ui.dialogs import NewGameDialog
-from client.ui.model import clock_title, game_title, player_name
+from client.ui.model import SYMBOLS, clock_title, game_title, player_name
 from protocol import (
     AcceptSeek,
     CancelSeek,
     CreateGame,
     GameList,
+    GetGame,
     ListGames,
     LobbyEvent,
     LobbyState,
     Message,
     QuickPair,
+    Record,
     Seek,
     SeekPosted,
 )
@@ -39,13 +42,14 @@ def _names(game: dict[str, Any]) -> tuple[str, str]:
 
 
 class LobbyScreen(Screen[None]):
-    """Seeks and live games as the server pushes them; keys to play, seek, watch, replay."""
+    """Seeks and live games as the server pushes them, our unfinished games; keys to play,
+    seek, pair, resume, watch and replay."""
 
     BINDINGS = [
         Binding("p", "new('ai')", "Play the AI"),
         Binding("s", "new('seek')", "Seek"),
         Binding("k", "new('quick')", "Quick pairing"),
-        Binding("enter", "open", "Accept/watch/replay", show=True),
+        Binding("enter", "open", "Accept/resume/watch/replay", show=True),
         Binding("x", "cancel_seek", "Cancel seek"),
         Binding("g", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
@@ -56,8 +60,11 @@ class LobbyScreen(Screen[None]):
         self.seeks: dict[str, dict[str, Any]] = {}
         self.live: dict[str, dict[str, Any]] = {}
         self.finished: list[dict[str, Any]] = []
-        self.my_seeks: set[str] = set()
+        self.my_seeks: set[str] = set()  # seeks we posted and that still stand
+        self.queued: dict[str, int] = {}  # our quick-pairing entries -> seconds before the AI
         self.has_lobby = True
+        self.has_lobby_state = False  # the server's lobby_state arrived
+        self.records: dict[str, dict[str, Any]] = {}  # our games' stored records, by id
 
     @property
     def noughts(self) -> NoughtsApp:
@@ -72,9 +79,13 @@ class LobbyScreen(Screen[None]):
             with Vertical(classes="lobby-pane"):
                 yield Label("Live games", classes="pane-title")
                 yield DataTable(id="live", cursor_type="row", zebra_stripes=True)
-        with Vertical(id="lobby-bottom", classes="lobby-pane"):
-            yield Label("Recent games", classes="pane-title")
-            yield DataTable(id="finished", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="lobby-bottom"):
+            with Vertical(id="mine-pane", classes="lobby-pane"):
+                yield Label("Your games", classes="pane-title")
+                yield DataTable(id="mine", cursor_type="row", zebra_stripes=True)
+            with Vertical(classes="lobby-pane"):
+                yield Label("Recent games", classes="pane-title")
+                yield DataTable(id="finished", cursor_type="row", zebra_stripes=True)
         yield Static(id="lobby-status")
         yield Footer()
 
@@ -82,12 +93,15 @@ class LobbyScreen(Screen[None]):
         self.query_one("#seeks", DataTable).add_columns("player", "game", "clock", "plays", "")
         self.query_one("#live", DataTable).add_columns("game", "X", "O", "moves")
         self.query_one("#finished", DataTable).add_columns("game", "X", "O", "result", "when")
-        self.link_changed(*self.noughts.link_state)
+        self.query_one("#mine", DataTable).add_columns("game", "you", "opponent", "moves", "")
         self.query_one("#seeks", DataTable).focus()
+        self.link_changed(*self.noughts.link_state)
+        self.your_games_changed()
 
     def on_screen_resume(self) -> None:
         if self.noughts.link.connection is not None:
             self.action_refresh()
+        self.your_games_changed()
 
     # --- the server ---------------------------------------------------------------------------
 
@@ -110,7 +124,7 @@ class LobbyScreen(Screen[None]):
         if not self.is_mounted:
             return
         if isinstance(message, LobbyState):
-            self.has_lobby = True
+            self.has_lobby = self.has_lobby_state = True
             self.seeks = {s["seek_id"]: s for s in message.seeks}
             self.live = {g["game_id"]: g for g in message.games}
         elif isinstance(message, LobbyEvent):
@@ -136,6 +150,33 @@ class LobbyScreen(Screen[None]):
 
     def set_status(self, text: str) -> None:
         self.query_one("#lobby-status", Static).update(text)
+
+    def seated(self, game_id: str) -> None:
+        """The server seated us in a game (a seek of ours accepted, a pairing, a rematch...):
+        we are no longer waiting in the quick-pairing queue."""
+        if not self.is_mounted:
+            return
+        for seek_id in list(self.queued):
+            # Paired or given the AI, the entry is gone already (unknown_seek is expected);
+            # seated by something else, leave the queue rather than start a second game.
+            self.noughts.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
+        self.queued.clear()
+        if self.my_seeks:
+            self.set_status("Your seek is still open: x cancels it.")
+        else:
+            self.set_status("")
+        self.your_games_changed()
+
+    def waiting(self, request: type[Message], posted: SeekPosted, fields: dict[str, Any]) -> None:
+        """A seek or quick-pairing entry posted for us (from the dialogs or the command line)."""
+        if request is QuickPair:
+            self._queued(posted, int(fields.get("ai_after_s", 20)))
+        else:
+            self._posted(posted)
+
+    def game_changed(self, model: Any, event: Message) -> None:
+        if self.is_mounted and model.over:
+            self.your_games_changed()
 
     # --- tables -------------------------------------------------------------------------------
 
@@ -186,6 +227,59 @@ class LobbyScreen(Screen[None]):
             table.add_row(title, x, o, result, when, key=game["game_id"])
         self._reselect(table, selected)
 
+    def your_games_changed(self) -> None:
+        """Show our unfinished games; fetch the stored record of those we do not follow."""
+        if not self.is_mounted:
+            return
+        table = self.query_one("#mine", DataTable)
+        selected = self._selected_key(table)
+        table.clear()
+        games = self.noughts.my_games()
+        for game_id, seat, model in games:
+            if model is not None:
+                game, params, players = model.game, model.params, model.players
+                ply, finished = len(model.moves), model.over
+            else:
+                record = self.records.get(game_id)
+                if record is None:
+                    self._fetch_record(game_id)
+                    table.add_row(game_id, SYMBOLS[seat], "…", "", "", key=game_id)
+                    continue
+                game, params = record.get("game", "?"), record.get("params") or {}
+                players = record.get("players") or [None, None]
+                ply = len(record.get("moves") or [])
+                finished = record.get("status") not in ("open", "live")
+            opponent = player_name(players[1 - seat]) if len(players) == 2 else "?"
+            if finished:
+                note = "over"
+            elif players[1 - seat] is None:
+                note = "waiting for a player"
+            else:
+                note = "your move" if ply % 2 == seat else "their move"
+            table.add_row(
+                game_title(game, params),
+                SYMBOLS[seat],
+                opponent,
+                str(ply),
+                Text(note, "bold") if note == "your move" else note,
+                key=game_id,
+            )
+        self._reselect(table, selected)
+        pane = self.query_one("#mine-pane")
+        was_shown = pane.display
+        pane.display = bool(games)
+        if games and not was_shown and self.focused is self.query_one("#seeks", DataTable):
+            table.focus()  # coming back to the lobby with games to resume: Enter resumes
+
+    def _fetch_record(self, game_id: str) -> None:
+        self.records[game_id] = {}  # asked for: not again
+
+        def got(reply: Record) -> None:
+            self.records[game_id] = dict(reply.game)
+            self.your_games_changed()
+
+        self.noughts.request(GetGame, on_reply=got, on_error=lambda exc: None, game_id=game_id)
+
     @staticmethod
     def _selected_key(table: DataTable[Any]) -> str | None:
         if not table.row_count:
@@ -228,11 +322,20 @@ class LobbyScreen(Screen[None]):
             if fields is None:
                 return
             if kind == "ai":
-                self.noughts.request(CreateGame, **fields)
+                self.set_status("Starting a game against the AI…")
+                self.noughts.request(CreateGame, on_error=self._refused, **fields)
             elif kind == "seek":
-                self.noughts.request(Seek, on_reply=self._posted, **fields)
+                self.set_status("Posting the seek…")
+                self.noughts.request(Seek, on_reply=self._posted, on_error=self._refused, **fields)
             else:
-                self.noughts.request(QuickPair, on_reply=self._queued, **fields)
+                after = int(fields.get("ai_after_s", 0))
+                self.set_status("Joining the quick-pairing queue…")
+                self.noughts.request(
+                    QuickPair,
+                    on_reply=lambda reply: self._queued(reply, after),
+                    on_error=self._refused,
+                    **fields,
+                )
 
         self.app.push_screen(NewGameDialog(kind), chosen)
 
@@ -241,9 +344,12 @@ class LobbyScreen(Screen[None]):
         self.set_status("Seek posted: waiting for someone to accept it (x cancels).")
         self._show_seeks()
 
-    def _queued(self, reply: SeekPosted) -> None:
-        self.my_seeks.add(reply.seek_id)
-        self.set_status("Waiting for a partner in the quick-pairing queue (x leaves it).")
+    def _queued(self, reply: SeekPosted | Any, ai_after_s: int) -> None:
+        if not isinstance(reply, SeekPosted):
+            return  # seated at once: a partner was waiting; the game screen is open
+        self.queued[reply.seek_id] = ai_after_s
+        then = f"; the AI after {ai_after_s} s" if ai_after_s else ""
+        self.set_status(f"Waiting for a partner in the quick-pairing queue{then} (x leaves it).")
 
     def action_open(self) -> None:
         focused = self.focused
@@ -257,7 +363,12 @@ class LobbyScreen(Screen[None]):
                 self.set_status("That is your own seek: x cancels it.")
                 return
             self.noughts.request(AcceptSeek, on_error=self._refused, seek_id=key)
+        elif focused.id == "mine":
+            self.noughts.run_worker(self._resume(key), exit_on_error=False)
         elif focused.id == "live":
+            if any(game_id == key for game_id, _, _ in self.noughts.my_games()):
+                self.noughts.run_worker(self._resume(key), exit_on_error=False)
+                return  # our own game: play it, do not watch it
             self.noughts.run_worker(self._watch(key), exit_on_error=False)
         elif focused.id == "finished":
             self.noughts.run_worker(self._replay(key), exit_on_error=False)
@@ -279,15 +390,32 @@ class LobbyScreen(Screen[None]):
 
     def _refused(self, exc: RequestFailed) -> None:
         self.notify(exc.message, title="The server refused", severity="error")
+        self.set_status(f"The server refused: {exc.message}")
         self.action_refresh()
 
+    async def _resume(self, game_id: str) -> None:
+        self.set_status(f"Resuming game {game_id}…")
+        try:
+            await self.noughts.resume_game(game_id)
+        except RequestFailed as exc:
+            self._refused(exc)
+            self.your_games_changed()
+            return
+        self.set_status("")
+
     def action_cancel_seek(self) -> None:
-        if not self.my_seeks:
+        if not self.my_seeks and not self.queued:
             self.set_status("You have no seek to cancel.")
             return
-        for seek_id in list(self.my_seeks):
+        what = []
+        if self.my_seeks:
+            what.append("Seek cancelled." if len(self.my_seeks) == 1 else "Seeks cancelled.")
+        if self.queued:
+            what.append("You left the quick-pairing queue.")
+        for seek_id in [*self.my_seeks, *self.queued]:
             self.noughts.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
-            self.my_seeks.discard(seek_id)
             self.seeks.pop(seek_id, None)
-        self.set_status("Seek cancelled.")
+        self.my_seeks.clear()
+        self.queued.clear()
+        self.set_status(" ".join(what))
         self._show_seeks()

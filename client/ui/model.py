@@ -40,11 +40,14 @@ def game_title(game: str, params: dict[str, int]) -> str:
 
 
 def clock_title(clock: dict[str, int]) -> str:
-    """A time control as people write it: '5+3', '30 s/move' or 'no clock'."""
+    """A time control as people write it: '5+3', '90s+2', '30 s/move' or 'no clock'."""
     if "move_ms" in clock:
         return f"{clock['move_ms'] / 1000:g} s/move"
     if "initial_ms" in clock:
-        return f"{clock['initial_ms'] / 60000:g}+{clock.get('increment_ms', 0) / 1000:g}"
+        initial = clock["initial_ms"]
+        # Whole minutes as minutes ('3+2'), anything else in seconds ('90s+2', '1s+0').
+        base = f"{initial // 60000}" if initial % 60000 == 0 else f"{initial / 1000:g}s"
+        return f"{base}+{clock.get('increment_ms', 0) / 1000:g}"
     return "no clock"
 
 

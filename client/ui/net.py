@@ -7,6 +7,12 @@ connection closes, waits a little and connects again. What to ask for after a
 reconnection (``resume`` of each game with the last ``seq`` seen, ``watch`` again,
 the lobby) is the app's business: ``on_connected`` is told whether it is a
 reconnection.
+
+Why not ``ServerConnection(reconnect=True)``: the UI needs what that one does not give:
+retrying the first connection, a reason to show while offline, trying for as long as the
+app runs, watching a spectated game again with ``watch`` (a ``resume`` would leave the
+server unable to ``unwatch`` it), and each new ``welcome`` (the session to save, the games
+to list under Your games).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class ServerLink:
         deliver: Callable[[Message], object],
         on_state: Callable[[str, str], object],
         on_connected: Callable[[Welcome, bool], Awaitable[None]],
+        session: str | None = None,
     ) -> None:
         self.url = url
         self.name = name
@@ -55,7 +62,7 @@ class ServerLink:
         self.on_state = on_state  # (state, detail): "connecting", "online", "offline"
         self.on_connected = on_connected
         self.connection: UIConnection | None = None
-        self.session: str | None = None
+        self.session = session  # from an earlier run, or None: the server starts a new one
         self.player_id: str | None = None
         self.connected = asyncio.Event()
         self._closing = False

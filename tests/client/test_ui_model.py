@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import engine
-from client.ui.model import GameModel, format_ms, game_title, move_verdicts, result_sentence
+from client.ui.model import (
+    GameModel,
+    clock_title,
+    format_ms,
+    game_title,
+    move_verdicts,
+    result_sentence,
+)
 from protocol import Ended, Moved, Offer, Presence, Snapshot
 
 HUMANS = [{"name": "ada", "kind": "human"}, {"name": "bob", "kind": "human"}]
@@ -76,3 +83,12 @@ def test_verdicts_mark_where_the_game_was_lost() -> None:
     verdicts = move_verdicts(game, [4, 1, 0, 8, 6])
     assert verdicts == [("drawn", ""), ("lost", "??"), ("won", ""), ("lost", ""), ("won", "")]
     assert move_verdicts(engine.make_game("gomoku"), [112]) == [None]  # too big to solve
+
+
+def test_time_controls_as_people_write_them() -> None:
+    assert clock_title({}) == "no clock"
+    assert clock_title({"initial_ms": 180_000, "increment_ms": 2000}) == "3+2"
+    assert clock_title({"initial_ms": 90_000, "increment_ms": 2000}) == "90s+2"
+    assert clock_title({"initial_ms": 1000, "increment_ms": 0}) == "1s+0"
+    assert clock_title({"initial_ms": 60_000, "increment_ms": 500}) == "1+0.5"
+    assert clock_title({"move_ms": 30_000}) == "30 s/move"

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
+from textual.widgets import DataTable
 
+from client.sessions import SessionStore
 from client.ui import NoughtsApp, Start
 from client.ui.game import GameOverScreen, GameScreen
 from client.ui.lobby import LobbyScreen
@@ -189,3 +191,38 @@ async def test_snapshot_lobby(fixed_server: UIServer) -> None:
     finally:
         await bob.close()
         await carl.close()
+
+
+async def test_snapshot_lobby_with_your_games(fixed_server: UIServer, tmp_path: Path) -> None:
+    """Two unfinished games of ada's from an earlier run: bob's move in one, hers in the other."""
+    sessions = SessionStore(tmp_path / "sessions.json")
+    bob = await fixed_server.connect("bob")
+    try:
+        first = await bob.request(CreateGame, game="5x5", opponent="human", seat=1)
+        second = await bob.request(CreateGame, game="uttt", opponent="human", seat=0)
+        earlier = NoughtsApp(fixed_server.url, name="ada", start=Start("lobby"), sessions=sessions)
+        async with earlier.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: earlier.link_state[0] == "online", "the connection")
+            mine = await earlier.link.request(JoinGame, game_id=first.game_id)
+            await earlier.link.request(Move, game_id=first.game_id, token=mine.token, action=12)
+            await earlier.link.request(JoinGame, game_id=second.game_id)
+        await bob.request(Move, game_id=second.game_id, token=second.token, action=40, ply=0)
+        app = NoughtsApp(
+            fixed_server.url, name="ada", start=Start("lobby"), sessions=sessions, clock=lambda: 0.0
+        )
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+            lobby = app.screen
+            assert isinstance(lobby, LobbyScreen)
+            table = lobby.query_one("#mine", DataTable)
+
+            def listed() -> bool:
+                records = lobby.records
+                return table.row_count == 2 and len(records) == 2 and all(records.values())
+
+            await until(pilot, listed, "your games")
+            await pilot.pause()
+            volatile = volatile_of(fixed_server, first.game_id, second.game_id)
+            check_snapshot(app, "lobby_your_games", volatile)
+    finally:
+        await bob.close()

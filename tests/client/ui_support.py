@@ -3,9 +3,11 @@ a real engine pool; and helpers to drive the Textual app with its pilot."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,12 +36,26 @@ class UIServer:
         return await ServerConnection.connect(self.url, name=name)
 
 
+class ManualClock:
+    """A clock that moves only when the test moves it: the server's (clocks, flags, grace
+    periods) or the app's (clocks ticking between readings)."""
+
+    def __init__(self, now: float = FIXED_TIME) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 async def start_server(
     tmp_path: Path, pool: EnginePool, clock: Callable[[], float] | None = None
 ) -> AsyncIterator[UIServer]:
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
-    game_server = GameServer(store, pool, clock=clock) if clock else GameServer(store, pool)
+    game_server = GameServer(store, pool, clock=clock or time.time)
     try:
         async with running(game_server) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
@@ -56,10 +72,59 @@ async def ui_server(tmp_path: Path, ui_pool: EnginePool) -> AsyncIterator[UIServ
 
 async def until(pilot, predicate: Callable[[], object], what: str, limit_s: float = 60) -> None:
     """Let the app run until ``predicate()`` holds (a generous limit only catches hangs)."""
-    import time
-
     deadline = time.monotonic() + limit_s
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         await pilot.pause(0.02)
+
+
+async def next_event(connection: ServerConnection, kind: type, timeout: float = 30) -> Any:
+    """The other client's next game event of ``kind``, skipping others."""
+    while True:
+        event = await connection.next_event(timeout=timeout)
+        if isinstance(event, kind):
+            return event
+
+
+async def open_lobby(pilot: Any, app: Any) -> Any:
+    """Wait for the lobby, connected and subscribed; return the LobbyScreen."""
+    from client.ui.lobby import LobbyScreen
+
+    await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+    await until(pilot, lambda: app.link_state[0] == "online", "the connection")
+    await until(pilot, lambda: app.screen.has_lobby_state, "the lobby's state")
+    return app.screen
+
+
+async def choose(pilot: Any, dialog: Any, select_id: str, value: str) -> None:
+    """Pick ``value`` in one of NewGameDialog's Selects with the keys: Enter opens it,
+    Home goes to the top, Down to the option, Enter takes it."""
+    from textual.widgets import Select
+
+    from client.ui.dialogs import OPTIONS
+
+    index = [v for _, v in OPTIONS[select_id]].index(value)
+    select = dialog.query_one(f"#{select_id}", Select)
+    select.focus()
+    await pilot.press("enter", "home", *["down"] * index, "enter")
+    assert select.value == value, (select_id, select.value)
+
+
+async def type_into(pilot: Any, dialog: Any, input_id: str, text: str) -> None:
+    """Replace an Input's text with ``text``, typed."""
+    from textual.widgets import Input
+
+    field = dialog.query_one(f"#{input_id}", Input)
+    field.focus()
+    await pilot.press("ctrl+a", "ctrl+k", *text)
+    assert field.value == text
+
+
+async def press_ok(pilot: Any, dialog: Any) -> None:
+    """Focus the dialog's OK button and press Enter on it."""
+    from textual.widgets import Button
+
+    ok = dialog.query_one("#ok", Button)
+    ok.focus()
+    await pilot.press("enter")

@@ -1,0 +1,237 @@
+"""The game screen's clocks and its draw, decline and claim keys, against a real server.
+
+The other side is a real websocket client (ServerConnection). Where time matters, the
+server's clock and the app's are ManualClocks the test moves by hand: what the clocks show
+is checked against the server's readings (the ``clocks`` of each event), never against wall
+time, and a flag or the end of a grace period comes when the test says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+
+from client.connection import ServerConnection
+from client.ui import NoughtsApp, Start
+from client.ui.game import GameOverScreen, GameScreen
+from client.ui.model import format_ms
+from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Seated
+from server.pool import EnginePool
+from tests.client.ui_support import ManualClock, UIServer, next_event, start_server, until
+
+SIZE = (110, 36)
+
+
+@pytest.fixture
+def server_clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def clocked_server(
+    tmp_path: Path, ui_pool: EnginePool, server_clock: ManualClock
+) -> AsyncIterator[UIServer]:
+    """A server whose time moves only with ``server_clock``."""
+    async for started in start_server(tmp_path, ui_pool, clock=server_clock):
+        yield started
+
+
+def notes(app: NoughtsApp) -> list[str]:
+    """The notifications on screen, as 'title: message'."""
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+async def game_over(pilot: Any, app: NoughtsApp) -> str:
+    """Wait for the game-over dialog; its result line."""
+    await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
+    await until(pilot, lambda: bool(app.screen.query("#result")), "the result drawn")
+    return str(app.screen.query_one("#result", Static).render())
+
+
+def status_text(screen: GameScreen) -> str:
+    return str(screen.query_one("#game-status", Static).render())
+
+
+def clock_lines(screen: GameScreen) -> list[str]:
+    """The players panel, one line per seat (X, then O)."""
+    return str(screen.query_one("#players", Static).render()).splitlines()
+
+
+async def bobs_game(ui_server: UIServer, **create: Any) -> tuple[ServerConnection, Seated]:
+    """bob creates a tic-tac-toe game and takes O; X is open for the app."""
+    bob = await ui_server.connect("bob")
+    seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1, **create)
+    return bob, seated
+
+
+def app_joining(
+    ui_server: UIServer, seated: Seated, clock: ManualClock | None = None
+) -> NoughtsApp:
+    """ada's app, to join the game as X (with a manual local clock)."""
+    start = Start("join", game_id=seated.game_id)
+    return NoughtsApp(ui_server.url, name="ada", start=start, clock=clock or ManualClock(0.0))
+
+
+async def game_screen(pilot: Any, app: NoughtsApp) -> GameScreen:
+    """Wait for the game screen, with the game's snapshot drawn."""
+    await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game screen")
+    screen = app.screen
+    assert isinstance(screen, GameScreen)
+    await until(pilot, lambda: screen.model.state is not None, "the game's snapshot")
+    await until(pilot, lambda: screen.is_mounted, "the game on screen")
+    await pilot.pause()
+    return screen
+
+
+async def test_a_fischer_clock_shown_from_the_server_readings_then_a_loss_on_time(
+    clocked_server: UIServer, server_clock: ManualClock
+) -> None:
+    control = {"initial_ms": 1000, "increment_ms": 0}
+    bob, seated = await bobs_game(clocked_server, clock=control)
+    clock = ManualClock(0.0)
+    app = app_joining(clocked_server, seated, clock)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            assert "1s+0" in str(screen.query_one("#game-title", Static).render())
+            assert model.clocks == [1000, 1000]
+            x_line, o_line = clock_lines(screen)
+            assert "0:01.0" in x_line and "0:01.0" in o_line
+            # Before both first moves no clock runs: local time passing changes nothing.
+            clock.advance(5)
+            await pilot.pause(0.15)  # the screen's tick (every 0.1 s) redraws the clocks
+            assert "0:01.0" in clock_lines(screen)[0]
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our first move")
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            ours, bobs = await next_event(bob, Moved), await next_event(bob, Moved)
+            assert (ours.seat, bobs.seat) == (0, 1) and bobs.clocks is not None
+            await until(pilot, lambda: len(model.moves) == 2, "bob's first move")
+            # Both have moved: our clock runs, from the server's reading of bob's move.
+            assert model.clocks == list(bobs.clocks) and model.clock_ticking()
+            await pilot.pause(0.15)
+            x_line, o_line = clock_lines(screen)
+            assert format_ms(bobs.clocks[0]) in x_line and x_line.startswith("▶")
+            assert format_ms(bobs.clocks[1]) in o_line
+            clock.advance(0.4)  # 400 ms of local time since that reading
+            await pilot.pause(0.15)
+            x_line, o_line = clock_lines(screen)
+            assert format_ms(bobs.clocks[0] - 400) in x_line
+            assert format_ms(bobs.clocks[1]) in o_line  # bob's does not run
+            # We do not move, and the server's second passes: it flags us.
+            server_clock.advance(1.0)
+            result = await game_over(pilot, app)
+            ended = await next_event(bob, Ended)
+            assert (ended.result, ended.reason, ended.winner) == ("0-1", "flag", 1)
+            assert ended.clocks == (0, 1000)
+            assert result == "You lose: out of time."
+            assert model.clocks == list(ended.clocks)
+            await pilot.press("escape")  # look at the board: the clocks as the server left them
+            await until(pilot, lambda: app.screen is screen, "the board")
+            await pilot.pause(0.15)
+            x_line, o_line = clock_lines(screen)
+            assert "0:00.0" in x_line and format_ms(ended.clocks[1]) in o_line
+            assert "You lose: out of time." in status_text(screen)
+    finally:
+        await bob.close()
+
+
+async def test_the_app_offers_a_draw_with_d_and_the_other_accepts(ui_server: UIServer) -> None:
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            await pilot.press("n")  # nothing to decline yet
+            await until(pilot, lambda: any("No offer" in n for n in notes(app)), "a note")
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            await pilot.press("d")
+            offer = await next_event(bob, Offer)
+            assert (offer.kind, offer.seat, offer.answer) == ("draw", 0, "offer")
+            await until(pilot, lambda: model.offers == {"draw": 0}, "our offer standing")
+            assert "You offered a draw." in status_text(screen)
+            assert any("Draw offered" in n for n in notes(app))
+            await bob.request(Draw, game_id=seated.game_id, token=seated.token, answer="accept")
+            result = await game_over(pilot, app)
+            assert (model.result, model.reason) == ("1/2-1/2", "agreement")
+            assert result == "Draw: draw agreed."
+    finally:
+        await bob.close()
+
+
+async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
+    ui_server: UIServer,
+) -> None:
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            await bob.request(Draw, game_id=seated.game_id, token=seated.token)
+            await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
+            assert "O offers a draw: d accepts, n declines." in status_text(screen)
+            assert any("O offers a draw" in n for n in notes(app))
+            await pilot.press("n")
+            await next_event(bob, Offer)  # bob's own offer, announced to him too
+            declined = await next_event(bob, Offer)
+            assert (declined.kind, declined.seat, declined.answer) == ("draw", 0, "decline")
+            await until(pilot, lambda: "draw" not in model.offers, "the offer gone")
+            assert "offers a draw" not in status_text(screen) and not model.over
+            # The game goes on; bob offers again, and this time d accepts.
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            await until(pilot, lambda: len(model.moves) == 2, "bob's move")
+            await bob.request(Draw, game_id=seated.game_id, token=seated.token)
+            await until(pilot, lambda: model.offers == {"draw": 1}, "bob's second offer")
+            await pilot.press("d")
+            ended = await next_event(bob, Ended)
+            assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
+            assert await game_over(pilot, app) == "Draw: draw agreed."
+    finally:
+        await bob.close()
+
+
+async def test_the_opponent_leaves_and_after_the_grace_period_c_claims_the_win(
+    clocked_server: UIServer, server_clock: ManualClock
+) -> None:
+    bob, seated = await bobs_game(clocked_server)
+    app = app_joining(clocked_server, seated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            # While bob is here, c is refused by the server, and the app says why.
+            await pilot.press("c")
+            await until(pilot, lambda: any("opponent is here" in n for n in notes(app)), "no")
+            await bob.close()
+            await until(pilot, lambda: not model.online[1], "bob away")
+            assert isinstance(model.last_event, Presence)
+            claim_at = model.claim_at[1]
+            assert claim_at == server_clock.now + 60  # the server's grace period
+            away = "O is away (c claims the game once the grace period is over)"
+            assert away in status_text(screen)
+            assert "away" in clock_lines(screen)[1]
+            # Within the grace period: refused, with the time left.
+            server_clock.advance(59)
+            await pilot.press("c")
+            await until(pilot, lambda: any("held for 1 s more" in n for n in notes(app)), "no")
+            assert not model.over
+            # Once it is over, c claims the win.
+            server_clock.advance(1)
+            await pilot.press("c")
+            result = await game_over(pilot, app)
+            assert (model.result, model.reason) == ("1-0", "abandoned")
+            assert result == "You win: the game was abandoned."
+    finally:
+        await bob.close()

@@ -1,0 +1,154 @@
+"""Sessions kept between runs of the app, and "your games" in the lobby, against a real
+server: a game started in one run is resumed from the lobby of the next and played on."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import DataTable, Static
+
+from client.sessions import SessionStore
+from client.ui import NoughtsApp, Start
+from client.ui.game import GameScreen
+from client.ui.lobby import LobbyScreen
+from protocol import CreateGame, Move, Moved, Presence, Resign
+from tests.client.ui_support import UIServer, next_event, open_lobby, until
+
+SIZE = (110, 36)
+
+
+def notes(app: NoughtsApp) -> list[str]:
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+def mine(lobby: LobbyScreen) -> DataTable[Any]:
+    return lobby.query_one("#mine", DataTable)
+
+
+async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    sessions = SessionStore(tmp_path / "sessions.json")
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="5x5", opponent="human", seat=1)
+        game_id = seated.game_id
+        # First run: ada joins bob's game as X, plays the centre, and closes the app.
+        first = NoughtsApp(
+            ui_server.url, name="ada", start=Start("join", game_id=game_id), sessions=sessions
+        )
+        async with first.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(first.screen, GameScreen), "the game")
+            model = first.screen.model
+            await until(pilot, lambda: model.my_turn, "our turn")
+            await pilot.press("1", "2", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            player_id = first.link.player_id
+        saved = sessions.load(ui_server.url, "ada")
+        assert saved is not None
+        assert stat.S_IMODE(sessions.path.stat().st_mode) == 0o600
+        gone = await next_event(bob, Presence)
+        assert (gone.seat, gone.online) == (0, False)
+        # While ada is away, bob answers.
+        await bob.request(Move, game_id=game_id, token=seated.token, action=0, ply=1)
+        # Second run: the same session; the lobby lists the game; Enter resumes it.
+        second = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"), sessions=sessions)
+        async with second.run_test(size=SIZE) as pilot:
+            lobby = await open_lobby(pilot, second)
+            assert second.link.player_id == player_id
+            assert set(second.resumable) == {game_id}
+            table = mine(lobby)
+            await until(
+                pilot, lambda: table.row_count == 1 and "…" not in _row(table, game_id), "row"
+            )
+            assert lobby.query_one("#mine-pane").display
+            assert _row(table, game_id) == ["5x5", "X", "bob", "2", "your move"]
+            assert lobby.focused is table  # Enter resumes straight away
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(second.screen, GameScreen), "the game")
+            game = second.screen
+            assert isinstance(game, GameScreen)
+            model = game.model
+            await until(pilot, lambda: model.state is not None, "the game's snapshot")
+            assert model.game_id == game_id and model.seat == 0
+            assert model.state is not None and model.state.history() == [12, 0]
+            assert model.my_turn
+            # We play on; bob sees the move.
+            await pilot.press("6", "enter")
+            await until(pilot, lambda: len(model.moves) == 3, "our move")
+            while (moved := await next_event(bob, Moved)).ply < 2:
+                pass
+            assert (moved.seat, moved.action) == (0, 6)
+            # Esc leaves the game running: it stays under Your games, their move now.
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(second.screen, LobbyScreen), "the lobby")
+            assert any("goes on without you" in n for n in notes(second))
+            await until(pilot, lambda: _row(table, game_id)[3:] == ["3", "their move"], "row")
+            # Enter on it among the live games takes us back to it too: we play, not watch.
+            live = lobby.query_one("#live", DataTable)
+            await until(pilot, lambda: game_id in [k.value for k in live.rows], "listed live")
+            live.focus()
+            live.move_cursor(row=live.get_row_index(game_id))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(second.screen, GameScreen), "the game again")
+            assert second.screen.model is model and game_id not in second.watching
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(second.screen, LobbyScreen), "the lobby")
+            # It ends while we are in the lobby: we are told, and it leaves the list.
+            await bob.request(Resign, game_id=game_id, token=seated.token)
+            await until(pilot, lambda: any("You win: resignation" in n for n in notes(second)), "")
+            await until(pilot, lambda: table.row_count == 0, "the game off the list")
+            assert not lobby.query_one("#mine-pane").display
+    finally:
+        await bob.close()
+
+
+def _row(table: DataTable[Any], key: str) -> list[str]:
+    return [str(cell) for cell in table.get_row(key)]
+
+
+async def test_a_new_name_is_a_new_player_and_a_game_against_the_ai_says_welcome_back(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    sessions = SessionStore(tmp_path / "sessions.json")
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+        start = Start("join", game_id=seated.game_id)
+        first = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
+        async with first.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(first.screen, GameScreen), "the game")
+        # Another name on the same server: another player, none of ada's games.
+        other = NoughtsApp(ui_server.url, name="eve", start=Start("lobby"), sessions=sessions)
+        async with other.run_test(size=SIZE) as pilot:
+            lobby = await open_lobby(pilot, other)
+            assert other.resumable == {} and not lobby.query_one("#mine-pane").display
+        eves = sessions.load(ui_server.url, "eve")
+        assert eves is not None and eves != sessions.load(ui_server.url, "ada")
+        # ada again, straight into a game against the AI: told where her game is.
+        start = Start("ai", fields={"game": "tictactoe", "algorithm": "random", "budget_ms": 5})
+        again = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
+        async with again.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(again.screen, GameScreen), "the AI game")
+            await until(pilot, lambda: any("Welcome back" in n for n in notes(again)), "note")
+            assert any("1 unfinished game " in n for n in notes(again))
+            assert set(again.resumable) == {seated.game_id}
+    finally:
+        await bob.close()
+
+
+async def test_a_saved_session_the_server_does_not_know_is_replaced(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    sessions = SessionStore(tmp_path / "sessions.json")
+    sessions.save(ui_server.url, "ada", "a-session-from-another-database")
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"), sessions=sessions)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_lobby(pilot, app)
+        assert app.link.session is not None
+        assert sessions.load(ui_server.url, "ada") == app.link.session
+        assert app.link.session != "a-session-from-another-database"
+        title = str(app.screen.query_one("#lobby-title", Static).render())
+        assert "connected to" in title
