@@ -397,13 +397,26 @@ class Tally:
 
 
 class Pacer:
-    """Offered rate for one game: its moves go out at most every ``interval`` seconds."""
+    """Offered rate for one game: one move per slot of ``interval`` seconds, the slots at
+    the game's own random phase (so the games' moves are spread over time, as independent
+    players' are).
+
+    A move that comes late (its opponent's reply arrived after the slot) goes at once and
+    the next keeps to the game's slots. Restarting the slots at "now" instead would put
+    every game delayed by the same burst in step with the others, and those games would
+    then arrive together for the rest of the run: the harness would make the bursts it
+    measures.
+    """
 
     __slots__ = ("interval", "due")
 
     def __init__(self, interval: float, first: float) -> None:
         self.interval = interval
         self.due = first
+
+    def advance(self, now: float) -> None:
+        """A move goes now (``due <= now``): the next slot of this game after ``now``."""
+        self.due += self.interval * (1 + int((now - self.due) // self.interval))
 
 
 class Player:
@@ -564,7 +577,7 @@ class Player:
                 self.scheduled = True
                 self.timer = self.run.loop.call_later(pacer.due - now, self._paced_move)
                 return
-            pacer.due = max(pacer.due + pacer.interval, now)
+            pacer.advance(now)
         self.send_move()
 
     def _paced_move(self) -> None:
