@@ -223,6 +223,7 @@ class BoardView(Widget, can_focus=True):
         self.state = state
         self.last: int | None = None
         self.show_cursor = True
+        self.playable = True  # False for a spectator: Enter and clicks play nothing
         rows, cols = grid_size(state)
         self.set_reactive(BoardView.cursor, (rows // 2, cols // 2))
         self._drawing: Drawing | None = None
@@ -248,6 +249,9 @@ class BoardView(Widget, can_focus=True):
         row, col = self.cursor
         self.cursor = ((row + rows) % height, (col + cols) % width)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.playable or action != "choose"
+
     def action_choose(self) -> None:
         self.post_message(self.Chosen(self, action_at(self.state, *self.cursor)))
 
@@ -260,7 +264,8 @@ class BoardView(Widget, can_focus=True):
         action = self._drawing.cells.get((event.y, event.x - 1))  # 1: the left padding
         if action is not None:
             self.cursor = cell_of(self.state, action)
-            self.post_message(self.Chosen(self, action))
+            if self.playable:
+                self.post_message(self.Chosen(self, action))
 
     def on_focus(self) -> None:
         self.refresh()

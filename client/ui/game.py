@@ -88,6 +88,12 @@ class GameScreen(Screen[None]):
     def noughts(self) -> NoughtsApp:
         return self.app  # type: ignore[return-value]
 
+    # What only a seat may do: a spectator's footer does not offer it.
+    SEAT_ACTIONS = frozenset({"resign", "draw", "decline", "abort", "claim", "rematch"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.model.seat is not None or action not in self.SEAT_ACTIONS
+
     def compose(self) -> ComposeResult:
         yield Static(id="game-title")
         with Horizontal(id="game-body"):
@@ -164,6 +170,9 @@ class GameScreen(Screen[None]):
         title.update(header)
         board = self.query_one(BoardView)
         board.show(model.state, model.last_action(), show_cursor=model.my_turn)
+        if board.playable != (model.seat is not None):
+            board.playable = model.seat is not None
+            self.refresh_bindings()
         self._refresh_status()
         self._refresh_moves()
         self._refresh_players()

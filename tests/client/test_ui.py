@@ -213,6 +213,13 @@ async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
             await carl.request(Move, game_id=seated.game_id, token=joined.token, action=36, ply=1)
             await until(pilot, lambda: len(model.moves) == 2, "carl's move")
             await pilot.press("enter")  # a spectator's Enter plays nothing
+            # and the footer offers no seat's action: no Play, Resign, draw or Rematch.
+            footer_keys = {
+                binding.action for _, binding, enabled, _ in app.active_bindings.values() if enabled
+            }
+            assert not footer_keys & (GameScreen.SEAT_ACTIONS | {"choose"}), footer_keys
+            await pilot.press("r", "r", "d")  # nothing is sent for a seat we do not hold
+            await pilot.pause()
             await bob.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=2)
             await until(pilot, lambda: len(model.moves) == 3, "bob's move")
             assert model.state is not None and model.state.history() == [40, 36, 4]

@@ -226,3 +226,39 @@ async def test_snapshot_lobby_with_your_games(fixed_server: UIServer, tmp_path: 
             check_snapshot(app, "lobby_your_games", volatile)
     finally:
         await bob.close()
+
+
+async def test_snapshot_watch(fixed_server: UIServer) -> None:
+    """A spectator's view of a live 5x5 game with a Fischer clock: no move input, both clocks."""
+    bob, carl = await fixed_server.connect("bob"), await fixed_server.connect("carl")
+    try:
+        seated = await bob.request(
+            CreateGame,
+            game="5x5",
+            opponent="human",
+            seat=0,
+            clock={"initial_ms": 180_000, "increment_ms": 2000},
+        )
+        joined = await carl.request(JoinGame, game_id=seated.game_id)
+        for ply, action in enumerate([12, 6, 13]):
+            mover = (seated.token, bob) if ply % 2 == 0 else (joined.token, carl)
+            await mover[1].request(
+                Move, game_id=seated.game_id, token=mover[0], action=action, ply=ply
+            )
+        app = NoughtsApp(
+            fixed_server.url,
+            name="ada",
+            start=Start("watch", game_id=seated.game_id),
+            clock=lambda: 0.0,
+        )
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            screen = app.screen
+            assert isinstance(screen, GameScreen)
+            await until(pilot, lambda: len(screen.model.moves) == 3, "the position so far")
+            await until(pilot, lambda: screen.is_mounted, "the game on screen")
+            await pilot.pause()
+            check_snapshot(app, "watch", volatile_of(fixed_server, seated.game_id))
+    finally:
+        await bob.close()
+        await carl.close()
