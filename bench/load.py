@@ -241,9 +241,15 @@ class ServerProcess:
     """``python -m server`` in a child process; its address is the first line it prints."""
 
     def __init__(
-        self, db: Path, workers: int, port: int = 0, compression: str | None = None
+        self,
+        db: Path,
+        workers: int,
+        port: int = 0,
+        compression: str | None = None,
+        loop: str = "asyncio",
     ) -> None:
         self.db = db
+        self.loop = loop
         self.workers = workers
         self.port = port
         self.compression = compression
@@ -271,6 +277,8 @@ class ServerProcess:
             str(self.workers),
             "--log-level",
             "WARNING",
+            "--loop",
+            self.loop,
             # Every client of this harness comes from 127.0.0.1: lift the per-address cap
             # (and the total) above what a run opens.
             "--max-connections",
@@ -934,6 +942,7 @@ class LoadOptions:
     seed: int
     db: Path | None
     quiet: bool
+    loop: str = "asyncio"  # the server's event loop (noughts serve --loop)
 
 
 def percentiles(samples: list[float], points: tuple[float, ...]) -> dict[str, float | None]:
@@ -963,7 +972,7 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
     if options.kills:
         port = _free_port()  # kept across restarts, so that clients find the server again
     workers = options.workers if options.ai_games else 0
-    server = ServerProcess(db, workers, port)
+    server = ServerProcess(db, workers, port, loop=options.loop)
     started = time.monotonic()
     server.start()
     log = _progress(options.quiet)
@@ -1430,6 +1439,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="kill -9 the server this many times (default: %(default)s)",
         )
         p.add_argument("--seed", type=int, default=1)
+        p.add_argument(
+            "--loop",
+            choices=["asyncio", "uvloop"],
+            default="asyncio",
+            help="the server's event loop (noughts serve --loop; default: %(default)s)",
+        )
         p.add_argument("--db", type=Path, default=None, help="database (default: a temp file)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -1528,6 +1543,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             db=args.db,
             quiet=args.quiet,
+            loop=args.loop,
         )
         _cells(options.game, options.params)
         report = run_load(options, args.mode)
