@@ -296,3 +296,46 @@ async def test_an_open_game_is_withdrawn_when_its_creator_leaves(server: Running
         await bo.request(__import__("protocol").JoinGame, game_id=seated.game_id)
     record = (await bo.request(GetGame, game_id=seated.game_id)).game
     assert (record["status"], record["reason"]) == ("aborted", "abort")
+
+
+async def test_a_finished_game_keeps_only_the_end_of_its_log(server: RunningServer) -> None:
+    """Resume of a finished game still in memory: the last events from its short log, or
+    a snapshot with the result from further back (the whole log is not kept)."""
+    import engine
+    from protocol import JoinGame, Resume, Resumed
+    from server.session import FINISHED_LOG
+
+    ada, bo = await server.connect("ada"), await server.connect("bo")
+    a = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    await bo.request(JoinGame, game_id=a.game_id)
+    gid = a.game_id
+    state = engine.make_game("5x5").new_initial_state()
+    for ply in range(20):  # 20 moves, none of them ending the game
+        action = next(x for x in state.legal_actions() if not _ends(state, x))
+        await _move(ada if ply % 2 == 0 else bo, gid, action)
+        state.apply_action(action)
+    await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+    ended = await next_event(bo, Ended)
+    assert ended.result and ended.seq > FINISHED_LOG + 1
+
+    raw = await RawClient.connect(server.url)
+    try:
+        await raw.send_message(Resume(rid=1, game_id=gid, since=ended.seq - 2))
+        recent = [await raw.receive() for _ in range(3)]
+        assert [type(m) for m in recent] == [Moved, Ended, Resumed]
+        assert [m.seq for m in recent[:2]] == [ended.seq - 1, ended.seq]  # type: ignore[attr-defined]
+        await raw.send_message(Resume(rid=2, game_id=gid, since=2))  # before the kept log
+        snapshot, resumed = await raw.receive(), await raw.receive()
+        assert isinstance(snapshot, Snapshot) and isinstance(resumed, Resumed)
+        assert snapshot.status == "finished" and snapshot.result == ended.result
+        assert len(snapshot.actions) == 20 and resumed.seq == ended.seq
+    finally:
+        await raw.close()
+        await ada.close()
+        await bo.close()
+
+
+def _ends(state: object, action: int) -> bool:
+    after = state.clone()  # type: ignore[attr-defined]
+    after.apply_action(action)
+    return bool(after.is_terminal())
