@@ -372,3 +372,26 @@ def test_both_sides_sharing_one_tree_play_to_the_end() -> None:
         )
         state.apply_checked(result.action)
     assert state.ply() > 18
+
+
+def _tree_capacity(searcher: engine.Searcher, key: str) -> int:
+    return int(searcher._caches[key]["mcts"]["tree"].capacity)
+
+
+def test_the_tree_grows_only_when_the_copy_fits_in_the_budget(monkeypatch) -> None:  # noqa: ANN001
+    """Doubling the node arrays copies the whole tree (80 ms at 2M nodes): a search whose
+    remaining time would not cover the copy goes on without new nodes instead."""
+    import engine.mcts as mcts
+
+    state = engine.make_game("uttt").new_initial_state()
+    grown = engine.Searcher()
+    grown.search(state, algorithm="mcts", budget_ms=300, seed=1, game_key="g")
+    assert _tree_capacity(grown, "g") > mcts.INITIAL_NODES  # the search filled the first arrays
+
+    monkeypatch.setattr(mcts, "GROW_S_PER_NODE", 1.0)  # every copy too slow for the budget
+    kept = engine.Searcher()
+    result = kept.search(state, algorithm="mcts", budget_ms=300, seed=1, game_key="g")
+    assert _tree_capacity(kept, "g") == mcts.INITIAL_NODES
+    # It searched on to the deadline with the tree it had, and still chose a legal move.
+    assert result.iterations > 0 and result.action in state.legal_actions()
+    assert result.elapsed_ms >= 250
