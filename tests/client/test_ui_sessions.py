@@ -78,8 +78,9 @@ async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
             # We play on; bob sees the move.
             await pilot.press("6", "enter")
             await until(pilot, lambda: len(model.moves) == 3, "our move")
-            while (moved := await next_event(bob, Moved)).ply < 2:
-                pass
+            moved = await next_event(bob, Moved)
+            while moved.ply < 2:  # bob also saw the two moves before ours
+                moved = await next_event(bob, Moved)
             assert (moved.seat, moved.action) == (0, 6)
             # Esc leaves the game running: it stays under Your games, their move now.
             await pilot.press("escape")

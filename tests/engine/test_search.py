@@ -65,15 +65,20 @@ def _budget(algorithm: str, game: str) -> dict[str, int]:
     return {"iterations": 20_000 if game == "gomoku" else 2_000}
 
 
-def _applicable(algorithm: str, game: str) -> bool:
-    return not (algorithm in ("minimax", "perfect") and game not in ("tictactoe",))
+def _cases(positions: list[tuple]) -> list[tuple]:
+    """Every searching algorithm on every position, but ``perfect`` on 3x3 only (it refuses
+    bigger boards: tests/engine/test_solvers.py). Plain ``uct`` has no decisive or
+    anti-decisive rule: it finds these moves by search alone, at the fixed seed and budget."""
+    return [
+        (algorithm, *position)
+        for algorithm in SEARCHING
+        for position in positions
+        if algorithm != "perfect" or position[0] == "tictactoe"
+    ]
 
 
-@pytest.mark.parametrize("algorithm", SEARCHING)
-@pytest.mark.parametrize(("game", "params", "moves", "wins"), WIN_IN_ONE)
+@pytest.mark.parametrize(("algorithm", "game", "params", "moves", "wins"), _cases(WIN_IN_ONE))
 def test_takes_a_win_in_one(algorithm, game, params, moves, wins):
-    if not _applicable(algorithm, game):
-        pytest.skip(f"{algorithm} does not play {game}")
     state = engine.replay((game, params), moves)
     result = engine.search(state, algorithm=algorithm, seed=3, **_budget(algorithm, game))
     assert result.action in wins
@@ -82,13 +87,8 @@ def test_takes_a_win_in_one(algorithm, game, params, moves, wins):
     assert after.winner() == state.current_player()
 
 
-@pytest.mark.parametrize("algorithm", SEARCHING)
-@pytest.mark.parametrize(("game", "params", "moves", "block"), MUST_BLOCK)
+@pytest.mark.parametrize(("algorithm", "game", "params", "moves", "block"), _cases(MUST_BLOCK))
 def test_blocks_a_loss_in_one(algorithm, game, params, moves, block):
-    if not _applicable(algorithm, game):
-        pytest.skip(f"{algorithm} does not play {game}")
-    if algorithm == "uct" and game != "tictactoe":
-        pytest.skip("uct is the plain baseline: no anti-decisive moves, by definition")
     state = engine.replay((game, params), moves)
     result = engine.search(state, algorithm=algorithm, seed=3, **_budget(algorithm, game))
     assert result.action in block

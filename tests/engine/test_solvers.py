@@ -162,11 +162,17 @@ def _keeps_forced_win(state, action, plies) -> bool:
     return reply.proven == "loss"
 
 
-@pytest.mark.parametrize(("game", "moves", "plies"), FORCED_WINS)
-@pytest.mark.parametrize("algorithm", ["alphabeta", "minimax", "perfect", "mcts"])
+@pytest.mark.parametrize(
+    ("algorithm", "game", "moves", "plies"),
+    # minimax and perfect are the references for small boards: 3x3 only here.
+    [
+        (algorithm, *position)
+        for algorithm in ("alphabeta", "minimax", "perfect", "mcts")
+        for position in FORCED_WINS
+        if algorithm in ("alphabeta", "mcts") or position[0] == "tictactoe"
+    ],
+)
 def test_forced_wins_in_two_and_three(algorithm, game, moves, plies):
-    if algorithm in ("minimax", "perfect") and game != "tictactoe":
-        pytest.skip(f"{algorithm} is for boards of at most 16 cells")
     state = engine.replay((game, {}), moves)
     if algorithm == "mcts":
         result = engine.search(state, algorithm="mcts", iterations=50_000, seed=2)
