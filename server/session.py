@@ -200,8 +200,12 @@ class GameSession:
     def _emit(self, message: Message, **stored: Any) -> Emitted:
         frame = encode(message)
         self.log.append((getattr(message, "seq", self.seq), frame))
-        if len(self.log) > MAX_LOG:
-            del self.log[: len(self.log) - MAX_LOG]
+        # A finished game stays in memory a while (rematch, late resume) but gets no more
+        # moves: it keeps only the end of its log. (A 10-minute soak held 17,320 finished
+        # games, most of the server's 580 MB, in their whole logs.)
+        keep = FINISHED_LOG if self.status in ("finished", "aborted") else MAX_LOG
+        if len(self.log) > keep:
+            del self.log[: len(self.log) - keep]
             self.log_start = self.log[0][0]
         return Emitted(message, frame=frame, **stored)
 
@@ -315,15 +319,7 @@ class GameSession:
             clocks=None if self.clock is None else self.clock.snapshot(now),
             at=now,
         )
-        emitted = self._emit(message)
-        # A finished game stays in memory a while (rematch, late resume) but gets no more
-        # moves: keep only the end of its log. A resume from further back gets a snapshot,
-        # as when a live game's log outgrows MAX_LOG. (A 10-minute soak held 17,320 finished
-        # games, most of the server's 580 MB, in their whole logs.)
-        if len(self.log) > FINISHED_LOG:
-            del self.log[: len(self.log) - FINISHED_LOG]
-            self.log_start = self.log[0][0]
-        return emitted
+        return self._emit(message)
 
     def _end(self, result: str, reason: str, now: float) -> list[Emitted]:
         end = self._finish(result, reason, now)
