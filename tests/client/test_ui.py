@@ -5,23 +5,14 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from client.ui import NoughtsApp, Start
-from client.ui.board import BoardView, cell_of
+from client.ui.board import BoardView
 from client.ui.game import GameOverScreen, GameScreen
 from client.ui.lobby import LobbyScreen
 from client.ui.replay import ReplayScreen
 from tests.client.test_export import play_humans
-from tests.client.ui_support import UIServer, until
+from tests.client.ui_support import UIServer, press_towards, until
 
 SIZE = (110, 36)
-
-
-async def press_towards(pilot, board: BoardView, action: int) -> None:
-    """Move the board's cursor onto ``action`` with the arrow keys."""
-    row, col = cell_of(board.state, action)
-    while board.cursor[0] != row:
-        await pilot.press("down" if board.cursor[0] < row else "up")
-    while board.cursor[1] != col:
-        await pilot.press("right" if board.cursor[1] < col else "left")
 
 
 async def test_a_whole_game_against_the_ai_with_the_keyboard(ui_server: UIServer) -> None:

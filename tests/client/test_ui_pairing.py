@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Static
 
 from client.connection import ServerConnection
 from client.ui import NoughtsApp, Start
+from client.ui.board import BoardView
 from client.ui.dialogs import NewGameDialog
 from client.ui.game import GameScreen
 from client.ui.lobby import LobbyScreen
@@ -32,6 +33,7 @@ from tests.client.ui_support import (
     next_event,
     open_lobby,
     press_ok,
+    press_towards,
     type_into,
     until,
 )
@@ -217,7 +219,10 @@ async def test_quick_pairing_falls_back_to_the_ai_after_the_wait(ui_server: UISe
         # The AI plays: after our move (or its first), it answers.
         await until(pilot, lambda: model.my_turn, "our turn")
         played = len(model.moves)
-        await pilot.press("enter")  # the cursor's cell
+        assert model.state is not None
+        # A free cell: the AI, if it moved first, may have taken the cursor's.
+        await press_towards(pilot, game.query_one(BoardView), model.state.legal_actions()[0])
+        await pilot.press("enter")
         await until(pilot, lambda: len(model.moves) >= played + 2, "our move and the AI's")
         assert not lobby.queued
 

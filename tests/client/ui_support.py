@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from client.connection import ServerConnection
+from client.ui.board import BoardView, cell_of
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
@@ -128,3 +129,12 @@ async def press_ok(pilot: Any, dialog: Any) -> None:
     ok = dialog.query_one("#ok", Button)
     ok.focus()
     await pilot.press("enter")
+
+
+async def press_towards(pilot, board: BoardView, action: int) -> None:
+    """Move the board's cursor onto ``action`` with the arrow keys."""
+    row, col = cell_of(board.state, action)
+    while board.cursor[0] != row:
+        await pilot.press("down" if board.cursor[0] < row else "up")
+    while board.cursor[1] != col:
+        await pilot.press("right" if board.cursor[1] < col else "left")
