@@ -276,7 +276,6 @@ class NoughtsApp(App[None]):
 
     def _seated(self, seated: Seated) -> None:
         """A seat of ours: a game we created, joined or accepted, or a pairing or rematch."""
-        from client.ui.game import GameScreen
 
         model = self.games.get(seated.game_id)
         if model is None:
@@ -284,10 +283,7 @@ class NoughtsApp(App[None]):
             self.games[seated.game_id] = model
         model.seat, model.token = seated.seat, seated.token
         self._tell_screens("seated", seated.game_id)
-        # A rematch or a new pairing replaces the game on screen.
-        while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
-            self.pop_screen()
-        self.push_screen(GameScreen(model))
+        self._show_game(model)  # a rematch or a new pairing replaces the game on screen
 
     def _game_event(self, message: Message) -> None:
         game_id = getattr(message, "game_id", "")
@@ -377,7 +373,6 @@ class NoughtsApp(App[None]):
         """Open one of our games: the screen of a game we follow, or ``resume`` it from the
         start (since=0: a snapshot) and open its screen. RequestFailed if the server
         refuses (the game is gone)."""
-        from client.ui.game import GameScreen
 
         model = self.games.get(game_id)
         if model is None or model.state is None:
@@ -393,6 +388,14 @@ class NoughtsApp(App[None]):
                 raise
             if resumed.token is not None:
                 model.seat, model.token = resumed.seat, resumed.token
+        self._show_game(model)
+
+    def _show_game(self, model: GameModel) -> None:
+        """Put ``model``'s screen on top, in place of the game and dialogs shown there."""
+        from client.ui.game import GameScreen
+
+        if not self.screen_stack:
+            return  # the app is closing: a seat granted now is kept in self.games only
         while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
             self.pop_screen()
         self.push_screen(GameScreen(model))

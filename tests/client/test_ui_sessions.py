@@ -11,9 +11,10 @@ from textual.widgets import DataTable, Static
 
 from client.sessions import SessionStore
 from client.ui import NoughtsApp, Start
+from client.ui.app import ServerMessage
 from client.ui.game import GameScreen
 from client.ui.lobby import LobbyScreen
-from protocol import CreateGame, Move, Moved, Presence, Resign
+from protocol import CreateGame, Move, Moved, Presence, Resign, Seated
 from tests.client.ui_support import UIServer, next_event, open_lobby, until
 
 SIZE = (110, 36)
@@ -153,3 +154,19 @@ async def test_a_saved_session_the_server_does_not_know_is_replaced(
         assert app.link.session != "a-session-from-another-database"
         title = str(app.screen.query_one("#lobby-title", Static).render())
         assert "connected to" in title
+
+
+async def test_a_seat_that_arrives_as_the_app_closes_is_kept_without_a_screen(
+    ui_server: UIServer,
+) -> None:
+    """The link's last messages can reach the app after its screens are gone (a test under
+    load saw a Seated then): it is kept, and no screen is pushed onto the empty stack."""
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        await open_lobby(pilot, app)
+    assert not app.screen_stack
+    seated = Seated(game_id="6hfrtd5v", seat=1, token="mrFUq4lqGgdq97uWQGW_tq3HwR_vsCP4")
+    app.on_server_message(ServerMessage(seated))
+    model = app.games["6hfrtd5v"]
+    assert (model.seat, model.token) == (1, seated.token)
+    assert not app.screen_stack
