@@ -192,6 +192,11 @@ class GameSession:
         raise BadToken(f"you hold no seat with this token in game {self.id}", self.id)
 
     @property
+    def over(self) -> bool:
+        """Finished or aborted: the game takes no more moves."""
+        return self.status in ("finished", "aborted")
+
+    @property
     def human_seats(self) -> list[int]:
         return [s for s, p in enumerate(self.players) if p is not None and not p.is_ai]
 
@@ -203,7 +208,7 @@ class GameSession:
         # A finished game stays in memory a while (rematch, late resume) but gets no more
         # moves: it keeps only the end of its log. (A 10-minute soak held 17,320 finished
         # games, most of the server's 580 MB, in their whole logs.)
-        keep = FINISHED_LOG if self.status in ("finished", "aborted") else MAX_LOG
+        keep = FINISHED_LOG if self.over else MAX_LOG
         if len(self.log) > keep:
             del self.log[: len(self.log) - keep]
             self.log_start = self.log[0][0]
@@ -235,7 +240,7 @@ class GameSession:
     # --- moves -----------------------------------------------------------------------
 
     def _check_live(self) -> None:
-        if self.status in ("finished", "aborted"):
+        if self.over:
             raise GameOver(f"game {self.id} is over ({self.result}, {self.reason})", self.id)
         if self.status != "live":
             raise NotYourTurn(f"game {self.id} has not started: waiting for a player", self.id)
@@ -328,7 +333,7 @@ class GameSession:
         return [emitted]
 
     def resign(self, seat: int, now: float) -> list[Emitted]:
-        if self.status in ("finished", "aborted"):
+        if self.over:
             raise GameOver(f"game {self.id} is already over", self.id)
         if self.status == "open":
             return self._end(NO_RESULT, "abort", now)
@@ -370,7 +375,7 @@ class GameSession:
     def rematch(self, seat: int, answer: str, now: float) -> tuple[list[Emitted], bool]:
         """A rematch offer or answer; returns its events and whether both sides now agree
         (the caller then creates the new game and calls ``rematch_started``)."""
-        if self.status not in ("finished", "aborted"):
+        if not self.over:
             raise NotAllowed(f"game {self.id} is not over: no rematch yet", self.id)
         if self.next_game is not None:
             raise NotAllowed(f"the rematch of {self.id} is already game {self.next_game}", self.id)
