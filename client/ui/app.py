@@ -276,7 +276,6 @@ class NoughtsApp(App[None]):
 
     def _seated(self, seated: Seated) -> None:
         """A seat of ours: a game we created, joined or accepted, or a pairing or rematch."""
-
         model = self.games.get(seated.game_id)
         if model is None:
             model = GameModel(seated.game_id)
@@ -373,7 +372,6 @@ class NoughtsApp(App[None]):
         """Open one of our games: the screen of a game we follow, or ``resume`` it from the
         start (since=0: a snapshot) and open its screen. RequestFailed if the server
         refuses (the game is gone)."""
-
         model = self.games.get(game_id)
         if model is None or model.state is None:
             entry = self.resumable.get(game_id, {})
