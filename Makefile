@@ -1,32 +1,43 @@
 # The two commands of the README: `make play` and `make test`.
+# `make play` installs what the game needs; `make test` adds the development tools.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed
+DEV := $(VENV)/.installed-dev
+# --no-compile: Python writes each module's bytecode on first import instead of pip
+# compiling every file of numpy, numba and textual at install time.
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
 
-.PHONY: play test lint typecheck bench clean venv
+.PHONY: play test test-slow lint typecheck bench clean venv
 
-venv: $(STAMP)
+venv: $(RUNTIME)
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(PIP) -e .
+	touch $(RUNTIME)
 
-play: $(STAMP)
+$(DEV): $(RUNTIME)
+	$(PIP) -e '.[dev]'
+	touch $(DEV)
+
+play: $(RUNTIME)
 	$(BIN)/noughts play $(ARGS)
 
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(ARGS)
 
-typecheck: $(STAMP)
+test-slow: $(DEV)
+	$(BIN)/python -m pytest -m slow $(ARGS)
+
+typecheck: $(DEV)
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(RUNTIME)
 	$(BIN)/noughts bench
 
 clean:

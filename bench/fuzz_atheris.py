@@ -40,7 +40,7 @@ def fuzz_decode(data: bytes) -> None:
 def fuzz_game(data: bytes) -> None:
     """The first bytes choose a game; the rest is a stream of msgpack client messages."""
     provider = atheris.FuzzedDataProvider(data)
-    name = provider.PickValueInList(["tictactoe", "5x5", "uttt", "gomoku"])
+    name = provider.PickValueInList([n for n, g in engine.GAMES.items() if not g.parameters])
     session = GameSession.new(name, {}, 0.0)
     session.take_seat(0, Player("a", "human", "p-a"))
     session.take_seat(1, Player("b", "human", "p-b"))

@@ -12,6 +12,7 @@ to 127.0.0.1 only.
     python bench/load.py soak --games 500 --duration 600     # the 10-minute soak
     python bench/load.py kill --games 100 --kills 20         # kill -9 at random moments
     python bench/load.py capacity --connections 10000        # idle connections, memory
+    python bench/load.py attack --kind http-flood            # issue 11's attacks: bench/attack.py
 
 What is measured:
 
@@ -77,7 +78,6 @@ TARGET_P99_MS = 5.0  # human-move round trip at 100 games, 1,000 moves/s offered
 TARGET_AI_OVERHEAD_P99_MS = 3.0
 TARGET_CONNECTIONS = 10_000
 
-CELLS = {"tictactoe": 9, "5x5": 25, "gomoku": 225}
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 SERVER_START_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 RECONNECT_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
@@ -107,6 +107,7 @@ class WebSocketLink(asyncio.Protocol):
         self.handshaken = False
         self.fragments: list[bytes] = []
         self.closed = False
+        self.close_code: int | None = None  # the server's close frame's code, once received
 
     @classmethod
     async def connect(
@@ -116,10 +117,17 @@ class WebSocketLink(asyncio.Protocol):
         on_message: Callable[[bytes], None],
         on_lost: Callable[[WebSocketLink], None],
         timeout: float = 10.0,
+        local_host: str | None = None,
     ) -> WebSocketLink:
+        """Open and upgrade a connection; ``local_host`` is its source address (any of
+        127.0.0.0/8 on loopback: how the attack harness gives clients their own address)."""
         loop = asyncio.get_running_loop()
+        local_addr = None if local_host is None else (local_host, 0)
         _, link = await asyncio.wait_for(
-            loop.create_connection(lambda: cls(on_message, on_lost), host, port), timeout
+            loop.create_connection(
+                lambda: cls(on_message, on_lost), host, port, local_addr=local_addr
+            ),
+            timeout,
         )
         request = (
             f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
@@ -210,6 +218,7 @@ class WebSocketLink(asyncio.Protocol):
             elif opcode == 0x9 and self.transport is not None:  # ping -> pong, same data
                 self.transport.write(_frame(0x8A, payload))
             elif opcode == 0x8:
+                self.close_code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
                 self.close()
                 break
         if offset:
@@ -238,7 +247,12 @@ def _pack(body: dict[str, Any]) -> bytes:
 
 
 class ServerProcess:
-    """``python -m server`` in a child process; its address is the first line it prints."""
+    """``python -m server`` in a child process; its address is the first line it prints.
+
+    ``lift_limits`` (the load runs) lifts the per-address and per-connection limits above
+    what a run opens; the attack harness keeps the server's own defaults and passes
+    ``extra_args`` through. ``nofile`` sets the server's soft limit on open files.
+    """
 
     def __init__(
         self,
@@ -247,12 +261,21 @@ class ServerProcess:
         port: int = 0,
         compression: str | None = None,
         loop: str = "asyncio",
+        *,
+        lift_limits: bool = True,
+        extra_args: list[str] | None = None,
+        nofile: int | None = None,
+        log_level: str = "WARNING",
     ) -> None:
         self.db = db
         self.loop = loop
         self.workers = workers
         self.port = port
         self.compression = compression
+        self.lift_limits = lift_limits
+        self.extra_args = list(extra_args or ())
+        self.nofile = nofile
+        self.log_level = log_level
         self.process: Any = None
         self.url = ""
         self.log = db.with_suffix(".log")
@@ -276,29 +299,31 @@ class ServerProcess:
             "--workers",
             str(self.workers),
             "--log-level",
-            "WARNING",
+            self.log_level,
             "--loop",
             self.loop,
-            # Every client of this harness comes from 127.0.0.1: lift the per-address cap
-            # (and the total) above what a run opens.
-            "--max-connections",
-            str(SERVER_CONNECTION_CAP),
-            "--max-per-ip",
-            str(SERVER_CONNECTION_CAP),
-            # A scripted player moves as fast as its replies come back: on a quiet
-            # machine that passes the 200 messages/s a person's connection is allowed.
-            # The harness measures the server, not the abuse limit (tests/server/
-            # test_limits.py proves that): lift it.
-            "--rate",
-            str(CLIENT_RATE_CAP),
-            "--burst",
-            str(CLIENT_RATE_CAP),
         ]
+        if self.lift_limits:
+            args += self._lifted_limits()
         if self.compression:
             args += ["--compression", self.compression]
+        args += self.extra_args
+        nofile = self.nofile
+
+        def limit_files() -> None:  # in the child, before exec
+            if nofile is not None:
+                hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                soft = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                args, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, start_new_session=True
+                args,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=ROOT,
+                start_new_session=True,
+                preexec_fn=limit_files if nofile is not None else None,
             )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().decode(errors="replace")
@@ -308,6 +333,36 @@ class ServerProcess:
         self.url = line[line.index("ws://") :].split()[0]
         self.port = int(self.url.rsplit(":", 1)[1])
         return self.url
+
+    @staticmethod
+    def _lifted_limits() -> list[str]:
+        return [
+            # Every client of this harness comes from 127.0.0.1: lift the per-address cap
+            # (and the total) above what a run opens.
+            "--max-connections",
+            str(SERVER_CONNECTION_CAP),
+            "--max-per-ip",
+            str(SERVER_CONNECTION_CAP),
+            # Every client opens its connections at once, from one address.
+            "--max-handshakes-per-ip",
+            str(SERVER_CONNECTION_CAP),
+            # A scripted player moves as fast as its replies come back: on a quiet
+            # machine that passes the 200 messages/s a person's connection is allowed.
+            # The harness measures the server, not the abuse limit (tests/server/
+            # test_limits.py proves that): lift it.
+            "--rate",
+            str(CLIENT_RATE_CAP),
+            "--burst",
+            str(CLIENT_RATE_CAP),
+            # Likewise the per-address caps on new sessions and unfinished games
+            # (tests/server/test_identity.py proves those).
+            "--new-sessions-per-ip",
+            str(SERVER_CONNECTION_CAP * 60),
+            "--new-sessions-burst-per-ip",
+            str(SERVER_CONNECTION_CAP),
+            "--max-games-per-ip",
+            str(SERVER_CONNECTION_CAP),
+        ]
 
     @property
     def pid(self) -> int:
@@ -321,12 +376,13 @@ class ServerProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM; kill -9 if the server has not stopped within ``timeout``."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=timeout)
         except Exception:
             self.kill()
 
@@ -384,6 +440,11 @@ class ClientSettings:
     reconnect: bool  # kill mode: a lost connection is expected; reconnect and resume
     seed: int
     connect_concurrency: int = 50
+    local_host: str | None = None  # source address of every connection (attack harness)
+    # A bystander under attack (bench/attack.py): a game that waits this long for a move's
+    # acknowledgement or the AI's move, or that gets an error, is resigned and replaced,
+    # and the players never give up; None: a load run, where any such thing is an error.
+    patience_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -402,6 +463,9 @@ class Tally:
     resumed_games: int = 0  # games interrupted by a lost connection that went on
     not_resumed: int = 0  # players still stuck at the end in a game a lost connection cut
     desyncs: int = 0  # an event out of order or a position that disagrees
+    stalls: int = 0  # waits over ``patience_s`` (bystander mode)
+    abandoned: int = 0  # games given up after a stall or an error (bystander mode)
+    waiting_at_end_ms: float = 0.0  # the longest wait still unanswered at the stop
 
 
 class Pacer:
@@ -461,12 +525,17 @@ class Player:
         self.synced = False  # connected and, after a reconnection, the game resumed
         self.timer: asyncio.TimerHandle | None = None  # a paced move waiting
         self.opponent_is_ai = False
+        self.waiting_since = 0.0  # monotonic: a move's ack or the AI's move is awaited
 
     # --- connection ----------------------------------------------------------------
 
     async def connect(self) -> None:
         self.link = await WebSocketLink.connect(
-            self.run.settings.host, self.run.settings.port, self.on_frame, self.on_lost
+            self.run.settings.host,
+            self.run.settings.port,
+            self.on_frame,
+            self.on_lost,
+            local_host=self.run.settings.local_host,
         )
         hello: dict[str, Any] = {
             "type": "hello",
@@ -493,6 +562,7 @@ class Player:
             return  # a link that never finished opening
         self.connected.clear()
         self.synced = False
+        self.waiting_since = 0.0
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -567,6 +637,45 @@ class Player:
         self.to_move = -1
         self.ended.clear()
         self.interrupted = False
+        self.waiting_since = 0.0
+
+    def abandon(self, resign: bool = True) -> None:
+        """Bystander mode: give this game up (resign it, without waiting for the reply) and
+        let the loop start another."""
+        if self.status in ("finished", "aborted", "none"):
+            return
+        if resign and self.link is not None and not self.link.closed and self.game_id is not None:
+            self.rids += 1  # a rid nobody waits for: the reply is dropped
+            resign = {"type": "resign", "rid": self.rids, "game_id": self.game_id}
+            self.link.send(_pack({**resign, "token": self.token}))
+        self.status = "aborted"
+        self.to_move = -1
+        self.move_rid = -1
+        self.waiting_since = 0.0
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.scheduled = False
+        self.run.tally.abandoned += 1
+        self.ended.set()
+
+    def stalled(self, now: float) -> None:
+        """A wait passed ``patience_s``: counted as a stall and as a sample of that wait."""
+        self.run.tally.stalls += 1
+        self.record_wait(now)
+
+    def record_wait(self, now: float, at_stop: bool = False) -> None:
+        """The wait so far as a sample (a lower bound: no answer came)."""
+        run = self.run
+        waited = (now - self.waiting_since) * 1000.0
+        if run.measuring or at_stop:
+            samples, times = (
+                (run.ai_waits, run.ai_wait_at)
+                if self.move_rid < 0 and self.opponent_is_ai
+                else (run.round_trips, run.round_trip_at)
+            )
+            samples.append(waited)
+            times.append(self.waiting_since)
 
     def maybe_move(self) -> None:
         if (
@@ -610,6 +719,7 @@ class Player:
         )
         assert self.link is not None
         self.move_sent = time.perf_counter()
+        self.waiting_since = time.monotonic()
         self.link.send(frame)
 
     def on_frame(self, frame: bytes) -> None:
@@ -622,6 +732,9 @@ class Player:
             self.run.error(message["code"], message.get("message", ""))
             if rid is not None and rid == self.move_rid:
                 self.move_rid = -1
+            game_id = message.get("game_id")
+            if self.run.settings.patience_s is not None and game_id == self.game_id:
+                self.abandon()
         elif kind in ("snapshot", "ended", "presence", "offer"):
             self.on_event(message)
         elif kind == "seated":
@@ -656,15 +769,20 @@ class Player:
                 run.tally.acked += 1
                 run.acked.append((self.game_id, ply, action))
                 self.acked_at = now
+                self.waiting_since = time.monotonic() if self.opponent_is_ai else 0.0
                 if measuring:
                     run.round_trips.append((now - self.move_sent) * 1000.0)
+                    run.round_trip_at.append(self.move_sent + run.clock_offset)
             else:  # our move committed, its acknowledgement lost with the connection
                 run.delivered_moves.append((self.game_id, ply, action))
         elif self.opponent_is_ai:
             run.tally.ai_moves += 1
             run.delivered_moves.append((self.game_id, ply, action))
+            self.waiting_since = 0.0
             if measuring and self.acked_at and not self.interrupted:
                 waited = (now - self.acked_at) * 1000.0
+                run.ai_waits.append(waited)
+                run.ai_wait_at.append(self.acked_at + run.clock_offset)
                 run.ai_overhead.append(waited - run.settings.budget_ms)
                 elapsed = (message.get("stats") or {}).get("elapsed_ms")
                 if elapsed is not None:
@@ -729,6 +847,12 @@ class ClientRun:
         self.stopping = False
         self.measuring = False
         self.round_trips = array.array("d")
+        # When each sample began (time.monotonic, comparable across processes): the attack
+        # harness splits them into before, during and after the attack.
+        self.round_trip_at = array.array("d")
+        self.ai_waits = array.array("d")  # from a move's acknowledgement to the AI's reply
+        self.ai_wait_at = array.array("d")
+        self.clock_offset = time.monotonic() - time.perf_counter()
         self.ai_overhead = array.array("d")
         self.ai_server_overhead = array.array("d")
         self.acked: list[tuple[str, int, int]] = []
@@ -782,10 +906,14 @@ class ClientRun:
                 if o.game_id != x.game_id:
                     await o.connected.wait()
                     await o.request({"type": "join", "game_id": x.game_id})
-                await x.ended.wait()
-                await o.ended.wait()
+                await self.games_over(x, o)
             except (ConnectionError, RequestError) as exc:
                 if isinstance(exc, RequestError):
+                    if self.settings.patience_s is not None:  # a bystander never gives up
+                        x.abandon()
+                        x.game_id = None
+                        await asyncio.sleep(0.2)
+                        continue
                     if not self.reconnect or exc.code not in ("seat_taken", "unknown_game"):
                         return  # counted as an error when its frame arrived
                     x.game_id = None  # the open game was withdrawn or lost: start anew
@@ -810,19 +938,56 @@ class ClientRun:
                         }
                     )
                     player.acked_at = 0.0
-                await player.ended.wait()
+                await self.games_over(player)
             except ConnectionError:
                 await asyncio.sleep(0.05)
             except RequestError:
+                if self.settings.patience_s is None:
+                    return
+                await asyncio.sleep(0.2)  # a bystander never gives up
+
+    async def games_over(self, *players: Player) -> None:
+        """Wait until the players' game is over. In bystander mode (``patience_s``), give
+        it up after a wait over the patience, or once a player's side ended and the other
+        has not heard of it within a second."""
+        patience = self.settings.patience_s
+        if patience is None:
+            for player in players:
+                await player.ended.wait()
+            return
+        first_over = 0.0
+        resign = True
+        while not self.stopping:
+            now = time.monotonic()
+            over = [p.ended.is_set() for p in players]
+            if all(over):
                 return
+            if any(over):
+                first_over = first_over or now
+                if now - first_over > 1.0:
+                    resign = False  # the game is over: nothing to resign
+                    break
+            else:
+                stuck = [p for p in players if p.waiting_since and now - p.waiting_since > patience]
+                if stuck:
+                    stuck[0].stalled(now)
+                    break
+            await asyncio.sleep(0.05)
+        for player in players:
+            player.abandon(resign)
+            resign = resign and player.status not in ("finished", "aborted")
 
 
 def _cells(game: str, params: dict[str, int]) -> int:
-    if game == "mnk":
-        return params.get("m", 3) * params.get("n", 3)
-    if game not in CELLS:
-        raise SystemExit(f"load: {game!r} is not an m,n,k game (tictactoe, 5x5, gomoku, mnk)")
-    return CELLS[game]
+    import engine
+
+    try:
+        rules = engine.make_game(game, **params)
+    except engine.EngineError as exc:
+        raise SystemExit(f"load: {exc}") from None
+    if not isinstance(rules, engine.MNKGame):
+        raise SystemExit(f"load: {game!r} is not an m,n,k game")
+    return rules.cells
 
 
 async def _client_main(settings: ClientSettings, pipe: Any) -> None:
@@ -872,6 +1037,12 @@ async def _client_main(settings: ClientSettings, pipe: Any) -> None:
         pipe.send(("tally", settings.index, asdict(run.tally)))
         await asyncio.wait([stop], timeout=0.5)
     # Stop: no new moves; wait for the moves in flight to be acknowledged.
+    now = time.monotonic()
+    for player in everyone:
+        if player.waiting_since:  # bystander mode: an answer still awaited is a sample too
+            waited = round((now - player.waiting_since) * 1000.0, 1)
+            run.tally.waiting_at_end_ms = max(run.tally.waiting_at_end_ms, waited)
+            player.record_wait(now, at_stop=True)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and any(p.move_rid >= 0 for p in everyone):
         await asyncio.sleep(0.01)
@@ -896,6 +1067,9 @@ async def _client_main(settings: ClientSettings, pipe: Any) -> None:
                 "round_trips": run.round_trips.tobytes(),
                 "ai_overhead": run.ai_overhead.tobytes(),
                 "ai_server_overhead": run.ai_server_overhead.tobytes(),
+                "round_trip_at": run.round_trip_at.tobytes(),
+                "ai_waits": run.ai_waits.tobytes(),
+                "ai_wait_at": run.ai_wait_at.tobytes(),
                 "acked": run.acked,
                 "delivered": run.delivered_moves,
             },
@@ -1448,6 +1622,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--db", type=Path, default=None, help="database (default: a temp file)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    sub.add_parser(
+        "attack",
+        help="issue 11's attacks against a real server (bench/attack.py; "
+        "`load.py attack --help` for its options)",
+        add_help=False,
+    )
     cap = sub.add_parser("capacity", help="idle connections held, server memory per connection")
     cap.add_argument("--connections", type=int, default=TARGET_CONNECTIONS)
     cap.add_argument("--compression", choices=["none", "deflate", "both"], default="both")
@@ -1516,6 +1696,11 @@ def _print_report(report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["attack"]:  # the attack harness has its own options
+        import attack
+
+        return attack.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.mode == "capacity":
         modes = ["none", "deflate"] if args.compression == "both" else [args.compression]

@@ -20,9 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import engine  # noqa: E402
-from engine.flat import flat_search  # noqa: E402
-from engine.kernels import warm_up  # noqa: E402
-from engine.mcts import mcts_search, uct_search  # noqa: E402
 
 # (label, game name, params, middle-game moves)
 POSITIONS = [
@@ -31,21 +28,12 @@ POSITIONS = [
     ("uttt", "uttt", {}, [30, 29, 23, 52, 64, 9, 7, 68, 48, 28, 17, 80, 79, 67, 38, 21]),
     ("gomoku", "gomoku", {}, [67, 95, 68, 159, 139, 127, 114, 143, 140, 124, 158, 64]),
 ]
-SEARCHES = {"mcts": mcts_search, "uct": uct_search, "flat": flat_search}
 
 
-def rate(func, state, budget_ms: float, seed: int) -> tuple[float, float, int]:  # noqa: ANN001
+def rate(algorithm: str, state, budget_ms: float, seed: int) -> tuple[float, float, int]:  # noqa: ANN001
     cpu = time.process_time()
     start = time.perf_counter()
-    result = func(
-        state,
-        deadline=start + budget_ms / 1000.0,
-        iterations=None,
-        seed=seed,
-        clock=time.perf_counter,
-        options={},
-        cache={},
-    )
+    result = engine.search(state, algorithm, engine.Budget(time_ms=budget_ms), seed=seed)
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu
     return result.iterations / elapsed, result.iterations / max(cpu, 1e-9), result.iterations
@@ -57,7 +45,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--algorithms", default="mcts,uct,flat")
     args = parser.parse_args()
-    warm_up()
+    engine.warm_up([(name, a) for _, name, _, _ in POSITIONS for a in args.algorithms.split(",")])
     print(
         f"{'game':<9} {'position':<8} {'search':<6} {'wall it/s':>11} {'CPU it/s':>11} {'its':>9}"
     )
@@ -66,10 +54,7 @@ def main() -> None:
         for where, moves in (("opening", []), ("middle", middle)):
             state = engine.replay(game, moves)
             for algorithm in args.algorithms.split(","):
-                runs = [
-                    rate(SEARCHES[algorithm], state, args.budget_ms, seed)
-                    for seed in range(args.runs)
-                ]
+                runs = [rate(algorithm, state, args.budget_ms, seed) for seed in range(args.runs)]
                 wall = statistics.median(r[0] for r in runs)
                 cpu = statistics.median(r[1] for r in runs)
                 its = statistics.median(r[2] for r in runs)

@@ -100,9 +100,11 @@ class Bot:
         params: dict[str, int] | None = None,
         clock: dict[str, int] | None = None,
         accept: str | None = None,
+        color: str = "random",
         on_result: Callable[[GameResult], None] | None = None,
     ) -> list[GameResult]:
-        """Play ``games`` games (None: until cancelled), posting or accepting seeks."""
+        """Play ``games`` games (None: until cancelled), posting seeks (for the seat
+        ``color``: x, o or random) or accepting them."""
         if (seek is None) == (accept is None):
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
@@ -116,14 +118,16 @@ class Bot:
             if accept is not None:
                 await connection.request(LobbySubscribe)
             while games is None or len(results) < games:
+                start: Snapshot | None = None
                 if seek is not None:
                     await connection.request(
-                        Seek, game=seek, params=params or {}, clock=clock or {}
+                        Seek, game=seek, params=params or {}, clock=clock or {}, color=color
                     )
-                    game_id = await self._wait_for_start()
+                    start = await self._wait_for_start()
+                    game_id = start.game_id
                 else:
                     game_id = await self._accept_one(challenges_only=accept == "challenges")
-                result = await self._play_game(game_id)
+                result = await self._play_game(game_id, start)
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
@@ -133,15 +137,15 @@ class Bot:
 
     # --- finding a game -------------------------------------------------------------------
 
-    async def _wait_for_start(self) -> str:
-        """Our seek was accepted: the game's start snapshot arrives for a seat we hold."""
+    async def _wait_for_start(self) -> Snapshot:
+        """Our seek was accepted: the game's start snapshot arrives for a seat we hold. It is
+        handed to the game loop, not queued again: behind the opponent's first move, which
+        may already be queued, it would undo that move."""
         assert self.connection is not None
         while True:
             event = await self.connection.next_event()
-            game_id = getattr(event, "game_id", "")
-            if isinstance(event, Snapshot) and game_id in self.connection.seats:
-                self.connection.events.put_nowait(event)  # the game loop starts from it
-                return game_id
+            if isinstance(event, Snapshot) and event.game_id in self.connection.seats:
+                return event
 
     async def _accept_one(self, *, challenges_only: bool) -> str:
         assert self.connection is not None
@@ -168,7 +172,8 @@ class Bot:
 
     # --- playing a game ---------------------------------------------------------------------
 
-    async def _play_game(self, game_id: str) -> GameResult:
+    async def _play_game(self, game_id: str, start: Snapshot | None = None) -> GameResult:
+        """Play one game to its end, from its ``start`` snapshot if we already have it."""
         assert self.connection is not None
         connection = self.connection
         state: engine.State | None = None
@@ -178,12 +183,16 @@ class Bot:
         loop = asyncio.get_running_loop()
         while True:
             timeout = None if claim_at is None else max(0.0, claim_at - loop.time())
-            try:
-                event: Message = await connection.next_event(timeout=timeout)
-            except TimeoutError:
-                await self._claim(game_id)
-                claim_at = None
-                continue
+            event: Message
+            if start is not None:
+                event, start = start, None
+            else:
+                try:
+                    event = await connection.next_event(timeout=timeout)
+                except TimeoutError:
+                    await self._claim(game_id)
+                    claim_at = None
+                    continue
             if getattr(event, "game_id", None) != game_id:
                 continue
             held = connection.seats.get(game_id)
@@ -254,7 +263,7 @@ def engine_player(algorithm: str = "mcts", budget_ms: int = 100) -> Callable[[Tu
 
     def on_turn(turn: Turn) -> int:
         result = searcher.search(
-            turn.state, algorithm=algorithm, budget_ms=budget_ms, game_key=turn.game_id
+            turn.state, algorithm, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
         )
         return int(result.action)
 

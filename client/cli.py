@@ -53,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:
-        # Every option, --help included, belongs to the server's own parser.
-        from client.commands.serve import exec_server
+    from client.commands.serve import SERVER_COMMANDS, exec_server
 
-        return exec_server(argv[1:])
+    if argv[:1] and argv[0] in SERVER_COMMANDS:
+        # Every option, --help included, belongs to the server's own parser.
+        return exec_server(argv[1:], SERVER_COMMANDS[argv[0]][0])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

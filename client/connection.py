@@ -19,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
+import msgpack
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
@@ -62,6 +63,18 @@ class RequestFailed(Exception):
 
 class ConnectionLost(Exception):
     """The connection closed while a request waited for its reply."""
+
+
+def _unreadable(frame: bytes | str, exc: ProtocolError) -> Error:
+    """An error standing for a server frame the codec refused, with the frame's ``rid``
+    when one can be read from it."""
+    rid = None
+    with contextlib.suppress(Exception):
+        body = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+        if type(body.get("rid")) is int:
+            rid = body["rid"]
+    text = f"cannot read a frame from the server: {exc.message}"
+    return Error(code=exc.code.value, message=text[:1024], rid=rid)
 
 
 class ServerConnection:
@@ -242,19 +255,24 @@ class ServerConnection:
     # --- incoming ------------------------------------------------------------------------
 
     async def _read(self, websocket: ClientConnection) -> None:
+        lost = "the connection to the server closed"
         try:
             async for frame in websocket:
                 try:
                     message = decode_server(frame)
-                except ProtocolError:
-                    continue  # a newer server's message we cannot read: skip it
+                except ProtocolError as exc:
+                    # Never dropped in silence: the request it answers fails with this
+                    # error, or it goes to ``errors`` (a frame over the websocket's size
+                    # cap closes the connection instead, and says so below).
+                    message = _unreadable(frame, exc)
+                    log.warning("%s", message.message)
                 self._deliver(message)
-        except ConnectionClosed:
-            pass
+        except ConnectionClosed as exc:
+            lost = f"{lost}: {exc}"
         finally:
             for future in self._pending.values():
                 if not future.done():
-                    future.set_exception(ConnectionLost("the connection to the server closed"))
+                    future.set_exception(ConnectionLost(lost))
             if not self.reconnect or self._closing:
                 self._set_status("closed")
                 self.closed.set()

@@ -10,18 +10,55 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 STARTUP_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
+PROGRESS = "warming up the engine: "  # the server's --progress lines, before its address
 
 
 class EmbeddedServerError(Exception):
     pass
 
 
+class StatusLine:
+    """One line of status on a terminal, rewritten in place (``\\r``); elsewhere each new
+    step on a line of its own. ``done()`` ends it."""
+
+    def __init__(self, stream: TextIO = sys.stderr, prefix: str = "") -> None:
+        self.stream = stream
+        self.prefix = prefix
+        self.tty = stream.isatty()
+        self.last_step = ""
+        self.shown = False
+
+    def __call__(self, text: str) -> None:
+        if self.tty:
+            self.stream.write(f"\r\x1b[K{self.prefix}{text}")
+            self.shown = True
+        else:
+            step = text.rsplit(" (", 1)[0]  # without the seconds
+            if step == self.last_step:
+                return
+            self.last_step = step
+            self.stream.write(f"{self.prefix}{text}\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
 class EmbeddedServer:
-    """``async with EmbeddedServer(db) as url:`` runs a private server on a free port."""
+    """``async with EmbeddedServer(db) as url:`` runs a private server on a free port.
+
+    ``warm``: the (game, algorithm) pairs to have compiled before the server listens (the
+    others are compiled in the background); None: every one. While it starts, ``status``
+    gets a line a second saying what it waits for and for how long."""
 
     def __init__(
         self,
@@ -29,10 +66,14 @@ class EmbeddedServer:
         *,
         workers: int | None = None,
         log_path: str | os.PathLike[str] | None = None,
+        warm: list[tuple[str, str]] | None = None,
+        status: StatusLine | None = None,
     ) -> None:
         self.db = db
         self.workers = workers
         self.log_path = Path(log_path) if log_path else None
+        self.warm = warm
+        self.status = status
         self.process: asyncio.subprocess.Process | None = None
         self.url: str | None = None
 
@@ -47,11 +88,15 @@ class EmbeddedServer:
             "0",
             "--log-level",
             "WARNING",
+            "--progress",
+            "true",
         ]
         if self.db is not None:
             args += ["--db", str(self.db)]
         if self.workers is not None:
             args += ["--workers", str(self.workers)]
+        if self.warm is not None:
+            args += ["--warm-up", ",".join(f"{game}:{algorithm}" for game, algorithm in self.warm)]
         stderr: int | object = asyncio.subprocess.DEVNULL
         log_file = None
         if self.log_path is not None:
@@ -65,19 +110,45 @@ class EmbeddedServer:
         )
         if log_file is not None:
             log_file.close()  # the child holds its own descriptor
-        assert self.process.stdout is not None
         try:
-            line = await asyncio.wait_for(self.process.stdout.readline(), STARTUP_TIMEOUT_S)
+            text = await asyncio.wait_for(self._read_until_address(), STARTUP_TIMEOUT_S)
         except TimeoutError as exc:
             await self.stop()
             raise EmbeddedServerError("the embedded server did not start in time") from exc
-        text = line.decode(errors="replace").strip()
-        if "ws://" not in text:
+        finally:
+            if self.status is not None:
+                self.status.done()
+        if "://" not in text:
             code = await self.process.wait()
             where = f" (see {self.log_path})" if self.log_path else ""
             raise EmbeddedServerError(f"the embedded server failed to start, exit {code}{where}")
         self.url = text[text.index("ws://") :].split()[0]
         return self.url
+
+    async def _read_until_address(self) -> str:
+        """The server's address line; its progress lines before it go to ``status``, with the
+        time waited, refreshed every second."""
+        assert self.process is not None and self.process.stdout is not None
+        started = time.monotonic()
+        doing = "starting the engine"
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                if self.status is not None:
+                    self.status(f"{doing} ({time.monotonic() - started:.0f} s)")
+
+        ticker = asyncio.get_running_loop().create_task(tick())
+        try:
+            while True:
+                line = (await self.process.stdout.readline()).decode(errors="replace").strip()
+                if not line.startswith(PROGRESS):
+                    return line  # the address, or "" if the server exited
+                doing = "preparing the engine: " + line[len(PROGRESS) :]
+                if self.status is not None:
+                    self.status(f"{doing} ({time.monotonic() - started:.0f} s)")
+        finally:
+            ticker.cancel()
 
     async def stop(self) -> None:
         process = self.process

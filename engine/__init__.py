@@ -1,81 +1,38 @@
 """The engine: rules of the tic-tac-toe family and the searches that play them.
 
-Pure (no I/O, no asyncio): time and randomness come in as arguments. The public
-API is documented in notes/ENGINE_CONTRACT.md; see ``make_game``, ``search``,
-``Searcher``, ``solve`` and ``label_moves``.
+Pure (no I/O, no asyncio): time and randomness come in as arguments. Importing it loads the
+rules and the registries only; numpy and numba load when a search first runs, so a command's
+``--help`` stays fast. The front door:
+
+- games: ``GAMES`` (the registry), ``make_game``, ``replay``; ``Game`` / ``State``;
+- searches: ``ALGORITHMS`` (the registry), ``search`` / ``Searcher`` taking a ``Budget`` and
+  the algorithm's options dataclass, returning a ``SearchResult``; ``check_algorithm``;
+- ``warm_up`` (compile ahead), ``solve`` and ``label_moves`` (exact values, small boards).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from engine.algorithms import ALGORITHMS, Algorithm, algorithm, check_algorithm
 from engine.errors import EngineError, IllegalMove
 from engine.game import TERMINAL, Game, State
-from engine.mnk import PRESETS, MNKGame, MNKState
+from engine.games import GAME_NAMES, GAMES, GameType, make_game, replay
+from engine.mnk import MNKGame, MNKState
+from engine.options import (
+    DEFAULT_BUDGET,
+    AlphaBetaOptions,
+    Budget,
+    MCTSOptions,
+    MinimaxOptions,
+    NoOptions,
+    Options,
+    UCTOptions,
+    parse_options,
+)
+from engine.result import SearchResult
+from engine.search import Searcher, search
 from engine.tictactoe import TicTacToeGame, TicTacToeState
 from engine.uttt import UTTTGame, UTTTState
-
-GAME_NAMES: tuple[str, ...] = ("tictactoe", "mnk", "5x5", "gomoku", "uttt")
-
-
-def make_game(name: str, **params: Any) -> Game:
-    """A game by name: "tictactoe", "mnk" (m, n, k), presets "5x5" and "gomoku", "uttt"."""
-    if name in ("tictactoe", "uttt"):
-        if params:
-            raise EngineError(f"{name} takes no parameters, got {sorted(params)}")
-        return TicTacToeGame() if name == "tictactoe" else UTTTGame()
-    if name in PRESETS:
-        preset = PRESETS[name]
-        if params and params != preset:
-            raise EngineError(f"{name} is m={preset['m']}, n={preset['n']}, k={preset['k']}")
-        return MNKGame(**preset)
-    if name == "mnk":
-        unknown = set(params) - {"m", "n", "k"}
-        missing = {"m", "n", "k"} - set(params)
-        if unknown:
-            raise EngineError(f"mnk takes parameters m, n and k, not {sorted(unknown)}")
-        if missing:
-            raise EngineError(f"mnk needs parameters m, n and k (missing {sorted(missing)})")
-        return MNKGame(params["m"], params["n"], params["k"])
-    raise EngineError(f"unknown game {name!r}: choose one of {', '.join(GAME_NAMES)}")
-
-
-def replay(game: Game | tuple[str, dict[str, int]], actions: Any) -> State:
-    """The state after playing ``actions`` from the start, each checked."""
-    if not isinstance(game, Game):
-        name, params = game
-        game = make_game(name, **params)
-    state = game.new_initial_state()
-    for action in actions:
-        state.apply_checked(action)
-    return state
-
-
-from engine.search import (  # noqa: E402 (after the games: algorithms import them)
-    ALGORITHM_FUNCS,
-    Searcher,
-    SearchResult,
-    algorithms,
-    search,
-)
-
-ALGORITHMS: tuple[str, ...] = algorithms()
-
-
-def warm_up() -> None:
-    """Compile or load every numba kernel (cache=True) so no JIT runs on the request path."""
-    import importlib
-
-    for module in ("engine.kernels", "engine.alphabeta_driver", "engine.perfect"):
-        try:
-            loaded = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name == module:
-                continue
-            raise
-        func = getattr(loaded, "warm_up", None)
-        if func is not None:
-            func()
+from engine.warmup import warm_up
 
 
 def solve(state: State) -> int:
@@ -94,23 +51,36 @@ def label_moves(game: Game, actions: list[int]) -> list[str | None]:
 
 __all__ = [
     "ALGORITHMS",
-    "ALGORITHM_FUNCS",
+    "DEFAULT_BUDGET",
+    "GAMES",
     "GAME_NAMES",
     "TERMINAL",
+    "Algorithm",
+    "AlphaBetaOptions",
+    "Budget",
     "EngineError",
     "Game",
+    "GameType",
     "IllegalMove",
+    "MCTSOptions",
     "MNKGame",
     "MNKState",
+    "MinimaxOptions",
+    "NoOptions",
+    "Options",
     "SearchResult",
     "Searcher",
     "State",
     "TicTacToeGame",
     "TicTacToeState",
+    "UCTOptions",
     "UTTTGame",
     "UTTTState",
+    "algorithm",
+    "check_algorithm",
     "label_moves",
     "make_game",
+    "parse_options",
     "replay",
     "search",
     "solve",

@@ -2,12 +2,13 @@
 
 The readable Python searcher here works on any game through the State
 interface (and serves as the reference, ``compiled=False``); mnk and uttt
-positions go to the compiled kernels (engine/alphabeta_mnk.py,
-engine/alphabeta_uttt.py, driven by engine/alphabeta_driver.py). Both: negamax (Knuth &
-Moore 1975) with a transposition table keyed by Zobrist hashes, iterative
-deepening under the deadline (the move of the last completed depth is played),
-move ordering by TT move, killer moves (Akl & Newborn 1977) and the history
-heuristic (Schaeffer 1989), and principal variation search (Marsland 1983).
+positions go to the one compiled search (engine/kernels/alphabeta.py, with the
+games' operations in engine/kernels/alphabeta_mnk.py and alphabeta_uttt.py),
+driven by engine/alphabeta_driver.py. Both: negamax (Knuth & Moore 1975) with a
+transposition table keyed by Zobrist hashes, iterative deepening under the
+deadline (the move of the last completed depth is played), move ordering by TT
+move, killer moves (Akl & Newborn 1977) and the history heuristic (Schaeffer
+1989), and principal variation search (Marsland 1983).
 Scores are integers: a win is ``WIN - ply`` so that faster wins score higher.
 """
 
@@ -19,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.game import State
-from engine.search import SearchResult
+from engine.options import AlphaBetaOptions
+from engine.result import Proof, SearchResult
 
 WIN = 1_000_000
 MATE_BOUND = WIN - 10_000  # scores beyond this are proven wins/losses
@@ -40,7 +42,7 @@ def score_to_value(score: int) -> float:
     return math.tanh(score / EVAL_SCALE)
 
 
-def proven_label(score: int, exact: bool) -> str | None:
+def proven_label(score: int, exact: bool) -> Proof | None:
     if score > MATE_BOUND:
         return "win"
     if score < -MATE_BOUND:
@@ -236,19 +238,20 @@ def alphabeta_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: AlphaBetaOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     """Compiled search for mnk and uttt boards; the Python searcher for anything else
     (or with ``compiled=False``)."""
-    if options.get("compiled", True):
+    if options.compiled:
         from engine.mnk import MNKState
+        from engine.uttt import UTTTState
 
         if isinstance(state, MNKState):
             from engine.alphabeta_driver import mnk_alphabeta
 
             return mnk_alphabeta(state, deadline, iterations, seed, clock, options, cache)
-        if type(state).__name__ == "UTTTState":
+        if isinstance(state, UTTTState):
             from engine.alphabeta_driver import uttt_alphabeta
 
             return uttt_alphabeta(state, deadline, iterations, seed, clock, options, cache)
@@ -261,12 +264,11 @@ def python_alphabeta(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: AlphaBetaOptions,
 ) -> SearchResult:
     heuristic = getattr(type(state), "heuristic", None)  # a game may offer an evaluation
     searcher = PythonNegamax(deadline, iterations, clock, evaluate=heuristic)
-    max_depth = options.get("max_depth")
-    action, score, depth, exact = searcher.iterate(state, seed, max_depth)
+    action, score, depth, exact = searcher.iterate(state, seed, options.max_depth)
     pv = searcher.principal_variation(state, max(depth, 1))
     if not pv or pv[0] != action:
         pv = (action,)

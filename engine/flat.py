@@ -16,7 +16,8 @@ from engine.kernels import KernelGame, compiled_legal_actions, kernel_game, root
 from engine.kernels.budget import run_chunked
 from engine.kernels.layout import H_EMPTY, seed_rng
 from engine.kernels.tree import flat_run
-from engine.search import SearchResult
+from engine.options import NoOptions
+from engine.result import SearchResult
 
 __all__ = ["flat_search"]
 
@@ -87,7 +88,7 @@ def flat_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: NoOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     """Flat Monte Carlo (module docstring); ``visits`` are the playouts per root move."""

@@ -48,8 +48,8 @@ class Game:
         return hash((self.name, tuple(sorted(self.params.items()))))
 
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"{type(self).__name__}({params})"
+        params = "".join(f", {k}={v}" for k, v in self.params.items())
+        return f"{type(self).__name__}({self.name!r}{params})"
 
 
 class State:

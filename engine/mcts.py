@@ -26,7 +26,6 @@ won against uniform playouts at 100 ms).
 
 from __future__ import annotations
 
-import math
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,15 +47,12 @@ from engine.kernels.tree import (
     mcts_run,
     subtree_size,
 )
-from engine.search import SearchResult
+from engine.options import UCB1_C, MCTSOptions, UCTOptions
+from engine.result import Proof, SearchResult
 from engine.symmetry import representative_moves
 
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
-DEFAULT_C = math.sqrt(2.0)  # UCB1's constant for rewards in [0, 1] (Auer et al. 2002): uct
-# mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
-# score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
-MCTS_C = 0.7
 INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
 # What doubling the node arrays costs per node held, with a margin (measured 19-40 ns on
@@ -73,7 +69,7 @@ SOLVE_CELLS = 9  # boards this small are searched until the solver proves the ro
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
 # proven[root] is from the point of view of the player who moved into the root.
-_ROOT_PROOF = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
+_ROOT_PROOF: dict[int, Proof] = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN_WIN: "loss"}
 _PROOF_VALUE = {"win": 1.0, "draw": 0.0, "loss": -1.0}
 
 
@@ -110,6 +106,11 @@ class _Tree:
     @property
     def capacity(self) -> int:
         return int(self.parent.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """The memory of the node arrays (what a Searcher counts against its bound)."""
+        return sum(int(a.nbytes) for a in self.arrays()) + int(self.meta.nbytes)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (
@@ -234,7 +235,7 @@ def mcts_kernel_run(
             iterations=iterations,
             clock=_no_clock,
             rng=seed_rng(seed),
-            c=DEFAULT_C,
+            c=UCB1_C,
             solver=solver,
             decisive=solver,
         )
@@ -245,22 +246,6 @@ def mcts_kernel_run(
 
 def _no_clock() -> float:
     return 0.0
-
-
-def _option_c(options: dict[str, Any], default: float = DEFAULT_C) -> float:
-    c = options.get("c", default)
-    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
-        raise EngineError(f"option c (UCB1 exploration) must be a number >= 0, not {c!r}")
-    return float(c)
-
-
-def _option_bool(options: dict[str, Any], name: str, default: bool) -> bool:
-    value = options.get(name, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise EngineError(f"option {name} must be true or false, not {value!r}")
 
 
 def _reused_tree(cache: dict[str, Any], spec: Any, history: list[int]) -> _Tree | None:
@@ -312,17 +297,6 @@ def _root_symmetry(game: KernelGame, history: list[int], st: np.ndarray) -> np.n
     return representative_moves(uttt, game.m, game.n, history, forced)
 
 
-def _option_share(options: dict[str, Any], name: str, default: float) -> float:
-    value = options.get(name, default)
-    if value is True:
-        return VERIFY_SHARE
-    if value is False:
-        return 0.0
-    if not isinstance(value, int | float) or not 0.0 <= value < 1.0:
-        raise EngineError(f"option {name} must be a share of the budget in [0, 1), not {value!r}")
-    return float(value)
-
-
 def _verify(
     tree: _Tree,
     state: Any,
@@ -339,6 +313,7 @@ def _verify(
     about seven plies while their playouts look even). Only proofs are used: they enter the
     tree as the solver's values (Winands et al. 2008) and propagate. Returns the move to play."""
     from engine.alphabeta import alphabeta_search
+    from engine.options import AlphaBetaOptions
 
     checked: set[int] = set()
     # Within a game alpha-beta keeps its table between the checks, except with an iteration
@@ -360,7 +335,7 @@ def _verify(
             iterations=nodes,
             seed=0,
             clock=clock,
-            options={},
+            options=AlphaBetaOptions(),
             cache=ab_cache,
         ).proven  # for the player to move after ``best``: the opponent
         if proof is None:
@@ -439,30 +414,29 @@ def _search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: MCTSOptions,
     cache: dict[str, Any],
     algorithm: str,
-    enhanced: bool,
 ) -> SearchResult:
-    c = _option_c(options, MCTS_C if enhanced else DEFAULT_C)
-    solver = _option_bool(options, "solver", enhanced)
-    decisive = _option_bool(options, "decisive", enhanced)
-    reuse = _option_bool(options, "reuse", enhanced)
-    near_playouts = _option_bool(options, "near_playouts", True)
+    c = options.c
+    solver = options.solver
+    decisive = options.decisive
+    reuse = options.reuse
+    near_playouts = options.near_playouts
     # uttt playouts take a game-winning move but do not test every move for handing the
     # opponent one: that test costs ~40% of the playout rate, and with it MCTS scored 0.28
     # against itself without it (200 games at 50 ms, bench/README.md). The m,n,k playouts
     # block a single threat at the cost of a counter, always (kernels.rules.playout).
-    anti_playouts = _option_bool(options, "anti_decisive_playouts", False)
-    symmetry = _option_bool(options, "symmetry", enhanced)
+    anti_playouts = options.anti_decisive_playouts
+    symmetry = options.symmetry
     game = kernel_game(state.game)
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
     exact_ab = game.kind != KIND_UTTT and not game.near
-    verify_share = _option_share(
-        options, "verify", VERIFY_SHARE if enhanced and solver and exact_ab else 0.0
-    )
+    verify_share = options.verify
+    if verify_share is None:
+        verify_share = VERIFY_SHARE if solver and exact_ab else 0.0
     history = state.history()
     spec = (state.game.name, tuple(sorted(state.game.params.items())))
     st = root_state(state, game)
@@ -519,14 +493,11 @@ def mcts_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: MCTSOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     """UCT + MCTS-Solver + decisive/anti-decisive moves + tree reuse + root symmetry + root
-    check (module docstring). Options: c (UCB1 exploration, default MCTS_C); solver,
-    decisive, reuse, symmetry, near_playouts (bools, default on) to switch the enhancements
-    off one at a time; anti_decisive_playouts (default off); verify (share of the budget for
-    the alpha-beta check, default VERIFY_SHARE on m,n,k boards under 50 cells, else 0)."""
+    check (module docstring), each enhancement switched by its option (MCTSOptions)."""
     return _search(
         state,
         deadline=deadline,
@@ -536,7 +507,6 @@ def mcts_search(
         options=options,
         cache=cache,
         algorithm="mcts",
-        enhanced=True,
     )
 
 
@@ -547,12 +517,20 @@ def uct_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: UCTOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     """Plain UCT with UCB1 and uniform random playouts: no solver, no decisive moves, no
     tree reuse (the baseline the enhancements are measured against). Option: c."""
-    plain = {"c": options.get("c", DEFAULT_C)}
+    plain = MCTSOptions(
+        c=options.c,
+        solver=False,
+        decisive=False,
+        reuse=False,
+        symmetry=False,
+        anti_decisive_playouts=False,
+        verify=0.0,
+    )
     return _search(
         state,
         deadline=deadline,
@@ -562,7 +540,6 @@ def uct_search(
         options=plain,
         cache=cache,
         algorithm="uct",
-        enhanced=False,
     )
 
 

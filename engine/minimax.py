@@ -15,7 +15,8 @@ from typing import Any
 
 from engine.alphabeta import CHECK_EVERY, WIN, proven_label, score_to_value
 from engine.game import State
-from engine.search import SearchResult
+from engine.options import MinimaxOptions
+from engine.result import SearchResult
 
 
 class _Stop(Exception):
@@ -63,12 +64,12 @@ def minimax_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: MinimaxOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     search = _Minimax(deadline, iterations, clock)
     remaining = state.game.max_game_length() - state.ply()
-    limit = min(int(options.get("max_depth", remaining)), remaining)
+    limit = min(options.max_depth or remaining, remaining)
     fallback = random.Random(seed).choice(state.legal_actions())
     score, line, completed = 0, [fallback], 0
     for depth in range(1, limit + 1):

@@ -1,7 +1,7 @@
 """m,n,k-games: an m-row by n-column board, k or more in a row wins.
 
-Presets: "5x5" (m=n=5, k=4) and "gomoku" (15x15, five or more in a row wins,
-i.e. freestyle gomoku: overlines count). Actions are ``row * n + col``.
+Named boards (engine/games.py: "5x5", "gomoku", ...) are MNKGames with a preset name: they
+keep that name and take no parameters. Actions are ``row * n + col``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from engine.errors import IllegalMove
 from engine.game import TERMINAL, Game, State, check_int_param
 
-MIN_SIDE, MAX_SIDE = 3, 19
+MIN_SIDE, MAX_SIDE = 3, 20  # 20: the Gomocup's big board
 EMPTY = -1
 SYMBOLS = ("X", "O")
 DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -34,19 +34,22 @@ def zobrist_table(cells: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 class MNKGame(Game):
-    """The m,n,k-game; ``name`` is "mnk" (TicTacToeGame overrides it for 3x3)."""
+    """The m,n,k-game: ``name`` is "mnk" and ``params`` are m, n and k; a named board
+    (``preset``, e.g. "gomoku") keeps its own name and takes no parameters."""
 
-    name = "mnk"
-
-    def __init__(self, m: int, n: int, k: int) -> None:
+    def __init__(self, m: int, n: int, k: int, *, preset: str | None = None) -> None:
         self.m = check_int_param("m", m, MIN_SIDE, MAX_SIDE)
         self.n = check_int_param("n", n, MIN_SIDE, MAX_SIDE)
         self.k = check_int_param("k", k, 3, max(self.m, self.n))
         self.cells = self.m * self.n
         self.zobrist = zobrist_table(self.cells)
+        self.preset = preset
+        self.name = preset or "mnk"
 
     @property
     def params(self) -> dict[str, int]:
+        if self.preset is not None:
+            return {}
         return {"m": self.m, "n": self.n, "k": self.k}
 
     def num_distinct_actions(self) -> int:
@@ -59,7 +62,7 @@ class MNKGame(Game):
         return MNKState(self)
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.m, self.n, self.k))
+        return (_rebuild_mnk, (self.m, self.n, self.k, self.preset))
 
 
 class MNKState(State):
@@ -222,7 +225,5 @@ class MNKState(State):
         return None
 
 
-PRESETS: dict[str, dict[str, int]] = {
-    "5x5": {"m": 5, "n": 5, "k": 4},
-    "gomoku": {"m": 15, "n": 15, "k": 5},
-}
+def _rebuild_mnk(m: int, n: int, k: int, preset: str | None) -> MNKGame:
+    return MNKGame(m, n, k, preset=preset)

@@ -5,84 +5,50 @@ runs the same request in every worker at once, with seeds ``seed, seed + 1, ...`
 root statistics are merged by ``engine.mcts.merge_root_results`` (visit counts summed per
 root move, the most visited move played; a proof from any worker wins). Each worker keeps
 its own tree between the moves of one game (``game_key``), so tree reuse works as with one
-process. ``Searcher.search(..., root_workers=n)`` uses one of these, started on first use.
+process. ``RootParallel`` searches as a ``Searcher`` does (same ``search`` signature), for the
+algorithms whose registry entry says ``root_parallel`` (mcts, uct).
 
-What crosses the process boundary is small and picklable (STYLE.md section 3): the game's
-name and parameters, the move list, the budget and the options, and back the result as a
-dict. The workers are started with ``spawn`` and warmed (every kernel loaded) before the
-first search, never on a request's budget after the first.
+The workers run the engine's one worker loop (engine/worker.py): what crosses the process
+boundary is a small picklable request, and back the typed result. They are started with
+``spawn`` and warmed (every kernel loaded) before the first search.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from typing import Any
 
+from engine.algorithms import ALGORITHMS
+from engine.algorithms import algorithm as algorithm_entry
 from engine.errors import EngineError
-from engine.search import SearchResult
+from engine.game import State
+from engine.mcts import merge_root_results
+from engine.options import DEFAULT_BUDGET, Budget, Options, parse_options
+from engine.result import SearchResult
+from engine.worker import SearchRequest, WorkerProcess
 
-__all__ = ["ROOT_PARALLEL_ALGORITHMS", "RootParallel"]
+__all__ = ["RootParallel"]
 
-ROOT_PARALLEL_ALGORITHMS = ("mcts", "uct")
 # Sending the request and the reply through pipes takes a fraction of a millisecond: each
 # worker gets the budget less this, so the merged move still comes within the budget.
 PIPE_MARGIN_MS = 0.5
 
 
-def _worker_main(conn: Any) -> None:
-    """A worker: warm the engine, then answer search requests until told to stop."""
-    import engine
-
-    engine.warm_up()
-    searcher = engine.Searcher()
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        if message[0] == "search":
-            _, game_spec, actions, kwargs = message
-            try:
-                state = engine.replay(game_spec, actions)
-                conn.send(("result", searcher.search(state, **kwargs).to_dict()))
-            except Exception as exc:  # reported to the caller; the worker carries on
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        elif message[0] == "forget":
-            searcher.forget(message[1])
-        else:
-            return
-
-
-def _from_dict(data: dict[str, Any]) -> SearchResult:
-    data = dict(data)
-    data["pv"] = tuple(data.get("pv") or ())
-    visits = data.get("visits")
-    data["visits"] = None if visits is None else tuple((int(a), int(v)) for a, v in visits)
-    return SearchResult(**data)
-
-
 class RootParallel:
-    """``workers`` processes searching the same position independently (module docstring)."""
+    """``workers`` processes searching the same position independently (module docstring).
+    ``search`` takes what ``Searcher.search`` takes."""
 
     def __init__(self, workers: int) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise EngineError(f"root_workers must be a positive integer, not {workers!r}")
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        self._conns: list[Any] = []
-        self._processes: list[Any] = []
+            raise EngineError(
+                f"root parallelization needs a positive number of workers: {workers!r}"
+            )
+        self._workers: list[WorkerProcess] = []
         try:
             for _ in range(workers):
-                parent, child = context.Pipe()
-                process = context.Process(target=_worker_main, args=(child,), daemon=True)
-                process.start()
-                child.close()
-                self._conns.append(parent)
-                self._processes.append(process)
-            for conn in self._conns:
-                if conn.recv()[0] != "ready":
+                self._workers.append(WorkerProcess(warm=None))
+            for worker in self._workers:
+                if not worker.wait_ready():
                     raise EngineError("a root-parallel worker did not start")
         except BaseException:
             self.close()
@@ -90,47 +56,50 @@ class RootParallel:
 
     @property
     def workers(self) -> int:
-        return len(self._conns)
+        return len(self._workers)
 
     def search(
         self,
-        state: Any,
+        state: State,
         algorithm: str = "mcts",
-        budget_ms: float | None = None,
-        iterations: int | None = None,
+        budget: Budget = DEFAULT_BUDGET,
+        *,
         seed: int | None = None,
         game_key: str | None = None,
-        **options: Any,
+        options: Options | Mapping[str, Any] | None = None,
     ) -> SearchResult:
-        """One search per worker, merged. ``budget_ms`` / ``iterations`` apply to each worker
-        (so the merged result holds about ``workers`` times the iterations)."""
-        from engine.mcts import merge_root_results
-
-        if algorithm not in ROOT_PARALLEL_ALGORITHMS:
-            names = ", ".join(ROOT_PARALLEL_ALGORITHMS)
+        """One search per worker, merged. The budget applies to each worker (so the merged
+        result holds about ``workers`` times the iterations)."""
+        entry = algorithm_entry(algorithm)
+        if not entry.root_parallel:
+            names = " and ".join(name for name, e in ALGORITHMS.items() if e.root_parallel)
             raise EngineError(
-                f"root parallelization merges tree searches ({names}), not {algorithm!r}"
+                f"root parallelization merges the root statistics of {names} searches, "
+                f"not of {algorithm!r}"
             )
-        worker_budget = budget_ms
-        if budget_ms is not None and budget_ms > 4 * PIPE_MARGIN_MS:
-            worker_budget = budget_ms - PIPE_MARGIN_MS
-        game_spec = state.game.spec()
-        actions = list(state.history())
-        for i, conn in enumerate(self._conns):
-            kwargs = {
-                "algorithm": algorithm,
-                "budget_ms": worker_budget,
-                "iterations": iterations,
-                "seed": None if seed is None else seed + i,
-                "game_key": game_key,
-                **options,
-            }
-            conn.send(("search", game_spec, actions, kwargs))
+        typed = parse_options(entry.options, options, algorithm)
+        worker_budget = budget
+        if budget.time_ms is not None and budget.time_ms > 4 * PIPE_MARGIN_MS:
+            worker_budget = Budget(budget.time_ms - PIPE_MARGIN_MS, budget.iterations)
+        game_name, params = state.game.spec()
+        actions = tuple(state.history())
+        for i, worker in enumerate(self._workers):
+            request = SearchRequest(
+                game=game_name,
+                params=params,
+                actions=actions,
+                algorithm=algorithm,
+                budget=worker_budget,
+                seed=None if seed is None else seed + i,
+                game_key=game_key,
+                options=typed,
+            )
+            worker.search(i, request)
         results, errors = [], []
-        for conn in self._conns:
-            kind, payload = conn.recv()
+        for worker in self._workers:
+            kind, _, payload = worker.recv()
             if kind == "result":
-                results.append(_from_dict(payload))
+                results.append(payload)
             else:
                 errors.append(payload)
         if errors:
@@ -138,23 +107,13 @@ class RootParallel:
         return merge_root_results(results)
 
     def forget(self, game_key: str) -> None:
-        for conn in self._conns:
-            conn.send(("forget", game_key))
+        for worker in self._workers:
+            worker.send(("forget", game_key))
 
     def close(self) -> None:
-        for conn in self._conns:
-            try:
-                conn.send(("stop",))
-                conn.close()
-            except OSError:
-                pass
-        for process in self._processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        self._conns = []
-        self._processes = []
+        for worker in self._workers:
+            worker.stop()
+        self._workers = []
 
     def __enter__(self) -> RootParallel:
         return self

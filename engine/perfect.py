@@ -24,12 +24,13 @@ from numba import njit
 from engine.errors import EngineError
 from engine.game import State
 from engine.mnk import MNKGame
-from engine.search import SearchResult
+from engine.options import NoOptions
+from engine.result import Proof, SearchResult
 
 MAX_CELLS = 16
 TT_BITS = 18  # 256K entries (2.3 MB): 4x4 k=4 from empty visits about 27K positions
 GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # 2^64 / golden ratio, as a signed 64-bit integer
-LABELS = {1: "win", 0: "draw", -1: "loss"}
+LABELS: dict[int, Proof] = {1: "win", 0: "draw", -1: "loss"}
 
 
 @njit(cache=True)
@@ -361,19 +362,14 @@ def benchmark_solve(
     game: Any, symmetry: bool = True, clock: Callable[[], float] = time.perf_counter
 ) -> dict[str, float]:
     """Solve the empty board with a fresh table: value, nodes and seconds (for the bench)."""
-    warm_up()  # compile or load the kernel first
+    from engine.tictactoe import TicTacToeGame
+
+    solve(TicTacToeGame().new_initial_state())  # compile or load the kernel first
     solver = BoardSolver(game.m, game.n, game.k, symmetry)
     state = game.new_initial_state()
     start = clock()
     value, nodes = solver.value(state.board, 0)
     return {"value": value, "nodes": nodes, "seconds": clock() - start}
-
-
-def warm_up() -> None:
-    """Load the compiled kernel and solve 3x3 (a few hundred nodes)."""
-    from engine.tictactoe import TicTacToeGame
-
-    solve(TicTacToeGame().new_initial_state())
 
 
 def perfect_search(
@@ -383,7 +379,7 @@ def perfect_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: NoOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     """Play a move of the best exact value: a win at once if there is one; among equals the

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.game import State
-from engine.search import SearchResult
+from engine.options import NoOptions
+from engine.result import SearchResult
 
 
 def random_search(
@@ -17,7 +18,7 @@ def random_search(
     iterations: int | None,
     seed: int | None,
     clock: Callable[[], float],
-    options: dict[str, Any],
+    options: NoOptions,
     cache: dict[str, Any],
 ) -> SearchResult:
     action = random.Random(seed).choice(state.legal_actions())

@@ -6,14 +6,8 @@ from engine.mnk import EMPTY, SYMBOLS, MNKGame, MNKState
 
 
 class TicTacToeGame(MNKGame):
-    name = "tictactoe"
-
     def __init__(self) -> None:
-        super().__init__(3, 3, 3)
-
-    @property
-    def params(self) -> dict[str, int]:
-        return {}
+        super().__init__(3, 3, 3, preset="tictactoe")
 
     def new_initial_state(self) -> TicTacToeState:
         return TicTacToeState(self)

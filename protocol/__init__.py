@@ -8,6 +8,8 @@ from protocol.codec import (
     decode,
     decode_server,
     encode,
+    encode_prepacked,
+    pack,
 )
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
@@ -29,6 +31,7 @@ from protocol.messages import (
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
+    LobbyUpdate,
     Message,
     Move,
     Moved,
@@ -62,6 +65,7 @@ __all__ = [
     "LobbyEvent",
     "LobbyState",
     "LobbySubscribe",
+    "LobbyUpdate",
     "Offer",
     "Ok",
     "Presence",
@@ -101,4 +105,6 @@ __all__ = [
     "decode",
     "decode_server",
     "encode",
+    "encode_prepacked",
+    "pack",
 ]

@@ -3,16 +3,19 @@
 ``decode`` turns any frame into a typed message or raises ProtocolError with a
 documented code: never a KeyError, TypeError or assert (asserts vanish under
 -O). msgpack is decoded with ``raw=False, strict_map_key=True`` and a size cap.
+The error carries the frame's ``rid`` whenever one can be read, so that a client
+waiting for its reply gets one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message
+from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message, Ping
 from protocol.schema import FieldSpec, field_specs
 
 # A client frame is a few dozen bytes; 16 KiB leaves room and caps abuse.
@@ -25,6 +28,8 @@ _SPECS: dict[type[Message], tuple[FieldSpec, ...]] = {
 }
 CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES}
 SERVER_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in SERVER_MESSAGES}
+# Every request's rid has the same bounds: the check of one stands for all.
+_RID = next(spec for spec in _SPECS[Ping] if spec.name == "rid")
 
 
 def encode(message: Message, *, rid: int | None = None) -> bytes:
@@ -40,6 +45,34 @@ def encode(message: Message, *, rid: int | None = None) -> bytes:
     return msgpack.packb(body, use_bin_type=True)
 
 
+def encode_prepacked(message: Message, packed: Mapping[str, bytes]) -> bytes:
+    """``encode`` with the fields named in ``packed`` given as msgpack bytes already: a
+    large value encoded once and kept (a finished game's record) is sent again behind a new
+    ``rid`` without being encoded again. The message's own values of those fields are not
+    used."""
+    body: dict[str, Any] = {"type": message.TYPE}
+    for spec in _SPECS[type(message)]:
+        value = getattr(message, spec.name)
+        if value is not None and spec.name not in packed:
+            body[spec.name] = value
+    size = len(body) + len(packed)
+    if size < 16:
+        head = bytes([0x80 | size])  # fixmap
+    else:
+        head = b"\xde" + size.to_bytes(2, "big")  # map 16 (a message has a few dozen fields)
+    parts = [head]
+    for key, value in body.items():
+        parts += [msgpack.packb(key), msgpack.packb(value, use_bin_type=True)]
+    for key, raw in packed.items():
+        parts += [msgpack.packb(key), raw]
+    return b"".join(parts)
+
+
+def pack(value: Any) -> bytes:
+    """One field's value as msgpack, for ``encode_prepacked``."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
 def _unpack(data: bytes | str, max_size: int) -> Any:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ProtocolError(ErrorCode.BAD_FRAME, "frames must be binary (msgpack), not text")
@@ -52,13 +85,48 @@ def _unpack(data: bytes | str, max_size: int) -> Any:
         raise ProtocolError(ErrorCode.BAD_FRAME, f"not a msgpack frame: {exc}") from exc
 
 
+def _valid_rid(obj: Any) -> int | None:
+    if type(obj) is not dict or "rid" not in obj:
+        return None
+    try:
+        return int(_RID.check("rid", obj["rid"]))
+    except ProtocolError:
+        return None
+
+
+def request_id(data: bytes | str) -> int | None:
+    """The ``rid`` of a frame that is a msgpack map holding a valid one, else None; never
+    raises. For answering a frame that is not decoded (over the rate limit, too large).
+    Its cost is one unpack of the frame, whose size the transport caps."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        return None
+    try:
+        return _valid_rid(msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True))
+    except (ValueError, TypeError):
+        return None
+
+
 def decode(
     data: bytes | str,
     types: dict[str, type[Message]] = CLIENT_TYPES,
     max_size: int = MAX_CLIENT_FRAME,
 ) -> Message:
-    """Parse and validate one frame into the message class its ``type`` names."""
-    obj = _unpack(data, max_size)
+    """Parse and validate one frame into the message class its ``type`` names. A
+    ProtocolError carries the frame's ``rid`` if it has a valid one."""
+    try:
+        obj = _unpack(data, max_size)
+    except ProtocolError as exc:
+        if exc.code is ErrorCode.TOO_LARGE:
+            exc.rid = request_id(data)
+        raise
+    try:
+        return _validate(obj, types)
+    except ProtocolError as exc:
+        exc.rid = _valid_rid(obj)
+        raise
+
+
+def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     if type(obj) is not dict:
         raise ProtocolError(ErrorCode.BAD_FRAME, "a frame must be a msgpack map")
     tag = obj.get("type")

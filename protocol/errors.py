@@ -29,18 +29,24 @@ class ErrorCode(StrEnum):
     # Limits that protect everyone.
     RATE_LIMITED = "rate_limited"
     TOO_MANY = "too_many"  # too many open games or seeks for one connection
+    BAD_NAME = "bad_name"  # a player name the server refuses (controls, reserved, look-alike)
+    NAME_TAKEN = "name_taken"  # the name (or a look-alike) belongs to another player
     # The server failed; the request may be retried.
     INTERNAL = "internal"
     UNAVAILABLE = "unavailable"
+    ENGINE_UNAVAILABLE = "engine_unavailable"  # no engine worker can serve the AI now
+    STORAGE_FULL = "storage_full"  # the disk is full: the move was not stored; retry later
 
 
 class ProtocolError(Exception):
-    """The peer sent something that is not a valid message. Carries the wire code."""
+    """The peer sent something that is not a valid message. Carries the wire code, and
+    the request's ``rid`` when the frame held a readable one (set by the codec)."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, rid: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.rid = rid
 
     def __repr__(self) -> str:
         return f"ProtocolError({self.code.value!r}, {self.message!r})"

@@ -174,11 +174,15 @@ class Resume(Message):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LobbySubscribe(Message):
-    """Subscribe to the lobby (``lobby_state`` now, ``lobby_event`` pushes after), or stop."""
+    """Subscribe to the lobby (``lobby_state`` now, pushes after), or stop. With ``limit``
+    (a page size) or ``page``, the state carries the totals and the pushes are one
+    ``lobby_update`` a tick; a ``page`` after the first is read without subscribing."""
 
     TYPE: ClassVar[str] = "lobby"
     rid: int = _rid()
     subscribe: bool = True
+    limit: int | None = _bounded(1, 200, None)
+    page: int | None = _bounded(1, 100_000, None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +293,7 @@ class Welcome(Message):
     session: str = _token()
     player_id: str = field(metadata={"max_len": 64})
     server: str = field(default="", metadata={"max_len": 64})
+    name: str = field(default="", metadata={"max_len": 32})  # the name as the server keeps it
     # Seats this session holds in unfinished games: {game_id, seat, token, seq}.
     games: list[dict[str, Any]] = field(default=_NO_ITEMS, metadata={"max_len": 500})
 
@@ -447,12 +452,33 @@ class SeekPosted(Message):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LobbyState(Message):
-    """Reply to lobby: the seeks this connection may accept (or posted) and the live games."""
+    """Reply to lobby: one page of the seeks this connection may accept (the challenges
+    that name it first) and of the live games, the most relevant first. A subscription that
+    asked for pages also gets the page, its size and the totals. Sent again, with the
+    subscription's ``rid``, when more changed in a tick than single events would carry."""
 
     TYPE: ClassVar[str] = "lobby_state"
     rid: int = _rid()
     seeks: list[dict[str, Any]] = field(metadata={"max_len": 10_000})
     games: list[dict[str, Any]] = field(metadata={"max_len": 10_000})
+    page: int | None = _bounded(1, 100_000, None)
+    limit: int | None = _bounded(1, 10_000, None)
+    seeks_total: int | None = _bounded(0, 2**31 - 1, None)
+    games_total: int | None = _bounded(0, 2**31 - 1, None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LobbyUpdate(Message):
+    """A tick's changes to the first page of a subscription that asked for pages: seeks and
+    games that entered it, the ids of those that left it, and the totals."""
+
+    TYPE: ClassVar[str] = "lobby_update"
+    seeks: list[dict[str, Any]] = field(default=_NO_ITEMS, metadata={"max_len": 10_000})
+    seeks_removed: list[str] = field(default=_NO_ITEMS, metadata={"max_len": 10_000})
+    games: list[dict[str, Any]] = field(default=_NO_ITEMS, metadata={"max_len": 10_000})
+    games_removed: list[str] = field(default=_NO_ITEMS, metadata={"max_len": 10_000})
+    seeks_total: int = _bounded(0, 2**31 - 1)
+    games_total: int = _bounded(0, 2**31 - 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -517,6 +543,7 @@ SERVER_MESSAGES: tuple[type[Message], ...] = (
     SeekPosted,
     LobbyState,
     LobbyEvent,
+    LobbyUpdate,
     Error,
 )
 # Messages that are events of one game, numbered by its seq.

@@ -7,157 +7,203 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import signal
+import ssl
 import sys
+from typing import TYPE_CHECKING, Any
 
-from server.store import default_db_path
+if TYPE_CHECKING:
+    from server.lockfile import ServerLock
+    from server.settings import ServerSettings
+    from server.store import Store
+
+
+def open_store(db: str, max_mb: float | None = None) -> Store:
+    """The store a ``--db`` value names: a postgresql:// URL, else a SQLite file path
+    (``max_mb``: its size cap, settings.db_max_mb)."""
+    from server.pgstore import PostgresStore, is_postgres_url
+    from server.store import SQLiteStore
+
+    return PostgresStore(db) if is_postgres_url(db) else SQLiteStore(db, max_mb=max_mb)
+
+
+def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The server's TLS context for wss://, or None without a certificate; ValueError with a
+    one-line reason when the files are missing or do not match."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--tls-cert and --tls-key go together")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load the TLS certificate {cert} and key {key}: {exc}") from exc
+    return context
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from server.settings import add_arguments
+
     parser = argparse.ArgumentParser(
         prog="noughts serve",
-        description="Run the noughts game server: websocket + msgpack, games logged to SQLite.",
+        description="Run the noughts game server: websocket + msgpack, games logged to SQLite. "
+        "Every option can also be set in the environment as NOUGHTS_<OPTION> "
+        "(e.g. --max-per-ip as NOUGHTS_MAX_PER_IP).",
     )
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=int(os.environ.get("NOUGHTS_PORT", 8765)),
-        help="port to listen on; 0 picks a free one (default: $NOUGHTS_PORT or 8765)",
-    )
-    parser.add_argument(
-        "--db",
-        default=None,
-        help=f"SQLite database file (default: $NOUGHTS_DB or {default_db_path()})",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="engine worker processes for AI moves; 0 disables AI games (default: CPU count)",
-    )
-    parser.add_argument(
-        "--grace-s",
-        type=float,
-        default=60.0,
-        help="seconds a seat is held after its player leaves; then the opponent may claim "
-        "the game (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--rate",
-        type=float,
-        default=200.0,
-        help="messages per second a connection may send, sustained (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--burst",
-        type=int,
-        default=400,
-        help="messages a connection may send in a burst (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--compression",
-        choices=["none", "deflate"],
-        default="none",
-        help="websocket permessage-deflate: none (the default: frames are a few dozen bytes "
-        "and deflate costs memory per connection) or deflate",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=int,
-        default=20_000,
-        help="connections held at most; more are refused with HTTP 503 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-per-ip",
-        type=int,
-        default=2_000,
-        help="connections held at most from one address (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="event loop: the standard asyncio loop, or uvloop if you installed it (no "
-        "measurable difference in bench/load.py on this class of machine; see the "
-        "README's figures) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log verbosity (default: %(default)s)",
-    )
+    add_arguments(parser)
     return parser
 
 
 async def run(args: argparse.Namespace) -> int:
-    from server.app import GameServer, ServerSettings, running
+    from server.errors import ServerError
+    from server.lockfile import ServerLock
+    from server.pgstore import is_postgres_url
+    from server.settings import from_arguments
+    from server.store import default_db_path
+
+    settings = from_arguments(args)
+    db_path = settings.db or str(default_db_path())
+    lock = None
+    if not is_postgres_url(db_path):  # (PostgresStore holds an advisory lock of its own)
+        try:
+            # Before the database is opened (or migrated): one server per database file.
+            lock = ServerLock.acquire(db_path)
+        except ServerError as exc:
+            print(f"noughts serve: {exc}", file=sys.stderr)
+            return 1
+    try:
+        return await _serve(settings, db_path, lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None) -> int:
+    from server.admin import AdminServer
+    from server.admission import raise_open_file_limit
+    from server.app import GameServer, running
     from server.errors import ServerError
     from server.pool import EnginePool
-    from server.store import SQLiteStore
+    from server.remote_engine import RemoteEngine
 
-    db_path = args.db or default_db_path()
-    store = SQLiteStore(db_path)
+    if settings.engine == "queue" and not settings.bus:
+        print("noughts serve: --engine queue needs --bus redis://HOST:PORT/N", file=sys.stderr)
+        return 2
+    try:
+        tls = tls_context(settings.tls_cert, settings.tls_key)
+    except ValueError as exc:
+        print(f"noughts serve: {exc}", file=sys.stderr)
+        return 2
+    store = open_store(db_path, settings.db_max_mb)
     try:
         await store.open()
     except ServerError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 1
-    pool = None
-    if args.workers != 0:
-        pool = EnginePool(args.workers)
+    # (After the store: a database that cannot be opened is one line and nothing else.)
+    # Each connection is a file descriptor: the soft limit (often 1024) goes up to the hard
+    # one, as nginx's worker_rlimit_nofile does; serve() keeps the sockets under it.
+    soft, hard = raise_open_file_limit()
+    logging.info("file descriptors: up to %d (hard limit %d)", soft, hard)
+
+    pool: Any = None
+    if settings.engine == "queue" and settings.bus:
+        pool = RemoteEngine(settings.bus, prefix=settings.bus_prefix)
+        try:
+            await pool.start()
+        except ServerError as exc:
+            print(f"noughts serve: {exc}", file=sys.stderr)
+            await store.close()
+            return 1
+        logging.info("AI searches go to the engine queue at %s", settings.bus)
+    elif settings.workers != 0:
+        from engine.errors import EngineError
+        from engine.warmup import parse_targets
+
+        try:
+            warm = parse_targets(settings.warm_up)
+        except EngineError as exc:
+            print(f"noughts serve: --warm-up: {exc}", file=sys.stderr)
+            await store.close()
+            return 2
+
+        def progress(text: str) -> None:
+            logging.info("engine warm-up: %s", text)
+            if settings.progress:
+                print(f"warming up the engine: {text}", flush=True)
+
+        pool = EnginePool(
+            settings.workers,
+            warm=warm,
+            max_tree_bytes=settings.engine_tree_mb << 20,
+            progress=progress,
+            settings=settings,
+        )
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
-    settings = ServerSettings(
-        grace_s=args.grace_s,
-        rate_per_s=args.rate,
-        burst=args.burst,
-        compression=None if args.compression == "none" else args.compression,
-        max_connections=args.max_connections,
-        max_connections_per_ip=args.max_per_ip,
-    )
     game_server = GameServer(store, pool, settings=settings)
     try:
-        async with running(game_server, args.host, args.port) as ws_server:
+        async with running(game_server, settings.host, settings.port, tls) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
+            admin = None
+            if settings.admin_port is not None:
+                admin = await AdminServer(game_server).start(
+                    settings.admin_host, settings.admin_port
+                )
+                admin_port = next(iter(admin.sockets)).getsockname()[1]
+                logging.info(
+                    "admin endpoints on http://%s:%d/ (healthz, readyz, metrics)",
+                    settings.admin_host,
+                    admin_port,
+                )
             # Everything alive now (modules, numba's tables, restored games) leaves the
             # collector's generations: full collections then walk only what games
             # allocate later, which keeps their pauses short (Python docs, gc.freeze).
             gc.freeze()
-            # The first line on stdout is the address: the embedded client reads it.
-            print(
-                f"noughts server listening on ws://{args.host}:{port} (db: {db_path})", flush=True
-            )
+            # Stopping is graceful from the moment anyone may know the address.
             stop = asyncio.get_running_loop().create_future()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError):
                     asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
+            scheme = "wss" if tls else "ws"
+            url = f"{scheme}://{settings.host}:{port}"
+            if lock is not None:
+                lock.announce(url)
+            # The first line on stdout is the address: the embedded client reads it.
+            print(f"noughts server listening on {url} (db: {store.describe()})", flush=True)
             await stop
             logging.info("shutting down")
+            if admin is not None:
+                admin.close()
     except OSError as exc:
-        print(f"noughts serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(
+            f"noughts serve: cannot listen on {settings.host}:{settings.port}: {exc}",
+            file=sys.stderr,
+        )
         return 1
     except ServerError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 1
     finally:
         await store.close()
-        if pool:
+        if isinstance(pool, EnginePool):
             pool.close()
+        elif pool is not None:
+            await pool.close()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from server.logs import configure
+
+    configure(args.log_level, args.log_format)
+    if args.log_level != "DEBUG":
+        # websockets logs every connection opened, refused and closed at INFO: two lines a
+        # connection, a flood under attack. The server logs its refusals at a bounded rate.
+        logging.getLogger("websockets").setLevel(logging.WARNING)
     if args.loop == "uvloop":
         try:
             import uvloop

@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import websockets
 from websockets.asyncio.server import Server, ServerConnection
 from websockets.http11 import Request, Response
+from websockets.typing import Origin
 
 import engine
 from protocol import (
@@ -33,6 +35,7 @@ from protocol import (
     Draw,
     Ended,
     Error,
+    ErrorCode,
     GameList,
     GetGame,
     Hello,
@@ -41,6 +44,7 @@ from protocol import (
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
+    LobbyUpdate,
     Message,
     Move,
     Ok,
@@ -60,45 +64,63 @@ from protocol import (
     Watch,
     Welcome,
     encode,
+    encode_prepacked,
+    pack,
 )
 from protocol.messages import PROTOCOL_VERSION
-from server.clock import FIRST_MOVE_S, TimeControl
-from server.connection import SEND_QUEUE_FRAMES, Connection
+from server import names
+from server.admission import Admission, Refused, address_key, socket_budget
+from server.clock import Now, TimeControl
+from server.connection import Connection
 from server.errors import (
+    BadName,
     BadRequest,
     BadToken,
     EngineUnavailable,
     LimitExceeded,
+    NameTaken,
     NotAllowed,
+    RateLimited,
     SeatTaken,
     ServerError,
     StorageError,
     UnknownGame,
     UnknownSeek,
 )
-from server.limits import (
-    BURST,
-    MAX_CONNECTIONS,
-    MAX_CONNECTIONS_PER_IP,
-    MAX_OPEN_GAMES_PER_PLAYER,
-    MAX_SEEKS_PER_CONNECTION,
-    MAX_WATCHED_PER_CONNECTION,
-    RATE_PER_S,
-    TokenBucket,
+from server.limits import TokenBucket
+from server.lobby import (
+    Changes,
+    Lobby,
+    SeekEntry,
+    Subscription,
+    Subscriptions,
+    Window,
+    new_seek_id,
+    top_games,
 )
-from server.lobby import Lobby, SeekEntry, new_seek_id
 from server.pool import EnginePool, SearchRequest
-from server.session import Emitted, GameSession, Player, token_hash
+from server.records import RecordCache
+from server.session import Emitted, EventLimits, GameSession, Player, token_hash
+from server.settings import ServerSettings
 from server.store import GameRecord, SessionRow, Store
+from server.transport import (
+    GuardedConnection,
+    guarded_connections,
+    install_descriptor_log,
+    storms,
+)
 
 log = logging.getLogger(__name__)
+
+# Close code to every client when the server stops: RFC 6455's 1012 "service restart", so
+# that clients reconnect (to this server once it is back, or to another node).
+CLOSE_RESTART = 1012
 
 VERSION = "noughts/0.2"
 # The websocket layer closes a connection (1009) on frames above this; frames between the
 # codec's cap (MAX_CLIENT_FRAME) and this get a `too_large` error and the connection lives.
 MAX_WEBSOCKET_FRAME = 4 * MAX_CLIENT_FRAME
-GRACE_S = 60.0  # a seat is held this long after its player leaves
-KEEP_FINISHED_S = 600.0  # a finished game stays in memory (rematch, resume) this long
+HEALTH_PATH = "/healthz"
 UNFINISHED = ("open", "live")
 
 
@@ -110,6 +132,7 @@ class PlayerSession:
     name: str
     bot: bool
     connections: set[Connection] = field(default_factory=set)
+    address: str = "?"  # the remote address of its latest hello (per-address caps)
 
     @property
     def online(self) -> bool:
@@ -117,24 +140,6 @@ class PlayerSession:
 
     def as_player(self) -> Player:
         return Player(self.name, "bot" if self.bot else "human", self.player_id)
-
-
-@dataclass(slots=True)
-class ServerSettings:
-    grace_s: float = GRACE_S
-    keep_finished_s: float = KEEP_FINISHED_S
-    rate_per_s: float = RATE_PER_S
-    burst: int = BURST
-    first_move_s: float = FIRST_MOVE_S  # a timed game's first moves, else aborted
-    send_queue: int = SEND_QUEUE_FRAMES  # frames queued for a client before it is dropped
-    compression: str | None = None  # websocket permessage-deflate ("deflate") or none
-    # Keepalive: a client that does not answer a ping within ping_timeout is closed (this
-    # also ends a connection stalled in the middle of a frame).
-    ping_interval_s: float = 20.0
-    ping_timeout_s: float = 20.0
-    close_timeout_s: float = 10.0  # a closing handshake not answered in time: the TCP is cut
-    max_connections: int = MAX_CONNECTIONS
-    max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP
 
 
 class GameServer:
@@ -146,78 +151,121 @@ class GameServer:
         pool: EnginePool | None,
         *,
         settings: ServerSettings | None = None,
-        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.pool = pool
         self.settings = settings or ServerSettings()
-        self.clock = clock
+        # Durations (clocks, grace, deadlines) on the one, timestamps people read on the
+        # other (server/clock.py); tests pass their own.
+        self._monotonic = monotonic
+        self._wall = wall
         self.version = VERSION
         self.games: dict[str, GameSession] = {}
         self.subscribers: dict[str, set[Connection]] = {}
         self.players: dict[str, PlayerSession] = {}  # online players
         self.seats: dict[str, dict[str, int]] = {}  # player_id -> {game_id: seat}, in memory
         self.lobby = Lobby()
-        self.lobby_connections: set[Connection] = set()
+        self.lobby_connections = Subscriptions()
+        self._lobby_timer: asyncio.TimerHandle | None = None
+        self._lobby_games_changed = False
+        self.records = RecordCache(self.settings.record_cache_bytes)
         self.connections: set[Connection] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._evictions: dict[str, asyncio.TimerHandle] = {}
         self._quick_timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._per_address: dict[str, int] = {}  # open websockets per remote address
+        self._ai_tasks: dict[str, asyncio.Task[None]] = {}  # game_id -> its AI turn
+        self.admission = Admission(
+            max_open=self.settings.max_connections,
+            max_open_per_address=self.settings.max_connections_per_ip,
+            max_handshakes_per_address=self.settings.max_handshakes_per_ip,
+            max_sockets=self.settings.max_connections + self.settings.max_handshakes_per_ip,
+        )  # its socket budget is set by serve(), from the descriptor limit
+        # Players and sessions: who is at each address, new sessions per address, names
+        # being claimed by a hello in flight (name key -> player id), the expiry sweep.
+        self._address_players: dict[str, set[str]] = {}
+        self._new_sessions: dict[str, TokenBucket] = {}
+        self._claiming: dict[str, str] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    def clock(self) -> Now:
+        """The time now: monotonic seconds for durations, wall seconds for timestamps."""
+        return Now(self._monotonic(), self._wall())
 
     # --- start: restore what a restart interrupted ------------------------------------------
 
     async def restore(self) -> int:
-        """Load every open or live game from the store; returns how many."""
+        """Load every open or live game from the store; returns how many. A game whose
+        stored rows cannot be read or replayed is quarantined (a log line) and the server
+        starts without it."""
+        self._schedule_sweep()
         now = self.clock()
         records = await self.store.unfinished_games()
+        restored = 0
         for record in records:
             try:
                 session = GameSession.restore(record, now)
-            except Exception:
-                log.exception("cannot restore game %s; leaving it in the database", record.row.id)
+            except Exception as exc:
+                await self.store.quarantine(record.row.id, f"cannot restore it: {exc!r}")
                 continue
             self._register(session)
             async with self._lock(session.id):
-                await self._commit(session, session.restored_presence(now, self.settings.grace_s))
+                await self._commit_quietly(
+                    session, session.restored_presence(now, self.settings.grace_s)
+                )
             self._maybe_ai_turn(session)
-        if records:
-            log.info("restored %d unfinished games", len(records))
-        return len(records)
+            restored += 1
+        if restored:
+            log.info("restored %d unfinished games", restored)
+        return restored
 
     # --- connections -----------------------------------------------------------------------
 
-    def admit(self, websocket: ServerConnection, request: Request) -> Response | None:
-        """Before the handshake: refuse (HTTP 503, naming the limit) a connection over the
-        server's cap or over the cap for its address."""
-        address = _address(websocket)
-        total = sum(self._per_address.values())
-        if total >= self.settings.max_connections:
-            limit = f"the server holds at most {self.settings.max_connections} connections"
-        elif self._per_address.get(address, 0) >= self.settings.max_connections_per_ip:
-            limit = f"at most {self.settings.max_connections_per_ip} connections per address"
-        else:
-            self._per_address[address] = self._per_address.get(address, 0) + 1
-            return None
-        log.warning("refusing a connection from %s: %s", address, limit)
-        return websocket.respond(HTTPStatus.SERVICE_UNAVAILABLE, f"too_many: {limit}\n")
+    def route(self, websocket: ServerConnection, request: Request) -> Response | None:
+        """Before the handshake: ``GET /healthz`` is answered 200 (a load balancer's or
+        orchestrator's health check); every other request goes on to the websocket
+        handshake, where websockets answers a plain HTTP request 426, a bad handshake 400
+        and a browser origin not allowed 403."""
+        if request.path == HEALTH_PATH:
+            return websocket.respond(HTTPStatus.OK, "ok\n")
+        return None
 
-    def released(self, websocket: ServerConnection) -> None:
-        """A connection admitted by ``admit`` ended."""
-        address = _address(websocket)
-        count = self._per_address.get(address, 0) - 1
-        if count > 0:
-            self._per_address[address] = count
-        else:
-            self._per_address.pop(address, None)
+    def admit(
+        self, websocket: ServerConnection, request: Request, response: Response
+    ) -> Response | None:
+        """After the handshake was checked: an accepted websocket takes an open slot, or
+        is refused (HTTP 503, naming the cap). Nothing else takes one; the slot is given
+        back when the socket closes, on every path (server/transport.py)."""
+        if response.status_code != HTTPStatus.SWITCHING_PROTOCOLS:
+            return None
+        websocket = cast(GuardedConnection, websocket)  # serve() creates only these
+        if websocket.ticket is None:  # refused at accept: the socket is closing
+            return websocket.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too_many: refused\n")
+        try:
+            self.admission.open_websocket(websocket.ticket)
+        except Refused as refused:
+            storms.warning(
+                "refused at handshake",
+                "refusing a connection from %s: %s",
+                websocket.ticket.address,
+                refused.reason,
+            )
+            return websocket.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE, f"too_many: {refused.reason}\n"
+            )
+        return None
 
     async def handler(self, websocket: ServerConnection) -> None:
+        settings = self.settings
         bucket = TokenBucket(
-            self.settings.rate_per_s, self.settings.burst, updated=time.monotonic()
+            settings.rate_per_s, settings.burst, float(settings.burst), time.monotonic()
         )
-        connection = Connection(self, websocket, bucket, self.settings.send_queue)
+        guarded = cast(GuardedConnection, websocket)  # serve() creates only these
+        connection = Connection(self, guarded, bucket, settings.send_buffer)
         self.connections.add(connection)
         try:
             await connection.run()
@@ -227,25 +275,27 @@ class GameServer:
     async def hello(self, connection: Connection, hello: Hello) -> Welcome:
         """Identify the connection's player: a known session, or a new one."""
         now = self.clock()
+        address = _address(connection.websocket)
         if hello.session is not None:
             digest = token_hash(hello.session)
             row = await self.store.load_session(digest)
             if row is None:
                 raise BadToken("unknown session: send hello without one to start a new session")
             session_token = hello.session
+            if not row.named:
+                row.name = await self._bind_legacy_name(row.player_id, row.name)
             player = self.players.get(row.player_id) or PlayerSession(
                 row.player_id, row.name, row.bot
             )
+            try:
+                await self.store.touch_sessions([player.player_id], now.wall, False)
+            except StorageError:  # a full or failing disk must not lock a player out
+                log.warning("cannot mark session of %s used; the next sweep does", row.player_id)
         else:
             session_token = secrets.token_urlsafe(24)
-            player = PlayerSession(
-                "p-" + secrets.token_hex(6), hello.name.strip() or "anonymous", hello.bot
-            )
-            await self.store.save_session(
-                SessionRow(
-                    token_hash(session_token), player.player_id, player.name, player.bot, now
-                )
-            )
+            player = await self._new_player(hello, address, session_token, now.wall)
+        player.address = address
+        self._address_players.setdefault(address, set()).add(player.player_id)
         self.players[player.player_id] = player
         player.connections.add(connection)
         connection.player = player
@@ -259,7 +309,9 @@ class GameServer:
                 if token is None:  # restored: only the hash survived; issue a new secret
                     token = game.issue_token(seat)
                     await self.store.update_game(game.to_row())
-                await self._commit(game, game.set_online(seat, True, now, self.settings.grace_s))
+                await self._commit_quietly(
+                    game, game.set_online(seat, True, now, self.settings.grace_s)
+                )
             games.append({"game_id": game_id, "seat": seat, "token": token, "seq": game.seq})
         return Welcome(
             rid=hello.rid,
@@ -267,8 +319,130 @@ class GameServer:
             session=session_token,
             player_id=player.player_id,
             server=self.version,
+            name=player.name,
             games=games,
         )
+
+    # --- players, names and sessions ---------------------------------------------------------
+
+    async def _new_player(
+        self, hello: Hello, address: str, session_token: str, now: float
+    ) -> PlayerSession:
+        """A new session: its name checked (server/names.py) and bound to it, charged to
+        its address's allowance of new sessions; stored before the welcome."""
+        name: str | None = None
+        if not names.is_anonymous(hello.name):
+            try:
+                name = names.check(hello.name)
+            except names.NameRefused as exc:
+                raise BadName(f"name refused: {exc}") from exc
+        self._charge_new_session(address)
+        player_id = "p-" + secrets.token_hex(6)
+        if name is None:
+            name, keys = await self._guest_name()
+        else:
+            keys = names.name_keys(name)
+            await self._check_name_free(name, keys)
+        for key in keys:
+            self._claiming[key] = player_id
+        try:
+            # The name is free: claimed here until its row commits (a hello in flight with
+            # the same name is refused meanwhile), bound in the store from then on.
+            if await self.store.name_holder(keys) is not None:
+                raise NameTaken(f"the name {name!r} was taken a moment ago: choose another")
+            row = SessionRow(token_hash(session_token), player_id, name, hello.bot, now, now)
+            await self.store.save_session(row, keys)
+        finally:
+            for key in keys:
+                if self._claiming.get(key) == player_id:
+                    del self._claiming[key]
+        return PlayerSession(player_id, name, hello.bot)
+
+    async def _bind_legacy_name(self, player_id: str, name: str) -> str:
+        """A session stored before names were bound keeps its name if the rules allow it
+        and no one holds it; else it becomes a guest (its games keep the old label)."""
+        try:
+            name = names.check(name)
+            keys = names.name_keys(name)
+            await self._check_name_free(name, keys)
+        except (names.NameRefused, NameTaken):
+            name, keys = await self._guest_name()
+        await self.store.bind_name(player_id, name, keys)
+        return name
+
+    def _charge_new_session(self, address: str) -> None:
+        """Take one new session from ``address``'s token bucket, or refuse (too_many)."""
+        settings = self.settings
+        rate = settings.new_sessions_per_ip_per_minute / 60.0
+        bucket = self._new_sessions.get(address)
+        if bucket is None:
+            if len(self._new_sessions) > 10_000:  # forget addresses whose bucket is full
+                self._prune_new_session_buckets()
+            burst = settings.new_sessions_burst_per_ip
+            bucket = TokenBucket(rate, burst, float(burst), time.monotonic())
+            self._new_sessions[address] = bucket
+        if not bucket.take(time.monotonic()):
+            raise LimitExceeded(
+                f"limit: at most {settings.new_sessions_per_ip_per_minute:g} new sessions a "
+                f"minute from one address (bursts of {settings.new_sessions_burst_per_ip}); "
+                "reconnect with your session instead"
+            )
+
+    def _prune_new_session_buckets(self) -> None:
+        now = time.monotonic()
+        for address, bucket in list(self._new_sessions.items()):
+            if bucket.tokens + (now - bucket.updated) * bucket.rate >= bucket.burst:
+                del self._new_sessions[address]
+
+    async def _check_name_free(self, name: str, keys: frozenset[str]) -> None:
+        if any(key in self._claiming for key in keys) or await self.store.name_holder(keys):
+            raise NameTaken(
+                f"the name {name!r}, or one that looks like it, belongs to another player: "
+                "choose another (or reconnect with your session)"
+            )
+
+    async def _guest_name(self) -> tuple[str, frozenset[str]]:
+        """A free ``guest-`` name for a player who gave none (as Lichess's anonymous
+        players have no name, but a challenge needs one to address)."""
+        while True:
+            name = names.guest_name(secrets.token_hex(3))
+            keys = names.name_keys(name)
+            if not any(k in self._claiming for k in keys) and not await self.store.name_holder(
+                keys
+            ):
+                return name, keys
+
+    def _schedule_sweep(self) -> None:
+        if self._sweep is None:
+            loop = asyncio.get_running_loop()
+            self._sweep = loop.call_later(
+                self.settings.session_sweep_s, lambda: self._spawn(self._sweep_sessions())
+            )
+
+    async def _sweep_sessions(self) -> None:
+        """Keep the sessions in use alive (online, or seated in a game in memory), then
+        expire the others: unused for ``session_idle_s`` (``unplayed_session_idle_s`` if
+        they never held a seat); their names are free again."""
+        self._sweep = None
+        if self._closed:
+            return
+        now = self.clock().wall  # the stored last-use times outlive the process: wall time
+        settings = self.settings
+        try:
+            seated = list(self.seats)
+            online = [p for p, player in self.players.items() if player.online]
+            await self.store.touch_sessions(seated, now, True)
+            await self.store.touch_sessions(online, now, False)
+            await self.store.expire_sessions(
+                now - settings.unplayed_session_idle_s, now - settings.session_idle_s
+            )
+        except StorageError:
+            log.exception("the session sweep failed; it runs again later")
+        for address, ids in list(self._address_players.items()):
+            ids.intersection_update(self.players)
+            if not ids:
+                del self._address_players[address]
+        self._schedule_sweep()
 
     async def disconnected(self, connection: Connection) -> None:
         self.lobby_connections.discard(connection)
@@ -290,7 +464,9 @@ class GameServer:
             if game is None:
                 continue
             async with self._lock(game_id):
-                await self._commit(game, game.set_online(seat, False, now, self.settings.grace_s))
+                await self._commit_quietly(
+                    game, game.set_online(seat, False, now, self.settings.grace_s)
+                )
             if game.status not in UNFINISHED and not any(game.online[s] for s in game.human_seats):
                 self._evict(game_id)
         if not self.seats.get(player.player_id):
@@ -312,10 +488,22 @@ class GameServer:
 
     def _register(self, session: GameSession) -> None:
         session.first_move_s = self.settings.first_move_s
+        session.limits = self._event_limits()
+        session.abandon_s = self.settings.abandon_s
+        session.abandon_unstarted_s = self.settings.abandon_unstarted_s
         self.games[session.id] = session
         for seat, player in enumerate(session.players):
             if player is not None and player.player_id is not None and not player.is_ai:
                 self.seats.setdefault(player.player_id, {})[session.id] = seat
+
+    def _event_limits(self) -> EventLimits:
+        settings = self.settings
+        return EventLimits(
+            presence_burst=settings.presence_burst,
+            presence_refill_s=settings.presence_refill_s,
+            draw_offer_plies=settings.draw_offer_plies,
+            rematch_offers=settings.max_rematch_offers,
+        )
 
     def _subscribe(self, game_id: str, connection: Connection) -> None:
         self.subscribers.setdefault(game_id, set()).add(connection)
@@ -331,20 +519,33 @@ class GameServer:
         assert connection.player is not None  # dispatch runs only after hello
         return connection.player
 
-    def _check_open_games(self, player_id: str) -> None:
+    def _unfinished(self, player_id: str) -> set[str]:
         held = self.seats.get(player_id, {})
-        open_games = sum(
-            1 for g in held if self.games.get(g) and self.games[g].status in UNFINISHED
-        )
-        if open_games >= MAX_OPEN_GAMES_PER_PLAYER:
-            raise LimitExceeded(
-                f"limit: at most {MAX_OPEN_GAMES_PER_PLAYER} unfinished games per player"
-            )
+        return {g for g in held if self.games.get(g) and self.games[g].status in UNFINISHED}
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _check_open_games(self, player_id: str) -> None:
+        """Caps on unfinished games: per player, and per address over all its players
+        (a client opening a session per connection is still one address)."""
+        cap = self.settings.max_open_games_per_player
+        if len(self._unfinished(player_id)) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} unfinished games per player")
+        player = self.players.get(player_id)
+        if player is None:
+            return
+        cap = self.settings.max_open_games_per_ip
+        games: set[str] = set()
+        for other in self._address_players.get(player.address, ()):
+            games |= self._unfinished(other)
+            if len(games) >= cap:
+                raise LimitExceeded(
+                    f"limit: at most {cap} unfinished games per address; finish or abort some"
+                )
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
+        return task
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -371,16 +572,16 @@ class GameServer:
         rid: int | None = None,
     ) -> None:
         """Store each event, then send it to every follower (the requester's copy of the
-        first carries ``rid``). Call with the game's lock held."""
+        first carries ``rid``). Call with the game's lock held. If the store refuses (a
+        full disk, say), the game goes back to what is stored and the StorageError is
+        raised: the requester gets it, every other follower is told (``_not_stored``)."""
         for index, event in enumerate(emitted):
             try:
                 await self._store(session, event)
-            except StorageError:
-                # The database refused: the game in memory is ahead of what is durable.
-                # Drop it from memory (a restart restores the last committed state).
-                log.exception("storing an event of game %s failed; unloading it", session.id)
-                self._evict(session.id)
+            except StorageError as exc:
+                await self._not_stored(session, exc, reply_to if rid is not None else None)
                 raise
+            session.stored()
             frame = event.frame or encode(event.message)  # encoded once, in the session
             followers = self.subscribers.get(session.id, ())
             for connection in list(followers):
@@ -395,7 +596,55 @@ class GameServer:
                 self._game_over(session)
         self._schedule(session)
 
+    async def _commit_quietly(self, session: GameSession, emitted: list[Emitted]) -> bool:
+        """``_commit`` for events nobody asked for (presence, timeouts, the AI's move): a
+        refusal is handled there (the game reverted, its followers told); False then."""
+        try:
+            await self._commit(session, emitted)
+        except StorageError:
+            return False
+        return True
+
+    async def _not_stored(
+        self, session: GameSession, exc: StorageError, requester: Connection | None
+    ) -> None:
+        """Storing an event of ``session`` failed: what is in memory but not stored never
+        happened. The game goes back to its stored state, in memory and loaded (it goes on
+        once the store takes writes again; its timers retry after storage_retry_s), and its
+        followers other than ``requester`` are told. A game never stored leaves memory."""
+        log.error("game %s: an event could not be stored (%s); back to its stored state",
+                  session.id, exc.message)  # fmt: skip
+        try:
+            record = await self.store.get_game(session.id)
+        except StorageError as read_failed:
+            log.error("game %s: cannot read it back (%s); unloading it", session.id, read_failed)
+            record = None
+        notice = Error(
+            code=exc.code.value,
+            message=f"game {session.id} waits: {exc.message}; it goes on as it was before "
+            "the event that could not be stored",
+            game_id=session.id,
+        )
+        frame = encode(notice)
+        for connection in list(self.subscribers.get(session.id, ())):
+            if connection is not requester:
+                connection.post(frame)
+        if record is None:
+            self._evict(session.id)
+            return
+        seated = {p.player_id for p in session.players if p is not None and p.player_id}
+        session.revert(record)
+        for player_id in seated - {p.player_id for p in session.players if p is not None}:
+            held = self.seats.get(player_id, {})
+            held.pop(session.id, None)  # a seat taken by the event that was not stored
+            if not held:
+                self.seats.pop(player_id, None)
+        self._schedule(session, retry=True)
+
     def _game_over(self, session: GameSession) -> None:
+        ai_turn = self._ai_tasks.pop(session.id, None)
+        if ai_turn is not None and ai_turn is not asyncio.current_task():
+            ai_turn.cancel()  # its search is dropped, or stopped in its worker
         if self.pool is not None:
             for seat in (0, 1):
                 self.pool.forget(f"{session.id}:{seat}")
@@ -435,14 +684,18 @@ class GameServer:
 
     # --- timers: flags, first moves, abandoned games ----------------------------------------
 
-    def _schedule(self, session: GameSession) -> None:
+    def _schedule(self, session: GameSession, *, retry: bool = False) -> None:
+        """Wake up at the game's next deadline (``retry``: not before storage_retry_s,
+        after a write that failed)."""
         handle = self._timers.pop(session.id, None)
         if handle is not None:
             handle.cancel()
         deadline = session.next_deadline()
         if deadline is None:
             return
-        delay = max(0.0, deadline - self.clock()) + 0.001
+        delay = max(0.0, deadline - self._monotonic()) + 0.001
+        if retry:
+            delay = max(delay, self.settings.storage_retry_s)
         loop = asyncio.get_running_loop()
         self._timers[session.id] = loop.call_later(
             delay, lambda: self._spawn(self._on_deadline(session.id))
@@ -455,7 +708,7 @@ class GameServer:
         async with self._lock(game_id):
             emitted = session.timeouts(self.clock())
             if emitted:
-                await self._commit(session, emitted)
+                await self._commit_quietly(session, emitted)
             else:
                 self._schedule(session)
 
@@ -468,12 +721,19 @@ class GameServer:
         seek: SeekEntry | None = None,
         private: GameSession | None = None,
     ) -> None:
+        """A change to the lobby (``event`` says which kind; the seeks are already in
+        ``self.lobby``): subscribers hear of it at the next tick, coalesced with the rest."""
         if private is not None and private.private:
             return
-        frame = encode(event)
-        for connection in self.lobby_connections:
-            if seek is None or seek.visible_to(connection.player_id):
-                connection.post(frame)
+        if event.kind in ("game_added", "game_removed"):
+            self._lobby_games_changed = True
+        if self._lobby_timer is not None:
+            return
+        if not self.lobby_connections and not self.lobby.windows:
+            self.lobby.take_journal()  # nobody to tell
+            return
+        loop = asyncio.get_running_loop()
+        self._lobby_timer = loop.call_later(self.settings.lobby_tick_s, self._lobby_flush)
 
     def _remove_seek(self, seek: SeekEntry) -> None:
         if self.lobby.remove(seek.id) is None:
@@ -484,18 +744,171 @@ class GameServer:
         if not seek.quick:
             self._lobby_push(LobbyEvent(kind="seek_removed", seek_id=seek.id), seek=seek)
 
-    def _live_games(self) -> list[dict[str, Any]]:
-        return [g.summary() for g in self.games.values() if g.status == "live" and not g.private]
+    def _listed_games(self, count: int) -> tuple[list[str], int]:
+        """The ids of the ``count`` most relevant games the lobby lists, and how many it
+        lists in all (live and not private)."""
+        listed = [g for g in self.games.values() if g.status == "live" and not g.private]
+        return [g.id for g in top_games(listed, count)], len(listed)
+
+    def _summaries(self, game_ids: Iterable[str]) -> list[dict[str, Any]]:
+        return [self.games[g].summary() for g in game_ids if g in self.games]
+
+    def _lobby_window(self, limit: int) -> Window:
+        games, total = self._listed_games(limit)
+        return self.lobby.window(limit, games, total)
+
+    def _lobby_state(
+        self, player_id: str | None, rid: int, subscription: Subscription, window: Window
+    ) -> LobbyState:
+        """A subscriber's first page: the challenges that concern it, then the window."""
+        limit = subscription.limit
+        challenges = self.lobby.challenges_of(player_id, limit)
+        seeks = [s.to_dict() for s in challenges] + [s.to_dict() for s in window.seeks.values()]
+        games = self._summaries(window.games)
+        if not subscription.paged:
+            return LobbyState(rid=rid, seeks=seeks, games=games)
+        return LobbyState(
+            rid=rid,
+            seeks=seeks,
+            games=games,
+            page=1,
+            limit=limit,
+            seeks_total=window.seeks_total,
+            games_total=window.games_total,
+        )
+
+    def _lobby_flush(self) -> None:
+        """The tick: send each subscriber what changed on its first page since the last one
+        (coalesced: a seek posted and withdrawn meanwhile costs nothing), at most one
+        ``lobby_update``, or ``lobby_events_per_tick`` events, a subscriber."""
+        self._lobby_timer = None
+        journal = self.lobby.take_journal()
+        games_changed, self._lobby_games_changed = self._lobby_games_changed, False
+        subscribers = self.lobby_connections
+        limits = {s.limit for s in subscribers.values()}
+        old = {limit: w for limit, w in self.lobby.windows.items() if limit in limits}
+        self.lobby.windows = {}
+        if not limits:
+            return
+        ranked: tuple[list[str], int] | None = None
+        if games_changed or len(old) < len(limits):
+            ranked = self._listed_games(max(limits))
+        updates: dict[int, tuple[Window, Changes]] = {}
+        for limit in limits:
+            previous = old.get(limit)
+            if ranked is not None:
+                window = self.lobby.window(limit, *ranked)
+            else:
+                assert previous is not None
+                window = self.lobby.window(limit, previous.games, previous.games_total)
+            self.lobby.windows[limit] = window
+            updates[limit] = (window, Changes.between(previous or window, window))
+        frames: dict[tuple[int, bool], list[bytes]] = {}  # shared by every subscriber alike
+        for connection, subscription in list(subscribers.items()):
+            window, changes = updates[subscription.limit]
+            own = subscription.window is not None
+            if subscription.window is not None:  # subscribed since the last tick
+                changes = Changes.between(subscription.window, window)
+                subscription.window = None
+            mine = journal.get(connection.player_id or "", {})
+            if not changes and not mine and not (subscription.paged and changes.totals):
+                continue
+            if len(mine) > subscription.limit or (
+                not subscription.paged
+                and len(changes) + len(mine) > self.settings.lobby_events_per_tick
+            ):
+                state = self._lobby_state(
+                    connection.player_id, subscription.rid, subscription, window
+                )
+                connection.post(encode(state))
+                continue
+            key = (subscription.limit, subscription.paged)
+            if not mine and not own and key in frames:
+                shared = frames[key]
+            else:
+                shared = self._lobby_frames(subscription.paged, window, changes, mine)
+                if not mine and not own:
+                    frames[key] = shared
+            for frame in shared:
+                connection.post(frame)
+
+    def _lobby_frames(
+        self,
+        paged: bool,
+        window: Window,
+        changes: Changes,
+        challenges: dict[str, SeekEntry | None],
+    ) -> list[bytes]:
+        """One tick's changes as frames: one ``lobby_update`` for a subscription that asked
+        for pages, else one ``lobby_event`` per change."""
+        added = [s.to_dict() for s in changes.seeks]
+        added += [s.to_dict() for s in challenges.values() if s is not None]
+        removed = changes.seeks_removed + [i for i, s in challenges.items() if s is None]
+        games = self._summaries(changes.games)
+        if paged:
+            update = LobbyUpdate(
+                seeks=added,
+                seeks_removed=removed,
+                games=games,
+                games_removed=changes.games_removed,
+                seeks_total=window.seeks_total,
+                games_total=window.games_total,
+            )
+            return [encode(update)]
+        events = [LobbyEvent(kind="seek_removed", seek_id=i) for i in removed]
+        events += [LobbyEvent(kind="seek_added", seek=s) for s in added]
+        events += [LobbyEvent(kind="game_removed", game_id=g) for g in changes.games_removed]
+        events += [LobbyEvent(kind="game_added", game=g) for g in games]
+        return [encode(e) for e in events]
+
+    # --- request costs -------------------------------------------------------------------------
+
+    def _charge(self, connection: Connection, cost: float, what: str) -> None:
+        """Take an expensive request's tokens (its frame took one) or refuse it."""
+        if not connection.bucket.charge(time.monotonic(), cost - 1):
+            raise RateLimited(
+                f"rate limit: a {what} costs {cost:g} tokens "
+                f"({connection.bucket.describe()}); retry later"
+            )
+
+    def _send_charged(self, connection: Connection, frame: bytes) -> None:
+        """Send an expensive reply and charge its size (``cost_per_kib``), owed if need be."""
+        connection.post(frame)
+        cost = len(frame) / 1024 * self.settings.cost_per_kib
+        connection.bucket.charge(time.monotonic(), cost, owe=True)
 
     # --- creating and starting games ------------------------------------------------------------
 
-    def _ai_player(self, algorithm: str, budget_ms: int) -> Player:
-        if algorithm not in engine.ALGORITHMS:
+    def _ai_player(
+        self,
+        algorithm: str,
+        budget_ms: int,
+        game: str,
+        params: dict[str, int],
+        player_id: str | None = None,
+    ) -> Player:
+        """The AI seat of a new game against ``player_id``, refused now (not at the AI's
+        turn) for an algorithm that cannot play the game, a budget over the server's
+        maximum, no engine worker up, or a player whose AI searches are at their cap."""
+        try:
+            engine.check_algorithm(algorithm, engine.make_game(game, **params))
+        except engine.EngineError as exc:
+            raise BadRequest(str(exc)) from exc
+        settings = self.settings
+        if budget_ms > settings.max_budget_ms:
             raise BadRequest(
-                f"unknown algorithm {algorithm!r}; choose one of {', '.join(engine.ALGORITHMS)}"
+                f"limit: budget_ms is at most {settings.max_budget_ms} on this server, "
+                f"not {budget_ms}"
             )
         if self.pool is None:
             raise EngineUnavailable("this server runs no engine workers: AI games are off")
+        if not self.pool.available:
+            raise EngineUnavailable("no engine worker is up (they are restarting): retry soon")
+        cap = settings.max_ai_searches_per_player
+        if player_id is not None and self.pool.searches_of(player_id) >= cap:
+            raise LimitExceeded(
+                f"limit: the AI is already thinking in {cap} of your games; wait for its moves"
+            )
         return Player(f"{algorithm} {budget_ms}ms", "ai", algorithm=algorithm, budget_ms=budget_ms)
 
     async def _start_game(
@@ -507,7 +920,7 @@ class GameServer:
         (``rid`` if it asked), and start it: the start snapshot goes to everyone seated."""
         self._register(session)
         async with self._lock(session.id):
-            await self.store.create_game(session.to_row())
+            await self._create(session)
             for connection, seat, rid in seated:
                 self._subscribe(session.id, connection)
                 token = session.tokens[seat]
@@ -516,6 +929,15 @@ class GameServer:
             await self._commit(session, [session.start(self.clock())])
         self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
         self._maybe_ai_turn(session)
+
+    async def _create(self, session: GameSession) -> None:
+        """Store a new (registered) game; if the store refuses, it leaves memory: it never
+        existed."""
+        try:
+            await self.store.create_game(session.to_row())
+        except StorageError:
+            self._evict(session.id)
+            raise
 
     def _new_session(
         self, game: str, params: dict[str, int], clock: dict[str, int], **kwargs: Any
@@ -533,18 +955,21 @@ class GameServer:
         )
         seat = request.seat if request.seat >= 0 else secrets.randbelow(2)
         if request.opponent == "ai":
-            session.players[1 - seat] = self._ai_player(request.algorithm, request.budget_ms)
+            session.players[1 - seat] = self._ai_player(
+                request.algorithm, request.budget_ms, request.game, request.params, me.player_id
+            )
             session.take_seat(seat, me.as_player())
             await self._start_game(session, [(connection, seat, request.rid)])
             return
         token = session.take_seat(seat, me.as_player())
         self._register(session)
-        await self.store.create_game(session.to_row())
+        await self._create(session)
         self._subscribe(session.id, connection)
         connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
         connection.send(session.snapshot(self.clock()))
 
     async def on_list(self, connection: Connection, request: ListGames) -> None:
+        self._charge(connection, self.settings.cost_list, "list")
         if request.status in UNFINISHED:
             games = [
                 s.summary()
@@ -568,7 +993,7 @@ class GameServer:
                 }
                 for r in rows
             ]
-        connection.send(GameList(rid=request.rid, games=games))
+        self._send_charged(connection, encode(GameList(rid=request.rid, games=games)))
 
     async def on_join(self, connection: Connection, request: JoinGame) -> None:
         me = self._me(connection)
@@ -678,20 +1103,30 @@ class GameServer:
         return rematch
 
     async def on_get(self, connection: Connection, request: GetGame) -> None:
-        record = await self.store.get_game(request.game_id)
-        if record is None:
-            raise UnknownGame(f"no game {request.game_id!r}", request.game_id)
-        connection.send(Record(rid=request.rid, game=record.to_dict()))
+        self._charge(connection, self.settings.cost_get, "get")
+        loaded = self.games.get(request.game_id)
+        packed = self.records.get(request.game_id, None if loaded is None else loaded.seq)
+        if packed is None:
+            record = await self.store.get_game(request.game_id)
+            if record is None:
+                raise UnknownGame(f"no game {request.game_id!r}", request.game_id)
+            packed = pack(record.to_dict())
+            self.records.put(request.game_id, packed, record.row.seq, final=loaded is None)
+        reply = Record(rid=request.rid, game={})
+        self._send_charged(connection, encode_prepacked(reply, {"game": packed}))
 
     # --- requests: following games -------------------------------------------------------------
 
+    def _check_watching(self, connection: Connection, game_id: str) -> None:
+        """A connection follows at most ``max_watched_per_connection`` games it holds no
+        seat in, by ``watch`` or ``resume``."""
+        cap = self.settings.max_watched_per_connection
+        if game_id not in connection.watching and len(connection.watching) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} games watched")
+
     async def on_watch(self, connection: Connection, request: Watch) -> None:
         session = self._game(request.game_id)
-        if (
-            session.id not in connection.watching
-            and len(connection.watching) >= MAX_WATCHED_PER_CONNECTION
-        ):
-            raise LimitExceeded(f"limit: at most {MAX_WATCHED_PER_CONNECTION} games watched")
+        self._check_watching(connection, session.id)
         async with self._lock(session.id):
             connection.watching.add(session.id)
             self._subscribe(session.id, connection)
@@ -719,17 +1154,22 @@ class GameServer:
     async def on_resume(self, connection: Connection, request: Resume) -> None:
         me = self._me(connection)
         session = self.games.get(request.game_id)
-        if session is None:
+        if session is None:  # from the database: as costly as a get
+            self._charge(connection, self.settings.cost_get, "resume of a stored game")
             record = await self.store.get_game(request.game_id)
             if record is None:
                 raise UnknownGame(f"no game {request.game_id!r}", request.game_id)
-            connection.send(_final_snapshot(record))
+            self._send_charged(connection, encode(_final_snapshot(record)))
             connection.send(Resumed(rid=request.rid, game_id=record.row.id, seq=record.row.seq))
             return
+        if session.seat_of_player(me.player_id) is None:
+            self._check_watching(connection, session.id)
         async with self._lock(session.id):
             seat = session.seat_of_player(me.player_id)
             token = None
-            if seat is not None:
+            if seat is None:
+                connection.watching.add(session.id)
+            else:
                 token = session.tokens[seat]
                 if token is None:
                     token = session.issue_token(seat)
@@ -749,9 +1189,35 @@ class GameServer:
             self.lobby_connections.discard(connection)
             connection.send(Ok(rid=request.rid))
             return
-        self.lobby_connections.add(connection)
-        seeks = [s.to_dict() for s in self.lobby.visible_to(connection.player_id)]
-        connection.send(LobbyState(rid=request.rid, seeks=seeks, games=self._live_games()))
+        self._charge(connection, self.settings.cost_lobby, "lobby")
+        limit = min(request.limit or self.settings.lobby_page, self.settings.lobby_max_page)
+        paged = request.limit is not None or request.page is not None
+        page = request.page or 1
+        if page > 1:  # read only: the subscription (if any) follows the first page
+            games, total = self._listed_games(page * limit)
+            state = LobbyState(
+                rid=request.rid,
+                seeks=[s.to_dict() for s in self.lobby.public_page(limit, page)],
+                games=self._summaries(games[(page - 1) * limit :]),
+                page=page,
+                limit=limit,
+                seeks_total=self.lobby.public_count,
+                games_total=total,
+            )
+            self._send_charged(connection, encode(state))
+            return
+        subscription = Subscription(request.rid, limit, paged)
+        window = self.lobby.windows.get(limit)
+        if window is None:
+            window = self.lobby.windows[limit] = self._lobby_window(limit)
+        elif self._lobby_timer is not None:
+            # The lobby changed since the others with this page size were sent their
+            # window: this one gets the lobby as it is now, and at the tick the difference
+            # from that; then it shares the others' window.
+            window = subscription.window = self._lobby_window(limit)
+        self.lobby_connections[connection] = subscription
+        state = self._lobby_state(connection.player_id, request.rid, subscription, window)
+        self._send_charged(connection, encode(state))
 
     def _check_game(self, game: str, params: dict[str, int]) -> None:
         try:
@@ -760,20 +1226,19 @@ class GameServer:
             raise BadRequest(str(exc)) from exc
 
     def _check_seeks(self, connection: Connection) -> None:
-        if len(self.lobby.owned_by(connection)) >= MAX_SEEKS_PER_CONNECTION:
-            raise LimitExceeded(
-                f"limit: at most {MAX_SEEKS_PER_CONNECTION} open seeks per connection"
-            )
+        cap = self.settings.max_seeks_per_connection
+        if len(self.lobby.owned_by(connection)) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} open seeks per connection")
 
-    def _resolve_player(self, who: str) -> str:
+    async def _resolve_player(self, who: str) -> str:
+        """A player id, or the name (or a look-alike) bound to a player's session, online
+        or not: a challenge by name reaches its holder and no one else."""
         if who in self.players:
             return who
-        named = [p.player_id for p in self.players.values() if p.name == who]
-        if len(named) == 1:
-            return named[0]
-        if not named:
-            raise BadRequest(f"no player {who!r} is online")
-        raise BadRequest(f"{len(named)} players named {who!r} are online: use a player id")
+        holder = await self.store.name_holder(names.name_keys(names.normalize(who)))
+        if holder is None:
+            raise BadRequest(f"no player {who!r}: no session holds that name")
+        return holder
 
     async def on_seek(self, connection: Connection, request: Seek) -> None:
         me = self._me(connection)
@@ -781,7 +1246,7 @@ class GameServer:
         self._check_game(request.game, dict(request.params))
         to = None
         if request.to is not None:
-            to = self._resolve_player(request.to)
+            to = await self._resolve_player(request.to)
             if to == me.player_id:
                 raise BadRequest("you cannot challenge yourself")
         seek = SeekEntry(
@@ -791,14 +1256,14 @@ class GameServer:
             control=TimeControl.parse(request.clock),
             owner=me.as_player(),
             owner_connection=connection,
-            created_at=self.clock(),
+            created_at=self.clock().wall,
             color=request.color,
             opponents=request.opponents,
             to=to,
         )
         self.lobby.add(seek)
         connection.send(SeekPosted(rid=request.rid, seek_id=seek.id))
-        self._lobby_push(LobbyEvent(kind="seek_added", seek=seek.to_dict()), seek=seek)
+        self._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
 
     async def on_cancel_seek(self, connection: Connection, request: CancelSeek) -> None:
         seek = self.lobby.seeks.get(request.seek_id)
@@ -835,8 +1300,8 @@ class GameServer:
         self._check_seeks(connection)
         self._check_open_games(me.player_id)
         self._check_game(request.game, dict(request.params))
-        if request.ai_after_s:
-            self._ai_player(request.algorithm, request.budget_ms)  # refuse a bad fallback now
+        if request.ai_after_s:  # refuse a bad fallback now
+            self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
         entry = SeekEntry(
             id=new_seek_id(),
             game=request.game,
@@ -844,7 +1309,7 @@ class GameServer:
             control=TimeControl.parse(request.clock),
             owner=me.as_player(),
             owner_connection=connection,
-            created_at=self.clock(),
+            created_at=self.clock().wall,
             quick=True,
             ai_after_s=request.ai_after_s,
             algorithm=request.algorithm,
@@ -880,7 +1345,12 @@ class GameServer:
             return
         seat = secrets.randbelow(2)
         session = GameSession.new(entry.game, entry.params, self.clock(), control=entry.control)
-        session.players[1 - seat] = self._ai_player(entry.algorithm, entry.budget_ms)
+        try:
+            ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
+        except ServerError as exc:  # no engine now: the waiting player is told, not left waiting
+            entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
+            return
+        session.players[1 - seat] = ai
         session.take_seat(seat, entry.owner)
         await self._start_game(session, [(entry.owner_connection, seat, None)])
 
@@ -918,43 +1388,72 @@ class GameServer:
         player = session.players[seat] if seat >= 0 else None
         if player is None or not player.is_ai:
             return
-        self._spawn(self._ai_turn(session, seat, player))
+        self._ai_tasks[session.id] = self._spawn(self._ai_turn(session, seat, player))
 
     async def _ai_turn(self, session: GameSession, seat: int, player: Player) -> None:
-        if self.pool is None:
-            log.error("game %s has an AI seat but the server runs no engine", session.id)
-            return
-        seed = secrets.randbits(31)
+        """Ask the pool for the AI's move and play it; cancelled if the game ends first."""
         ply = session.state.ply()
+        opponent = session.players[1 - seat]
         request = SearchRequest(
             game=session.game.name,
             params=dict(session.game.params),
             actions=tuple(session.state.history()),
             algorithm=player.algorithm or "mcts",
             budget_ms=float(player.budget_ms or 100),
-            seed=seed,
+            seed=secrets.randbits(31),
             game_key=f"{session.id}:{seat}",
+            owner=None if opponent is None else opponent.player_id,
         )
         try:
-            result = await self.pool.search(request)
-        except ServerError as exc:
-            log.error("AI move for game %s failed: %s", session.id, exc)
-            error = Error(code=exc.code.value, message=exc.message, game_id=session.id)
-            for connection in self.subscribers.get(session.id, ()):
-                connection.send(error)
+            if self.pool is None:
+                raise EngineUnavailable("this server runs no engine workers: AI games are off")
+            result = await self.pool.search(request, wait_s=self.settings.engine_wait_s)
+        except EngineUnavailable as exc:
+            await self._engine_failed(session, ply, exc)
             return
+        finally:
+            if self._ai_tasks.get(session.id) is asyncio.current_task():
+                del self._ai_tasks[session.id]
         async with self._lock(session.id):
             if session.status != "live" or session.state.ply() != ply:
                 return  # the game moved on (resigned, aborted) while the AI thought
-            stats = dict(result)
+            stats = result.to_dict()
             stats["budget_ms"] = request.budget_ms
-            stats["seed"] = seed
+            stats["seed"] = request.seed
             try:
-                emitted = session.play(seat, int(result["action"]), self.clock(), stats=stats)
+                emitted = session.play(seat, result.action, self.clock(), stats=stats)
             except ServerError as exc:
                 log.error("AI chose a refused move in game %s: %s", session.id, exc)
                 return
-            await self._commit(session, emitted)
+            if not await self._commit_quietly(session, emitted):
+                # Not stored (a full disk, say): the AI moves again once the store may
+                # take it.
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.settings.storage_retry_s, self._retry_ai_turn, session)
+
+    def _retry_ai_turn(self, session: GameSession) -> None:
+        if self.games.get(session.id) is session:  # still loaded
+            self._maybe_ai_turn(session)
+
+    async def _engine_failed(self, session: GameSession, ply: int, exc: EngineUnavailable) -> None:
+        """No worker could make the AI's move: as Lichess aborts the games its servers could
+        not play, the game ends with no result (reason ``engine_unavailable``), and its
+        followers get an ``engine_unavailable`` error saying why. A pool shutting down is
+        not a failure: the game is restored, its AI to move, when the server starts again."""
+        if self.pool is not None and self.pool.closed:
+            return
+        log.warning("AI move for game %s failed: %s; aborting the game", session.id, exc.message)
+        async with self._lock(session.id):
+            if session.status != "live" or session.state.ply() != ply:
+                return
+            error = Error(
+                code=ErrorCode.ENGINE_UNAVAILABLE.value,
+                message=f"the AI cannot move: {exc.message}; the game is aborted",
+                game_id=session.id,
+            )
+            for connection in self.subscribers.get(session.id, ()):
+                connection.send(error)
+            await self._commit(session, session.engine_failed(self.clock()))
 
     async def drain(self) -> None:
         """Wait for the background work in flight (AI turns, timeouts): shutdown and tests."""
@@ -967,11 +1466,18 @@ class GameServer:
             for handle in handles.values():
                 handle.cancel()
             handles.clear()
+        if self._lobby_timer is not None:
+            self._lobby_timer.cancel()
+        self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
 
 
 def _address(websocket: ServerConnection) -> str:
+    """The key a connection's address is counted under (server/admission.py)."""
     remote = websocket.remote_address
-    return str(remote[0]) if remote else "?"
+    return address_key(str(remote[0]) if remote else None)
 
 
 def _final_snapshot(record: GameRecord) -> Snapshot:
@@ -996,41 +1502,70 @@ def _final_snapshot(record: GameRecord) -> Snapshot:
 
 @contextlib.asynccontextmanager
 async def running(
-    game_server: GameServer, host: str = "127.0.0.1", port: int = 0
+    game_server: GameServer,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
-    """Restore, then listen; on exit stop listening and cancel the timers."""
+    """Restore, then listen (``tls``: wss://). On exit (SIGTERM): stop accepting, tell every
+    client to reconnect (close code 1012, service restart, as a rolling upgrade needs), stop
+    the timers and wait for the work in flight. Nothing is lost: every move is stored."""
     await game_server.restore()
-    server = await serve(game_server, host, port)
+    server = await serve(game_server, host, port, tls)
     try:
         yield server
     finally:
-        server.close()
+        server.close(close_connections=False)  # no new connections from here on
+        await asyncio.gather(
+            *(
+                c.websocket.close(CLOSE_RESTART, "server restarting: reconnect")
+                for c in list(game_server.connections)
+            ),
+            return_exceptions=True,
+        )
         await server.wait_closed()
         game_server.close()
         await game_server.drain()
 
 
-async def serve(game_server: GameServer, host: str = "127.0.0.1", port: int = 0) -> Server:
+async def serve(
+    game_server: GameServer,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
+) -> Server:
     """Start listening; the caller owns the returned websockets Server."""
     settings = game_server.settings
-
-    async def handler(websocket: ServerConnection) -> None:
-        try:
-            await game_server.handler(websocket)
-        finally:
-            game_server.released(websocket)
-
+    admission = game_server.admission
+    admission.max_sockets = socket_budget(settings.fd_reserve)
+    if admission.max_sockets < settings.max_connections + settings.max_handshakes_per_ip:
+        log.warning(
+            "the file-descriptor limit lets this server hold %d sockets (handshakes "
+            "included), under --max-connections %d: raise the hard limit (ulimit -Hn, "
+            "systemd LimitNOFILE) to hold more",
+            admission.max_sockets,
+            settings.max_connections,
+        )
+    install_descriptor_log(asyncio.get_running_loop(), admission)
     server = await websockets.serve(
-        handler,
+        game_server.handler,
         host,
         port,
-        process_request=game_server.admit,
+        create_connection=guarded_connections(admission),
+        process_request=game_server.route,
+        process_response=game_server.admit,
+        # Origin: a browser page on another site must not open a connection with its
+        # visitor's address (cross-site websocket hijacking); no header: not a browser.
+        origins=[None, *(Origin(origin) for origin in settings.allow_origins)],
         max_size=MAX_WEBSOCKET_FRAME,
+        max_queue=settings.receive_queue,
+        open_timeout=settings.handshake_timeout_s,
         # Frames are a few dozen bytes: permessage-deflate costs memory per idle connection
         # for no gain, so it is off unless asked for (measured: bench/load.py capacity).
-        compression=settings.compression,
+        compression=None if settings.compression == "none" else settings.compression,
         ping_interval=settings.ping_interval_s,
         ping_timeout=settings.ping_timeout_s,
         close_timeout=settings.close_timeout_s,
+        ssl=tls,
     )
     return server

@@ -1,5 +1,11 @@
 """Time controls and game clocks (sans-I/O: every method takes ``now``, in seconds).
 
+Time comes in as ``Now``, one reading of two clocks: ``mono`` (``time.monotonic``) for
+every duration, clocks, grace periods and deadlines, so that a step of the system
+clock (NTP, a VM resumed, an operator) never charges or credits anyone; ``wall``
+(``time.time``) only for the timestamps people read (records, ``at`` fields, when a
+seat may be claimed). A GameClock sees monotonic seconds only.
+
 Three controls, as on Lichess: none, a fixed time per move, and Fischer (an initial
 time plus an increment added after each move). As on Lichess the clocks start once
 each side has made its first move; before that each side has FIRST_MOVE_S for its
@@ -17,6 +23,14 @@ FIRST_MOVE_S = 30.0
 MIN_TIME_MS = 1_000
 MAX_TIME_MS = 24 * 3600 * 1000
 MAX_INCREMENT_MS = 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Now:
+    """The time at one moment: ``mono`` for durations, ``wall`` for timestamps."""
+
+    mono: float
+    wall: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +87,8 @@ def _within(name: str, value: Any, low: int, high: int) -> int:
 
 @dataclass(slots=True)
 class GameClock:
-    """Both sides' remaining time; at most one runs, from ``since``, for ``running``."""
+    """Both sides' remaining time; at most one runs, from ``since``, for ``running``.
+    Every ``now`` and ``since`` here is monotonic seconds (``Now.mono``)."""
 
     control: TimeControl
     remaining: list[int]

@@ -1,12 +1,16 @@
 """One client's websocket: frames in, typed messages to the server, frames out.
 
 The handler only translates: it rate-limits and decodes each frame (anything malformed
-becomes one documented error), hands valid messages to the GameServer, and maps each
-error branch to one behaviour, as websockets' send_context does: protocol and game
-errors are answered and the connection stays open; anything else is logged with its
-traceback and closes this connection only. Outgoing frames are written at once while
-the socket keeps up; once it falls behind they wait in a bounded queue, so that a
-client that stops reading is dropped without delaying anyone else.
+becomes one documented error, carrying the request's ``rid`` whenever one can be read),
+hands valid messages to the GameServer, and maps each error branch to one behaviour, as
+websockets' send_context does: protocol and game errors are answered and the connection
+stays open; anything else is logged with its traceback and closes this connection only.
+
+Outgoing frames are written at once while the socket keeps up; once it falls behind they
+wait in a queue. What waits for a client -- that queue plus the socket's write buffer,
+where websockets also puts its pongs -- is capped in bytes: a client that does not read
+is closed once it passes the cap, without delaying anyone else. Pings count against the
+same rate limit as messages.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
@@ -30,15 +33,16 @@ from protocol import (
     decode,
     encode,
 )
+from protocol.codec import request_id
 from server.errors import ServerError
 from server.limits import TokenBucket
+from server.transport import GuardedConnection, storms
 
 if TYPE_CHECKING:
     from server.app import GameServer, PlayerSession
 
 log = logging.getLogger(__name__)
 
-SEND_QUEUE_FRAMES = 1024
 CLOSE_VERSION_MISMATCH = 4001
 CLOSE_SLOW_CONSUMER = 4008
 CLOSE_RATE_LIMIT = 4029
@@ -50,9 +54,9 @@ class Connection:
     def __init__(
         self,
         server: GameServer,
-        websocket: ServerConnection,
+        websocket: GuardedConnection,
         bucket: TokenBucket,
-        queue_size: int = SEND_QUEUE_FRAMES,
+        send_buffer: int,
     ) -> None:
         self.server = server
         self.websocket = websocket
@@ -61,10 +65,13 @@ class Connection:
         self.games: set[str] = set()  # games whose events this connection receives
         self.watching: set[str] = set()  # the subset followed as a spectator
         self.lobby = False
-        self.queue_size = queue_size
-        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue(queue_size)
+        self.send_buffer = send_buffer  # bytes that may wait for this client
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()  # bounded in bytes
+        self._queued = 0  # bytes in _outbox
         self._writer: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
         self.closed = False
+        websocket.ping_received = self._ping_received
 
     @property
     def ready(self) -> bool:
@@ -76,11 +83,21 @@ class Connection:
 
     # --- outgoing ------------------------------------------------------------------------
 
+    @property
+    def backlog(self) -> int:
+        """Bytes waiting for this client: queued here, and in the socket's write buffer."""
+        return self._queued + self.websocket.buffered
+
     def post(self, frame: bytes) -> None:
         """Send a frame to this client without waiting; drop the client if it lags."""
         if self.closed:
             return
         websocket = self.websocket
+        backlog = self.backlog
+        # A frame larger than the cap still goes to a client that has caught up.
+        if backlog and backlog + len(frame) > self.send_buffer:
+            self._too_slow(backlog + len(frame))
+            return
         if self._outbox.empty() and not websocket.paused and websocket.protocol.state is State.OPEN:
             # Fast path: nothing queued and the transport below its high-water mark, so
             # write now, in order, without waking the writer task. This is what
@@ -89,17 +106,41 @@ class Connection:
             websocket.protocol.send_binary(frame)
             websocket.send_data()
             return
-        try:
-            self._outbox.put_nowait(frame)
-        except asyncio.QueueFull:
-            log.warning("dropping %s: its send queue is full", self.describe())
-            self.closed = True
-            asyncio.get_running_loop().create_task(
-                self.websocket.close(
-                    CLOSE_SLOW_CONSUMER,
-                    f"send queue full ({self.queue_size} frames): client too slow",
-                )
+        self._outbox.put_nowait(frame)
+        self._queued += len(frame)
+
+    def _too_slow(self, backlog: int) -> None:
+        """The client does not read what it is sent: close it (4008). If it still piles up
+        pongs during the closing handshake, past twice the cap, cut the TCP connection."""
+        if self.closed:
+            if backlog > 2 * self.send_buffer:
+                self.websocket.transport.abort()
+            return
+        storms.warning(
+            "too slow",
+            "dropping %s: %d bytes wait for it, over the %d-byte cap",
+            self.describe(),
+            backlog,
+            self.send_buffer,
+        )
+        self.closed = True
+        self._closing = asyncio.get_running_loop().create_task(
+            self.websocket.close(
+                CLOSE_SLOW_CONSUMER,
+                f"send queue full ({self.send_buffer} bytes): client too slow",
             )
+        )
+
+    def _ping_received(self) -> None:
+        """websockets has answered a ping (see server/transport.py): charge it to the rate
+        limit, and check the outgoing buffer its pong went to."""
+        backlog = self.backlog
+        if backlog > self.send_buffer:
+            self._too_slow(backlog)
+        if self.closed:
+            return
+        if not self.bucket.take(time.monotonic()) and self.bucket.abusive:
+            self._over_rate(None, answer=False)
 
     def send(self, message: Message) -> None:
         self.post(encode(message))
@@ -115,6 +156,7 @@ class Connection:
                 frame = await self._outbox.get()
                 if frame is None:
                     return
+                self._queued -= len(frame)
                 await self.websocket.send(frame)
         except ConnectionClosed:
             pass
@@ -144,10 +186,7 @@ class Connection:
             except Exception:
                 log.exception("cleaning up after %s failed", self.describe())
             # Flush what is queued (an error that explains a close, say), then stop the writer.
-            try:
-                self._outbox.put_nowait(None)
-            except asyncio.QueueFull:
-                self._writer.cancel()
+            self._outbox.put_nowait(None)
             try:
                 await asyncio.wait_for(self._writer, timeout=5)
             except (TimeoutError, asyncio.CancelledError):
@@ -156,14 +195,7 @@ class Connection:
     async def _handle_frame(self, frame: bytes | str) -> None:
         rid: int | None = None
         if not self.bucket.take(time.monotonic()):
-            if self.bucket.abusive:
-                self.send_error(ErrorCode.RATE_LIMITED, "rate limit exceeded again and again")
-                await self._close_after_flush(CLOSE_RATE_LIMIT, "rate limit exceeded")
-            else:
-                self.send_error(
-                    ErrorCode.RATE_LIMITED,
-                    f"rate limit: {self.bucket.describe()}; this message was dropped",
-                )
+            self._over_rate(request_id(frame))
             return
         try:
             message = decode(frame)
@@ -175,7 +207,7 @@ class Connection:
             else:
                 await self.server.dispatch(self, message)
         except ProtocolError as exc:
-            self.send_error(exc.code, exc.message, rid)
+            self.send_error(exc.code, exc.message, rid if rid is not None else exc.rid)
             if exc.code is ErrorCode.VERSION_MISMATCH:
                 await self._close_after_flush(CLOSE_VERSION_MISMATCH, "protocol version mismatch")
         except ServerError as exc:
@@ -187,13 +219,26 @@ class Connection:
             self.send_error(ErrorCode.INTERNAL, "internal server error", rid)
             await self._close_after_flush(1011, "internal error")
 
+    def _over_rate(self, rid: int | None, *, answer: bool = True) -> None:
+        """A message or ping over the rate limit: dropped, and answered (``rate_limited``,
+        with its ``rid``) unless it was a ping; a client that keeps on is closed (4029)."""
+        if self.bucket.abusive:
+            self.send_error(ErrorCode.RATE_LIMITED, "rate limit exceeded again and again", rid)
+            self.closed = True  # what it sends from now on is read and dropped
+            self._closing = asyncio.get_running_loop().create_task(
+                self._close_after_flush(CLOSE_RATE_LIMIT, "rate limit exceeded")
+            )
+        elif answer:
+            self.send_error(
+                ErrorCode.RATE_LIMITED,
+                f"rate limit: {self.bucket.describe()}; this message was dropped",
+                rid,
+            )
+
     async def _close_after_flush(self, code: int, reason: str) -> None:
         self.closed = True
-        try:
-            # Behind what is queued: the writer sends it all (the error saying why), then stops.
-            await asyncio.wait_for(self._outbox.put(None), timeout=5)
-        except TimeoutError:
-            pass
+        # Behind what is queued: the writer sends it all (the error saying why), then stops.
+        self._outbox.put_nowait(None)
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._writer, timeout=5)

@@ -70,6 +70,18 @@ class LimitExceeded(ServerError):
     code = ErrorCode.TOO_MANY
 
 
+class BadName(ServerError):
+    """The name in hello is refused (server/names.py says why)."""
+
+    code = ErrorCode.BAD_NAME
+
+
+class NameTaken(ServerError):
+    """The name, or a look-alike of it, is bound to another player's session."""
+
+    code = ErrorCode.NAME_TAKEN
+
+
 class RateLimited(ServerError):
     code = ErrorCode.RATE_LIMITED
 
@@ -80,5 +92,18 @@ class StorageError(ServerError):
     code = ErrorCode.UNAVAILABLE
 
 
+class StorageFull(StorageError):
+    """The disk, or the database's size cap, is full: nothing was stored; retry later."""
+
+    code = ErrorCode.STORAGE_FULL
+
+
+class Quarantined(StorageError):
+    """A game whose stored rows cannot be read; set aside (status ``quarantined``) for an
+    operator to repair, instead of failing every read that meets it."""
+
+
 class EngineUnavailable(ServerError):
-    code = ErrorCode.UNAVAILABLE
+    """No engine worker can serve the AI: none is up, or none was free in time."""
+
+    code = ErrorCode.ENGINE_UNAVAILABLE

@@ -1,20 +1,8 @@
-"""Limits that protect everyone: a token bucket per connection, and the caps (sans-I/O)."""
+"""Rate limiting (sans-I/O): the token bucket; the limits themselves are in server/settings.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-# Messages per second a connection may send, sustained and in a burst. A bot playing many
-# fast games at once stays far below: one move per game per round trip.
-RATE_PER_S = 200.0
-BURST = 400
-# Caps per connection or player.
-MAX_SEEKS_PER_CONNECTION = 5
-MAX_OPEN_GAMES_PER_PLAYER = 20
-MAX_WATCHED_PER_CONNECTION = 100
-# Connections the server holds, in all and from one address (refused at the handshake).
-MAX_CONNECTIONS = 20_000
-MAX_CONNECTIONS_PER_IP = 2_000
 
 
 @dataclass(slots=True)
@@ -22,21 +10,39 @@ class TokenBucket:
     """The token bucket (Turner 1986): ``rate`` tokens a second up to ``burst``; each
     message takes one. ``refused`` counts messages refused in a row."""
 
-    rate: float = RATE_PER_S
-    burst: int = BURST
-    tokens: float = float(BURST)
+    rate: float
+    burst: int
+    tokens: float = 0.0
     updated: float = 0.0
     refused: int = 0
 
     def take(self, now: float) -> bool:
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
+        self._refill(now)
         if self.tokens >= 1.0:
             self.tokens -= 1.0
             self.refused = 0
             return True
         self.refused += 1
         return False
+
+    def charge(self, now: float, cost: float, *, owe: bool = False) -> bool:
+        """Take ``cost`` more tokens for an expensive request (its frame took one already).
+        Refused (False, nothing taken) when the bucket holds fewer, unless ``owe``: then
+        they are taken anyway, for work already done, and the bucket may go below zero
+        (at most a burst below), refusing requests until it has refilled."""
+        self._refill(now)
+        if self.tokens >= cost or owe:
+            self.tokens = max(self.tokens - cost, -float(self.burst))
+            return True
+        return False
+
+    def next_token_at(self) -> float:
+        """When the bucket will hold one token (now or earlier if it does)."""
+        return self.updated + max(0.0, 1.0 - self.tokens) / self.rate
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
 
     @property
     def abusive(self) -> bool:

@@ -1,22 +1,37 @@
 """The engine pool: pre-forked worker processes that run searches off the event loop.
 
-Each worker is a process holding one ``engine.Searcher`` (so one game's searches
-routed to the same worker reuse their tree) and a duplex pipe; a reader thread
-per worker turns replies into results on the requesting event loop with
-``call_soon_threadsafe``. A pre-forked worker fed through a pipe answers in
-about 0.1-0.2 ms on this class of machine, against 0.35-0.6 ms for
-``run_in_executor``. Workers are started and warmed (every numba kernel loaded)
-before the server accepts a connection. A worker that dies is replaced and its
-searches are resubmitted with what is left of their budget (at least a quick
-search), so the AI move still arrives and no other game notices.
+Each worker is a process running the engine's worker loop (engine/worker.py: one
+``engine.Searcher``, so one game's searches routed to the same worker reuse their tree) on a
+duplex pipe, with a stop word in shared memory; a keeper thread per worker slot turns
+replies into results on the requesting event loop with ``call_soon_threadsafe``. A
+pre-forked worker fed through a pipe answers in about 0.1-0.2 ms on this class of machine,
+against 0.35-0.6 ms for ``run_in_executor``. Workers are started and warmed (every numba
+kernel loaded) before the server accepts a connection.
 
-Nothing here imports asyncio's event loop at module level for the workers: a
-worker imports only ``engine``.
+Fair and self-healing (issue 11, findings 3 and 4):
+
+- Searches wait in one queue here, and a worker is handed one only when it is idle: a
+  search's budget starts when its worker starts it, so waiting is charged to no one, and a
+  waiting search whose game ended is simply dropped. One running is stopped cheaply: the
+  worker's clock reads a stop word in shared memory, so the search sees its deadline passed
+  at its next clock check (every 2 ms at most) and the worker is free again, warm.
+- Players are served in turn (the one served longest ago first), each with at most
+  ``ai_running_per_player`` searches running, so no one player holds every worker.
+- A search that has not started within its ``wait_s`` fails with ``EngineUnavailable``
+  (``engine_unavailable``): the player is told in bounded time, never left in silence.
+- A worker that dies is restarted in its slot, again and again, with a pause that doubles
+  (0.5 s up to ``engine_restart_max_s``) while restarts keep failing. The search it was
+  running starts again on the next free worker with its whole budget, once; a search that
+  overruns its budget is told to stop, and its worker killed if it does not.
+
+A worker imports only ``engine`` (its target is ``engine.worker.main``), and gets its moves
+as the server checked them: it replays them unchecked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import logging
 import multiprocessing
@@ -24,23 +39,44 @@ import os
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field, replace
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+import engine.worker as engine_worker
+from engine.options import Budget
+from engine.result import SearchResult
+from engine.search import DEFAULT_MAX_TREE_BYTES
+from engine.warmup import all_targets, is_warm, warm_up_in_background
 from server.errors import EngineUnavailable
+from server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 
-# When a worker dies mid-search and the budget is spent, the retry still gets this much.
-QUICK_RETRY_MS = 10.0
-# A search that overruns its budget by this much is considered hung: its worker is replaced.
+# A search past its budget by this much is told to stop (it answers with its best so far) ...
+OVERRUN_STOP_S = 1.0
+# ... and past it by this much its worker is killed: it is stuck where no clock is read.
 HUNG_GRACE_S = 10.0
+# A search stopped because its game ended must answer within this, or its worker is killed.
+STOP_GRACE_S = 2.0
+# How long a warming worker may stay silent (it reports progress as it compiles kernels).
+READY_TIMEOUT_S = 300.0
+# The first pause before restarting a worker that keeps dying; it doubles each time.
+RESTART_FIRST_PAUSE_S = 0.5
+# A worker up this long without dying has proved itself: its slot's failures are forgotten.
+STABLE_S = 10.0
+# How often the watchdog looks for searches waiting or running too long.
+WATCH_EVERY_S = 0.05
+# The game keys a slot remembers having searched (to tell it to forget them); the Searcher
+# keeps the trees of at most 64.
+REMEMBERED_KEYS = 256
 
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
-    """Everything a worker needs, small and picklable: the game, the moves, the budget."""
+    """An AI move to search: the game, the moves, the budget (the pool's view of it)."""
 
     game: str
     params: dict[str, int]
@@ -51,149 +87,276 @@ class SearchRequest:
     seed: int | None = None
     game_key: str | None = None  # routes one game's searches to one worker (tree reuse)
     options: dict[str, Any] = field(default_factory=dict)
+    owner: str | None = None  # the player it is run for: served in turn, capped (None: not)
+
+    def for_worker(self) -> engine_worker.SearchRequest:
+        """What the engine's worker loop (engine/worker.py) is sent."""
+        return engine_worker.SearchRequest(
+            game=self.game,
+            params=self.params,
+            actions=self.actions,
+            algorithm=self.algorithm,
+            budget=Budget(self.budget_ms, self.iterations),
+            seed=self.seed,
+            game_key=self.game_key,
+            options=self.options,
+        )
 
 
-def worker_main(conn: Connection) -> None:
-    """A worker process: warm the engine, then answer search requests until EOF."""
-    import engine
-
-    warm_up = getattr(engine, "warm_up", None)
-    if warm_up is not None:
-        warm_up()
-    searcher = engine.Searcher()
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        kind = message[0]
-        if kind == "search":
-            _, request_id, request = message
-            try:
-                game = engine.make_game(request.game, **request.params)
-                state = engine.replay(game, request.actions)
-                result = searcher.search(
-                    state,
-                    algorithm=request.algorithm,
-                    budget_ms=request.budget_ms,
-                    iterations=request.iterations,
-                    seed=request.seed,
-                    game_key=request.game_key,
-                    **request.options,
-                )
-                conn.send(("result", request_id, result.to_dict()))
-            except Exception as exc:  # reported to the caller, the worker carries on
-                conn.send(("error", request_id, f"{type(exc).__name__}: {exc}"))
-        elif kind == "forget":
-            searcher.forget(message[1])
-        elif kind == "ping":
-            conn.send(("pong", message[1]))
-        elif kind == "stop":
-            return
+# --- the messages between the pool and a worker (engine/worker.py runs the worker) -------
+#
+# pool -> worker   ("search", search_id, engine.worker.SearchRequest)   run it, then answer
+#                  ("forget", game_key)                   drop that game's saved tree
+#                  ("stop",)                              exit
+# worker -> pool   ("progress", text) while warming up, then ("ready", pid)
+#                  ("result", search_id, SearchResult) or ("error", search_id, text)
+# shared memory    the slot's stop word: a search id; while it names the running search,
+#                  the worker's clock reads ever further in the future
+#                  (engine.worker.stoppable_clock): that search ends at its next clock check.
 
 
-@dataclass(slots=True)
-class _Pending:
+# --- the pool's side ------------------------------------------------------------------
+
+
+class SlotState(enum.Enum):
+    STARTING = "starting"  # its worker is warming up
+    IDLE = "idle"
+    BUSY = "busy"  # running one search
+    DOWN = "down"  # its worker died; a restart is due
+
+
+@dataclass(slots=True, eq=False)
+class _Search:
+    id: int
     request: SearchRequest
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[SearchResult]
     loop: asyncio.AbstractEventLoop
-    sent_at: float
+    order: int  # arrival; ties in the queue go to the earliest
+    wait_s: float | None
+    wait_until: float | None  # monotonic; fails if not started by then
+    started_at: float | None = None
+    attempts: int = 0
+    stopped_at: float | None = None  # told to stop (its game ended, or it overran)
+    dropped: bool = False  # nobody wants the answer any more
+    hung: bool = False  # its worker was killed for overrunning
 
 
-class _Worker:
-    def __init__(self, index: int, process: Any, conn: Connection) -> None:
-        self.index = index
-        self.process = process
-        self.conn = conn
-        self.pending: dict[int, _Pending] = {}
-        self.send_lock = threading.Lock()
-        self.alive = True
-        self.reader: threading.Thread | None = None
+@dataclass(slots=True, eq=False)
+class _Slot:
+    index: int
+    state: SlotState = SlotState.DOWN
+    process: Any = None
+    conn: Connection | None = None
+    stop_word: Any = None
+    search: _Search | None = None
+    up_since: float = 0.0
+    failures: int = 0  # deaths and failed starts since it last proved itself
+    keys: OrderedDict[str, None] = field(default_factory=OrderedDict)  # games searched here
+    stale: set[str] = field(default_factory=set)  # to forget once idle
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid
+        return None if self.process is None else self.process.pid
 
 
 class EnginePool:
     """A fixed number of warm engine workers shared by every game of the server.
 
-    The pool belongs to no particular event loop: a search's future lives on the
-    loop that asked, so one pool can serve several servers (as in the tests).
-    """
+    The pool belongs to no particular event loop: a search's future lives on the loop that
+    asked, so one pool can serve several servers (as in the tests). ``settings`` gives the
+    per-player cap and the restart pauses (``ServerSettings``' engine section)."""
 
-    def __init__(self, size: int | None = None, *, start_method: str = "spawn") -> None:
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        settings: ServerSettings | None = None,
+        start_method: str = "spawn",
+        warm: list[tuple[str, str]] | None = None,
+        max_tree_bytes: int = DEFAULT_MAX_TREE_BYTES,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        settings = settings or ServerSettings()
         self.size = max(1, size or os.cpu_count() or 1)
+        # (game, algorithm) targets compiled before the pool serves (None: all of them);
+        # the rest are compiled in the background (engine/warmup.py).
+        self.warm = warm
+        self.max_tree_bytes = max_tree_bytes
+        self.progress = progress
+        self._background: Any = None
+        self.running_per_owner = max(1, settings.ai_running_per_player)
+        self.restart_max_s = settings.engine_restart_max_s
         self._context = multiprocessing.get_context(start_method)
-        self._workers: list[_Worker] = []
+        self._slots: list[_Slot] = []
+        self._queue: list[_Search] = []
         self._ids = itertools.count(1)
+        self._turns = itertools.count(1)
+        self._running: Counter[str | None] = Counter()  # searches running, per owner
+        self._held: Counter[str | None] = Counter()  # searches waiting or running, per owner
+        self._last_turn: dict[str | None, int] = {}  # when each owner was last served
         self._lock = threading.Lock()
-        self._closed = False
-        self.replaced = 0  # workers replaced after dying (for tests and benchmarks)
+        self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.replaced = 0  # workers restarted after dying (for tests and benchmarks)
+        self.failed_starts = 0  # restarts that died or timed out while warming up
 
-    # --- life cycle ------------------------------------------------------------------
+    # --- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start every worker and wait until each has warmed up (blocking)."""
-        started = [self._spawn(i) for i in range(self.size)]
-        for worker in started:
-            self._await_ready(worker)
-        self._workers = started
-        for worker in started:
-            self._start_reader(worker)
-        self._watchdog = threading.Thread(target=self._watch, name="pool-watchdog", daemon=True)
-        self._watchdog.start()
+        """Start every worker and wait until each has warmed up (blocking).
+
+        Kernels not yet in numba's cache are compiled once: by the first worker, before
+        the others start and load them (every worker compiling everything at once took
+        250 s on 2 cores, issue 12). Targets outside ``warm`` are compiled afterwards by a
+        background process at the lowest priority, so later games load them."""
+        slots = [_Slot(i) for i in range(self.size)]
+        targets = all_targets() if self.warm is None else self.warm
+        try:
+            if is_warm(targets):
+                first: list[_Slot] = []
+            else:
+                first = slots[:1]
+                self._spawn(first[0])
+                self._await_ready(first[0], self.progress)
+            for slot in slots[len(first) :]:
+                self._spawn(slot)
+            for slot in slots[len(first) :]:
+                self._await_ready(slot, None if first else self.progress)
+        except BaseException:
+            for slot in slots:
+                self._reap(slot)
+            raise
+        rest = [t for t in all_targets() if t not in targets]
+        if rest and not is_warm(rest):
+            self._background = self._context.Process(  # type: ignore[attr-defined]
+                target=warm_up_in_background, args=(rest,), name="noughts-compile", daemon=True
+            )
+            self._background.start()
+        now = time.monotonic()
+        for slot in slots:
+            slot.state, slot.up_since = SlotState.IDLE, now
+        self._slots = slots
+        for slot in slots:
+            self._thread(self._keep, slot, name=f"pool-keeper-{slot.index}")
+        self._thread(self._watch, name="pool-watchdog")
 
     async def start_async(self) -> None:
         await asyncio.to_thread(self.start)
 
-    def _spawn(self, index: int) -> _Worker:
+    def _thread(self, target: Callable[..., None], *args: Any, name: str) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _spawn(self, slot: _Slot) -> None:
         parent, child = self._context.Pipe(duplex=True)
+        stop_word = self._context.RawValue("q", 0)
         process = self._context.Process(  # type: ignore[attr-defined]
-            target=worker_main, args=(child,), name=f"noughts-engine-{index}", daemon=True
+            target=engine_worker.main,
+            args=(child, self.warm, self.max_tree_bytes, stop_word),
+            name=f"noughts-engine-{slot.index}",
+            daemon=True,
         )
         process.start()
         child.close()
-        return _Worker(index, process, parent)
+        slot.process, slot.conn, slot.stop_word = process, parent, stop_word
 
     @staticmethod
-    def _await_ready(worker: _Worker, timeout: float = 300.0) -> None:
-        if not worker.conn.poll(timeout):
-            worker.process.kill()
-            raise EngineUnavailable(f"engine worker {worker.index} did not start in {timeout}s")
-        message = worker.conn.recv()
+    def _await_ready(
+        slot: _Slot,
+        progress: Callable[[str], None] | None = None,
+        timeout: float = READY_TIMEOUT_S,
+    ) -> None:
+        """Wait for the worker's "ready", passing its warm-up "progress" on; ``timeout`` is
+        the longest silence allowed."""
+        assert slot.conn is not None
+        while True:
+            try:
+                if not slot.conn.poll(timeout):
+                    raise EngineUnavailable(
+                        f"engine worker {slot.index} said nothing in {timeout}s"
+                    )
+                message = slot.conn.recv()
+            except (EOFError, OSError) as exc:
+                raise EngineUnavailable(f"engine worker {slot.index} died while starting") from exc
+            if message[0] != "progress":
+                break
+            if progress is not None:
+                progress(message[1])
         if message[0] != "ready":
-            raise EngineUnavailable(f"engine worker {worker.index} sent {message!r} at start")
-
-    def _start_reader(self, worker: _Worker) -> None:
-        worker.reader = threading.Thread(
-            target=self._read, args=(worker,), name=f"pool-reader-{worker.index}", daemon=True
-        )
-        worker.reader.start()
+            raise EngineUnavailable(f"engine worker {slot.index} sent {message!r} at start")
 
     def close(self) -> None:
-        self._closed = True
-        for worker in self._workers:
-            worker.alive = False
-            try:
-                with worker.send_lock:
-                    worker.conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-        for worker in self._workers:
-            worker.process.join(timeout=2)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(timeout=2)
-            worker.conn.close()
-            self._fail_all(worker, EngineUnavailable("the engine pool is closed"))
+        """Stop every worker; searches waiting or running fail with EngineUnavailable."""
+        self._closing.set()
+        if self._background is not None and self._background.is_alive():
+            self._background.kill()  # what it compiled so far stays in the cache
+            self._background.join(timeout=2)
+        with self._lock:
+            for search in self._queue:
+                self._settle(search, "exception", EngineUnavailable("the engine pool is closed"))
+            self._queue.clear()
+            for slot in self._slots:
+                if slot.state in (SlotState.IDLE, SlotState.BUSY):
+                    self._send(slot, ("stop",))
+        for slot in self._slots:
+            process = slot.process
+            if process is None:
+                continue
+            process.join(timeout=2)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=2)
+            if slot.conn is not None:
+                slot.conn.close()
+        with self._lock:
+            for slot in self._slots:
+                running = self._clear(slot)
+                if running is not None:
+                    error = EngineUnavailable("the engine pool is closed")
+                    self._settle(running, "exception", error)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    @property
+    def closed(self) -> bool:
+        return self._closing.is_set()
+
+    # --- what the server and the tests read ----------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """Whether any worker is up (idle or busy) to take a search."""
+        return any(slot.state in (SlotState.IDLE, SlotState.BUSY) for slot in self._slots)
+
+    @property
+    def alive(self) -> int:
+        """Workers up now, idle or busy (the admin port's readiness and metrics)."""
+        return sum(1 for slot in self._slots if slot.state in (SlotState.IDLE, SlotState.BUSY))
+
+    @property
+    def pending(self) -> int:
+        """Searches waiting for a worker or running in one."""
+        with self._lock:
+            return len(self._queue) + self.busy
+
+    @property
+    def busy(self) -> int:
+        """How many workers are running a search now."""
+        return sum(1 for slot in self._slots if slot.state is SlotState.BUSY)
 
     @property
     def pids(self) -> list[int | None]:
-        return [w.pid for w in self._workers]
+        """Each slot's worker process, starting or up (None while a slot is down)."""
+        return [None if slot.state is SlotState.DOWN else slot.pid for slot in self._slots]
 
-    # --- searches --------------------------------------------------------------------
+    def busy_pids(self) -> list[int]:
+        return [s.pid for s in self._slots if s.state is SlotState.BUSY and s.pid is not None]
+
+    def searches_of(self, owner: str) -> int:
+        """Searches run for ``owner`` that are waiting or running now."""
+        with self._lock:
+            return self._held[owner]
 
     def worker_for(self, game_key: str | None) -> int:
         """The worker a game's searches prefer: the same one every time, for tree reuse."""
@@ -201,121 +364,298 @@ class EnginePool:
             return -1
         return zlib.crc32(game_key.encode()) % self.size
 
-    def _pick(self, game_key: str | None) -> _Worker:
-        workers = self._workers
-        preferred = self.worker_for(game_key)
-        if preferred >= 0:
-            worker = workers[preferred]
-            if worker.alive and not worker.pending:
-                return worker
-        live = [w for w in workers if w.alive] or workers
-        # An idle worker now beats tree reuse later: a queued search eats its budget waiting.
-        return min(live, key=lambda w: (len(w.pending), w.index != preferred))
+    # --- searches ------------------------------------------------------------------------
 
-    async def search(self, request: SearchRequest) -> dict[str, Any]:
-        """Run one search in a worker; returns ``SearchResult.to_dict()``."""
-        if self._closed or not self._workers:
+    async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
+        """Run one search in a worker.
+
+        Raises EngineUnavailable if no worker has started it within ``wait_s`` seconds (the
+        wait is not part of its budget). Cancelling the caller drops the search, or stops it
+        if it is running."""
+        if self.closed or not self._slots:
             raise EngineUnavailable("the engine pool is not running")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        pending = _Pending(request, future, loop, time.monotonic())
+        now = time.monotonic()
+        search = _Search(
+            id=next(self._ids),
+            request=request,
+            future=loop.create_future(),
+            loop=loop,
+            order=next(self._turns),
+            wait_s=wait_s,
+            wait_until=None if wait_s is None else now + wait_s,
+        )
         with self._lock:
-            worker = self._pick(request.game_key)
-            self._send(worker, next(self._ids), pending)
-        return await future
-
-    def _send(self, worker: _Worker, request_id: int, pending: _Pending) -> None:
-        worker.pending[request_id] = pending
+            self._queue.append(search)
+            self._held[request.owner] += 1
+            self._dispatch()
         try:
-            with worker.send_lock:
-                worker.conn.send(("search", request_id, pending.request))
-        except (OSError, ValueError):
-            pass  # the reader sees the broken pipe and replaces the worker
+            return await search.future
+        except asyncio.CancelledError:
+            self._drop(search)
+            raise
+
+    def _drop(self, search: _Search) -> None:
+        """Nobody wants this search's answer: forget it if waiting, stop it if running."""
+        with self._lock:
+            if search.dropped:
+                return
+            search.dropped = True
+            if search in self._queue:
+                self._queue.remove(search)
+                self._release(search)
+                return
+            for slot in self._slots:
+                if slot.search is search:
+                    self._stop(slot, search)
 
     def forget(self, game_key: str) -> None:
-        """Drop a finished game's saved search tree from every worker."""
-        for worker in self._workers:
-            if worker.alive:
-                try:
-                    with worker.send_lock:
-                        worker.conn.send(("forget", game_key))
-                except (OSError, ValueError):
-                    pass
+        """Drop a finished game's saved search tree from the workers that searched it."""
+        with self._lock:
+            for slot in self._slots:
+                if game_key in slot.keys:
+                    del slot.keys[game_key]
+                    slot.stale.add(game_key)
+                    if slot.state is SlotState.IDLE:
+                        self._flush(slot)
 
-    # --- replies and failures (reader threads) ---------------------------------------------
+    # --- scheduling (all under self._lock) -------------------------------------------------
 
-    def _read(self, worker: _Worker) -> None:
+    def _dispatch(self) -> None:
+        """Hand waiting searches to idle workers: players in turn, each under its cap."""
+        while not self.closed:
+            idle = [slot for slot in self._slots if slot.state is SlotState.IDLE]
+            if not idle:
+                return
+            search = self._next()
+            if search is None:
+                return
+            self._queue.remove(search)
+            preferred = self.worker_for(search.request.game_key)
+            slot = next((s for s in idle if s.index == preferred), idle[0])
+            self._begin(slot, search)
+
+    def _next(self) -> _Search | None:
+        """The waiting search to run next: of the player served longest ago (never served
+        first), among those under their running cap; in arrival order within a player."""
+        best: _Search | None = None
+        best_key: tuple[int, int] = (0, 0)
+        for search in self._queue:
+            owner = search.request.owner
+            if owner is not None and self._running[owner] >= self.running_per_owner:
+                continue
+            key = (self._last_turn.get(owner, 0), search.order)
+            if best is None or key < best_key:
+                best, best_key = search, key
+        return best
+
+    def _begin(self, slot: _Slot, search: _Search) -> None:
+        owner = search.request.owner
+        slot.state, slot.search = SlotState.BUSY, search
+        search.started_at = time.monotonic()
+        search.attempts += 1
+        self._running[owner] += 1
+        self._last_turn[owner] = next(self._turns)
+        key = search.request.game_key
+        if key is not None:
+            slot.keys[key] = None
+            slot.keys.move_to_end(key)
+            while len(slot.keys) > REMEMBERED_KEYS:
+                slot.keys.popitem(last=False)
+        self._send(slot, ("search", search.id, search.request.for_worker()))
+
+    def _clear(self, slot: _Slot) -> _Search | None:
+        """Take the running search off a slot (it answered, or the worker died)."""
+        search, slot.search = slot.search, None
+        if search is not None:
+            self._running[search.request.owner] -= 1
+            if self._running[search.request.owner] <= 0:
+                del self._running[search.request.owner]
+        return search
+
+    def _release(self, search: _Search) -> None:
+        """A search is over for good: it no longer counts for its player."""
+        owner = search.request.owner
+        self._held[owner] -= 1
+        if self._held[owner] <= 0:
+            del self._held[owner]
+            self._last_turn.pop(owner, None)
+
+    def _stop(self, slot: _Slot, search: _Search) -> None:
+        if search.stopped_at is None:
+            search.stopped_at = time.monotonic()
+        if slot.stop_word is not None:
+            slot.stop_word.value = search.id
+
+    def _flush(self, slot: _Slot) -> None:
+        for key in slot.stale:
+            self._send(slot, ("forget", key))
+        slot.stale.clear()
+
+    def _send(self, slot: _Slot, message: tuple[Any, ...]) -> None:
+        try:
+            if slot.conn is not None:
+                slot.conn.send(message)
+        except (OSError, ValueError):
+            pass  # the keeper sees the broken pipe and restarts the worker
+
+    def _settle(self, search: _Search, kind: str, payload: Any) -> None:
+        if search.dropped and kind != "exception":
+            return
+        try:
+            search.loop.call_soon_threadsafe(_resolve, search.future, kind, payload)
+        except RuntimeError:  # the asking event loop is closed: nobody waits any more
+            pass
+
+    # --- keepers: one thread per slot reads its worker's replies and restarts it ----------------
+
+    def _keep(self, slot: _Slot) -> None:
+        while True:
+            self._read(slot)
+            if self.closed:
+                return
+            self._lost(slot)
+            while not self._restart(slot):
+                if self.closed:
+                    return
+
+    def _read(self, slot: _Slot) -> None:
+        assert slot.conn is not None
         while True:
             try:
-                message = worker.conn.recv()
+                message = slot.conn.recv()
             except (EOFError, OSError, ValueError):
-                break
-            kind = message[0]
-            if kind in ("result", "error"):
-                with self._lock:
-                    pending = worker.pending.pop(message[1], None)
-                if pending is not None:
-                    pending.loop.call_soon_threadsafe(_settle, pending.future, kind, message[2])
-        if not self._closed and worker.alive:
-            self._replace(worker)
+                return
+            if message[0] not in ("result", "error"):
+                continue
+            with self._lock:
+                search = slot.search
+                if search is None or search.id != message[1]:
+                    continue
+                self._clear(slot)
+                self._release(search)
+                slot.state = SlotState.IDLE
+                slot.failures = 0
+                self._flush(slot)
+                self._dispatch()
+                self._settle(search, message[0], message[2])
 
-    def _replace(self, dead: _Worker) -> None:
-        """Start a new worker in a dead one's place and resubmit its searches."""
-        dead.alive = False
-        log.warning("engine worker %d (pid %s) died; replacing it", dead.index, dead.pid)
+    def _lost(self, slot: _Slot) -> None:
+        """The slot's worker died: its search runs again elsewhere (once), or fails."""
+        now = time.monotonic()
+        with self._lock:
+            slot.state = SlotState.DOWN
+            slot.failures = 1 if now - slot.up_since >= STABLE_S else slot.failures + 1
+            slot.keys.clear()
+            slot.stale.clear()
+            search = self._clear(slot)
+            if search is not None:
+                if search.dropped:
+                    self._release(search)
+                elif search.hung or search.attempts >= 2:
+                    self._release(search)
+                    why = "overran its budget" if search.hung else "killed its worker twice"
+                    error = EngineUnavailable(f"the AI's search {why}")
+                    self._settle(search, "exception", error)
+                else:  # first in the queue again, with its whole budget
+                    search.started_at = search.stopped_at = None
+                    wait_s = search.wait_s
+                    search.wait_until = None if wait_s is None else now + wait_s
+                    self._queue.insert(0, search)
+                    self._dispatch()
+        log.warning(
+            "engine worker %d (pid %s) died%s; restarting it",
+            slot.index,
+            slot.pid,
+            f" with the search of {search.request.game_key}" if search is not None else "",
+        )
+        self._reap(slot)
+
+    def _reap(self, slot: _Slot) -> None:
+        process = slot.process
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=5)
+        if slot.conn is not None:
+            slot.conn.close()
+
+    def _restart(self, slot: _Slot) -> bool:
+        """One attempt to bring the slot back, after its pause; False if it failed."""
+        pause = self._pause(slot.failures)
+        if pause > 0:
+            log.warning("engine worker %d: next restart in %.1f s", slot.index, pause)
+            if self._closing.wait(pause):
+                return False
+        with self._lock:
+            if self.closed:
+                return False
+            slot.state = SlotState.STARTING
         try:
-            dead.process.kill()
-        except Exception:  # already gone
-            pass
-        dead.process.join(timeout=1)
-        try:
-            fresh = self._spawn(dead.index)
-            self._await_ready(fresh)
+            self._spawn(slot)
+            self._await_ready(slot)
         except Exception as exc:
-            log.error("cannot replace engine worker %d: %s", dead.index, exc)
-            self._fail_all(
-                dead, EngineUnavailable(f"engine worker died and could not restart: {exc}")
-            )
-            return
+            with self._lock:
+                slot.state = SlotState.DOWN
+                slot.failures += 1
+                self.failed_starts += 1
+            log.error("engine worker %d could not restart: %s", slot.index, exc)
+            self._reap(slot)
+            return False
         with self._lock:
-            self._workers[dead.index] = fresh
+            if self.closed:
+                return False
+            slot.state, slot.up_since = SlotState.IDLE, time.monotonic()
             self.replaced += 1
-            for request_id, pending in dead.pending.items():
-                spent_ms = (time.monotonic() - pending.sent_at) * 1000
-                budget = pending.request.budget_ms
-                left = max(QUICK_RETRY_MS, (budget or QUICK_RETRY_MS) - spent_ms)
-                retry = replace(pending.request, budget_ms=left if budget else None)
-                self._send(
-                    fresh,
-                    request_id,
-                    _Pending(retry, pending.future, pending.loop, pending.sent_at),
-                )
-            dead.pending.clear()
-        self._start_reader(fresh)
+            self._dispatch()
+        log.info("engine worker %d is back (pid %s)", slot.index, slot.pid)
+        return True
 
-    def _fail_all(self, worker: _Worker, exc: Exception) -> None:
-        with self._lock:
-            for pending in worker.pending.values():
-                pending.loop.call_soon_threadsafe(_settle, pending.future, "exception", exc)
-            worker.pending.clear()
+    def _pause(self, failures: int) -> float:
+        """No pause after a first death; then 0.5 s, doubling, up to restart_max_s."""
+        if failures <= 1:
+            return 0.0
+        return min(self.restart_max_s, RESTART_FIRST_PAUSE_S * 2 ** (failures - 2))
+
+    # --- the watchdog: searches waiting or running too long --------------------------------
 
     def _watch(self) -> None:
-        """Kill a worker whose search has overrun its budget by HUNG_GRACE_S (it is stuck)."""
-        while not self._closed:
-            time.sleep(1.0)
+        while not self._closing.wait(WATCH_EVERY_S):
             now = time.monotonic()
-            for worker in list(self._workers):
-                with self._lock:
-                    overdue = any(
-                        now - p.sent_at > (p.request.budget_ms or 60_000) / 1000 + HUNG_GRACE_S
-                        for p in worker.pending.values()
-                    )
-                if overdue and worker.alive:
-                    log.warning("engine worker %d is stuck; killing it", worker.index)
-                    worker.process.kill()
+            with self._lock:
+                expired = [s for s in self._queue if s.wait_until and now >= s.wait_until]
+                for search in expired:
+                    self._queue.remove(search)
+                    self._release(search)
+                    self._settle(search, "exception", self._unavailable(search))
+                doomed = [(s.index, s.process) for s in self._slots if self._stuck(s, now)]
+            for index, process in doomed:
+                log.warning("engine worker %d does not stop its search; killing it", index)
+                process.kill()
+
+    def _stuck(self, slot: _Slot, now: float) -> bool:
+        """Stop a search running past its budget; True if its worker must be killed: the
+        search ran on long past that, or was stopped for its game and did not answer."""
+        search = slot.search
+        if slot.state is not SlotState.BUSY or search is None or search.started_at is None:
+            return False
+        budget_s = (search.request.budget_ms or 60_000.0) / 1000.0
+        over = now - search.started_at - budget_s
+        if over > OVERRUN_STOP_S and search.stopped_at is None:
+            self._stop(slot, search)
+        stopped_for = 0.0 if search.stopped_at is None else now - search.stopped_at
+        if over > HUNG_GRACE_S or (search.dropped and stopped_for > STOP_GRACE_S):
+            search.hung = not search.dropped
+            return True
+        return False
+
+    def _unavailable(self, search: _Search) -> EngineUnavailable:
+        up = self.available
+        why = "every engine worker is busy" if up else "no engine worker is running"
+        return EngineUnavailable(f"{why}: the AI's move could not start within {search.wait_s}s")
 
 
-def _settle(future: asyncio.Future[dict[str, Any]], kind: str, payload: Any) -> None:
+def _resolve(future: asyncio.Future[SearchResult], kind: str, payload: Any) -> None:
     if future.done():
         return
     if kind == "result":

@@ -2,22 +2,25 @@
 
 A GameSession holds the authoritative engine State, the two seats (their players and
 the hashes of their secret tokens), the clocks, standing offers, who is online, and
-the game's event log. Every method takes the time (``now``) as an argument and either
-raises a GameError naming the problem, changing nothing, or changes the game and
-returns the events it produced (``Emitted``): what to store, then what to send.
-The caller stores each event, then broadcasts it: nothing here does I/O.
+the game's event log. Every method takes the time (``now``, a ``Now``: monotonic
+seconds for every duration, wall seconds for the timestamps it records) as an argument
+and either raises a GameError naming the problem, changing nothing, or changes the game
+and returns the events it produced (``Emitted``): what to store, then what to send.
+The caller stores each event, then broadcasts it: nothing here does I/O. If storing
+fails, the caller puts the game back as stored (``revert``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import engine
 from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, encode
-from server.clock import FIRST_MOVE_S, GameClock, TimeControl
+from server.clock import FIRST_MOVE_S, GameClock, Now, TimeControl
 from server.errors import (
     BadRequest,
     BadToken,
@@ -28,12 +31,16 @@ from server.errors import (
     SeatTaken,
     StaleMove,
 )
+from server.limits import TokenBucket
 from server.store import EventRow, GameEnd, GameRecord, GameRow, MoveRow
 
 RESULTS = {0: "1-0", 1: "0-1", None: "1/2-1/2"}
 NO_RESULT = "*"
 # A live game in which no human or bot seat has been online for this long is aborted.
 ABANDON_S = 3600.0
+# ... and sooner if neither side has moved yet (an idle game created and left, as a
+# flood of them once stayed listed for the hour above), or an open game whose creator left.
+ABANDON_UNSTARTED_S = 60.0
 # Events kept in memory per game for `resume` (a whole gomoku game is 225 moves); older
 # ones are answered with a snapshot. Below the send queue (1024 frames), so that a replay
 # never looks like a client that stopped reading.
@@ -95,6 +102,21 @@ class Emitted:
 
 
 @dataclass(slots=True)
+class EventLimits:
+    """Caps on the events one seat's actions add to a game, for everyone following it and
+    for its stored record (the server sets them from its settings): reconnecting or
+    offering in a loop must not flood the opponent or grow the record without bound."""
+
+    presence_burst: int = 4  # absences announced at once; then one per presence_refill_s
+    presence_refill_s: float = 10.0
+    draw_offer_plies: int = 1  # plies between two draw offers of a seat (Lichess: 20)
+    rematch_offers: int = 3  # per seat and game
+
+
+_SERIALS = itertools.count()
+
+
+@dataclass(slots=True)
 class GameSession:
     id: str
     game: engine.Game
@@ -113,10 +135,15 @@ class GameSession:
     started_at: float | None = None
     ended_at: float | None = None
     clock: GameClock | None = None
-    turn_since: float = 0.0  # when the side to move's turn began
+    turn_since: float = 0.0  # when the side to move's turn began (monotonic)
     online: list[bool] = field(default_factory=lambda: [True, True])
-    away_since: list[float | None] = field(default_factory=lambda: [None, None])
-    claim_at: list[float | None] = field(default_factory=lambda: [None, None])
+    announced: list[bool] = field(default_factory=lambda: [True, True])  # presence as told
+    absences: list[TokenBucket | None] = field(default_factory=lambda: [None, None])
+    draw_offered_at: list[int | None] = field(default_factory=lambda: [None, None])  # ply
+    rematch_offered: list[int] = field(default_factory=lambda: [0, 0])
+    limits: EventLimits = field(default_factory=EventLimits)  # set by the server
+    away_since: list[float | None] = field(default_factory=lambda: [None, None])  # monotonic
+    claim_at: list[float | None] = field(default_factory=lambda: [None, None])  # monotonic
     offers: dict[str, int] = field(default_factory=dict)
     last_value: list[float | None] = field(default_factory=lambda: [None, None])
     next_game: str | None = None
@@ -124,13 +151,23 @@ class GameSession:
     log: list[tuple[int, bytes]] = field(default_factory=list)
     log_start: int = 1
     first_move_s: float = FIRST_MOVE_S  # set by the server from its settings
+    abandon_s: float = ABANDON_S  # likewise
+    abandon_unstarted_s: float = ABANDON_UNSTARTED_S  # likewise
+    # What is not in the store but ``revert`` needs, as of the last stored event.
+    stored_turn_since: float = 0.0
+    stored_offers: dict[str, int] = field(default_factory=dict)
+    stored_next_game: str | None = None
+    stored_announced: list[bool] = field(default_factory=lambda: [True, True])
+    # Order of creation in this process: ties of equal timestamps (a coarse or fixed
+    # clock) sort the same way every run, where the random id would not.
+    serial: int = field(default_factory=_SERIALS.__next__)
 
     @classmethod
     def new(
         cls,
         game_name: str,
         params: dict[str, int],
-        now: float,
+        now: Now,
         *,
         control: TimeControl | None = None,
         private: bool = False,
@@ -144,7 +181,7 @@ class GameSession:
             new_game_id(),
             game,
             game.new_initial_state(),
-            now,
+            now.wall,
             control=control,
             private=private,
             rematch_of=rematch_of,
@@ -222,20 +259,21 @@ class GameSession:
 
     # --- start -----------------------------------------------------------------------
 
-    def start(self, now: float) -> Emitted:
+    def start(self, now: Now) -> Emitted:
         """Both seats are taken: the game goes live. The start event is a snapshot."""
         if self.open_seat() is not None:
             raise NotYourTurn(f"game {self.id} still has an open seat", self.id)
         self.status = "live"
-        self.started_at = now
-        self.turn_since = now
+        self.announced = list(self.online)
+        self.started_at = now.wall
+        self.turn_since = now.mono
         if self.control is not None:
             frozen = (self.players[0].is_ai, self.players[1].is_ai)  # type: ignore[union-attr]
             self.clock = GameClock.new(self.control, frozen)
         self.seq += 1
         snapshot = self.snapshot(now)
         data = {"kind": "started", "players": [p.to_dict() for p in self.players if p]}
-        return self._emit(snapshot, event=EventRow(self.id, self.seq, "started", data, now))
+        return self._emit(snapshot, event=EventRow(self.id, self.seq, "started", data, now.wall))
 
     # --- moves -----------------------------------------------------------------------
 
@@ -249,7 +287,7 @@ class GameSession:
         self,
         seat: int,
         action: int,
-        now: float,
+        now: Now,
         *,
         ply: int | None = None,
         stats: dict[str, Any] | None = None,
@@ -274,11 +312,11 @@ class GameSession:
         terminal = self.state.is_terminal()
         clocks = None
         if self.clock is not None:
-            self.clock.press(seat, now)
+            self.clock.press(seat, now.mono)
             if played + 1 >= 2 and not terminal:
-                self.clock.start(self.state.current_player(), now)
-            clocks = self.clock.snapshot(now)
-        self.turn_since = now
+                self.clock.start(self.state.current_player(), now.mono)
+            clocks = self.clock.snapshot(now.mono)
+        self.turn_since = now.mono
         self.seq += 1
         to_move = engine.TERMINAL if terminal else self.state.current_player()
         moved = Moved(
@@ -288,11 +326,11 @@ class GameSession:
             seat=seat,
             action=action,
             to_move=to_move,
-            at=now,
+            at=now.wall,
             stats=stats,
             clocks=clocks,
         )
-        row = MoveRow(self.id, played, self.seq, seat, action, now, stats, clocks)
+        row = MoveRow(self.id, played, self.seq, seat, action, now.wall, stats, clocks)
         if not terminal:
             return [self._emit(moved, move=row)]
         winner = self.state.winner()
@@ -302,18 +340,18 @@ class GameSession:
 
     # --- endings ---------------------------------------------------------------------
 
-    def _finish(self, result: str, reason: str, now: float) -> GameEnd:
+    def _finish(self, result: str, reason: str, now: Now) -> GameEnd:
         if self.clock is not None:
-            self.clock.stop(now)
+            self.clock.stop(now.mono)
         self.status = "aborted" if result == NO_RESULT else "finished"
         self.result = result
         self.reason = reason
-        self.ended_at = now
+        self.ended_at = now.wall
         self.offers.pop("draw", None)
         self.seq += 1
-        return GameEnd(result, reason, self.seq, now)
+        return GameEnd(result, reason, self.seq, now.wall)
 
-    def _ended(self, end: GameEnd, now: float) -> Emitted:
+    def _ended(self, end: GameEnd, now: Now) -> Emitted:
         """The `ended` event; stored with the move that caused it, or on its own."""
         message = Ended(
             game_id=self.id,
@@ -321,25 +359,25 @@ class GameSession:
             result=end.result,
             reason=end.reason,
             winner=self.winner,
-            clocks=None if self.clock is None else self.clock.snapshot(now),
-            at=now,
+            clocks=None if self.clock is None else self.clock.snapshot(now.mono),
+            at=now.wall,
         )
         return self._emit(message)
 
-    def _end(self, result: str, reason: str, now: float) -> list[Emitted]:
+    def _end(self, result: str, reason: str, now: Now) -> list[Emitted]:
         end = self._finish(result, reason, now)
         emitted = self._ended(end, now)
         emitted.end = end
         return [emitted]
 
-    def resign(self, seat: int, now: float) -> list[Emitted]:
+    def resign(self, seat: int, now: Now) -> list[Emitted]:
         if self.over:
             raise GameOver(f"game {self.id} is already over", self.id)
         if self.status == "open":
             return self._end(NO_RESULT, "abort", now)
         return self._end(RESULTS[1 - seat], "resign", now)
 
-    def abort(self, seat: int, now: float) -> list[Emitted]:
+    def abort(self, seat: int, now: Now) -> list[Emitted]:
         if self.status == "open":
             return self._end(NO_RESULT, "abort", now)
         self._check_live()
@@ -350,11 +388,26 @@ class GameSession:
             )
         return self._end(NO_RESULT, "abort", now)
 
-    def draw(self, seat: int, answer: str, now: float) -> list[Emitted]:
+    def engine_failed(self, now: Now) -> list[Emitted]:
+        """No engine worker could make the AI's move: the game ends with no result."""
+        self._check_live()
+        return self._end(NO_RESULT, "engine_unavailable", now)
+
+    def draw(self, seat: int, answer: str, now: Now) -> list[Emitted]:
         """Offer, accept or decline a draw; an offer meeting the other side's is agreement."""
         self._check_live()
         standing = self.offers.get("draw")
         if answer == "offer" and standing is None:
+            ply = self.state.ply()
+            last = self.draw_offered_at[seat]
+            if last is not None and ply - last < self.limits.draw_offer_plies:
+                wait = last + self.limits.draw_offer_plies - ply
+                raise NotAllowed(
+                    f"you offered a draw {ply - last} plies ago: you may offer again after "
+                    f"{wait} more move{'s' if wait > 1 else ''}",
+                    self.id,
+                )
+            self.draw_offered_at[seat] = ply
             self.offers["draw"] = seat
             return [self._offer("draw", seat, "offer", now)]
         if answer == "offer" and standing == seat:
@@ -366,13 +419,13 @@ class GameSession:
             return [self._offer("draw", seat, "decline", now)]
         return self._end(RESULTS[None], "agreement", now)
 
-    def _offer(self, kind: str, seat: int, answer: str, now: float, **extra: Any) -> Emitted:
+    def _offer(self, kind: str, seat: int, answer: str, now: Now, **extra: Any) -> Emitted:
         self.seq += 1
         message = Offer(game_id=self.id, seq=self.seq, kind=kind, seat=seat, answer=answer, **extra)  # type: ignore[arg-type]
         data = {"kind": kind, "seat": seat, "answer": answer, **extra}
-        return self._emit(message, event=EventRow(self.id, self.seq, "offer", data, now))
+        return self._emit(message, event=EventRow(self.id, self.seq, "offer", data, now.wall))
 
-    def rematch(self, seat: int, answer: str, now: float) -> tuple[list[Emitted], bool]:
+    def rematch(self, seat: int, answer: str, now: Now) -> tuple[list[Emitted], bool]:
         """A rematch offer or answer; returns its events and whether both sides now agree
         (the caller then creates the new game and calls ``rematch_started``)."""
         if not self.over:
@@ -381,6 +434,10 @@ class GameSession:
             raise NotAllowed(f"the rematch of {self.id} is already game {self.next_game}", self.id)
         standing = self.offers.get("rematch")
         if answer == "offer" and standing is None:
+            cap = self.limits.rematch_offers
+            if self.rematch_offered[seat] >= cap:
+                raise NotAllowed(f"at most {cap} rematch offers per game", self.id)
+            self.rematch_offered[seat] += 1
             self.offers["rematch"] = seat
             return [self._offer("rematch", seat, "offer", now)], False
         if answer == "offer" and standing == seat:
@@ -392,54 +449,107 @@ class GameSession:
             return [self._offer("rematch", seat, "decline", now)], False
         return [], True
 
-    def rematch_started(self, seat: int, next_game: str, now: float) -> Emitted:
+    def rematch_started(self, seat: int, next_game: str, now: Now) -> Emitted:
         self.offers.pop("rematch", None)
         self.next_game = next_game
         return self._offer("rematch", seat, "accept", now, next_game=next_game)
 
-    def claim(self, seat: int, outcome: str, now: float) -> list[Emitted]:
+    def claim(self, seat: int, outcome: str, now: Now) -> list[Emitted]:
         self._check_live()
         other = 1 - seat
         claim_at = self.claim_at[other]
         if self.online[other] or claim_at is None:
             raise NotAllowed("your opponent is here: nothing to claim", self.id)
-        if now < claim_at:
+        if now.mono < claim_at:
             raise NotAllowed(
-                f"your opponent's seat is held for {claim_at - now:.0f} s more", self.id
+                f"your opponent's seat is held for {claim_at - now.mono:.0f} s more", self.id
             )
         return self._end(RESULTS[seat] if outcome == "win" else RESULTS[None], "abandoned", now)
 
     # --- presence --------------------------------------------------------------------
 
-    def set_online(self, seat: int, online: bool, now: float, grace_s: float) -> list[Emitted]:
-        """A seat's player left or came back: a presence event if anything changed."""
+    def set_online(self, seat: int, online: bool, now: Now, grace_s: float) -> list[Emitted]:
+        """A seat's player left or came back: a presence event if it is to be announced.
+        The grace runs on the monotonic clock."""
         if self.online[seat] == online:
             return []
         self.online[seat] = online
-        self.away_since[seat] = None if online else now
-        self.claim_at[seat] = None if online else now + grace_s
+        self.away_since[seat] = None if online else now.mono
+        self.claim_at[seat] = None if online else now.mono + grace_s
         if self.status != "live":
+            self.announced[seat] = online
             return []
+        return self._announce(seat, now)
+
+    def _announce(self, seat: int, now: Now) -> list[Emitted]:
+        """The presence event for a seat whose player's state differs from what the game
+        was told. A return is announced at once; an absence only within the seat's budget
+        (``limits.presence_burst``, refilled one per ``presence_refill_s``, a token bucket),
+        else when the budget refills (``next_deadline``), if the player is still away then:
+        a player reconnecting in a loop costs the opponent a few events, not two each time.
+        ``claim_at`` always counts from the real departure; people are told it in wall time."""
+        online = self.online[seat]
+        if online == self.announced[seat]:
+            return []
+        if not online and not self._absence_budget(seat, now.mono).take(now.mono):
+            return []
+        self.announced[seat] = online
         self.seq += 1
+        held = self.claim_at[seat]
+        claim_at = None if held is None else now.wall + (held - now.mono)
         message = Presence(
             game_id=self.id,
             seq=self.seq,
             seat=seat,
             online=online,
-            claim_at=self.claim_at[seat],
+            claim_at=claim_at,
         )
-        data = {"seat": seat, "online": online, "claim_at": self.claim_at[seat]}
-        return [self._emit(message, event=EventRow(self.id, self.seq, "presence", data, now))]
+        data = {"seat": seat, "online": online, "claim_at": claim_at}
+        return [self._emit(message, event=EventRow(self.id, self.seq, "presence", data, now.wall))]
+
+    def _absence_budget(self, seat: int, now: float) -> TokenBucket:
+        bucket = self.absences[seat]
+        if bucket is None:
+            burst = self.limits.presence_burst
+            rate = 1.0 / max(self.limits.presence_refill_s, 1e-3)
+            bucket = self.absences[seat] = TokenBucket(rate, burst, float(burst), now)
+        return bucket
+
+    def _presence_due(self) -> float | None:
+        """When an absence not yet announced can be: its seat's next token."""
+        times = [
+            bucket.next_token_at()
+            for seat, bucket in enumerate(self.absences)
+            if bucket is not None and self.online[seat] != self.announced[seat]
+        ]
+        return min(times) if times else None
 
     # --- timeouts --------------------------------------------------------------------
 
     def _withdrawn_at(self) -> float | None:
-        """An open game whose creator left is withdrawn when the creator's grace is over."""
+        """An open game whose creator left is withdrawn when the creator's grace is over,
+        or ``abandon_unstarted_s`` after they left if that comes first."""
         seats = [s for s in self.human_seats if not self.online[s]]
-        return self.claim_at[seats[0]] if seats else None
+        if not seats:
+            return None
+        times = [self.claim_at[seats[0]], self.away_since[seats[0]]]
+        if times[1] is not None:
+            times[1] += self.abandon_unstarted_s
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    def _abandoned_at(self) -> float | None:
+        """When a live game whose human and bot seats are all away ends: ``abandon_s``
+        after the last one left, ``abandon_unstarted_s`` if neither side has moved."""
+        away = [self.away_since[s] for s in self.human_seats]
+        if not away or any(t is None for t in away):
+            return None
+        wait = self.abandon_unstarted_s if self.state.ply() < 2 else self.abandon_s
+        return max(t for t in away if t is not None) + wait
 
     def next_deadline(self) -> float | None:
-        """The next moment a timeout may end the game (flag, no first move, abandoned)."""
+        """The next moment (monotonic) a timeout may end the game (flag, no first move,
+        abandoned) or a deferred presence event is due."""
         if self.status == "open":
             return self._withdrawn_at()
         if self.status != "live":
@@ -453,17 +563,20 @@ class GameSession:
             flag = self.clock.flag_at()
             if flag is not None:
                 times.append(flag)
-        humans = self.human_seats
-        away = [self.away_since[s] for s in humans]
-        if humans and all(t is not None for t in away):
-            times.append(max(t for t in away if t is not None) + ABANDON_S)
+        abandoned = self._abandoned_at()
+        if abandoned is not None:
+            times.append(abandoned)
+        presence = self._presence_due()
+        if presence is not None:
+            times.append(presence)
         return min(times) if times else None
 
-    def timeouts(self, now: float) -> list[Emitted]:
+    def timeouts(self, now: Now) -> list[Emitted]:
         """End the game if a deadline has passed at ``now``."""
+        mono = now.mono
         if self.status == "open":
             withdrawn = self._withdrawn_at()
-            if withdrawn is not None and now >= withdrawn:
+            if withdrawn is not None and mono >= withdrawn:
                 return self._end(NO_RESULT, "abort", now)
             return []
         if self.status != "live":
@@ -475,18 +588,17 @@ class GameSession:
                 self.state.ply() < 2
                 and player is not None
                 and not player.is_ai
-                and now >= self.turn_since + self.first_move_s
+                and mono >= self.turn_since + self.first_move_s
             ):
                 return self._end(NO_RESULT, "no_start", now)
             flag = self.clock.flag_at()
-            if flag is not None and now >= flag:
+            if flag is not None and mono >= flag:
                 assert self.clock.running is not None
                 return self._end(RESULTS[1 - self.clock.running], "flag", now)
-        humans = self.human_seats
-        away = [self.away_since[s] for s in humans]
-        if humans and all(t is not None and now >= t + ABANDON_S for t in away):
+        abandoned = self._abandoned_at()
+        if abandoned is not None and mono >= abandoned:
             return self._end(NO_RESULT, "abandoned", now)
-        return []
+        return self._announce(0, now) + self._announce(1, now)
 
     @property
     def winner(self) -> int | None:
@@ -525,7 +637,7 @@ class GameSession:
             "clock": {} if self.control is None else self.control.to_dict(),
         }
 
-    def snapshot(self, now: float, rid: int | None = None) -> Snapshot:
+    def snapshot(self, now: Now, rid: int | None = None) -> Snapshot:
         to_move = self.state.current_player() if self.status == "live" else engine.TERMINAL
         return Snapshot(
             game_id=self.id,
@@ -539,8 +651,8 @@ class GameSession:
             result=self.result,
             reason=self.reason,
             clock={} if self.control is None else self.control.to_dict(),
-            clocks=None if self.clock is None else self.clock.snapshot(now),
-            at=now,
+            clocks=None if self.clock is None else self.clock.snapshot(now.mono),
+            at=now.wall,
             online=list(self.online),
             offers=dict(self.offers),
             next_game=self.next_game,
@@ -550,45 +662,79 @@ class GameSession:
     # --- restore ---------------------------------------------------------------------
 
     @classmethod
-    def restore(cls, record: GameRecord, now: float) -> GameSession:
+    def restore(cls, record: GameRecord, now: Now) -> GameSession:
         """Rebuild an open or live game from the store after a restart. The downtime is
         not charged: the side to move's clock (or first-move allowance) restarts at ``now``
         with the time it had at the last committed move. Every seat starts offline."""
         row = record.row
         game = engine.make_game(row.game, **row.params)
-        state = engine.replay(game, [m.action for m in record.moves])
         session = cls(
             row.id,
             game,
-            state,
+            game.new_initial_state(),
             row.created_at,
             control=TimeControl.parse(row.clock),
             private=row.private,
             rematch_of=row.rematch_of,
-            players=[None if p is None else Player.from_dict(p) for p in row.players],
-            token_hashes=list(row.tokens),
-            seq=row.seq,
-            status=row.status,
-            started_at=row.started_at,
         )
-        for move in record.moves:
-            if move.stats and move.stats.get("value") is not None:
-                session.last_value[move.seat] = float(move.stats["value"])
         session.log_start = row.seq + 1
-        session.turn_since = now
-        if session.status == "live" and session.control is not None:
-            players = session.players
-            frozen = (players[0] is not None and players[0].is_ai,
-                      players[1] is not None and players[1].is_ai)  # fmt: skip
-            session.clock = GameClock.new(session.control, frozen)
-            last = record.moves[-1].clocks if record.moves else None
-            if last is not None:
-                session.clock.remaining = list(last)
-            if state.ply() >= 2 and not state.is_terminal():
-                session.clock.start(state.current_player(), now)
+        session.stored_turn_since = now.mono
+        session.revert(record)
         return session
 
-    def restored_presence(self, now: float, grace_s: float) -> list[Emitted]:
+    def revert(self, record: GameRecord) -> None:
+        """Put the game back as ``record`` (what the store holds) says, in place, so that
+        everyone holding this session sees it: storing an event failed, and what is in
+        memory but not stored never happened. The side to move's clock runs from when its
+        turn began (``stored_turn_since``); who is online is the present, not a stored
+        fact, and stays as it is (what the opponent was told of it goes back: a presence
+        event not stored was not sent); plain seat tokens are kept where their hash is stored."""
+        row = record.row
+        self.state = engine.replay(self.game, [m.action for m in record.moves])
+        self.players = [None if p is None else Player.from_dict(p) for p in row.players]
+        self.token_hashes = list(row.tokens)
+        self.tokens = [
+            token if token is not None and held == token_hash(token) else None
+            for token, held in zip(self.tokens, self.token_hashes, strict=True)
+        ]
+        self.seq = row.seq
+        self.status = row.status
+        self.result, self.reason = row.result, row.reason
+        self.started_at, self.ended_at = row.started_at, row.ended_at
+        self.turn_since = self.stored_turn_since
+        self.offers = dict(self.stored_offers)
+        self.next_game = self.stored_next_game
+        self.announced = list(self.stored_announced)
+        self.last_value = [None, None]
+        for move in record.moves:
+            if move.stats and move.stats.get("value") is not None:
+                self.last_value[move.seat] = float(move.stats["value"])
+        self.clock = None
+        if self.status == "live" and self.control is not None:
+            players = self.players
+            frozen = (players[0] is not None and players[0].is_ai,
+                      players[1] is not None and players[1].is_ai)  # fmt: skip
+            self.clock = GameClock.new(self.control, frozen)
+            last = record.moves[-1].clocks if record.moves else None
+            if last is not None:
+                self.clock.remaining = list(last)
+            if self.state.ply() >= 2 and not self.state.is_terminal():
+                self.clock.start(self.state.current_player(), self.turn_since)
+        # Frames of events that were never stored leave the log (nobody was sent them).
+        self.log = [(seq, frame) for seq, frame in self.log if seq <= self.seq]
+        self.log_start = min(self.log_start, self.seq + 1)
+
+    def stored(self) -> None:
+        """Everything emitted so far is stored: remember what ``revert`` goes back to
+        that the store does not hold."""
+        self.stored_turn_since = self.turn_since
+        if self.offers or self.stored_offers:
+            self.stored_offers = dict(self.offers)
+        self.stored_next_game = self.next_game
+        if self.announced != self.stored_announced:
+            self.stored_announced = list(self.announced)
+
+    def restored_presence(self, now: Now, grace_s: float) -> list[Emitted]:
         """After a restore, every human seat is away until its player reconnects."""
         emitted = []
         for seat in self.human_seats:

@@ -5,17 +5,25 @@ the same moment in a single transaction (group commit): each caller's future
 resolves only after the transaction holding its write has committed, so a move
 is durable before it is acknowledged or broadcast, and under load one commit
 serves many moves. A transaction runs whole (BEGIN, its statements, COMMIT) on
-the event loop through the writer's own connection: in WAL mode with
-synchronous=NORMAL a commit appends to the log without fsync (a fraction of a
-millisecond), far less than a hop to a thread and back, whose GIL handoff can
-wait a whole switch interval (5 ms) while the loop is busy. What does fsync, the
-checkpoint that copies the log into the database, never runs on the loop: the
-writer's automatic checkpoints are off and the reader connection (aiosqlite, its
-own thread) checkpoints in the background (PASSIVE: alongside the writer). A
-checkpoint that runs alongside a busy writer never quite catches up, and the log
-is rewound to its start only after one that did: so once the log passes
-WAL_RESET_FRAMES the writer waits for one checkpoint (its writes queue meanwhile
-and commit together after it), and the log starts over.
+the writer's own thread and connection, never on the event loop: a disk that
+stalls (frozen, full, or slow) stalls the writes waiting for it, not the pings,
+lobby reads and games in memory the loop serves meanwhile. The loop hands the
+thread one batch at a time and gathers the next batch while it commits, so the
+hop costs one handoff per transaction, not per write (bench/load.py throughput:
+see README, "Under load"). In WAL mode with synchronous=NORMAL a commit appends to
+the log without fsync; what does fsync, the checkpoint that copies the log into
+the database, runs on a third connection in the background (PASSIVE: alongside
+the writer), so neither writes nor reads wait for it. A checkpoint that runs
+alongside a busy writer never quite catches up, and the log is rewound to its
+start only after one that did: so once the log passes WAL_RESET_FRAMES the
+writer waits for one checkpoint (its writes queue meanwhile and commit together
+after it), and the log starts over.
+
+Faults are translated once, here: a full disk (or the operator's size cap,
+``db_max_mb``) is ``StorageFull``, any other failure ``StorageError``, and a
+stored row that cannot be decoded quarantines its game (status ``quarantined``,
+with a log line) instead of failing the read that met it.
+
 The database runs in WAL mode (one writer, readers alongside); its schema is
 versioned by ``PRAGMA user_version`` and upgraded by the ordered MIGRATIONS at
 open.
@@ -24,18 +32,21 @@ open.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import sqlite3
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from server.errors import StorageError
+from server.errors import Quarantined, StorageError, StorageFull
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +109,22 @@ MIGRATIONS: list[str] = [
         bot          INTEGER NOT NULL,
         created_at   REAL NOT NULL
     ) WITHOUT ROWID;
+    """,
+    # 3: sessions expire when unused (seen_at; sooner if never seated: played), and a
+    # player's name is bound to its session by the name's look-alike keys
+    # (server/names.py): one holder per key, so no one can take a name or a look-alike.
+    """
+    ALTER TABLE sessions ADD COLUMN seen_at REAL;
+    ALTER TABLE sessions ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN named INTEGER NOT NULL DEFAULT 0;  -- name bound in names
+    UPDATE sessions SET seen_at = created_at, played = 1;
+    CREATE INDEX sessions_by_seen ON sessions (seen_at);
+    CREATE INDEX sessions_by_player ON sessions (player_id);
+    CREATE TABLE names (
+        key         TEXT PRIMARY KEY,         -- a look-alike key of the name
+        player_id   TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX names_by_player ON names (player_id);
     """,
 ]
 
@@ -168,6 +195,9 @@ class SessionRow:
     name: str
     bot: bool
     created_at: float
+    seen_at: float | None = None  # last used; None: created_at
+    played: bool = False  # has held a seat (expires later)
+    named: bool = True  # its name is bound (False: a session from before schema 3)
 
 
 @dataclass(slots=True)
@@ -210,11 +240,18 @@ class GameRecord:
         }
 
 
+QUARANTINED = "quarantined"  # the status of a game whose stored rows cannot be read
+
+
 class Store(ABC):
     """What the game logic needs from storage. SQLite now; another backend later."""
 
     @abstractmethod
     async def open(self) -> None: ...
+
+    def describe(self) -> str:
+        """Where the games are, for messages (never a password)."""
+        return type(self).__name__
 
     @abstractmethod
     async def close(self) -> None: ...
@@ -249,12 +286,45 @@ class Store(ABC):
     async def unfinished_games(self) -> list[GameRecord]:
         """Every open or live game with its moves: what a restart restores."""
 
+    # --- players: sessions and names ------------------------------------------------
+
     @abstractmethod
-    async def save_session(self, session: SessionRow) -> None:
-        """Commit a player session (only its token's hash is kept)."""
+    async def save_session(self, session: SessionRow, name_keys: Iterable[str] = ()) -> None:
+        """Commit a player session (only its token's hash is kept) and bind its name's
+        keys to its player (keys another player holds stay theirs)."""
 
     @abstractmethod
     async def load_session(self, token_sha256: str) -> SessionRow | None: ...
+
+    async def quarantine(self, game_id: str, reason: str) -> None:
+        """Set aside a game whose stored rows cannot be read, so that the server goes on
+        without it: logged here; a store that can also marks it (status ``quarantined``)
+        so that no read meets it again. Never raises."""
+        # Its earlier status is not lost: result and started_at tell it (README, "Storage").
+        log.error(
+            "game %s: its stored rows cannot be read (%s); quarantined: the server goes on "
+            "without it (status %r; repair the row, then set the status back)",
+            game_id,
+            reason,
+            QUARANTINED,
+        )
+
+    @abstractmethod
+    async def name_holder(self, name_keys: Iterable[str]) -> str | None:
+        """The player a name (any of its look-alike keys) is bound to, if any."""
+
+    @abstractmethod
+    async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
+        """Give a session from before names were bound its (checked, free) name."""
+
+    @abstractmethod
+    async def touch_sessions(self, player_ids: Iterable[str], now: float, played: bool) -> None:
+        """Mark these players' sessions used at ``now`` (and as having played)."""
+
+    @abstractmethod
+    async def expire_sessions(self, unplayed_before: float, played_before: float) -> None:
+        """Delete sessions last used before these times (by whether they ever played),
+        and free their names."""
 
 
 def default_db_path() -> Path:
@@ -276,233 +346,54 @@ CHECKPOINT_S = 0.5
 # Frames (pages) in the log past which the writer pauses for a checkpoint: 16 MiB of 4 KiB
 # pages, a few seconds of writes at full speed.
 WAL_RESET_FRAMES = 4096
+# How long a write waits for another process's lock (noughts arena --db on the same file,
+# say) before it fails. The writer waits on its own thread, never on the event loop.
+BUSY_WAIT_MS = 5000
 
 
-def _run_transaction(db: sqlite3.Connection, runs: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-    """BEGIN, every statement, COMMIT; on any failure ROLLBACK."""
+_Write = tuple[str, tuple[Any, ...]]
+_Runs = list[tuple[str, list[tuple[Any, ...]]]]
+
+
+def storage_error(exc: BaseException, doing: str) -> StorageError:
+    """The store's error for a failed sqlite3 call: StorageFull when the disk (or the
+    database's size cap) is full, StorageError otherwise."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == sqlite3.SQLITE_FULL:
+        return StorageFull(f"the server's disk is full: {doing} failed, nothing was stored")
+    return StorageError(f"{doing} failed: {exc}")
+
+
+def _run_transaction(db: sqlite3.Connection, runs: _Runs) -> None:
+    """BEGIN, every statement, COMMIT; on any failure ROLLBACK (on the writer's thread).
+
+    SQLite rolls some failed transactions back by itself (a full disk, an I/O error:
+    "Response To Errors Within A Transaction"); the ROLLBACK is then skipped, so the
+    caller sees the error that happened, not "cannot rollback - no transaction is active".
+    """
     db.execute("BEGIN IMMEDIATE")
     try:
         for sql, rows in runs:
             db.executemany(sql, rows)
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         raise
 
 
-def _run_transaction_waiting(
-    db: sqlite3.Connection, runs: list[tuple[str, list[tuple[Any, ...]]]]
-) -> None:
-    """The same, off the loop, waiting up to BUSY_WAIT_MS for another writer's lock."""
-    db.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
-    try:
-        _run_transaction(db, runs)
-    finally:
-        db.execute("PRAGMA busy_timeout=0")
+class SQLStore(Store):
+    """What the SQL stores share: every statement (in the SQL both SQLite and PostgreSQL
+    speak, ``?`` placeholders), the rows they write and read, quarantine. A store supplies
+    two primitives: ``_submit`` (writes, committed together by its group commit before it
+    returns) and ``_fetchall`` (one read; StorageError on failure)."""
 
+    @abstractmethod
+    async def _submit(self, writes: list[_Write]) -> None: ...
 
-# How long a write waits for another process's lock before it fails.
-BUSY_WAIT_MS = 5000
-
-_Write = tuple[str, tuple[Any, ...]]
-
-
-class SQLiteStore(Store):
-    """The SQLite store. One connection; one writer task doing group commit."""
-
-    def __init__(self, path: str | os.PathLike[str], *, max_batch: int = 1024) -> None:
-        self.path = Path(path)
-        self.max_batch = max_batch
-        self._db: aiosqlite.Connection | None = None
-        self._write_db: sqlite3.Connection | None = None  # used on the event loop only
-        self._checkpointer: asyncio.Task[None] | None = None
-        self._checkpointed_at = 0  # self.commits at the last checkpoint
-        self._wal_reset_due = False  # the log is long: the writer waits for a checkpoint
-        self.wal_resets = 0  # (for benchmarks)
-        self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self.commits = 0  # transactions committed (for benchmarks)
-        self.writes = 0  # write requests committed
-
-    @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise StorageError("the store is not open")
-        return self._db
-
-    async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
-            await self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a commit survives a process crash (kill -9); only power
-            # loss can take the last transactions (SQLite docs, "WAL mode synchronous").
-            await self._db.execute("PRAGMA synchronous=NORMAL")
-            await self._db.execute("PRAGMA foreign_keys=ON")
-            await self._db.execute("PRAGMA busy_timeout=5000")
-            await self._migrate()
-            self._write_db = self._open_writer()
-        except (sqlite3.Error, StorageError) as exc:
-            # aiosqlite runs a thread per connection: a failed open must not leave it behind.
-            if self._db is not None:
-                await self._db.close()
-                self._db = None
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
-        self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
-        self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="store-checkpoint")
-
-    def _open_writer(self) -> sqlite3.Connection:
-        """The writer's connection (autocommit: transactions are explicit). On the loop it
-        never waits for a lock (busy_timeout 0): see _commit_batch."""
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA foreign_keys=ON")
-        db.execute("PRAGMA busy_timeout=0")
-        # Checkpoints fsync: _checkpoint_loop runs them off the event loop instead.
-        db.execute("PRAGMA wal_autocheckpoint=0")
-        return db
-
-    async def _checkpoint_loop(self) -> None:
-        """Copy the log into the database now and then, on the reader's thread, so that
-        the log stays short and no commit on the loop ever waits for an fsync."""
-        while True:
-            await asyncio.sleep(CHECKPOINT_S)
-            if await self._checkpoint() > WAL_RESET_FRAMES:
-                self._wal_reset_due = True
-
-    async def _checkpoint(self, *, always: bool = False) -> int:
-        """One PASSIVE checkpoint; returns the frames in the log (0 if none ran)."""
-        if self._db is None or (self.commits == self._checkpointed_at and not always):
-            return 0
-        self._checkpointed_at = self.commits
-        try:
-            async with self._db.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
-                row = await cursor.fetchone()
-        except sqlite3.Error as exc:  # busy, say: the next round tries again
-            log.warning("checkpoint of %s failed: %s", self.path, exc)
-            return 0
-        return int(row[1]) if row else 0
-
-    async def _migrate(self) -> None:
-        async with self.db.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
-        version = row[0] if row else 0
-        if version > SCHEMA_VERSION:
-            raise StorageError(
-                f"database {self.path} has schema {version}, newer than this server's "
-                f"{SCHEMA_VERSION}: upgrade noughts"
-            )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            script = MIGRATIONS[target - 1]
-            # executescript commits first; the script and the version bump commit together.
-            await self.db.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
-            )
-            log.info("database %s migrated to schema %d", self.path, target)
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            # Let queued writes commit, then stop.
-            await self._queue.join()
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-            self._writer = None
-        if self._checkpointer is not None:
-            self._checkpointer.cancel()
-            try:
-                await self._checkpointer
-            except asyncio.CancelledError:
-                pass
-            self._checkpointer = None
-            await self._checkpoint()
-        if self._write_db is not None:
-            self._write_db.close()
-            self._write_db = None
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
-
-    # --- group commit ------------------------------------------------------------
-
-    async def _submit(self, writes: list[_Write]) -> None:
-        if self._writer is None:
-            raise StorageError("the store is not open")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((writes, future))
-        await future
-
-    async def _write_loop(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            if self._wal_reset_due:
-                # No write while this checkpoint runs, so it copies the whole log and the
-                # next transaction starts the log over (SQLite docs, "WAL reset").
-                self._wal_reset_due = False
-                await self._checkpoint(always=True)
-                self.wal_resets += 1
-            # Everything queued while the previous transaction committed joins this one.
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._commit_batch(batch)
-            except Exception as exc:
-                # Retry one by one so a single bad write fails alone.
-                if len(batch) > 1:
-                    for item in batch:
-                        await self._commit_one(item)
-                else:
-                    self._fail(batch[0][1], exc)
-            else:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_result(None)
-                self.commits += 1
-                self.writes += len(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-
-    async def _commit_one(self, item: tuple[list[_Write], asyncio.Future[None]]) -> None:
-        try:
-            await self._commit_batch([item])
-        except Exception as exc:
-            self._fail(item[1], exc)
-        else:
-            if not item[1].done():
-                item[1].set_result(None)
-            self.commits += 1
-            self.writes += 1
-
-    @staticmethod
-    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
-        if not future.done():
-            future.set_exception(StorageError(f"database write failed: {exc}"))
-
-    async def _commit_batch(self, batch: list[tuple[list[_Write], asyncio.Future[None]]]) -> None:
-        if self._write_db is None:
-            raise StorageError("the store is not open")
-        # Consecutive writes with the same SQL go down in one executemany.
-        runs: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for writes, _ in batch:
-            for sql, params in writes:
-                if runs and runs[-1][0] == sql:
-                    runs[-1][1].append(params)
-                else:
-                    runs.append((sql, [params]))
-        # The whole transaction in one call, here on the loop (see the module's docstring).
-        try:
-            _run_transaction(self._write_db, runs)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            # Another process holds the write lock (noughts arena --db on the same file, say):
-            # wait for it on a thread, never on the loop.
-            await asyncio.to_thread(_run_transaction_waiting, self._write_db, runs)
+    @abstractmethod
+    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]: ...
 
     # --- writes --------------------------------------------------------------------
 
@@ -520,10 +411,6 @@ class SQLiteStore(Store):
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
     _SET_SEQ = "UPDATE games SET seq = ? WHERE id = ? AND seq < ?"
-    _INSERT_SESSION = (
-        "INSERT OR IGNORE INTO sessions (token_sha256, player_id, name, bot, created_at)"
-        " VALUES (?, ?, ?, ?, ?)"
-    )
     _END_GAME = (
         "UPDATE games SET status = ?, result = ?, reason = ?, seq = ?, ended_at = ? WHERE id = ?"
     )
@@ -588,22 +475,6 @@ class SQLiteStore(Store):
             ]
         )
 
-    async def save_session(self, session: SessionRow) -> None:
-        await self._submit(
-            [
-                (
-                    self._INSERT_SESSION,
-                    (
-                        session.token_sha256,
-                        session.player_id,
-                        session.name,
-                        int(session.bot),
-                        session.created_at,
-                    ),
-                )
-            ]
-        )
-
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
         s = move.stats or {}
         pv = s.get("pv")
@@ -645,6 +516,25 @@ class SQLiteStore(Store):
     async def end_game(self, game_id: str, end: GameEnd) -> None:
         await self._submit(self._end_writes(game_id, end))
 
+    # --- quarantine ----------------------------------------------------------------
+
+    _QUARANTINE = f"UPDATE games SET status = '{QUARANTINED}' WHERE id = ?"
+
+    async def quarantine(self, game_id: str, reason: str) -> None:
+        await super().quarantine(game_id, reason)
+        try:
+            await self._submit([(self._QUARANTINE, (game_id,))])
+        except StorageError as exc:  # it stays unreadable; the next read tries again
+            log.error("cannot quarantine game %s: %s", game_id, exc)
+
+    @staticmethod
+    def _quarantined(game_id: str) -> Quarantined:
+        return Quarantined(
+            f"game {game_id} is quarantined: its stored record cannot be read (see the "
+            "server's log)",
+            game_id,
+        )
+
     # --- reads ---------------------------------------------------------------------
 
     _GAME_COLUMNS = (
@@ -653,94 +543,436 @@ class SQLiteStore(Store):
     )
 
     @staticmethod
-    def _game_row(r: sqlite3.Row | tuple[Any, ...]) -> GameRow:
+    def _game_row(r: Sequence[Any]) -> GameRow:
+        """A games row, decoded; CorruptRow if a column does not hold what it should."""
+        players = _load(r[4], "players", list)
+        tokens = [None, None] if r[12] is None else _load(r[12], "tokens", list)
+        if len(players) != 2 or len(tokens) != 2:
+            raise CorruptRow("players and tokens: two seats expected")
         return GameRow(
             id=r[0],
             game=r[1],
-            params=json.loads(r[2]),
+            params=_load(r[2], "params", dict),
             status=r[3],
-            players=json.loads(r[4]),
+            players=players,
             result=r[5],
             reason=r[6],
             seq=r[7],
             created_at=r[8],
             started_at=r[9],
             ended_at=r[10],
-            clock=None if r[11] is None else json.loads(r[11]),
-            tokens=[None, None] if r[12] is None else json.loads(r[12]),
+            clock=None if r[11] is None else _load(r[11], "clock", dict),
+            tokens=tokens,
             private=bool(r[13]),
             rematch_of=r[14],
         )
 
     async def get_game(self, game_id: str) -> GameRecord | None:
+        """A stored game with its moves and events; Quarantined if its rows cannot be read
+        (the game is quarantined then, once)."""
+        rows = await self._fetchall(
+            f"SELECT {self._GAME_COLUMNS} FROM games WHERE id = ?", (game_id,)
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        if row[3] == QUARANTINED:
+            raise self._quarantined(game_id)
         try:
-            async with self.db.execute(
-                f"SELECT {self._GAME_COLUMNS} FROM games WHERE id = ?", (game_id,)
-            ) as cursor:
-                row = await cursor.fetchone()
-            if row is None:
-                return None
             return await self._record(self._game_row(row))
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read game {game_id}: {exc}") from exc
+        except CorruptRow as exc:
+            await self.quarantine(game_id, str(exc))
+            raise self._quarantined(game_id) from exc
 
     async def _record(self, row: GameRow) -> GameRecord:
-        async with self.db.execute(
-            "SELECT game_id, ply, seq, seat, action, at, stats, clocks FROM moves"
-            " WHERE game_id = ? ORDER BY ply",
-            (row.id,),
-        ) as cursor:
-            moves = [
-                MoveRow(
-                    m[0],
-                    m[1],
-                    m[2],
-                    m[3],
-                    m[4],
-                    m[5],
-                    None if m[6] is None else json.loads(m[6]),
-                    None if m[7] is None else json.loads(m[7]),
-                )
-                for m in await cursor.fetchall()
-            ]
-        async with self.db.execute(
-            "SELECT seq, data FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
-        ) as cursor:
-            events = [{"seq": e[0], **json.loads(e[1])} for e in await cursor.fetchall()]
+        moves = [
+            MoveRow(
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                None if m[6] is None else _load(m[6], "moves.stats", dict),
+                None if m[7] is None else _load(m[7], "moves.clocks", list),
+            )
+            for m in await self._fetchall(
+                "SELECT game_id, ply, seq, seat, action, at, stats, clocks FROM moves"
+                " WHERE game_id = ? ORDER BY ply",
+                (row.id,),
+            )
+        ]
+        events = [
+            {"seq": e[0], **_load(e[1], "events.data", dict)}
+            for e in await self._fetchall(
+                "SELECT seq, data FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
+            )
+        ]
         return GameRecord(row, moves, events)
 
     async def unfinished_games(self) -> list[GameRecord]:
-        try:
-            async with self.db.execute(
-                f"SELECT {self._GAME_COLUMNS} FROM games WHERE status IN ('open', 'live')"
-                " ORDER BY created_at"
-            ) as cursor:
-                rows = [self._game_row(r) for r in await cursor.fetchall()]
-            return [await self._record(row) for row in rows]
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read unfinished games: {exc}") from exc
-
-    async def load_session(self, token_sha256: str) -> SessionRow | None:
-        try:
-            async with self.db.execute(
-                "SELECT token_sha256, player_id, name, bot, created_at FROM sessions"
-                " WHERE token_sha256 = ?",
-                (token_sha256,),
-            ) as cursor:
-                r = await cursor.fetchone()
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read sessions: {exc}") from exc
-        return None if r is None else SessionRow(r[0], r[1], r[2], bool(r[3]), r[4])
+        """Every open or live game with its moves; one whose rows cannot be read is
+        quarantined and left out, so that the others are served."""
+        rows = await self._fetchall(
+            f"SELECT {self._GAME_COLUMNS} FROM games WHERE status IN ('open', 'live')"
+            " ORDER BY created_at",
+            (),
+        )
+        records = []
+        for r in rows:
+            try:
+                records.append(await self._record(self._game_row(r)))
+            except CorruptRow as exc:
+                await self.quarantine(r[0], str(exc))
+        return records
 
     async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]:
+        """The latest games (of one status); a row that cannot be read is quarantined and
+        left out."""
         sql = f"SELECT {self._GAME_COLUMNS} FROM games"
-        params: tuple[Any, ...] = ()
+        params: tuple[Any, ...] = (QUARANTINED,)
         if status is not None:
             sql += " WHERE status = ?"
             params = (status,)
+        else:
+            sql += " WHERE status != ?"
         sql += " ORDER BY created_at DESC LIMIT ?"
+        games = []
+        for r in await self._fetchall(sql, (*params, limit)):
+            try:
+                games.append(self._game_row(r))
+            except CorruptRow as exc:
+                await self.quarantine(r[0], str(exc))
+        return games
+
+    # --- players: sessions and names (migrations 2 and 3) ----------------------------
+
+    _INSERT_SESSION = (
+        "INSERT INTO sessions"
+        " (token_sha256, player_id, name, bot, created_at, seen_at, played, named)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING"
+    )
+    _BIND_NAME = "INSERT INTO names (key, player_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+    _TOUCH_SESSION = (  # the later of two times, in both dialects (no max/GREATEST)
+        "UPDATE sessions SET seen_at = CASE WHEN coalesce(seen_at, 0) > ? THEN seen_at"
+        " ELSE ? END, played = CASE WHEN played > ? THEN played ELSE ? END"
+        " WHERE player_id = ?"
+    )
+    _EXPIRED = (
+        "(played = 0 AND coalesce(seen_at, created_at) < ?) OR coalesce(seen_at, created_at) < ?"
+    )
+
+    async def save_session(self, session: SessionRow, name_keys: Iterable[str] = ()) -> None:
+        row = (
+            session.token_sha256,
+            session.player_id,
+            session.name,
+            int(session.bot),
+            session.created_at,
+            session.created_at if session.seen_at is None else session.seen_at,
+            int(session.played),
+        )
+        writes: list[_Write] = [(self._INSERT_SESSION, row)]
+        writes += [(self._BIND_NAME, (key, session.player_id)) for key in sorted(name_keys)]
+        await self._submit(writes)
+
+    async def load_session(self, token_sha256: str) -> SessionRow | None:
+        rows = await self._fetchall(
+            "SELECT token_sha256, player_id, name, bot, created_at, seen_at, played, named"
+            " FROM sessions WHERE token_sha256 = ?",
+            (token_sha256,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return SessionRow(r[0], r[1], r[2], bool(r[3]), r[4], r[5], bool(r[6]), bool(r[7]))
+
+    async def name_holder(self, name_keys: Iterable[str]) -> str | None:
+        keys = sorted(name_keys)  # a name has one or two keys (server/names.py)
+        if not keys or len(keys) > 2:
+            raise ValueError(f"a name has one or two keys, not {len(keys)}")
+        rows = await self._fetchall(
+            "SELECT player_id FROM names WHERE key = ? OR key = ? LIMIT 1", (keys[0], keys[-1])
+        )
+        return None if not rows else str(rows[0][0])
+
+    async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
+        writes: list[_Write] = [
+            ("UPDATE sessions SET name = ?, named = 1 WHERE player_id = ?", (name, player_id))
+        ]
+        writes += [(self._BIND_NAME, (key, player_id)) for key in sorted(name_keys)]
+        await self._submit(writes)
+
+    async def touch_sessions(self, player_ids: Iterable[str], now: float, played: bool) -> None:
+        writes = [
+            (self._TOUCH_SESSION, (now, now, int(played), int(played), p)) for p in player_ids
+        ]
+        if writes:
+            await self._submit(writes)
+
+    async def expire_sessions(self, unplayed_before: float, played_before: float) -> None:
+        cutoffs = (unplayed_before, played_before)
+        await self._submit(
+            [
+                (
+                    "DELETE FROM names WHERE player_id IN"
+                    f" (SELECT player_id FROM sessions WHERE {self._EXPIRED})",
+                    cutoffs,
+                ),
+                (f"DELETE FROM sessions WHERE {self._EXPIRED}", cutoffs),
+            ]
+        )
+
+
+class SQLiteStore(SQLStore):
+    """The SQLite store: a writer connection on its own thread doing group commit, a
+    reader connection (aiosqlite), and a checkpointer connection."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_batch: int = 1024,
+        max_mb: float | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.max_batch = max_batch
+        self.max_mb = max_mb  # the database's size cap; past it writes fail with StorageFull
+        self._db: aiosqlite.Connection | None = None
+        self._write_db: sqlite3.Connection | None = None  # used on the writer thread only
+        self._write_thread: ThreadPoolExecutor | None = None
+        self._checkpoint_db: sqlite3.Connection | None = None  # one checkpoint at a time
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._checkpointed_at = 0  # self.commits at the last checkpoint
+        self._wal_reset_due = False  # the log is long: the writer waits for a checkpoint
+        self.wal_resets = 0  # (for benchmarks)
+        self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions committed (for benchmarks)
+        self.writes = 0  # write requests committed
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StorageError("the store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        """Open (creating and migrating if need be) the database. The first connection is
+        the writer's, opened here before anything else: a file that cannot be opened
+        (missing directory, read-only filesystem, not a database) fails here, with one
+        StorageError and nothing left running."""
         try:
-            async with self.db.execute(sql, (*params, limit)) as cursor:
-                return [self._game_row(r) for r in await cursor.fetchall()]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._write_db = self._open_writer()
+            self._migrate()
+            self._checkpoint_db = self._connect()
+            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._db.execute("PRAGMA foreign_keys=ON")
+            await self._db.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
+        except (OSError, sqlite3.Error, StorageError) as exc:
+            await self._close_connections()
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+        self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
+        self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
+        self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="store-checkpoint")
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection in autocommit mode (transactions are explicit), usable from
+        whichever one thread uses it at a time."""
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
+        return db
+
+    def _open_writer(self) -> sqlite3.Connection:
+        db = self._connect()
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a commit survives a process crash (kill -9); only power
+            # loss can take the last transactions (SQLite docs, "WAL mode synchronous").
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            # Checkpoints fsync: _checkpoint_loop runs them on their own connection instead.
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            if self.max_mb is not None:
+                page_size = db.execute("PRAGMA page_size").fetchone()[0]
+                pages = max(1, int(self.max_mb * 1024 * 1024) // page_size)
+                # Past this many pages a write fails with SQLITE_FULL, as on a full disk.
+                db.execute(f"PRAGMA max_page_count={pages}")
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    async def _close_connections(self) -> None:
+        for connection in (self._write_db, self._checkpoint_db):
+            if connection is not None:
+                connection.close()
+        self._write_db = self._checkpoint_db = None
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def _checkpoint_loop(self) -> None:
+        """Copy the log into the database now and then, on the checkpointer's connection
+        (a thread of its own), so that the log stays short, no commit ever waits for an
+        fsync, and no read waits behind a checkpoint."""
+        while True:
+            await asyncio.sleep(CHECKPOINT_S)
+            if await self._checkpoint() > WAL_RESET_FRAMES:
+                self._wal_reset_due = True
+
+    async def _checkpoint(self, *, always: bool = False) -> int:
+        """One PASSIVE checkpoint; returns the frames in the log (0 if none ran)."""
+        db = self._checkpoint_db
+        if db is None or (self.commits == self._checkpointed_at and not always):
+            return 0
+        self._checkpointed_at = self.commits
+        try:
+            row = await asyncio.to_thread(
+                lambda: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            )
+        except sqlite3.Error as exc:  # busy, say: the next round tries again
+            log.warning("checkpoint of %s failed: %s", self.path, exc)
+            return 0
+        return int(row[1]) if row else 0
+
+    def _migrate(self) -> None:
+        """Upgrade the schema to SCHEMA_VERSION (at open, before anything is served)."""
+        db = self._write_db
+        assert db is not None
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"database {self.path} has schema {version}, newer than this server's "
+                f"{SCHEMA_VERSION}: upgrade noughts"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            script = MIGRATIONS[target - 1]
+            # executescript commits first; the script and the version bump commit together.
+            db.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
+            )
+            log.info("database %s migrated to schema %d", self.path, target)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            # Let queued writes commit, then stop.
+            await self._queue.join()
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+            self._writer = None
+        if self._write_thread is not None:
+            self._write_thread.shutdown()
+            self._write_thread = None
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            try:
+                await self._checkpointer
+            except asyncio.CancelledError:
+                pass
+            self._checkpointer = None
+            await self._checkpoint()
+        await self._close_connections()
+
+    # --- group commit ------------------------------------------------------------
+
+    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
+        try:
+            async with self.db.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot list games: {exc}") from exc
+            raise StorageError(f"cannot read {self.path}: {exc}") from exc
+
+    async def _submit(self, writes: list[_Write]) -> None:
+        if self._writer is None:
+            raise StorageError("the store is not open")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((writes, future))
+        await future
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            if self._wal_reset_due:
+                # No write while this checkpoint runs, so it copies the whole log and the
+                # next transaction starts the log over (SQLite docs, "WAL reset").
+                self._wal_reset_due = False
+                await self._checkpoint(always=True)
+                self.wal_resets += 1
+            # Everything queued while the previous transaction committed joins this one.
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._commit_batch(batch)
+            except Exception as exc:
+                # Retry one by one so a single bad write fails alone.
+                if len(batch) > 1:
+                    for item in batch:
+                        await self._commit_one(item)
+                else:
+                    self._fail(batch[0][1], exc)
+            else:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(None)
+                self.commits += 1
+                self.writes += len(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_one(self, item: tuple[list[_Write], asyncio.Future[None]]) -> None:
+        try:
+            await self._commit_batch([item])
+        except Exception as exc:
+            self._fail(item[1], exc)
+        else:
+            if not item[1].done():
+                item[1].set_result(None)
+            self.commits += 1
+            self.writes += 1
+
+    @staticmethod
+    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
+        if not future.done():
+            future.set_exception(storage_error(exc, "a database write"))
+
+    async def _commit_batch(self, batch: list[tuple[list[_Write], asyncio.Future[None]]]) -> None:
+        if self._write_db is None or self._write_thread is None:
+            raise StorageError("the store is not open")
+        # Consecutive writes with the same SQL go down in one executemany.
+        runs: _Runs = []
+        for writes, _ in batch:
+            for sql, params in writes:
+                if runs and runs[-1][0] == sql:
+                    runs[-1][1].append(params)
+                else:
+                    runs.append((sql, [params]))
+        # The whole transaction on the writer's thread (see the module's docstring).
+        await asyncio.get_running_loop().run_in_executor(
+            self._write_thread, _run_transaction, self._write_db, runs
+        )
+
+
+class CorruptRow(ValueError):
+    """A stored value that does not decode to what its column holds."""
+
+
+def _load(text: Any, column: str, kind: type) -> Any:
+    """One JSON column, decoded and checked to be a ``kind``; else CorruptRow."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise CorruptRow(f"{column}: {exc}") from exc
+    if not isinstance(value, kind):
+        raise CorruptRow(f"{column}: a JSON {kind.__name__} expected, not {type(value).__name__}")
+    return value

@@ -19,11 +19,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.algorithms import ALGORITHMS
+from engine.games import GAME_NAMES
+
 DEFAULT_BUDGET_MS = 100.0
 # The SPRT is only allowed to stop the match once this many games are in: with a handful of
 # one-sided results the variance estimate (and so the LLR) is meaningless.
 SPRT_MIN_GAMES = 20
-GAME_HELP_NAMES = "tictactoe, mnk, 5x5, gomoku, uttt"
 DEFAULT_DB = "\0default"  # --db without a path: the default database
 
 DESCRIPTION = """\
@@ -35,7 +37,7 @@ soon as the sequential probability ratio test decides."""
 
 EPILOG = """\
 player spec: ALGO[:BUDGET[:OPTION=VALUE...]]
-  ALGO     an engine search: random, flat, mcts, uct, minimax, alphabeta, perfect
+  ALGO     an engine search: {algorithms}
   BUDGET   per move: 100ms, 0.5s (time) or 5000it (iterations / nodes); default 100ms
   OPTIONS  passed to the search, e.g. mcts:100ms:c=1.2 (several: mcts:50ms:c=1.2:reuse=false)
 
@@ -67,6 +69,13 @@ class PlayerSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def budget(self) -> Any:
+        """The engine.Budget of each move."""
+        import engine
+
+        return engine.Budget(self.budget_ms, self.iterations)
+
 
 def _option_value(text: str) -> Any:
     lowered = text.lower()
@@ -86,25 +95,14 @@ def _option_value(text: str) -> Any:
 
 def parse_budget(text: str) -> tuple[float | None, int | None]:
     """'100ms' -> (100.0, None); '0.5s' -> (500.0, None); '5000it' -> (None, 5000)."""
-    lowered = text.strip().lower()
+    from engine.errors import EngineError
+    from engine.options import Budget
+
     try:
-        if lowered.endswith("ms"):
-            value = float(lowered[:-2])
-            if value > 0 and math.isfinite(value):
-                return value, None
-        elif lowered.endswith("it"):
-            count = int(lowered[:-2])
-            if count > 0:
-                return None, count
-        elif lowered.endswith("s"):
-            value = float(lowered[:-1]) * 1000.0
-            if value > 0 and math.isfinite(value):
-                return value, None
-    except ValueError:
-        pass
-    raise ArenaError(
-        f"bad budget {text!r}: use milliseconds (100ms), seconds (0.5s) or iterations (5000it)"
-    )
+        budget = Budget.parse(text)
+    except EngineError as exc:
+        raise ArenaError(str(exc)) from None
+    return budget.time_ms, budget.iterations
 
 
 def parse_player(text: str) -> PlayerSpec:
@@ -234,12 +232,11 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
             try:
                 result = searcher.search(
                     state,
-                    algorithm=spec.algorithm,
-                    budget_ms=spec.budget_ms,
-                    iterations=spec.iterations,
+                    spec.algorithm,
+                    spec.budget,
                     seed=derive_seed(task.seed, state.ply()),
                     game_key=keys[side],
-                    **spec.options,
+                    options=spec.options,
                 )
             except Exception as exc:
                 raise ArenaError(
@@ -503,14 +500,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "arena",
         help="play two engine players against each other and rate the result",
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=EPILOG.format(algorithms=", ".join(ALGORITHMS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--game",
         default="uttt",
         metavar="NAME",
-        help=f"game to play: {GAME_HELP_NAMES} (default: %(default)s)",
+        help=f"game to play: {', '.join(GAME_NAMES)} (default: %(default)s)",
     )
     parser.add_argument(
         "--param",
@@ -678,6 +675,14 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         game = engine.make_game(args.game, **params)
     except engine.EngineError as exc:
         raise ArenaError(f"bad game: {exc}") from None
+    for label, spec in zip("AB", players, strict=True):
+        try:  # before any game starts: a misspelt option is an error, not a default
+            engine.check_algorithm(spec.algorithm, game)
+            engine.parse_options(
+                engine.algorithm(spec.algorithm).options, spec.options, spec.algorithm
+            )
+        except engine.EngineError as exc:
+            raise ArenaError(f"player {label} ({spec.text}): {exc}") from None
     name, game_params = game.spec()
     seed = args.seed if args.seed is not None else derive_seed(time.time_ns(), os.getpid())
     db = getattr(args, "db", None)

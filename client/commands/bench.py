@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-BENCH_GAMES = ("tictactoe", "5x5", "gomoku", "uttt")
+from engine.games import GAMES
+
+# The registry's games that take no parameters ("mnk" is measured as 5x5 and gomoku).
+BENCH_GAMES = tuple(name for name, game in GAMES.items() if not game.parameters)
 # Searches with an iteration or node count worth a rate; random has none.
 RATE_ALGORITHMS = ("mcts", "uct", "flat", "alphabeta", "minimax", "perfect")
 # Plain minimax and the perfect player only make sense on small boards.
@@ -125,9 +128,7 @@ def middle_position(engine: Any, game: Any, seed: int = 2024, attempts: int = 20
         if first_live is None:
             first_live = state
         if not any(
-            engine.search(
-                state.clone(), algorithm=name, budget_ms=None, iterations=n, seed=1
-            ).proven
+            engine.search(state.clone(), name, engine.Budget(iterations=n), seed=1).proven
             for name, n in (("mcts", 2000), ("alphabeta", 2000))
             if name in engine.ALGORITHMS
         ):
@@ -188,8 +189,8 @@ def measure_rates(
                     try:
                         result = engine.search(
                             state.clone(),
-                            algorithm=algorithm,
-                            budget_ms=settings.rate_budget_ms,
+                            algorithm,
+                            engine.Budget(time_ms=settings.rate_budget_ms),
                             seed=run + 1,
                         )
                     except Exception as exc:  # an algorithm may reject a game: report it
@@ -300,7 +301,7 @@ def measure_solve(engine: Any, settings: Settings, reporter: Reporter) -> dict[s
         if algorithm not in engine.ALGORITHMS:
             continue
         started = time.perf_counter()
-        result = engine.search(state.clone(), algorithm=algorithm, budget_ms=1000.0, seed=1)
+        result = engine.search(state.clone(), algorithm, engine.Budget(time_ms=1000.0), seed=1)
         searches.append(
             {
                 "algorithm": algorithm,
@@ -353,8 +354,8 @@ def measure_overrun(
                         try:
                             result = searcher.search(
                                 state,
-                                algorithm=algorithm,
-                                budget_ms=budget,
+                                algorithm,
+                                engine.Budget(time_ms=budget),
                                 seed=len(overruns),
                                 game_key=key,
                             )
@@ -385,32 +386,21 @@ def measure_overrun(
 
 # --- warm worker round trip -----------------------------------------------------------------
 
-ROUND_TRIP_REQUEST: tuple[Any, ...] = ("tictactoe", {}, (4,), "random", 1)
+
+def round_trip_request() -> Any:
+    """A tiny search: random, 1 iteration, 3x3 after one move."""
+    from engine.options import Budget
+    from engine.worker import SearchRequest
+
+    return SearchRequest("tictactoe", {}, (4,), "random", Budget(iterations=1), seed=1)
 
 
-def answer(request: tuple[Any, ...]) -> dict[str, Any]:
-    """A worker's job: rebuild the position from (game, params, moves) and search it."""
-    import engine
+def answer(request: Any) -> Any:
+    """The worker's job, run in a process pool's process (engine/worker.py's ``run``)."""
+    from engine.search import Searcher
+    from engine.worker import run
 
-    name, params, actions, algorithm, iterations = request
-    state = engine.replay(engine.make_game(name, **params), list(actions))
-    result = engine.search(
-        state, algorithm=algorithm, budget_ms=None, iterations=iterations, seed=1
-    )
-    return result.to_dict()
-
-
-def pipe_worker(conn: Any) -> None:
-    """A pre-started worker on one end of a Pipe: warm up, then answer until None."""
-    import engine
-
-    engine.warm_up()
-    conn.send("ready")
-    while True:
-        request = conn.recv()
-        if request is None:
-            return
-        conn.send(answer(request))
+    return run(Searcher(), request)
 
 
 def _warm() -> bool:
@@ -426,29 +416,25 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from engine.worker import WorkerProcess
+
     context = multiprocessing.get_context("spawn")
     reporter.step("round trip: starting a pipe worker")
-    parent, child = context.Pipe(duplex=True)
-    process = context.Process(target=pipe_worker, args=(child,), daemon=True)
-    process.start()
-    child.close()
+    worker = WorkerProcess(warm=None)
+    request = round_trip_request()
     pipe_times: list[float] = []
     try:
-        if not parent.poll(300.0) or parent.recv() != "ready":
+        if not worker.wait_ready(300.0):
             raise RuntimeError("the pipe worker did not start within 300 s")
         reporter.step("round trip: pipe")
         for i in range(settings.round_trips + 5):
             started = time.perf_counter()
-            parent.send(ROUND_TRIP_REQUEST)
-            parent.recv()
+            worker.search(i, request)
+            worker.recv()
             if i >= 5:  # the first few warm the caches on both sides
                 pipe_times.append((time.perf_counter() - started) * 1000.0)
-        parent.send(None)
     finally:
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()
-        parent.close()
+        worker.stop()
 
     reporter.step("round trip: run_in_executor")
 
@@ -459,7 +445,7 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
             await loop.run_in_executor(pool, _warm)
             for i in range(settings.round_trips + 5):
                 started = time.perf_counter()
-                await loop.run_in_executor(pool, answer, ROUND_TRIP_REQUEST)
+                await loop.run_in_executor(pool, answer, request)
                 if i >= 5:
                     times.append((time.perf_counter() - started) * 1000.0)
         return times

@@ -8,8 +8,8 @@ import os
 import sys
 
 from client.commands.common import SERVER_ENV, parse_clock, parse_params
-
-GAMES = ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
+from engine.algorithms import ALGORITHMS
+from engine.games import GAME_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--engine",
         default="mcts",
         metavar="ALGORITHM",
-        help="search: mcts, alphabeta, perfect, flat, uct, minimax, random (default: %(default)s)",
+        help=f"search: {', '.join(ALGORITHMS)} (default: %(default)s)",
     )
     parser.add_argument(
         "--budget-ms", type=int, default=100, help="time per move (default: %(default)s)"
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--games", type=int, default=None, help="games to play (default: no end)")
     what = parser.add_mutually_exclusive_group()
     what.add_argument(
-        "--seek", choices=GAMES, metavar="GAME", help=f"post seeks: {', '.join(GAMES)}"
+        "--seek", choices=GAME_NAMES, metavar="GAME", help=f"post seeks: {', '.join(GAME_NAMES)}"
     )
     what.add_argument(
         "--accept",

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from client.connection import ServerConnection
-from client.embedded import EmbeddedServer
+from client.embedded import EmbeddedServer, StatusLine
 
 DB_ENV = "NOUGHTS_DB"
 SERVER_ENV = "NOUGHTS_SERVER"
@@ -47,9 +47,14 @@ def default_db_path() -> Path:
 
 @contextlib.asynccontextmanager
 async def connect(
-    args: argparse.Namespace, *, workers: int | None = None, bot: bool = False
+    args: argparse.Namespace,
+    *,
+    workers: int | None = None,
+    bot: bool = False,
+    warm: list[tuple[str, str]] | None = None,
 ) -> AsyncIterator[ServerConnection]:
-    """Connect to --server, or start an embedded server on --db and connect to it."""
+    """Connect to --server, or start an embedded server on --db and connect to it (``warm``:
+    the game and algorithm pairs it compiles first; the wait is shown on stderr)."""
     name = getattr(args, "name", "anonymous")[:32]
     if args.server:
         connection = await ServerConnection.connect(args.server, name=name, bot=bot)
@@ -60,7 +65,10 @@ async def connect(
         return
     db = Path(args.db) if args.db else default_db_path()
     log_path = db.with_name(db.name + ".server.log")
-    async with EmbeddedServer(db, workers=workers, log_path=log_path) as url:
+    status = StatusLine(prefix="noughts: ")
+    async with EmbeddedServer(
+        db, workers=workers, log_path=log_path, warm=warm, status=status
+    ) as url:
         connection = await ServerConnection.connect(url, name=name, bot=bot)
         try:
             yield connection

@@ -14,9 +14,9 @@ from typing import Any
 
 from client.commands.common import add_server_arguments, connect, parse_clock
 from client.commands.common import parse_params as common_parse_params
+from engine.algorithms import ALGORITHMS
+from engine.games import GAME_NAMES
 from protocol import Message
-
-GAME_CHOICES = ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_server_arguments(parser)
     parser.add_argument(
-        "--game", default="tictactoe", choices=GAME_CHOICES, help="game (default: %(default)s)"
+        "--game", default="tictactoe", choices=GAME_NAMES, help="game (default: %(default)s)"
     )
     parser.add_argument(
         "--param",
@@ -41,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ai",
         default="mcts",
         metavar="ALGORITHM",
-        help="the AI's search: mcts, alphabeta, perfect, flat, minimax, random "
-        "(default: %(default)s)",
+        help=f"the AI's search: {', '.join(ALGORITHMS)} (default: %(default)s)",
     )
     parser.add_argument(
         "--budget-ms", type=int, default=500, help="the AI's time per move (default: %(default)s)"
@@ -183,6 +182,16 @@ def create_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def warm_targets(args: argparse.Namespace) -> list[tuple[str, str]] | None:
+    """What the embedded server compiles before the first board: the game and the AI asked
+    for (the rest compiles in the background); everything for the lobby and the like."""
+    if args.lobby or args.watch or args.replay:
+        return None
+    if args.game not in GAME_NAMES or args.ai not in ALGORITHMS:
+        return []  # the server refuses the game: nothing to wait for
+    return [(args.game, args.ai)]
+
+
 def embedded_session_key(db: Path) -> str:
     """Where the session of an embedded server is kept: its database, not its URL."""
     return f"local:{db.expanduser().resolve()}"
@@ -190,7 +199,7 @@ def embedded_session_key(db: Path) -> str:
 
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
-    from client.embedded import EmbeddedServer, EmbeddedServerError
+    from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine
     from client.sessions import SessionStore
     from client.ui import NoughtsApp
 
@@ -203,8 +212,12 @@ async def _play_ui(args: argparse.Namespace) -> int:
         return 0
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
+    log_path = db.with_name(db.name + ".server.log")
+    status = StatusLine(prefix="noughts: ")
     try:
-        async with EmbeddedServer(db, log_path=db.with_name(db.name + ".server.log")) as url:
+        async with EmbeddedServer(
+            db, log_path=log_path, warm=warm_targets(args), status=status
+        ) as url:
             # An embedded server's port changes every run; its database does not.
             key = embedded_session_key(db)
             app = NoughtsApp(url, name=name, start=start, sessions=sessions, session_key=key)
@@ -227,7 +240,7 @@ async def _play(args: argparse.Namespace) -> int:
             print(
                 "Starting a local server (the first start compiles the engine)...", file=sys.stderr
             )
-        async with connect(args) as connection:
+        async with connect(args, warm=warm_targets(args)) as connection:
             game = PlainGame(connection)
             if args.join:
                 await game.join(args.join)

@@ -1,4 +1,6 @@
-"""`noughts serve`: run the game server (this process becomes `python -m server`)."""
+"""The commands that become a server process: `noughts serve` (`python -m server`),
+`noughts migrate` and `noughts engine-worker`. The client never imports the server: the
+process execs the server module, whose own parser owns every option, `--help` included."""
 
 from __future__ import annotations
 
@@ -6,25 +8,30 @@ import argparse
 import os
 import sys
 
+# command -> (server module, help line)
+SERVER_COMMANDS = {
+    "serve": ("server", "run the game server"),
+    "migrate": ("server.migrate", "create or upgrade a database's schema"),
+    "engine-worker": (
+        "server.engine_worker",
+        "run engine workers for a cluster (AI searches from its Redis queue)",
+    ),
+}
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "serve",
-        help="run the game server",
-        description="Run the noughts game server. Options: --host (default 127.0.0.1), "
-        "--port (default 8765, 0 = free port), --db PATH (default $NOUGHTS_DB or your data "
-        "directory), --workers N (engine processes).",
-        add_help=False,
-    )
-    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    parser.set_defaults(func=run)
+    for command, (module, help_line) in SERVER_COMMANDS.items():
+        parser = subparsers.add_parser(
+            command,
+            help=help_line,
+            description=f"{help_line[0].upper()}{help_line[1:]}: `noughts {command} --help` "
+            "lists the options.",
+            add_help=False,
+        )
+        parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        parser.set_defaults(func=lambda args, module=module: exec_server(args.args, module))
 
 
-def run(args: argparse.Namespace) -> int:
-    return exec_server(args.args)
-
-
-def exec_server(argv: list[str]) -> int:
-    """Become `python -m server ARGV` (the client never imports the server)."""
-    os.execv(sys.executable, [sys.executable, "-m", "server", *argv])
-    return 0  # not reached
+def exec_server(argv: list[str], module: str = "server") -> int:
+    """Become `python -m MODULE ARGV`."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *argv])

@@ -12,13 +12,10 @@ from textual.widgets import Button, Input, Label, Select
 
 import engine
 
+# The registry's games, and a custom m,n,k board ("mnk:M:N:K").
 GAMES: list[tuple[str, str]] = [
-    ("3x3 tic-tac-toe", "tictactoe"),
-    ("4x4, four in a row", "mnk:4:4:4"),
-    ("5x5, four in a row", "5x5"),
-    ("gomoku 15x15, five in a row", "gomoku"),
-    ("ultimate tic-tac-toe", "uttt"),
-]
+    (game.title, game.name) for game in engine.GAMES.values() if not game.parameters
+] + [("4x4, four in a row", "mnk:4:4:4")]
 CLOCKS: list[tuple[str, str]] = [
     ("no clock", "none"),
     ("1 min + 0 s", "60000+0"),

@@ -30,11 +30,9 @@ REASONS = {
 def game_title(game: str, params: dict[str, int]) -> str:
     """'tictactoe', '5x5', 'gomoku', 'uttt' or 'm,n,k 7x6 k=4'."""
     if game == "mnk" and params:
-        for preset, preset_params in engine.PRESETS.items():
-            if params == preset_params:
-                return preset
-        if params == {"m": 3, "n": 3, "k": 3}:
-            return "tictactoe"
+        for name, game_type in engine.GAMES.items():
+            if game_type.preset == params:
+                return name  # a record from before games kept their names
         return f"m,n,k {params.get('m')}x{params.get('n')} k={params.get('k')}"
     return game
 

@@ -63,7 +63,7 @@ async def test_a_replay_scrubbed_forwards_and_back(ui_server: UIServer) -> None:
     actions = [4, 1, 0, 8, 6, 2, 3]
     record = await play_humans(ui_server, "tictactoe", actions)
     assert record["result"] == "1-0"
-    app = NoughtsApp(ui_server.url, name="ada", start=Start("replay", game_id=record["id"]))
+    app = NoughtsApp(ui_server.url, name="viewer", start=Start("replay", game_id=record["id"]))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
         screen = app.screen
@@ -127,7 +127,7 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
             game = app.screen
             assert isinstance(game, GameScreen)
             await until(pilot, lambda: game.model.my_turn, "our first move")
-            assert game.model.seat == 0 and game.model.params == {"m": 5, "n": 5, "k": 4}
+            assert game.model.seat == 0 and game.model.game == "5x5"  # the name it was created with
             assert seeks.row_count == 0  # the accepted seek left the lobby
             seated = next(m for m in pushed if isinstance(m, Seated))
             await pilot.press("1", "2", "enter")  # typed: cell 12, the centre

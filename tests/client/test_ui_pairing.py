@@ -84,7 +84,7 @@ async def test_a_seek_posted_with_s_is_accepted_by_another_client_and_both_play(
             model = game.model
             await until(pilot, lambda: model.state is not None, "the game's snapshot")
             assert model.game_id == seated.game_id and model.seat == 1
-            assert model.params == {"m": 5, "n": 5, "k": 4}
+            assert model.game == "5x5"  # the name it was created with
             assert [p["name"] for p in model.players if p] == ["bob", "ada"]
             snapshot = await next_event(bob, Snapshot)
             assert snapshot.status == "live" and snapshot.game_id == seated.game_id

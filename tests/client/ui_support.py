@@ -56,7 +56,10 @@ async def start_server(
 ) -> AsyncIterator[UIServer]:
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
-    game_server = GameServer(store, pool, clock=clock or time.time)
+    # One manual clock drives both of the server's clocks (durations and timestamps).
+    game_server = GameServer(
+        store, pool, monotonic=clock or time.monotonic, wall=clock or time.time
+    )
     try:
         async with running(game_server) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]

@@ -7,10 +7,12 @@ import random
 import pytest
 
 import engine
-from engine import alphabeta_mnk as K
-from engine import alphabeta_uttt as U
-from engine.alphabeta_driver import mnk_tables
+from engine import Budget
+from engine.alphabeta_driver import _mnk_context
 from engine.game import winning_actions
+from engine.kernels import alphabeta as AB
+from engine.kernels import alphabeta_mnk as K
+from engine.kernels import alphabeta_uttt as U
 
 
 def _scratch_eval(context: K.MNKContext) -> int:
@@ -18,8 +20,8 @@ def _scratch_eval(context: K.MNKContext) -> int:
     t = context.t
     total = 0
     for window in t.win_cells:
-        x = sum(1 for c in window if context.board[c] == 1)
-        o = sum(1 for c in window if context.board[c] == 2)
+        x = sum(1 for c in window if context.game.cells[c] == 1)
+        o = sum(1 for c in window if context.game.cells[c] == 2)
         if x and not o:
             total += int(t.weights[x])
         elif o and not x:
@@ -38,7 +40,7 @@ def _scratch_eval(context: K.MNKContext) -> int:
 )
 def test_mnk_kernel_tracks_the_python_rules(params):
     game = engine.make_game("mnk", **params)
-    context = K.MNKContext(mnk_tables(game.m, game.n, game.k, game.zobrist), tt_bits=4)
+    context = _mnk_context(game)
     rng = random.Random(sum(params.values()))
     for _ in range(6):
         state = game.new_initial_state()
@@ -70,8 +72,10 @@ def test_mnk_kernel_tracks_the_python_rules(params):
         # the kernel's own win test agrees with the Python winner
         context.set_position(state.history()[:-1])
         last = state.history()[-1]
-        won = K.place(last, (state.ply() - 1) & 1, *context.arguments()[:4],
-                      *context.arguments()[6:12], game.k)  # fmt: skip
+        g = context.game
+        won = K.place(last, (state.ply() - 1) & 1, g.cells, g.counts, g.near, context.info,
+                      g.cell_win, g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist,
+                      game.k)  # fmt: skip
         assert won == (state.winner() is not None)
 
 
@@ -83,7 +87,7 @@ def test_uttt_kernel_tracks_the_python_rules():
         state = engine.make_game("uttt").new_initial_state()
         while not state.is_terminal():
             context.set_position(state.history())
-            assert [codes[int(v)] for v in context.macro] == state.board_winners()
+            assert [codes[int(v)] for v in context.game.macro] == state.board_winners()
             assert int(context.info[U.FORCED]) == state.forced
             moves, winning = context.generate_root(state.current_player())
             wins = winning_actions(state)
@@ -95,8 +99,9 @@ def test_uttt_kernel_tracks_the_python_rules():
             state.apply_action(rng.choice(state.legal_actions()))
         context.set_position(state.history()[:-1])
         last = state.history()[-1]
-        args = context.arguments()
-        result = U.place(last, (state.ply() - 1) & 1, *args[:4], args[5], 0, *args[6:10])
+        g = context.game
+        result = U.place(last, (state.ply() - 1) & 1, g.cells, g.macro, g.filled, context.info,
+                         g.undo, 0, g.lines, g.through, g.through_n, g.zob)  # fmt: skip
         assert result == (1 if state.winner() is not None else 2)
 
 
@@ -105,9 +110,10 @@ def test_recursive_kernels_compile_once():
     #6713): every call site must pass the same types."""
     for name, moves in (("gomoku", [112, 113, 98]), ("5x5", [12]), ("uttt", [40])):
         state = engine.replay((name, {}), moves)
-        engine.search(state, algorithm="alphabeta", iterations=3000, seed=1)
-    for kernel in (K.negamax, K.vcf, U.negamax):
-        assert len(kernel.signatures) <= 1, kernel
+        engine.search(state, "alphabeta", Budget(iterations=3000), seed=1)
+    # One compiled search per game (its position tuple's type), one VCF (negamax is called
+    # from compiled code only, so its copies show as root's).
+    assert len(AB.root.signatures) == 2 and len(K.vcf.signatures) == 1
 
 
 @pytest.mark.parametrize(("name", "params"), [("mnk", {"m": 3, "n": 4, "k": 3}), ("tictactoe", {})])
@@ -122,8 +128,10 @@ def test_compiled_and_python_searches_agree_on_exact_values(name, params):
                 break
         if state.is_terminal():
             continue
-        compiled = engine.search(state, algorithm="alphabeta", iterations=10**7)
-        python = engine.search(state, algorithm="alphabeta", iterations=10**7, compiled=False)
+        compiled = engine.search(state, "alphabeta", Budget(iterations=10**7))
+        python = engine.search(
+            state, "alphabeta", Budget(iterations=10**7), options={"compiled": False}
+        )
         assert compiled.proven == python.proven is not None
         assert compiled.value == python.value
 
@@ -139,7 +147,7 @@ def test_gomoku_double_four_is_found_and_played():
     o = _rc((7, 4), (3, 8), (0, 0), (0, 14), (14, 0), (14, 14))
     moves = [m for pair in zip(x, o, strict=True) for m in pair]
     state = engine.replay(("gomoku", {}), moves)
-    result = engine.search(state, algorithm="alphabeta", iterations=50_000, seed=1)
+    result = engine.search(state, "alphabeta", Budget(iterations=50000), seed=1)
     assert result.action == _rc((7, 8))[0]
     assert result.proven == "win" and len(result.pv) == 3
 
@@ -151,7 +159,7 @@ def test_gomoku_open_three_is_blocked():
     moves = [m for pair in zip(x, o, strict=True) for m in pair]
     state = engine.replay(("gomoku", {}), moves)
     assert state.current_player() == 0
-    result = engine.search(state, algorithm="alphabeta", iterations=200_000, seed=1)
+    result = engine.search(state, "alphabeta", Budget(iterations=200000), seed=1)
     assert result.action in _rc((7, 4), (7, 5), (7, 9), (7, 10))
 
 
@@ -160,20 +168,20 @@ def test_fixed_seed_and_node_budget_give_the_same_search(name, moves):
     """Fresh searches start from a clean table (a new generation), whatever ran before."""
     state = engine.replay((name, {}), moves)
     other = engine.replay((name, {}), moves[:1])
-    first = engine.search(state, algorithm="alphabeta", iterations=20_000, seed=4)
-    engine.search(other, algorithm="alphabeta", iterations=20_000, seed=5)
-    again = engine.search(state, algorithm="alphabeta", iterations=20_000, seed=4)
+    first = engine.search(state, "alphabeta", Budget(iterations=20000), seed=4)
+    engine.search(other, "alphabeta", Budget(iterations=20000), seed=5)
+    again = engine.search(state, "alphabeta", Budget(iterations=20000), seed=4)
     assert (first.action, first.iterations, first.pv) == (again.action, again.iterations, again.pv)
 
 
 def test_one_games_searches_share_the_table():
     searcher = engine.Searcher()
     state = engine.replay(("uttt", {}), [40])
-    cold = searcher.search(state, algorithm="alphabeta", iterations=30_000, game_key="g")
+    cold = searcher.search(state, "alphabeta", Budget(iterations=30000), game_key="g")
     state.apply_action(cold.action)
     state.apply_action(cold.pv[1])
-    warm = searcher.search(state, algorithm="alphabeta", iterations=30_000, game_key="g")
-    fresh = engine.search(state, algorithm="alphabeta", iterations=30_000)
+    warm = searcher.search(state, "alphabeta", Budget(iterations=30000), game_key="g")
+    fresh = engine.search(state, "alphabeta", Budget(iterations=30000))
     assert warm.action in state.legal_actions()
     # the kept table lets the same node budget reach at least as deep
     assert warm.depth >= fresh.depth

@@ -126,13 +126,21 @@ def test_random_playouts_keep_every_invariant(name, params, choices):
 
 
 def test_game_names_and_specs():
-    assert engine.GAME_NAMES == ("tictactoe", "mnk", "5x5", "gomoku", "uttt")
+    assert engine.GAME_NAMES == ("tictactoe", "5x5", "gomoku", "uttt", "mnk")
+    # Defect 17 (issue 12): a game keeps the name it was created with; a named board takes
+    # no parameters (and accepts its own m, n and k spelled out).
     assert engine.make_game("tictactoe").spec() == ("tictactoe", {})
-    assert engine.make_game("5x5").spec() == ("mnk", {"m": 5, "n": 5, "k": 4})
-    assert engine.make_game("gomoku").spec() == ("mnk", {"m": 15, "n": 15, "k": 5})
+    assert engine.make_game("5x5").spec() == ("5x5", {})
+    assert engine.make_game("gomoku").spec() == ("gomoku", {})
+    assert engine.make_game("gomoku", m=15, n=15, k=5).spec() == ("gomoku", {})
     assert engine.make_game("uttt").spec() == ("uttt", {})
-    assert engine.make_game("mnk", m=5, n=5, k=4) == engine.make_game("5x5")
+    assert engine.make_game("mnk", m=5, n=5, k=4).spec() == ("mnk", {"m": 5, "n": 5, "k": 4})
+    gomoku = engine.make_game("gomoku")
+    assert isinstance(gomoku, engine.MNKGame) and (gomoku.m, gomoku.n, gomoku.k) == (15, 15, 5)
+    assert pickle.loads(pickle.dumps(gomoku)).spec() == ("gomoku", {})
+    assert engine.make_game("mnk", m=5, n=5, k=4) != engine.make_game("5x5")
     assert engine.make_game("tictactoe") != engine.make_game("mnk", m=3, n=3, k=3)
+    assert engine.make_game("mnk", m=20, n=20, k=5).cells == 400  # the Gomocup's big board
     sizes = {
         "tictactoe": (9, 9),
         "5x5": (25, 25),
@@ -150,7 +158,7 @@ def test_game_names_and_specs():
         ("chess", {}, "unknown game"),
         ("mnk", {"m": 3, "n": 3}, "missing"),
         ("mnk", {"m": 2, "n": 3, "k": 3}, "out of range"),
-        ("mnk", {"m": 20, "n": 3, "k": 3}, "out of range"),
+        ("mnk", {"m": 21, "n": 3, "k": 3}, "out of range"),
         ("mnk", {"m": 4, "n": 5, "k": 6}, "out of range"),
         ("mnk", {"m": 4, "n": 5, "k": 2}, "out of range"),
         ("mnk", {"m": "4", "n": 5, "k": 3}, "integer"),
@@ -159,6 +167,7 @@ def test_game_names_and_specs():
         ("tictactoe", {"m": 3}, "no parameters"),
         ("uttt", {"k": 3}, "no parameters"),
         ("gomoku", {"m": 19, "n": 19, "k": 5}, "m=15"),
+        ("gomoku", {"swap": 1}, "no parameters"),
     ],
 )
 def test_bad_games_raise_engine_error(name, params, message):

@@ -3,7 +3,6 @@ random games of every kind, and the decisive-move helpers find wins and threats.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 
 import numpy as np
@@ -15,19 +14,15 @@ from engine.kernels import (
     compiled_outcome,
     kernel_game,
     root_state,
-    warm_up,
 )
 from engine.kernels.layout import MOVES_MOVER_LOSES, MOVES_MOVER_WINS, MOVES_NORMAL
 from engine.kernels.rules import apply, tree_moves
 from engine.kernels.uttt import uttt_tree_moves, uttt_win_move
 
-HAVE_UTTT = importlib.util.find_spec("engine.uttt") is not None
-needs_uttt = pytest.mark.skipif(not HAVE_UTTT, reason="engine.uttt not there yet")
-
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled() -> None:
-    warm_up()
+    engine.warm_up()
 
 
 GAMES = [
@@ -38,7 +33,7 @@ GAMES = [
     ("mnk", {"m": 6, "n": 4, "k": 4}, 100),
     ("mnk", {"m": 19, "n": 19, "k": 6}, 5),
     ("gomoku", {}, 15),
-    pytest.param("uttt", {}, 150, marks=needs_uttt),
+    ("uttt", {}, 150),
 ]
 
 
@@ -111,7 +106,6 @@ def test_gomoku_five_or_more_wins() -> None:
     assert compiled_outcome(st) == (True, 0) == (state.is_terminal(), state.winner())
 
 
-@needs_uttt
 def test_uttt_decisive_and_anti_decisive_moves() -> None:
     game = engine.make_game("uttt")
     rng = random.Random(5)
@@ -158,7 +152,6 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
     return child.winner() == player
 
 
-@needs_uttt
 @pytest.mark.parametrize("policy", [0, 1, 2])
 def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     """The inlined playout equals the same random choices made through uttt_apply: policy 1

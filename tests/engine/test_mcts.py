@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import time
 from typing import Any
@@ -10,19 +9,20 @@ from typing import Any
 import pytest
 
 import engine
+from engine import Budget
 from engine.errors import EngineError
 from engine.flat import flat_search
-from engine.kernels import warm_up
 from engine.mcts import mcts_search, merge_root_results, uct_search
-from engine.search import SearchResult
-
-HAVE_UTTT = importlib.util.find_spec("engine.uttt") is not None
-needs_uttt = pytest.mark.skipif(not HAVE_UTTT, reason="engine.uttt not there yet")
+from engine.options import MCTSOptions, NoOptions, UCTOptions
+from engine.result import SearchResult
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled() -> None:
-    warm_up()
+    engine.warm_up()
+
+
+OPTIONS: dict[Any, Any] = {mcts_search: MCTSOptions, uct_search: UCTOptions, flat_search: NoOptions}
 
 
 def run(func: Any, state: Any, iterations: int = 2000, seed: int = 1, cache=None, **options):  # noqa: ANN001
@@ -32,7 +32,7 @@ def run(func: Any, state: Any, iterations: int = 2000, seed: int = 1, cache=None
         iterations=iterations,
         seed=seed,
         clock=time.perf_counter,
-        options=options,
+        options=OPTIONS[func](**options),
         cache={} if cache is None else cache,
     )
 
@@ -98,8 +98,7 @@ def test_mcts_proves_the_empty_board_a_draw() -> None:
 
 def test_fixed_seed_and_iterations_give_a_fixed_result() -> None:
     games = [("tictactoe", {}), ("5x5", {}), ("gomoku", {}), ("mnk", {"m": 4, "n": 6, "k": 3})]
-    if HAVE_UTTT:
-        games.append(("uttt", {}))
+    games.append(("uttt", {}))
     for name, params in games:
         state = position(name, [], **params)
         state.apply_action(state.legal_actions()[len(state.legal_actions()) // 2])
@@ -133,7 +132,7 @@ GAMES = [
     ("5x5", {}),
     ("mnk", {"m": 3, "n": 8, "k": 3}),
     ("gomoku", {}),
-    pytest.param("uttt", {}, marks=needs_uttt),
+    ("uttt", {}),
 ]
 
 
@@ -168,7 +167,7 @@ def test_a_deadline_stops_the_search() -> None:
         iterations=None,
         seed=3,
         clock=time.perf_counter,
-        options={},
+        options=MCTSOptions(),
         cache={},
     )
     assert result.iterations > 0
@@ -209,7 +208,7 @@ def test_merge_root_results_sums_visits() -> None:
 def test_engine_registry_runs_the_compiled_searches() -> None:
     state = position("tictactoe", [0, 4, 1])
     for algorithm in ("mcts", "uct", "flat"):
-        result = engine.search(state, algorithm=algorithm, iterations=3000, seed=5)
+        result = engine.search(state, algorithm, Budget(iterations=3000), seed=5)
         assert result.action == 2
         assert result.algorithm == algorithm
 
@@ -243,11 +242,10 @@ def test_warm_up_compiles_everything_the_searches_call() -> None:
     from engine.kernels import rules, tree
 
     kernels = (tree.mcts_run, tree.flat_run, tree.compact, rules.replay, rules.legal)
-    warm_up()
+    engine.warm_up()
     before = [len(k.signatures) for k in kernels]
     names = [("tictactoe", {}), ("5x5", {}), ("gomoku", {}), ("mnk", {"m": 3, "n": 4, "k": 3})]
-    if HAVE_UTTT:
-        names.append(("uttt", {}))
+    names.append(("uttt", {}))
     for name, params in names:
         state = position(name, [], **params)
         cache: dict = {}
@@ -291,12 +289,12 @@ def test_every_proof_is_exact(name: str, params: dict, plies: tuple[int, int]) -
 def test_searcher_reuses_the_tree_of_one_game() -> None:
     searcher = engine.Searcher()
     state = position("5x5", [12])
-    first = searcher.search(state, "mcts", iterations=20000, seed=2, game_key="g1")
+    first = searcher.search(state, "mcts", Budget(iterations=20000), seed=2, game_key="g1")
     state.apply_action(first.action)
     state.apply_action(first.pv[1])
-    again = searcher.search(state, "mcts", iterations=1, seed=2, game_key="g1")
+    again = searcher.search(state, "mcts", Budget(iterations=1), seed=2, game_key="g1")
     assert again.visits is not None and sum(v for _, v in again.visits) > 100
-    fresh = searcher.search(state, "mcts", iterations=1, seed=2, game_key="g2")
+    fresh = searcher.search(state, "mcts", Budget(iterations=1), seed=2, game_key="g2")
     assert fresh.visits is not None and sum(v for _, v in fresh.visits) == 1
 
 
@@ -309,7 +307,7 @@ def test_no_budget_means_the_default_time_budget() -> None:
             iterations=None,
             seed=1,
             clock=time.perf_counter,
-            options={},
+            options=OPTIONS[func](),
             cache={},
         )
         assert result.iterations > 0
@@ -343,7 +341,7 @@ def test_verification_refutes_a_trap_the_playouts_miss() -> None:
     alpha-beta nodes) refutes it, and the tree is otherwise the same."""
     state = position("5x5", [12])
     after = position("5x5", [12, 7])
-    assert engine.search(after, "alphabeta", iterations=20000).proven == "win"
+    assert engine.search(after, "alphabeta", Budget(iterations=20000)).proven == "win"
     trapped = [
         seed
         for seed in range(40)
@@ -368,7 +366,7 @@ def test_both_sides_sharing_one_tree_play_to_the_end() -> None:
     state = position("5x5", [])
     while not state.is_terminal():
         result = searcher.search(
-            state, "mcts", iterations=2000, seed=state.ply(), game_key="self-play"
+            state, "mcts", Budget(iterations=2000), seed=state.ply(), game_key="self-play"
         )
         state.apply_checked(result.action)
     assert state.ply() > 18
@@ -385,12 +383,12 @@ def test_the_tree_grows_only_when_the_copy_fits_in_the_budget(monkeypatch) -> No
 
     state = engine.make_game("uttt").new_initial_state()
     grown = engine.Searcher()
-    grown.search(state, algorithm="mcts", budget_ms=300, seed=1, game_key="g")
+    grown.search(state, "mcts", Budget(time_ms=300), seed=1, game_key="g")
     assert _tree_capacity(grown, "g") > mcts.INITIAL_NODES  # the search filled the first arrays
 
     monkeypatch.setattr(mcts, "GROW_S_PER_NODE", 1.0)  # every copy too slow for the budget
     kept = engine.Searcher()
-    result = kept.search(state, algorithm="mcts", budget_ms=300, seed=1, game_key="g")
+    result = kept.search(state, "mcts", Budget(time_ms=300), seed=1, game_key="g")
     assert _tree_capacity(kept, "g") == mcts.INITIAL_NODES
     # It searched on to the deadline with the tree it had, and still chose a legal move.
     assert result.iterations > 0 and result.action in state.legal_actions()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 
 import engine
-from engine import EngineError, SearchResult
+from engine import Budget, EngineError, SearchResult
 
 SEARCHING = [name for name in engine.ALGORITHMS if name != "random"]
 
@@ -58,11 +59,11 @@ MUST_BLOCK = [
 ]
 
 
-def _budget(algorithm: str, game: str) -> dict[str, int]:
+def _budget(algorithm: str, game: str) -> Budget:
     """Iteration budgets: playouts for MC searches, nodes for tree searches."""
     if algorithm in ("alphabeta", "minimax", "perfect"):
-        return {"iterations": 200_000}
-    return {"iterations": 20_000 if game == "gomoku" else 2_000}
+        return Budget(iterations=200_000)
+    return Budget(iterations=20_000 if game == "gomoku" else 2_000)
 
 
 def _cases(positions: list[tuple]) -> list[tuple]:
@@ -80,7 +81,7 @@ def _cases(positions: list[tuple]) -> list[tuple]:
 @pytest.mark.parametrize(("algorithm", "game", "params", "moves", "wins"), _cases(WIN_IN_ONE))
 def test_takes_a_win_in_one(algorithm, game, params, moves, wins):
     state = engine.replay((game, params), moves)
-    result = engine.search(state, algorithm=algorithm, seed=3, **_budget(algorithm, game))
+    result = engine.search(state, algorithm, _budget(algorithm, game), seed=3)
     assert result.action in wins
     after = state.clone()
     after.apply_action(result.action)
@@ -90,14 +91,14 @@ def test_takes_a_win_in_one(algorithm, game, params, moves, wins):
 @pytest.mark.parametrize(("algorithm", "game", "params", "moves", "block"), _cases(MUST_BLOCK))
 def test_blocks_a_loss_in_one(algorithm, game, params, moves, block):
     state = engine.replay((game, params), moves)
-    result = engine.search(state, algorithm=algorithm, seed=3, **_budget(algorithm, game))
+    result = engine.search(state, algorithm, _budget(algorithm, game), seed=3)
     assert result.action in block
 
 
 @pytest.mark.parametrize("algorithm", engine.ALGORITHMS)
 def test_result_fields_and_round_trips(algorithm):
     state = engine.make_game("tictactoe").new_initial_state()
-    result = engine.search(state, algorithm=algorithm, iterations=300, seed=11)
+    result = engine.search(state, algorithm, Budget(iterations=300), seed=11)
     assert result.action in state.legal_actions()
     assert -1.0 <= result.value <= 1.0
     assert 0.0 <= result.win_probability <= 1.0
@@ -116,80 +117,119 @@ def test_result_fields_and_round_trips(algorithm):
 def test_fixed_seed_and_iterations_give_a_fixed_move(algorithm):
     state = engine.replay(("mnk", {"m": 4, "n": 4, "k": 3}), [5, 6])
     moves = {
-        engine.search(state, algorithm=algorithm, iterations=400, seed=5).action for _ in range(3)
+        engine.search(state, algorithm, Budget(iterations=400), seed=5).action for _ in range(3)
     }
     assert len(moves) == 1
 
 
 def test_default_budget_is_time_and_explicit_budget_is_kept():
     state = engine.make_game("tictactoe").new_initial_state()
-    assert engine.search(state, algorithm="random").budget_ms == 100.0
-    assert engine.search(state, algorithm="random", budget_ms=7).budget_ms == 7
-    both = engine.search(state, algorithm="random", budget_ms=100.0, iterations=5)
+    assert engine.search(state, "random").budget_ms == 100.0
+    assert engine.search(state, "random", Budget(time_ms=7)).budget_ms == 7
+    both = engine.search(state, "random", Budget(time_ms=100.0, iterations=5))
     assert both.budget_ms == 100.0
 
 
 def test_bad_requests_raise_engine_error():
     state = engine.make_game("tictactoe").new_initial_state()
     with pytest.raises(EngineError, match="unknown algorithm"):
-        engine.search(state, algorithm="oracle")
-    with pytest.raises(EngineError, match="budget_ms"):
-        engine.search(state, algorithm="random", budget_ms=0)
-    with pytest.raises(EngineError, match="iterations"):
-        engine.search(state, algorithm="random", iterations=0)
+        engine.search(state, "oracle")
+    with pytest.raises(EngineError, match="time budget"):
+        engine.search(state, "random", Budget(time_ms=0))
+    with pytest.raises(EngineError, match="iteration budget"):
+        engine.search(state, "random", Budget(iterations=0))
+    with pytest.raises(EngineError, match="a budget needs"):
+        Budget()
     over = engine.replay(("tictactoe", {}), [0, 3, 1, 4, 2])
     with pytest.raises(EngineError, match="over"):
-        engine.search(over, algorithm="random")
+        engine.search(over, "random")
 
 
 def test_searcher_keeps_and_forgets_per_game_caches():
     searcher = engine.Searcher()
     state = engine.make_game("tictactoe").new_initial_state()
-    result = searcher.search(state, algorithm="mcts", iterations=50, seed=1, game_key="g1")
+    result = searcher.search(state, "mcts", Budget(iterations=50), seed=1, game_key="g1")
     assert result.action in state.legal_actions()
-    assert "g1" in searcher._caches
+    assert searcher.kept_games() == ["g1"]
     searcher.forget("g1")
-    assert "g1" not in searcher._caches
+    assert searcher.kept_games() == [] and searcher.kept_bytes == 0
     searcher.forget("never-seen")
+
+
+def test_kept_trees_are_bounded_in_bytes_least_recently_searched_first():
+    """Issue 11: a worker kept the trees of up to 64 games whatever their size."""
+    state = engine.replay(("uttt", {}), [40])
+    sizes = {}
+    for key in ("a", "b"):
+        probe = engine.Searcher()
+        probe.search(state, "mcts", Budget(iterations=3000), seed=1, game_key=key)
+        sizes[key] = probe.kept_bytes
+    assert sizes["a"] == sizes["b"] > 0
+    # Room for two trees: a third game's tree pushes out the least recently searched.
+    searcher = engine.Searcher(max_tree_bytes=2 * sizes["a"])
+    for key in ("a", "b"):
+        searcher.search(state, "mcts", Budget(iterations=3000), seed=1, game_key=key)
+    searcher.search(state, "mcts", Budget(iterations=3000), seed=1, game_key="a")  # a is fresh
+    searcher.search(state, "mcts", Budget(iterations=3000), seed=1, game_key="c")
+    assert searcher.kept_games() == ["a", "c"]
+    assert searcher.kept_bytes <= searcher.max_tree_bytes
+    # A tree bigger than the whole bound is not kept at all: the next search starts afresh.
+    small = engine.Searcher(max_tree_bytes=sizes["a"] // 2)
+    small.search(state, "mcts", Budget(iterations=3000), seed=1, game_key="a")
+    assert small.kept_games() == [] and small.kept_bytes == 0
+    again = small.search(state, "mcts", Budget(iterations=1), seed=1, game_key="a")
+    assert again.visits is not None and sum(v for _, v in again.visits) == 1
+
+
+def test_options_are_typed_and_misspellings_are_refused():
+    state = engine.make_game("tictactoe").new_initial_state()
+    budget = Budget(iterations=50)
+    with pytest.raises(EngineError, match=r"unknown option 'cc' for mcts \(did you mean 'c'\?\)"):
+        engine.search(state, "mcts", budget, options={"cc": 1.0})
+    with pytest.raises(EngineError, match="random takes no options"):
+        engine.search(state, "random", budget, options={"c": 1.0})
+    with pytest.raises(EngineError, match="option solver must be bool"):
+        engine.search(state, "mcts", budget, options={"solver": "false"})
+    with pytest.raises(EngineError, match="option max_depth must be int or none"):
+        engine.search(state, "alphabeta", budget, options={"max_depth": 2.5})
+    with pytest.raises(EngineError, match="takes MCTSOptions, not UCTOptions"):
+        engine.search(state, "mcts", budget, options=engine.UCTOptions())
+    typed = engine.search(state, "mcts", budget, seed=1, options=engine.MCTSOptions(c=1.0))
+    mapped = engine.search(state, "mcts", budget, seed=1, options={"c": 1.0})
+    assert replace(typed, elapsed_ms=0.0) == replace(mapped, elapsed_ms=0.0)
+
+
+def test_budgets_parse_from_text():
+    assert Budget.parse("100ms") == Budget(time_ms=100.0) == Budget.parse("100")
+    assert Budget.parse("0.5s") == Budget(time_ms=500.0)
+    assert Budget.parse("5000it") == Budget(iterations=5000)
+    assert str(Budget(time_ms=100.0, iterations=5)) == "100ms+5it"
+    for bad in ("-5ms", "fast", "1.5it", "0ms", ""):
+        with pytest.raises(EngineError, match="budget"):
+            Budget.parse(bad)
+
+
+def test_check_algorithm_says_which_algorithm_cannot_play_which_game():
+    engine.check_algorithm("perfect", engine.make_game("mnk", m=4, n=4, k=3))
+    engine.check_algorithm("mcts", engine.make_game("uttt"))
+    for name in ("5x5", "gomoku", "uttt"):
+        with pytest.raises(EngineError, match=f"perfect cannot play {name}: .* 16 cells"):
+            engine.check_algorithm("perfect", engine.make_game(name))
+    with pytest.raises(EngineError, match="unknown algorithm 'oracle'"):
+        engine.check_algorithm("oracle", engine.make_game("tictactoe"))
+    with pytest.raises(EngineError, match="perfect cannot play gomoku"):
+        engine.search(engine.make_game("gomoku").new_initial_state(), "perfect")
 
 
 def test_injected_clock_sets_the_deadline():
     ticks = iter(range(1_000_000))
     searcher = engine.Searcher(clock=lambda: next(ticks) * 0.001)  # 1 ms per clock read
     state = engine.make_game("gomoku").new_initial_state()
-    # The Python searcher reads the injected clock as it goes (the kernel converts the
-    # deadline to its own monotonic clock once).
-    result = searcher.search(state, algorithm="alphabeta", budget_ms=20, seed=1, compiled=False)
+    # The Python searcher reads the injected clock as it goes (the compiled kernels read it
+    # too, every few hundred microseconds).
+    result = searcher.search(
+        state, "alphabeta", Budget(time_ms=20), seed=1, options={"compiled": False}
+    )
     # The fake clock passes 20 ms after about 20 reads: the search stops then, far from the end.
     assert result.depth is not None and result.depth < 20
     assert 20 <= result.elapsed_ms <= 22
-
-
-@pytest.mark.parametrize(("game", "params", "moves", "wins"), WIN_IN_ONE[:3] + MUST_BLOCK[:3])
-def test_python_uct_fallback_takes_wins_and_blocks(game, params, moves, wins):
-    """The pure-Python UCT (the stand-in ``mcts`` while no compiled one is present)."""
-    import time
-
-    from engine.python_uct import python_uct_search
-
-    state = engine.replay((game, params), moves)
-    result = python_uct_search(
-        state, deadline=None, iterations=300, seed=1, clock=time.perf_counter, options={}, cache={}
-    )
-    assert result.action in wins
-    assert result.pv[0] == result.action and -1.0 <= result.value <= 1.0
-
-
-def test_python_uct_fallback_plays_a_whole_game():
-    import time
-
-    from engine.python_uct import python_uct_search
-
-    state = engine.make_game("uttt").new_initial_state()
-    while not state.is_terminal():
-        result = python_uct_search(
-            state, deadline=None, iterations=20, seed=state.ply(), clock=time.perf_counter,
-            options={}, cache={},
-        )  # fmt: skip
-        state.apply_checked(result.action)
-    assert state.returns()[0] + state.returns()[1] == 0

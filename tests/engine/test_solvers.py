@@ -8,7 +8,7 @@ import random
 import pytest
 
 import engine
-from engine import EngineError
+from engine import Budget, EngineError
 from engine.perfect import benchmark_solve, solve_counted
 
 # --- an independent solver: memoized negamax over the Python rules, for 3x3 --------------
@@ -85,7 +85,7 @@ def test_solve_and_labels_refuse_or_skip_big_boards():
         engine.solve(engine.make_game("uttt").new_initial_state())
     assert engine.label_moves(engine.make_game("gomoku"), [0, 1]) == [None, None]
     with pytest.raises(EngineError):
-        engine.search(engine.make_game("uttt").new_initial_state(), algorithm="perfect")
+        engine.search(engine.make_game("uttt").new_initial_state(), "perfect")
 
 
 def test_label_moves_reviews_a_game():
@@ -128,7 +128,7 @@ def test_exact_searches_agree(game, params, min_ply, max_ply, algorithms):
     for state in _random_positions(game, params, 25, min_ply, max_ply, seed=len(algorithms)):
         truth = engine.solve(state)
         for algorithm in algorithms:
-            result = engine.search(state, algorithm=algorithm, iterations=10**9, seed=1)
+            result = engine.search(state, algorithm, Budget(iterations=10**9), seed=1)
             assert PROVEN[result.proven] == truth, (algorithm, state.history())
             assert result.value == truth
             child = state.clone()
@@ -158,7 +158,9 @@ def _keeps_forced_win(state, action, plies) -> bool:
     if child.is_terminal():
         return child.winner() == state.current_player()
     # Any forced win counts (MCTS-Solver may prove a longer one): look a few plies further.
-    reply = engine.search(child, algorithm="alphabeta", iterations=10**7, max_depth=plies + 3)
+    reply = engine.search(
+        child, "alphabeta", Budget(iterations=10**7), options={"max_depth": plies + 3}
+    )
     return reply.proven == "loss"
 
 
@@ -175,9 +177,9 @@ def _keeps_forced_win(state, action, plies) -> bool:
 def test_forced_wins_in_two_and_three(algorithm, game, moves, plies):
     state = engine.replay((game, {}), moves)
     if algorithm == "mcts":
-        result = engine.search(state, algorithm="mcts", iterations=50_000, seed=2)
+        result = engine.search(state, "mcts", Budget(iterations=50000), seed=2)
     else:
-        result = engine.search(state, algorithm=algorithm, iterations=10**8, seed=2)
+        result = engine.search(state, algorithm, Budget(iterations=10**8), seed=2)
         assert result.proven == "win"
         assert result.value == 1.0
     assert _keeps_forced_win(state, result.action, plies)
@@ -195,15 +197,15 @@ def test_known_draw_3x3(algorithm):
     iterations = 10**8 if algorithm != "minimax" else 10**7
     if algorithm == "minimax":
         state = engine.replay(("tictactoe", {}), [4])  # keep the plain search short
-    result = engine.search(state, algorithm=algorithm, iterations=iterations, seed=0)
+    result = engine.search(state, algorithm, Budget(iterations=iterations), seed=0)
     assert result.proven == "draw" and result.value == 0.0
 
 
 def test_perfect_prefers_an_immediate_win_and_sets_traps():
     # X can win at 2 at once (also later): the immediate win is played.
     state = engine.replay(("tictactoe", {}), [0, 3, 1, 4])
-    assert engine.search(state, algorithm="perfect", seed=0).action == 2
+    assert engine.search(state, "perfect", seed=0).action == 2
     # From the empty board every first move draws; perfect picks one leaving O most losing
     # replies: a corner (O loses after anything but the centre) or the centre.
-    first = engine.search(engine.make_game("tictactoe").new_initial_state(), algorithm="perfect")
+    first = engine.search(engine.make_game("tictactoe").new_initial_state(), "perfect")
     assert first.action in (0, 2, 6, 8, 4)

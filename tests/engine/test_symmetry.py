@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 
 import engine
-from engine.kernels import kernel_game, root_state, warm_up
+from engine.kernels import kernel_game, root_state
 from engine.kernels.layout import H_FORCED
 from engine.mcts import mcts_search
+from engine.options import MCTSOptions
 from engine.symmetry import grid_permutations, representative_moves
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _compiled() -> None:
-    warm_up()
+    engine.warm_up()
 
 
 def _kept(keep: np.ndarray | None, legal: list[int]) -> list[int]:
@@ -107,7 +108,7 @@ def _search(state: engine.State, **options: object) -> engine.SearchResult:
         iterations=3000,
         seed=5,
         clock=time.perf_counter,
-        options=dict(options),
+        options=MCTSOptions(**options),  # type: ignore[arg-type]
         cache={},
     )
 
@@ -132,7 +133,7 @@ def test_a_symmetric_root_starts_a_fresh_tree() -> None:
         cache: dict = {}
         common = {"deadline": None, "seed": 5, "clock": time.perf_counter, "cache": cache}
         # The first search keeps every move (so both runs play the same one, with UCB1's c).
-        first_options = {"symmetry": False, "c": 2**0.5, "verify": 0}
+        first_options = MCTSOptions(symmetry=False, c=2**0.5, verify=0)
         first = mcts_search(
             engine.replay(game, [12]), iterations=5000, options=first_options, **common
         )
@@ -140,7 +141,7 @@ def test_a_symmetric_root_starts_a_fresh_tree() -> None:
         state = engine.replay(game, [12, 7, 17])  # the middle column: symmetric left-right
         keep = representative_moves(False, 5, 5, state.history())
         assert keep is not None
-        again = mcts_search(state, iterations=1, options={"symmetry": symmetry}, **common)
+        again = mcts_search(state, iterations=1, options=MCTSOptions(symmetry=symmetry), **common)
         assert again.visits is not None
         inherited = sum(v for _, v in again.visits)
         if symmetry:

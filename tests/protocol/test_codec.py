@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -27,6 +29,7 @@ CLIENT_EXAMPLES = [
     protocol.Unwatch(rid=14, game_id="abcd2345"),
     protocol.Resume(rid=15, game_id="abcd2345", since=7),
     protocol.LobbySubscribe(rid=16),
+    protocol.LobbySubscribe(rid=17, limit=20, page=3),
     protocol.Seek(rid=17, game="uttt", clock={"initial_ms": 60_000, "increment_ms": 1000}),
     protocol.Seek(rid=18, game="5x5", color="x", opponents="humans", to="p-1f2e3d4c5b6a"),
     protocol.CancelSeek(rid=19, seek_id="s-1"),
@@ -59,6 +62,12 @@ SERVER_EXAMPLES = [
     protocol.LobbyState(rid=16, seeks=({"seek_id": "s-1"},), games=()),
     protocol.LobbyEvent(kind="seek_removed", seek_id="s-1"),
     protocol.LobbyEvent(kind="game_added", game={"game_id": "g"}),
+    protocol.LobbyState(
+        rid=17, seeks=(), games=(), page=3, limit=20, seeks_total=41, games_total=9000
+    ),
+    protocol.LobbyUpdate(
+        seeks=({"seek_id": "s-2"},), seeks_removed=("s-1",), seeks_total=1, games_total=0
+    ),
     protocol.Snapshot(
         game_id="g",
         seq=3,
@@ -118,6 +127,28 @@ def test_server_messages_round_trip(message: protocol.Message) -> None:
 def test_every_message_type_has_an_example() -> None:
     covered = {type(m) for m in CLIENT_EXAMPLES + SERVER_EXAMPLES}
     assert covered == set(protocol.CLIENT_TYPES.values()) | set(protocol.SERVER_TYPES.values())
+
+
+def test_a_prepacked_field_decodes_as_if_encoded_whole() -> None:
+    """A cached record is sent behind each request's rid without being encoded again."""
+    game = {"id": "g", "moves": [{"ply": p, "stats": {"pv": [1, 2]}} for p in range(40)]}
+    whole = encode(protocol.Record(rid=7, game=game))
+    spliced = protocol.encode_prepacked(
+        protocol.Record(rid=7, game={}), {"game": protocol.pack(game)}
+    )
+    assert decode_server(spliced) == decode_server(whole)
+    many = protocol.LobbyState(
+        rid=1, seeks=(), games=(), page=1, limit=2, seeks_total=3, games_total=4
+    )
+    spliced = protocol.encode_prepacked(many, {"games": protocol.pack([{"game_id": "g"}])})
+    assert decode_server(spliced) == dataclasses.replace(many, games=({"game_id": "g"},))
+    wide = protocol.Snapshot(  # every field set: 18 entries, a map 16 on the wire
+        game_id="g", seq=9, game="tictactoe", params={}, players=(None, None), actions=(),
+        status="finished", to_move=-1, result="1-0", reason="line", clock={"move_ms": 5000},
+        clocks=(1, 2), at=1.5, online=(True, False), offers={"rematch": 1}, next_game="h", rid=3,
+    )  # fmt: skip
+    spliced = protocol.encode_prepacked(wide, {"actions": protocol.pack([4, 0, 8])})
+    assert decode_server(spliced) == dataclasses.replace(wide, actions=(4, 0, 8))
 
 
 def test_none_fields_stay_off_the_wire() -> None:
@@ -249,3 +280,43 @@ def test_wrong_types_and_shapes_only_raise_protocol_error(tag: str, fields: dict
     else:
         assert message.TYPE == tag
         assert decode(encode(message)) == message
+
+
+@pytest.mark.parametrize(
+    "frame, code, rid",
+    [
+        (pack({"type": "castle", "rid": 5}), ErrorCode.UNKNOWN_TYPE, 5),
+        (pack({"type": "ping", "rid": 6, "extra": 0}), ErrorCode.BAD_FIELD, 6),
+        (pack({"type": "move", "rid": 7, "game_id": "g", "action": 1}), ErrorCode.BAD_FIELD, 7),
+        (pack({"type": "ping", "rid": 8, "pad": "x" * 20_000}), ErrorCode.TOO_LARGE, 8),
+        (pack({"type": "ping", "rid": "9"}), ErrorCode.BAD_FIELD, None),
+        (pack({"type": "ping", "rid": True}), ErrorCode.BAD_FIELD, None),
+        (pack({"type": "ping", "rid": 2**31}), ErrorCode.BAD_FIELD, None),
+        (pack([{"rid": 1}]), ErrorCode.BAD_FRAME, None),
+        (pack({"type": "ping", "rid": 1}) + b"\x00", ErrorCode.BAD_FRAME, None),
+    ],
+)
+def test_errors_carry_the_rid_they_can_read(frame: bytes, code: ErrorCode, rid: int | None) -> None:
+    """Finding 11 of issue 11: bad_field (and the like) carried no rid; a client hung."""
+    with pytest.raises(ProtocolError) as failure:
+        decode(frame)
+    assert failure.value.code is code
+    assert failure.value.rid == rid
+    assert protocol.codec.request_id(frame) == rid
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(protocol.CLIENT_TYPES)), msgpack_values, msgpack_values)
+def test_the_rid_of_an_error_is_the_frame_s_valid_rid(tag: str, rid: object, other: object) -> None:
+    frame = pack({"type": tag, "rid": rid, "field": other})  # "field" is unknown: refused
+    valid = type(rid) is int and 0 <= rid < 2**31
+    with pytest.raises(ProtocolError) as failure:
+        decode(frame)
+    assert failure.value.rid == (rid if valid else None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=256))
+def test_reading_a_rid_never_raises(data: bytes) -> None:
+    rid = protocol.codec.request_id(data)
+    assert rid is None or 0 <= rid < 2**31

@@ -6,6 +6,7 @@ starting it costs about a second, and a pool serves any number of servers and ev
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ import pytest
 import websockets
 
 from client.connection import ServerConnection
-from protocol import PROTOCOL_VERSION, Hello, Message, decode_server, encode
-from server.app import GameServer, ServerSettings, running
+from protocol import PROTOCOL_VERSION, Error, Hello, Message, decode_server, encode
+from server.app import GameServer, running
 from server.pool import EnginePool
+from server.settings import ServerSettings
 from server.store import SQLiteStore
 
 
@@ -71,6 +73,9 @@ async def server(
         await store.close()
 
 
+_RAW_NAMES = itertools.count(1)
+
+
 class RawClient:
     """A websocket speaking frames directly, for sending what a well-behaved client never would."""
 
@@ -78,11 +83,14 @@ class RawClient:
         self.websocket = websocket
 
     @classmethod
-    async def connect(cls, url: str, *, hello: bool = True) -> RawClient:
+    async def connect(cls, url: str, *, hello: bool = True, name: str | None = None) -> RawClient:
         client = cls(await websockets.connect(url, compression=None, max_size=None))
+        if name is None:  # names are bound to their sessions: each raw client its own
+            name = f"raw{next(_RAW_NAMES)}"
         if hello:
-            await client.send_message(Hello(rid=0, version=PROTOCOL_VERSION, name="raw"))
-            await client.receive()
+            await client.send_message(Hello(rid=0, version=PROTOCOL_VERSION, name=name))
+            welcome = await client.receive()
+            assert not isinstance(welcome, Error), welcome  # hello must succeed
         return client
 
     async def send_message(self, message: Message) -> None:
@@ -115,12 +123,15 @@ async def next_lobby(connection: ServerConnection, timeout: float = 10) -> Any:
     return await asyncio.wait_for(connection.lobby_events.get(), timeout)
 
 
-async def human_game(server: RunningServer, **create: Any) -> tuple[Any, Any, Any, Any]:
-    """Two connected players in a live game: (ada, bo, ada's seat, bo's seat); ada is X."""
+async def human_game(
+    server: RunningServer, *, names: tuple[str, str] = ("ada", "bo"), **create: Any
+) -> tuple[Any, Any, Any, Any]:
+    """Two connected players in a live game: (ada, bo, ada's seat, bo's seat); ada is X.
+    A name belongs to one session: a second game of the same test takes other ``names``."""
     from protocol import CreateGame, JoinGame, Snapshot
 
-    ada = await server.connect("ada")
-    bo = await server.connect("bo")
+    ada = await server.connect(names[0])
+    bo = await server.connect(names[1])
     seat_a = await ada.request(CreateGame, opponent="human", seat=0, **create)
     opened = await next_event(ada, Snapshot)  # the open game, before anyone joined
     assert opened.status == "open" and opened.seq == 0

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import engine
+from engine import Budget
 from server.arena_store import ArenaRecordError, game_rows
 from server.store import SQLiteStore
 
@@ -29,8 +30,7 @@ def _record(index: int, a_first: bool, seed: int) -> dict[str, Any]:
         result = engine.search(
             state,
             "mcts" if a_moves else "random",
-            budget_ms=None if a_moves else 1.0,
-            iterations=300 if a_moves else None,
+            Budget(time_ms=None if a_moves else 1.0, iterations=300 if a_moves else None),
             seed=seed + state.ply(),
         )
         state.apply_action(result.action)

@@ -156,3 +156,28 @@ async def test_the_readme_bot_is_complete_and_plays(server: RunningServer, tmp_p
     code_o, out_o, err_o = await opponent
     assert code_o == 0, err_o
     assert out_o.count("against randy") == 5
+
+
+async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningServer) -> None:
+    """On a loaded machine the accepter's first move can be queued before the seeking bot
+    looks at the start of the game; the bot must play from the start snapshot and that
+    move, in order (it once queued the snapshot again behind the move and waited for ever)."""
+
+    class LateSeeker(Bot):
+        async def _wait_for_start(self) -> Snapshot:
+            while not server.query("SELECT 1 FROM moves"):  # the opponent has moved
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # its move is in our queue, behind the snapshot
+            return await super()._wait_for_start()
+
+    rng = random.Random(1)
+
+    def on_turn(turn: Turn) -> int:
+        return rng.choice(turn.state.legal_actions())
+
+    seeker = LateSeeker(server.url, on_turn, name="late")
+    accepter = Bot(server.url, on_turn, name="quick")
+    accepting = asyncio.create_task(accepter.play(1, accept="seeks"))
+    results = await asyncio.wait_for(seeker.play(1, seek="tictactoe", color="o"), 60)
+    await asyncio.wait_for(accepting, 60)
+    assert len(results) == 1 and results[0].seat == 1 and results[0].plies >= 5

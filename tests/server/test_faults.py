@@ -28,8 +28,9 @@ from protocol import (
     Pong,
     encode,
 )
-from server.app import GameServer, ServerSettings, running
+from server.app import GameServer, running
 from server.pool import EnginePool
+from server.settings import ServerSettings
 from server.store import SQLiteStore
 from tests.server.conftest import RunningServer, human_game, next_event
 
@@ -57,17 +58,16 @@ async def test_a_worker_killed_mid_search_is_replaced_and_the_move_arrives(
     async with running(game_server) as ws:
         url = f"ws://127.0.0.1:{next(iter(ws.sockets)).getsockname()[1]}"
         server = RunningServer(url, game_server, tmp_path / "games.db")
-        ada = await server.connect("ada")
+        ada = await server.connect("amy")
         # The AI opens a ultimate tic-tac-toe game with 1.5 s to think ...
         await ada.request(
             CreateGame, game="uttt", opponent="ai", seat=1, algorithm="mcts", budget_ms=1500
         )
-        busy = []
+        busy: list[int] = []
         while not busy:
             await asyncio.sleep(0.05)
-            busy = [w for w in own_pool._workers if w.pending]
-        pid = busy[0].pid
-        assert pid is not None
+            busy = own_pool.busy_pids()
+        pid = busy[0]
         # ... and its worker dies mid-search, while two humans play on elsewhere.
         os.kill(pid, signal.SIGKILL)
         bo, cy, b, c = await human_game(server, game="tictactoe")
@@ -80,6 +80,11 @@ async def test_a_worker_killed_mid_search_is_replaced_and_the_move_arrives(
             )
         moved = await next_event(ada, Moved, timeout=60)
         assert moved.seat == 0 and moved.stats is not None
+        # The search ran again on the first free worker; the dead one's slot comes back.
+        for _ in range(600):
+            if own_pool.replaced == 1:
+                break
+            await asyncio.sleep(0.1)
         assert own_pool.replaced == 1 and pid not in own_pool.pids
         rows = server.query("SELECT COUNT(*) FROM moves WHERE game_id = ?", b.game_id)
         assert rows[0][0] == 3
@@ -88,7 +93,9 @@ async def test_a_worker_killed_mid_search_is_replaced_and_the_move_arrives(
 
 @pytest.fixture
 def settings() -> ServerSettings:
-    return ServerSettings(max_connections_per_ip=20, send_queue=8, rate_per_s=1000.0, burst=1000)
+    return ServerSettings(
+        max_connections_per_ip=20, send_buffer=64 * 1024, rate_per_s=1000.0, burst=1000
+    )
 
 
 @pytest.fixture
@@ -145,7 +152,7 @@ async def test_a_client_that_stops_reading_is_dropped_alone(server: RunningServe
             action = rng.choice(state.legal_actions())
             await ada.request(Move, game_id=seated.game_id, token=seated.token, action=action)
     # A client with a tiny receive buffer asks for the record again and again and reads
-    # nothing: the kernel's buffers fill, then the server's send queue (8 frames here).
+    # nothing: the kernel's buffers fill, then the server's send buffer (64 KiB here).
     raw = socket.socket()
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
     raw.setblocking(False)
@@ -208,3 +215,22 @@ async def test_connections_over_the_cap_are_refused_with_the_reason(
     assert isinstance(await late.request(Ping), Pong)
     for websocket in crowd[5:]:
         await websocket.close()
+
+
+async def test_a_stopping_server_tells_clients_to_reconnect(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    try:
+        async with running(GameServer(store, None)) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            client = await websockets.connect(f"ws://127.0.0.1:{port}")
+            await client.send(encode(Hello(rid=1, version=PROTOCOL_VERSION, name="ada")))
+            await client.recv()
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await client.recv()
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
+            1012, "server restarting: reconnect",
+        )  # fmt: skip
+    finally:
+        await store.close()

@@ -38,7 +38,8 @@ from protocol import (
     decode_server,
     encode,
 )
-from server.app import GameServer, ServerSettings, running
+from server.app import GameServer, running
+from server.settings import ServerSettings
 from server.store import SQLiteStore
 
 CODES = {code.value for code in ErrorCode} - {ErrorCode.INTERNAL.value}
@@ -60,7 +61,11 @@ def _serve(ready: list[Any], stop: threading.Event, db: Path) -> None:
         store = SQLiteStore(db)
         await store.open()
         # No rate limit to speak of: the fuzzer sends fast on purpose.
-        game_server = GameServer(store, None, settings=ServerSettings(rate_per_s=1e6, burst=10**6))
+        game_server = GameServer(
+            store,
+            None,
+            settings=ServerSettings(rate_per_s=1e6, burst=10**6, new_sessions_burst_per_ip=10**6),
+        )
         async with running(game_server) as server:
             ready.append(next(iter(server.sockets)).getsockname()[1])
             while not stop.is_set():
@@ -160,7 +165,7 @@ def test_garbage_gets_documented_errors_and_changes_nothing(
     target: Target, data: st.DataObject
 ) -> None:
     batch = data.draw(st.lists(frames(target.game_id, target.tokens), min_size=1, max_size=5))
-    with _hello(target.url, "fuzzer") as ws:
+    with _hello(target.url, "anonymous") as ws:  # a guest name: each example a new player
         _attack(ws, batch)
     db = sqlite3.connect(target.db)
     try:

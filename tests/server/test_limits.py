@@ -10,8 +10,7 @@ import websockets
 
 from client.connection import RequestFailed
 from protocol import CreateGame, Error, Ping, Pong, Watch
-from server.app import ServerSettings
-from server.limits import MAX_OPEN_GAMES_PER_PLAYER, MAX_WATCHED_PER_CONNECTION
+from server.settings import ServerSettings
 from tests.server.conftest import RawClient, RunningServer
 
 
@@ -47,16 +46,19 @@ async def test_the_rate_limit_answers_then_closes_a_client_that_keeps_on(
 
 
 async def test_open_games_per_player_are_capped(server: RunningServer) -> None:
+    cap = ServerSettings().max_open_games_per_player
+    assert server.game_server.settings.max_open_games_per_player == cap == 20  # PROTOCOL.md
     ada = await server.connect("ada")
-    for _ in range(MAX_OPEN_GAMES_PER_PLAYER):
+    for _ in range(cap):
         await ada.request(CreateGame, game="tictactoe", opponent="human")
         await asyncio.sleep(0.06)  # stay under this test's rate limit
-    with pytest.raises(RequestFailed, match=f"too_many.*{MAX_OPEN_GAMES_PER_PLAYER} unfinished"):
+    with pytest.raises(RequestFailed, match=f"too_many.*{cap} unfinished"):
         await ada.request(CreateGame, game="tictactoe", opponent="human")
 
 
-async def test_watching_is_capped(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("server.app.MAX_WATCHED_PER_CONNECTION", 2)
+async def test_watching_is_capped(server: RunningServer) -> None:
+    assert server.game_server.settings.max_watched_per_connection == 100  # PROTOCOL.md
+    server.game_server.settings.max_watched_per_connection = 2
     ada = await server.connect("ada")
     games = []
     for _ in range(3):
@@ -66,4 +68,3 @@ async def test_watching_is_capped(server: RunningServer, monkeypatch: pytest.Mon
     await carol.request(Watch, game_id=games[1])
     with pytest.raises(RequestFailed, match="too_many.*2 games watched"):
         await carol.request(Watch, game_id=games[2])
-    assert MAX_WATCHED_PER_CONNECTION == 100  # the real cap, documented in PROTOCOL.md

@@ -4,6 +4,8 @@ private games; quick pairing with and without the AI fallback."""
 from __future__ import annotations
 
 import asyncio
+import math
+from typing import Any
 
 import pytest
 
@@ -17,13 +19,14 @@ from protocol import (
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
+    LobbyUpdate,
     Move,
     Moved,
     QuickPair,
     Seek,
     Snapshot,
 )
-from tests.server.conftest import RunningServer, next_event, next_lobby
+from tests.server.conftest import RawClient, RunningServer, next_event, next_lobby
 
 
 async def test_two_humans_meet_through_a_seek(server: RunningServer) -> None:
@@ -146,7 +149,7 @@ async def test_quick_pairing_pairs_two_waiting_players(server: RunningServer) ->
     await bo.request(QuickPair, game="5x5", ai_after_s=0)
     start_a = await next_event(ada, Snapshot)
     start_b = await next_event(bo, Snapshot)
-    assert start_a == start_b and start_a.game == "mnk" and start_a.status == "live"
+    assert start_a == start_b and start_a.game == "5x5" and start_a.status == "live"
     assert {p["name"] for p in start_a.players} == {"ada", "bo"}
     assert {ada.seats[start_a.game_id][0], bo.seats[start_a.game_id][0]} == {0, 1}
     assert carol.events.empty()  # still waiting: nobody else wants 3x3
@@ -183,3 +186,107 @@ async def test_lobby_events_reach_only_subscribers(server: RunningServer) -> Non
     await quiet.request(LobbySubscribe, subscribe=False)
     await asyncio.sleep(0.2)
     assert quiet.lobby_events.empty() and listener.lobby_events.empty()
+
+
+# --- the lobby at scale (issue 11, findings 5 and 7) ---------------------------------------
+
+
+def _apply(event: Any, seeks: dict[str, Any]) -> None:
+    """What a client does with the lobby's seeks on each message."""
+    if isinstance(event, LobbyState):
+        seeks.clear()
+        seeks.update({s["seek_id"]: s for s in event.seeks})
+    elif event.kind == "seek_added":
+        seeks[event.seek["seek_id"]] = event.seek
+    elif event.kind == "seek_removed":
+        seeks.pop(event.seek_id, None)
+
+
+async def test_seek_spam_reaches_each_subscriber_coalesced_per_tick(
+    server: RunningServer,
+) -> None:
+    """Seek/cancel spam: on main every subscriber got one frame per seek and per cancel
+    (200 here); now at most one tick's worth of changes per tick, and no change is lost."""
+    settings = server.game_server.settings
+    settings.lobby_tick_s = 0.5
+    subscribers = [await server.connect(f"sub{i}") for i in range(8)]
+    for subscriber in subscribers:
+        await subscriber.request(LobbySubscribe)
+        assert isinstance(await next_lobby(subscriber), LobbyState)  # the reply, queued too
+    paged = await RawClient.connect(server.url)
+    await paged.send_message(LobbySubscribe(rid=1, limit=10))
+    assert isinstance(await paged.receive(), LobbyState)
+    spammer = await server.connect("spammer")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    for _ in range(100):
+        posted = await spammer.request(Seek, game="tictactoe")
+        await spammer.request(CancelSeek, seek_id=posted.seek_id)
+    last = await spammer.request(Seek, game="tictactoe")
+    ticks = math.ceil((loop.time() - started) / settings.lobby_tick_s) + 1
+    for subscriber in subscribers:
+        seeks: dict[str, Any] = {}
+        frames = 0
+        while last.seek_id not in seeks:
+            _apply(await next_lobby(subscriber), seeks)
+            frames += 1
+        assert list(seeks) == [last.seek_id]  # the lobby as it is, nothing lost
+        assert frames <= settings.lobby_events_per_tick * ticks
+    # A subscription that names a page size gets one lobby_update a tick at most.
+    updates = 0
+    while True:
+        update = await paged.receive()
+        assert isinstance(update, LobbyUpdate)
+        updates += 1
+        if last.seek_id in [s["seek_id"] for s in update.seeks]:
+            break
+    assert updates <= ticks and update.seeks_total == 1
+
+
+async def test_the_lobby_state_is_one_bounded_page_with_counts_and_more_on_request(
+    server: RunningServer,
+) -> None:
+    """On main lobby_state listed every live game and seek (10,200 games made 2.25 MB, which
+    the client then dropped); now the most relevant page, the totals, and paging."""
+    settings = server.game_server.settings
+    settings.lobby_page = 4
+    settings.lobby_max_page = 6
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    carol = await server.connect("carol")
+    humans = []
+    for _ in range(6):
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await bo.request(JoinGame, game_id=seated.game_id)
+        humans.append(seated.game_id)
+    against_ai = []
+    for _ in range(3):  # carol moves first: the AI waits
+        seated = await carol.request(CreateGame, game="tictactoe", algorithm="random", seat=0)
+        against_ai.append(seated.game_id)
+    dan = await server.connect("dan")
+    eve = await server.connect("eve")
+    seeks = [(await dan.request(Seek, game="5x5")).seek_id for _ in range(5)]
+    seeks += [(await eve.request(Seek, game="uttt")).seek_id for _ in range(2)]
+    challenge = (await eve.request(Seek, game="tictactoe", to="carol")).seek_id
+
+    # A client that does not page (as written before paging) gets the first page only.
+    state = await carol.request(LobbySubscribe)
+    assert [g["game_id"] for g in state.games] == humans[:4]  # humans first, longest running
+    assert [s["seek_id"] for s in state.seeks] == [challenge, *seeks[:4]]  # longest waiting
+    assert state.games_total is None  # nothing it does not know about
+
+    # One that names a page size gets the totals and asks for more pages.
+    raw = await RawClient.connect(server.url)
+    pages = []
+    for page in (1, 2, 3, 4):
+        await raw.send_message(LobbySubscribe(rid=page, limit=4, page=page))
+        reply = await raw.receive()
+        assert isinstance(reply, LobbyState) and reply.rid == page and reply.page == page
+        assert (reply.games_total, reply.seeks_total, reply.limit) == (9, 7, 4)
+        pages.append(reply)
+    assert [g["game_id"] for p in pages for g in p.games] == humans + against_ai
+    assert [s["seek_id"] for p in pages for s in p.seeks] == seeks  # the challenge is not its
+    assert pages[3].games == () and pages[3].seeks == ()
+    # A page size over the server's maximum is served at the maximum.
+    await raw.send_message(LobbySubscribe(rid=9, limit=200))
+    assert (await raw.receive()).limit == 6

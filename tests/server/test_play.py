@@ -28,7 +28,7 @@ from protocol import (
     Snapshot,
     Watch,
 )
-from server.app import ServerSettings
+from server.settings import ServerSettings
 from tests.server.conftest import RawClient, RunningServer, human_game, next_event
 
 
@@ -139,7 +139,7 @@ async def test_abort_only_before_both_sides_moved(server: RunningServer) -> None
     await _move(ada, a.game_id, 4)
     ended = await bo.request(Abort, game_id=a.game_id, token=b.token)
     assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("*", "abort")
-    ada2, bo2, a2, b2 = await human_game(server, game="tictactoe")
+    ada2, bo2, a2, b2 = await human_game(server, names=("ada2", "bo2"), game="tictactoe")
     await _move(ada2, a2.game_id, 4)
     await _move(bo2, a2.game_id, 0)
     with pytest.raises(RequestFailed, match="not_allowed.*resign"):

@@ -1,4 +1,5 @@
-"""Compiled alpha-beta for m,n,k-games (numba, ``cache=True``), driven by engine/alphabeta.py.
+"""The m,n,k games for the one alpha-beta search (engine/kernels/alphabeta.py), compiled
+with numba (``cache=True``).
 
 The board is an int8 array (0 empty, 1 X, 2 O) plus, for every window of k
 cells in a row, the number of X and O stones in it. A window holding k stones
@@ -7,53 +8,51 @@ counts also give the line-counting evaluation (each window open to one player
 only scores ``WEIGHT[count]`` for that player) incrementally, and the move
 ordering: a cell scores by the windows it extends and the windows it blocks.
 
-The search is negamax with alpha-beta (Knuth & Moore 1975), principal
-variation search (Marsland 1983), a Zobrist-keyed transposition table
-(Zobrist 1970) with generations, killer moves and the history heuristic
-(Schaeffer 1989). At every node, leaves included: a win in one ends the node,
-two opponent threats lose it, one threat forces the block. On big boards only
-cells within two of a stone are candidates. For k >= 5 a VCF search
-(victory by continuous fours, Allis 1994: each attacking move makes a four that
-the defender must block) runs at the root and, shallower, at the leaves.
+What the search asks of a game (engine/kernels/alphabeta_base.py): at every
+node, leaves included, a win in one ends the node, two opponent threats lose
+it, one threat forces the block (``generate``). On big boards only cells within
+two of a stone are candidates. For k >= 5 a VCF search (victory by continuous
+fours, Allis 1994: each attacking move makes a four that the defender must
+block) runs at the root (engine/alphabeta.py) and, shallower, at the quiet
+leaves (``quiet_leaf``).
 """
 
 from __future__ import annotations
 
-import time
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
-from numba import njit, objmode
+from numba import njit
+from numba.extending import overload
 
-WIN = 1 << 40  # a win at ply p scores WIN - p: faster wins score higher
-MATE_BOUND = WIN - 100_000
-INF = 1 << 50
+from engine.kernels import alphabeta_base as base
+from engine.kernels.alphabeta_base import (
+    GEN,
+    HASH,
+    INF,
+    INFO_SIZE,
+    STOP,
+    WIN,
+    SearchArrays,
+    tick,
+)
+
 MAX_PLY = 400
 
-# info[] slots (int64)
-NODES, LIMIT, STOP, EVAL, HASH, STONES, GEN, CHECK_AT, VCF_DEPTH, BEST, KLEN = range(11)
+# info[] slots of the m,n,k games (alphabeta_base numbers the shared ones)
+EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # info[FOURS + p]: windows one stone short of k for p and free of the opponent (p wins at
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
 P_M, P_N, P_K, P_CELLS, P_RESTRICT = range(5)
-EXACT, LOWER, UPPER = 0, 1, 2
-# deadline[] slots (float64): the deadline on perf_counter (0.0 = none), the time of the last
-# clock read, and the nodes between checks, adapted so that clock reads come about every
-# CHECK_SECONDS whatever a node costs (a gomoku node with its threat search costs tens of
-# times a 5x5 node: a fixed count either reads the clock too often or overruns the deadline).
-D_DEADLINE, D_LAST, D_STEP = 0, 1, 2
-CHECK_SECONDS = 0.0002
-CHECK_EVERY = 16  # nodes between the checks at the start of a search
-CHECK_MAX = 4096
 
-
-@njit(cache=True)
-def now() -> float:
-    """The monotonic clock (seconds), read from compiled code through object mode."""
-    with objmode(t="float64"):
-        t = time.perf_counter()
-    return t
+MNKArrays = namedtuple(
+    "MNKArrays",
+    ["cells", "counts", "near", "params", "cell_win", "cell_win_n", "near_list", "near_n",
+     "weights", "zobrist", "win_cells"],
+)  # fmt: skip
 
 
 @njit(cache=True)
@@ -192,44 +191,6 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
 
 
 @njit(cache=True)
-def _pick(ply, start, n, moves, scores):
-    """Selection sort step: bring the best remaining move to ``start``."""
-    best = start
-    for i in range(start + 1, n):
-        if scores[ply, i] > scores[ply, best]:
-            best = i
-    if best != start:
-        moves[ply, start], moves[ply, best] = moves[ply, best], moves[ply, start]
-        scores[ply, start], scores[ply, best] = scores[ply, best], scores[ply, start]
-    return moves[ply, start]
-
-
-@njit(cache=True)
-def _tick(info, deadline):
-    """Count a node; every deadline[D_STEP] nodes compare with the node limit and the
-    deadline. The step adapts only when the clock is read (so that reads come about every
-    CHECK_SECONDS: it halves when they come too far apart, doubles when too close); without
-    a deadline it stays as set, and a node-limited search is deterministic."""
-    info[NODES] += 1
-    if info[NODES] >= info[CHECK_AT]:
-        step = int(deadline[D_STEP])
-        if info[LIMIT] > 0 and info[NODES] >= info[LIMIT]:
-            info[STOP] = 1
-        elif deadline[D_DEADLINE] > 0.0:
-            t = now()
-            if t >= deadline[D_DEADLINE]:
-                info[STOP] = 1
-            gap = t - deadline[D_LAST]
-            if gap > 2.0 * CHECK_SECONDS and step > 1:
-                step //= 2
-            elif gap < 0.5 * CHECK_SECONDS and step < CHECK_MAX:
-                step *= 2
-            deadline[D_LAST] = t
-            deadline[D_STEP] = step
-        info[CHECK_AT] = info[NODES] + max(1, step)
-
-
-@njit(cache=True)
 def _winning_cells(p, board, counts, params, win_cells, out):
     """The distinct empty cells where p wins at once (at most ``out.size``); returns how many."""
     k = params[P_K]
@@ -255,7 +216,7 @@ def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, ce
         history):  # fmt: skip
     """Victory by continuous fours for attacker p within ``depth`` fours: returns the number of
     attacker moves to the win (1 = wins at once) or 0; info[BEST] = the first move."""
-    _tick(info, deadline)
+    tick(info, deadline)
     if info[STOP] != 0:
         return 0
     k = params[P_K]
@@ -351,166 +312,6 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, board, counts, near, info, de
 
 
 @njit(cache=True)
-def negamax(p, depth, alpha, beta, ply, board, counts, near, info, deadline, params, cell_win,
-            cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
-            history, tt_key, tt_score, tt_meta, tt_gen):  # fmt: skip
-    """Score for player p to move, from p's side; PVS with a transposition table."""
-    _tick(info, deadline)
-    if info[STOP] != 0:
-        return 0
-    cells = params[P_CELLS]
-    if info[STONES] == cells:
-        return 0
-    key = info[HASH]
-    slot = key & (tt_key.size - 1)
-    tt_move = -1
-    if tt_key[slot] == key and tt_gen[slot] == info[GEN]:
-        meta = tt_meta[slot]
-        tt_move = (meta & 0xFFFF) - 1
-        e_depth = meta >> 20
-        e_flag = (meta >> 16) & 3
-        if e_depth >= depth:
-            s = tt_score[slot]
-            if s > MATE_BOUND:
-                s -= ply
-            elif s < -MATE_BOUND:
-                s += ply
-            if (
-                e_flag == EXACT
-                or (e_flag == LOWER and s >= beta)
-                or (e_flag == UPPER and s <= alpha)
-            ):
-                return s
-    if depth <= 0 and info[FOURS + 1 - p] == 0:
-        # A quiet leaf: no move list needed unless p wins at once or the opponent threatens.
-        if info[FOURS + p] > 0:
-            return WIN - (ply + 1)
-        if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
-            found = vcf(p, info[VCF_DEPTH], ply, board, counts, near, info, deadline, params,
-                        cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
-                        moves, scores, killers, history)  # fmt: skip
-            if found > 0:
-                return WIN - (ply + 2 * found - 1)
-        return info[EVAL] if p == 0 else -info[EVAL]
-    n, kind, cell = generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
-                             moves, scores, tt_move, killers, history)  # fmt: skip
-    if kind == 1:
-        return WIN - (ply + 1)
-    if kind == 2:
-        return -(WIN - (ply + 2))
-    if n == 0:
-        return 0
-    if kind == 3:
-        depth += 1  # a forced block costs no depth (a one-reply extension)
-    if depth <= 0:
-        return info[EVAL] if p == 0 else -info[EVAL]
-    alpha0 = alpha
-    best = -INF
-    best_move = -1
-    k = params[P_K]
-    for i in range(n):
-        c = _pick(ply, i, n, moves, scores)
-        won = place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
-                    weights, zobrist, k)  # fmt: skip
-        if won:
-            score = WIN - (ply + 1)
-        elif i == 0:
-            score = -negamax(1 - p, depth - 1, -beta, -alpha, ply + 1, board, counts, near, info,
-                             deadline, params, cell_win, cell_win_n, near_list, near_n, weights,
-                             zobrist, win_cells, moves, scores, killers, history, tt_key,
-                             tt_score, tt_meta, tt_gen)  # fmt: skip
-        else:
-            score = -negamax(1 - p, depth - 1, -alpha - 1, -alpha, ply + 1, board, counts, near,
-                             info, deadline, params, cell_win, cell_win_n, near_list, near_n,
-                             weights, zobrist, win_cells, moves, scores, killers, history, tt_key,
-                             tt_score, tt_meta, tt_gen)  # fmt: skip
-            if alpha < score < beta:
-                score = -negamax(1 - p, depth - 1, -beta, -score, ply + 1, board, counts, near,
-                                 info, deadline, params, cell_win, cell_win_n, near_list, near_n,
-                                 weights, zobrist, win_cells, moves, scores, killers, history,
-                                 tt_key, tt_score, tt_meta, tt_gen)  # fmt: skip
-        remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-               zobrist)  # fmt: skip
-        if info[STOP] != 0:
-            return 0
-        if score > best:
-            best = score
-            best_move = c
-        if score > alpha:
-            alpha = score
-        if alpha >= beta:
-            if killers[ply, 0] != c:
-                killers[ply, 1] = killers[ply, 0]
-                killers[ply, 0] = c
-            history[c] += depth * depth
-            break
-    flag = EXACT
-    if best <= alpha0:
-        flag = UPPER
-    elif best >= beta:
-        flag = LOWER
-    stored = best
-    if stored > MATE_BOUND:
-        stored += ply
-    elif stored < -MATE_BOUND:
-        stored -= ply
-    if tt_gen[slot] != info[GEN] or tt_key[slot] == key or (tt_meta[slot] >> 20) <= depth:
-        tt_key[slot] = key
-        tt_gen[slot] = info[GEN]
-        tt_score[slot] = stored
-        tt_meta[slot] = (max(depth, 0) << 20) | (flag << 16) | (best_move + 1)
-    return best
-
-
-@njit(cache=True)
-def root(p, depth, root_moves, root_scores, n, board, counts, near, info, deadline, params,
-         cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves, scores,
-         killers, history, tt_key, tt_score, tt_meta, tt_gen):  # fmt: skip
-    """One iteration at the root over ``root_moves[:n]`` (best first); PVS with a full window.
-    Sets root_scores (lower bounds for moves that failed low) and returns the best index."""
-    alpha = -INF
-    beta = INF
-    best = 0
-    k = params[P_K]
-    # Not the literal 1: a literal argument would compile a second copy of the recursive
-    # negamax, and numba's cache cannot load calls between copies (numba issue #6061/#6713).
-    ply = np.int64(1)
-    info[NODES] += 1
-    for i in range(n):
-        c = root_moves[i]
-        won = place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
-                    weights, zobrist, k)  # fmt: skip
-        if won:
-            score = WIN - 1
-        elif info[STONES] == params[P_CELLS]:
-            score = 0
-        elif i == 0:
-            score = -negamax(1 - p, depth - 1, -beta, -alpha, ply, board, counts, near, info,
-                             deadline, params, cell_win, cell_win_n, near_list, near_n, weights,
-                             zobrist, win_cells, moves, scores, killers, history, tt_key,
-                             tt_score, tt_meta, tt_gen)  # fmt: skip
-        else:
-            score = -negamax(1 - p, depth - 1, -alpha - 1, -alpha, ply, board, counts, near, info,
-                             deadline, params, cell_win, cell_win_n, near_list, near_n, weights,
-                             zobrist, win_cells, moves, scores, killers, history, tt_key,
-                             tt_score, tt_meta, tt_gen)  # fmt: skip
-            if score > alpha and info[STOP] == 0:
-                score = -negamax(1 - p, depth - 1, -beta, -score, ply, board, counts, near, info,
-                                 deadline, params, cell_win, cell_win_n, near_list, near_n,
-                                 weights, zobrist, win_cells, moves, scores, killers, history,
-                                 tt_key, tt_score, tt_meta, tt_gen)  # fmt: skip
-        remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-               zobrist)  # fmt: skip
-        if info[STOP] != 0:
-            return best
-        root_scores[i] = score
-        if score > alpha:
-            alpha = score
-            best = i
-    return best
-
-
-@njit(cache=True)
 def _replay(history, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
             zobrist, k):  # fmt: skip
     for ply in range(history.size):
@@ -518,41 +319,115 @@ def _replay(history, board, counts, near, info, cell_win, cell_win_n, near_list,
               near_n, weights, zobrist, k)  # fmt: skip
 
 
-@njit(cache=True)
-def pv_line(p, first, limit, out, board, counts, near, info, deadline, params, cell_win,
-            cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
-            history, tt_key, tt_score, tt_meta, tt_gen):  # fmt: skip
-    """Write the principal variation from ``first`` into out (at most ``limit`` moves): forced
-    moves (a win at once, a block), else the transposition table's move. Returns its length;
-    the position is left as it was."""
-    k = params[P_K]
-    cells = params[P_CELLS]
-    out[0] = first
-    n = 1
-    won = place(first, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
-                weights, zobrist, k)  # fmt: skip
-    player = p
-    while n < limit and not won and info[STONES] < cells:
-        player = 1 - player
-        count, kind, cell = generate(player, n, board, counts, near, params, cell_win, cell_win_n,
-                                     weights, moves, scores, -1, killers, history)  # fmt: skip
-        move = cell
-        if kind == 0:
-            move = -1
-            key = info[HASH]
-            slot = key & (tt_key.size - 1)
-            if tt_key[slot] == key and tt_gen[slot] == info[GEN]:
-                move = (tt_meta[slot] & 0xFFFF) - 1
-        if move < 0 or count == 0 or board[move] != 0:
-            break
-        out[n] = move
-        n += 1
-        won = place(move, player, board, counts, near, info, cell_win, cell_win_n, near_list,
-                    near_n, weights, zobrist, k)  # fmt: skip
-    for i in range(n - 1, -1, -1):
-        remove(out[i], p if i % 2 == 0 else 1 - p, board, counts, near, info, cell_win,
-               cell_win_n, near_list, near_n, weights, zobrist)  # fmt: skip
-    return n
+# --- the operations the search asks of a game (alphabeta_base), for MNKArrays ----------------
+
+
+def _is_mnk(game: Any) -> bool:
+    return getattr(game, "instance_class", None) is MNKArrays
+
+
+@overload(base.place)
+def _place_mnk(game, search, action, player, ply):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search, action, player, ply):  # noqa: ANN001, ANN202
+            g = game
+            won = place(action, player, g.cells, g.counts, g.near, search.info, g.cell_win,
+                        g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist,
+                        g.params[P_K])  # fmt: skip
+            return 1 if won else 0
+
+        return impl
+    return None
+
+
+@overload(base.remove)
+def _remove_mnk(game, search, action, player, ply):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search, action, player, ply):  # noqa: ANN001, ANN202
+            g = game
+            remove(action, player, g.cells, g.counts, g.near, search.info, g.cell_win,
+                   g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist)  # fmt: skip
+
+        return impl
+    return None
+
+
+@overload(base.board_full)
+def _board_full_mnk(game, search):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search):  # noqa: ANN001, ANN202
+            return search.info[STONES] == game.params[P_CELLS]
+
+        return impl
+    return None
+
+
+@overload(base.position_key)
+def _position_key_mnk(game, search):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search):  # noqa: ANN001, ANN202
+            return search.info[HASH]
+
+        return impl
+    return None
+
+
+@overload(base.quiet_leaf)
+def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search, player, depth, ply):  # noqa: ANN001, ANN202
+            # A quiet leaf: no move list needed unless p wins at once or the opponent threatens.
+            info = search.info
+            p = player
+            if depth > 0 or info[FOURS + 1 - p] != 0:
+                return False, 0
+            if info[FOURS + p] > 0:
+                return True, WIN - (ply + 1)
+            if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
+                g = game
+                s = search
+                found = vcf(p, info[VCF_DEPTH], ply, g.cells, g.counts, g.near, s.info,
+                            s.deadline, g.params, g.cell_win, g.cell_win_n, g.near_list,
+                            g.near_n, g.weights, g.zobrist, g.win_cells, s.moves, s.scores,
+                            s.killers, s.history)  # fmt: skip
+                if found > 0:
+                    return True, WIN - (ply + 2 * found - 1)
+            return True, info[EVAL] if p == 0 else -info[EVAL]
+
+        return impl
+    return None
+
+
+@overload(base.generate)
+def _generate_mnk(game, search, player, ply, tt_move):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search, player, ply, tt_move):  # noqa: ANN001, ANN202
+            g = game
+            s = search
+            return generate(player, ply, g.cells, g.counts, g.near, g.params, g.cell_win,
+                            g.cell_win_n, g.weights, s.moves, s.scores, tt_move, s.killers,
+                            s.history)  # fmt: skip
+
+        return impl
+    return None
+
+
+@overload(base.evaluate)
+def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
+    if _is_mnk(game):
+
+        def impl(game, search, player):  # noqa: ANN001, ANN202
+            info = search.info
+            return info[EVAL] if player == 0 else -info[EVAL]
+
+        return impl
+    return None
 
 
 class MNKTables:
@@ -612,73 +487,92 @@ class MNKContext:
     def __init__(self, tables: MNKTables, tt_bits: int) -> None:
         self.t = tables
         cells = tables.cells
-        self.board = np.zeros(cells, dtype=np.int8)
-        self.counts = np.zeros((tables.win_cells.shape[0], 2), dtype=np.int32)
-        self.near = np.zeros(cells, dtype=np.int32)
-        self.info = np.zeros(16, dtype=np.int64)
-        self.deadline = np.zeros(3, dtype=np.float64)  # D_DEADLINE, D_LAST, D_STEP
         size = 1 << tt_bits
-        self.tt_key = np.zeros(size, dtype=np.int64)
-        self.tt_score = np.zeros(size, dtype=np.int64)
-        self.tt_meta = np.zeros(size, dtype=np.int64)
-        self.tt_gen = np.full(size, -1, dtype=np.int64)
-        self.moves = np.zeros((MAX_PLY + 2, cells), dtype=np.int32)
-        self.scores = np.zeros((MAX_PLY + 2, cells), dtype=np.int64)
-        self.killers = np.full((MAX_PLY + 2, 2), -1, dtype=np.int32)
-        self.history = np.zeros(cells, dtype=np.int64)
+        self.search = SearchArrays(
+            info=np.zeros(INFO_SIZE, dtype=np.int64),
+            deadline=np.zeros(3, dtype=np.float64),  # D_DEADLINE, D_LAST, D_STEP
+            moves=np.zeros((MAX_PLY + 2, cells), dtype=np.int32),
+            scores=np.zeros((MAX_PLY + 2, cells), dtype=np.int64),
+            killers=np.full((MAX_PLY + 2, 2), -1, dtype=np.int32),
+            history=np.zeros(cells, dtype=np.int64),
+            tt_key=np.zeros(size, dtype=np.int64),
+            tt_score=np.zeros(size, dtype=np.int64),
+            tt_meta=np.zeros(size, dtype=np.int64),
+            tt_gen=np.full(size, -1, dtype=np.int64),
+        )
+        t = tables
+        self.game = MNKArrays(
+            cells=np.zeros(cells, dtype=np.int8),
+            counts=np.zeros((t.win_cells.shape[0], 2), dtype=np.int32),
+            near=np.zeros(cells, dtype=np.int32),
+            params=t.params,
+            cell_win=t.cell_win,
+            cell_win_n=t.cell_win_n,
+            near_list=t.near_list,
+            near_n=t.near_n,
+            weights=t.weights,
+            zobrist=t.zobrist,
+            win_cells=t.win_cells,
+        )
+        self.info = self.search.info
+        self.deadline = self.search.deadline
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
 
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (*self.search, *self.game))
+
     def set_position(self, history: list[int]) -> None:
-        t = self.t
-        self.board[:] = 0
-        self.counts[:] = 0
-        self.near[:] = 0
+        g = self.game
+        g.cells[:] = 0
+        g.counts[:] = 0
+        g.near[:] = 0
         info = self.info
         info[EVAL] = info[HASH] = info[STONES] = 0
         info[FOURS] = info[FOURS + 1] = info[THREES] = info[THREES + 1] = 0
-        info[KLEN] = t.k
+        info[KLEN] = self.t.k
         moves = np.array(history, dtype=np.int64)
-        _replay(moves, self.board, self.counts, self.near, info, t.cell_win, t.cell_win_n,
-                t.near_list, t.near_n, t.weights, t.zobrist, t.k)  # fmt: skip
+        _replay(moves, g.cells, g.counts, g.near, info, g.cell_win, g.cell_win_n, g.near_list,
+                g.near_n, g.weights, g.zobrist, self.t.k)  # fmt: skip
 
     def new_search(self, keep_table: bool) -> None:
+        history = self.search.history
         if not keep_table:
             self.generation += 1
-            self.history[:] = 0
+            history[:] = 0
         else:
-            self.history >>= 2  # age the history between the moves of one game
-        self.killers[:] = -1
+            history >>= 2  # age the history between the moves of one game
+        self.search.killers[:] = -1
         self.info[GEN] = self.generation
 
-    def arguments(self) -> tuple[Any, ...]:
-        t = self.t
+    def vcf_arguments(self) -> tuple[Any, ...]:
+        """The arrays ``vcf`` and ``refuted_by_vcf`` take after their own arguments."""
+        g, s = self.game, self.search
         return (
-            self.board, self.counts, self.near, self.info, self.deadline, t.params, t.cell_win,
-            t.cell_win_n, t.near_list, t.near_n, t.weights, t.zobrist, t.win_cells, self.moves,
-            self.scores, self.killers, self.history,
+            g.cells, g.counts, g.near, s.info, s.deadline, g.params, g.cell_win, g.cell_win_n,
+            g.near_list, g.near_n, g.weights, g.zobrist, g.win_cells, s.moves, s.scores,
+            s.killers, s.history,
         )  # fmt: skip
 
-    def tt_arrays(self) -> tuple[Any, ...]:
-        return (self.tt_key, self.tt_score, self.tt_meta, self.tt_gen)
-
     def tt_move(self) -> int:
+        s = self.search
         key = int(self.info[HASH])
-        slot = key & (self.tt_key.size - 1)
-        if self.tt_key[slot] == key and self.tt_gen[slot] == self.info[GEN]:
-            return int(self.tt_meta[slot] & 0xFFFF) - 1
+        slot = key & (s.tt_key.size - 1)
+        if s.tt_key[slot] == key and s.tt_gen[slot] == self.info[GEN]:
+            return int(s.tt_meta[slot] & 0xFFFF) - 1
         return -1
 
     def generate_root(self, player: int, rng: Any = None) -> tuple[list[int], int, int]:
         """(candidate moves ordered by the static scores, kind, cell) as ``generate`` gives;
         ``rng`` breaks ties between equal scores."""
-        t = self.t
+        g, s = self.game, self.search
         n, kind, cell = generate(
-            player, 0, self.board, self.counts, self.near, t.params, t.cell_win, t.cell_win_n,
-            t.weights, self.moves, self.scores, self.tt_move(), self.killers, self.history,
+            player, 0, g.cells, g.counts, g.near, g.params, g.cell_win, g.cell_win_n,
+            g.weights, s.moves, s.scores, self.tt_move(), s.killers, s.history,
         )  # fmt: skip
-        moves = [int(x) for x in self.moves[0, :n]]
-        scores = [int(x) for x in self.scores[0, :n]]
+        moves = [int(x) for x in s.moves[0, :n]]
+        scores = [int(x) for x in s.scores[0, :n]]
         if rng is not None:
             ties = [rng.random() for _ in range(n)]
             order = sorted(range(n), key=lambda i: (-scores[i], ties[i]))

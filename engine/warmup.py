@@ -1,0 +1,98 @@
+"""Warm-up: compile (or load from numba's cache) what a search needs before it is timed.
+
+A target is a (game, algorithm) pair; warming it up runs that algorithm briefly on that
+game, once with an iteration budget and once against the clock on the next position of the
+same game (tree reuse), which compiles exactly the kernels its searches call, with the
+argument types they use, and the clock's object-mode block that numba cannot cache. numba's
+on-disk cache (``cache=True``) makes every later process load instead of compile, and
+``engine.compiled_cache`` notes which targets are compiled, so that a server can tell a cold
+start (compile once, in one process, then start the others) from a warm one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+from engine.algorithms import ALGORITHMS
+from engine.compiled_cache import is_warm, record_warm
+from engine.errors import EngineError
+from engine.game import Game
+from engine.games import GAMES
+from engine.options import Budget
+from engine.search import Searcher
+
+__all__ = ["all_targets", "is_warm", "parse_targets", "warm_up", "warm_up_in_background"]
+
+Target = tuple[str, str]  # (game name, algorithm name)
+
+_warmed: set[Target] = set()  # in this process
+
+
+def _sample_game(name: str) -> Game:
+    game_type = GAMES[name]
+    return game_type.make(game_type.sample or {})
+
+
+def all_targets() -> list[Target]:
+    """Every registered game with every compiled algorithm that plays it."""
+    targets = []
+    for name in GAMES:
+        game = _sample_game(name)
+        for entry in ALGORITHMS.values():
+            if entry.compiled and entry.cannot_play(game) is None:
+                targets.append((name, entry.name))
+    return targets
+
+
+def parse_targets(text: str) -> list[Target] | None:
+    """'all' (None: every target) or 'GAME:ALGORITHM,...'; EngineError naming what is wrong."""
+    if text.strip().lower() == "all":
+        return None
+    targets = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        game, sep, algorithm = item.partition(":")
+        if not sep or game not in GAMES or algorithm not in ALGORITHMS:
+            raise EngineError(
+                f"bad warm-up target {item!r}: GAME:ALGORITHM with a game among "
+                f"{', '.join(GAMES)} and an algorithm among {', '.join(ALGORITHMS)}, or all"
+            )
+        targets.append((game, algorithm))
+    return targets
+
+
+def warm_up(
+    targets: Iterable[Target] | None = None, progress: Callable[[str], None] | None = None
+) -> None:
+    """Warm up ``targets`` (None: ``all_targets()``), calling ``progress`` before each; a
+    target whose algorithm cannot play its game, or that needs no compiling, is skipped."""
+    todo = []
+    for game_name, algorithm in all_targets() if targets is None else targets:
+        entry = ALGORITHMS[algorithm]
+        if (game_name, algorithm) in _warmed or not entry.compiled:
+            continue
+        if entry.cannot_play(_sample_game(game_name)) is None:
+            todo.append((game_name, algorithm))
+    for index, (game_name, algorithm) in enumerate(todo):
+        if progress is not None:
+            progress(f"{algorithm} for {game_name} ({index + 1}/{len(todo)})")
+        state = _sample_game(game_name).new_initial_state()
+        legal = state.legal_actions()
+        state.apply_action(legal[len(legal) // 2])
+        searcher = Searcher()
+        key = "warm-up"
+        first = searcher.search(state, algorithm, Budget(iterations=64), seed=1, game_key=key)
+        state.apply_action(first.action)
+        if not state.is_terminal():
+            state.apply_action(state.legal_actions()[0])
+        if not state.is_terminal():
+            searcher.search(state, algorithm, Budget(time_ms=5.0), seed=2, game_key=key)
+        _warmed.add((game_name, algorithm))
+        record_warm([(game_name, algorithm)])
+
+
+def warm_up_in_background(targets: list[Target] | None) -> None:
+    """A process's entry point: warm up ``targets`` at the lowest CPU priority (the kernels a
+    server's first games do not need, compiled into the cache while those games run)."""
+    os.nice(19)
+    warm_up(targets)

@@ -1,0 +1,158 @@
+"""The admin HTTP port: ``/healthz``, ``/readyz`` and Prometheus ``/metrics``.
+
+Operators and load balancers poll it, never players: it listens on its own port
+(``--admin-port``; 127.0.0.1 by default), answers GET only, reads at most one
+small request per connection under a timeout, and closes. ``/healthz`` says the
+process is up; ``/readyz`` says it can serve a game: the store answers a read
+and the engine has a live worker (or AI games are off); ``/metrics`` is the text
+exposition of prometheus-client, with the server's figures read at scrape time
+from its own state (nothing is counted on the per-move path for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from server.app import GameServer
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 8192  # request line and headers; a longer request is answered 431
+REQUEST_TIMEOUT_S = 5.0
+READY_CHECK_TIMEOUT_S = 2.0
+
+Check = Callable[[], Awaitable[None]]
+
+
+class ServerCollector(Collector):
+    """The game server's figures, read from its state at each scrape."""
+
+    def __init__(self, game_server: GameServer) -> None:
+        self.game_server = game_server
+
+    def collect(self) -> Iterator[Metric]:
+        server = self.game_server
+        yield GaugeMetricFamily(
+            "noughts_connections", "open websocket connections", value=len(server.connections)
+        )
+        yield GaugeMetricFamily(
+            "noughts_players_online", "players with an open connection", value=len(server.players)
+        )
+        games = GaugeMetricFamily("noughts_games", "games in memory by status", labels=["status"])
+        for status, count in sorted(Counter(g.status for g in server.games.values()).items()):
+            games.add_metric([status], count)
+        yield games
+        store = server.store
+        yield CounterMetricFamily(
+            "noughts_store_commits", "transactions committed", value=getattr(store, "commits", 0)
+        )
+        yield CounterMetricFamily(
+            "noughts_store_writes", "writes committed", value=getattr(store, "writes", 0)
+        )
+        pool = server.pool
+        if pool is not None:
+            yield GaugeMetricFamily(
+                "noughts_engine_workers_alive", "engine workers alive", value=pool.alive
+            )
+            yield GaugeMetricFamily(
+                "noughts_engine_queue_depth", "AI searches waiting or running", value=pool.pending
+            )
+            yield CounterMetricFamily(
+                "noughts_engine_workers_replaced", "engine workers replaced", value=pool.replaced
+            )
+
+
+class AdminServer:
+    """The admin port of one server process."""
+
+    def __init__(self, game_server: GameServer) -> None:
+        self.game_server = game_server
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(ServerCollector(game_server))
+        self.checks: dict[str, Check] = {"store": self._check_store, "engine": self._check_engine}
+
+    async def start(self, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST_BYTES)
+
+    async def _check_store(self) -> None:
+        await self.game_server.store.list_games("finished", 1)
+
+    async def _check_engine(self) -> None:
+        pool = self.game_server.pool
+        if pool is not None and pool.alive == 0:
+            raise RuntimeError("no engine worker is alive")
+
+    async def readiness(self) -> dict[str, str]:
+        """Each check's verdict: "ok" or why it failed."""
+        verdicts = {}
+        for name, check in self.checks.items():
+            try:
+                await asyncio.wait_for(check(), READY_CHECK_TIMEOUT_S)
+            except TimeoutError:
+                verdicts[name] = f"no answer in {READY_CHECK_TIMEOUT_S:g} s"
+            except Exception as exc:
+                verdicts[name] = f"{type(exc).__name__}: {exc}"
+            else:
+                verdicts[name] = "ok"
+        return verdicts
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            status, content_type, body = await asyncio.wait_for(
+                self._respond(reader), REQUEST_TIMEOUT_S
+            )
+        except TimeoutError:
+            status, content_type, body = "408 Request Timeout", "text/plain", b"timeout\n"
+        except (asyncio.LimitOverrunError, ValueError):
+            status, content_type, body = (
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                b"request too large\n",
+            )
+        except (ConnectionError, asyncio.IncompleteReadError):
+            writer.close()
+            return
+        head = (
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def _respond(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = request_line.split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            return "400 Bad Request", "text/plain", b"bad request\n"
+        method, target = parts[0], parts[1].split("?", 1)[0]
+        if method != "GET":
+            return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        if target == "/healthz":
+            return "200 OK", "text/plain", b"ok\n"
+        if target == "/readyz":
+            verdicts = await self.readiness()
+            text = "".join(f"{name}: {verdict}\n" for name, verdict in verdicts.items())
+            ready = all(v == "ok" for v in verdicts.values())
+            return ("200 OK" if ready else "503 Service Unavailable"), "text/plain", text.encode()
+        if target == "/metrics":
+            return (
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                generate_latest(self.registry),
+            )
+        return "404 Not Found", "text/plain", b"not found: /healthz, /readyz, /metrics\n"

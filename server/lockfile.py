@@ -1,0 +1,97 @@
+"""The lock a running server holds on its database, so that a second one is refused.
+
+Two servers on one database file would both run the same games (their sequence numbers
+collide, one overwrites the other's seat tokens). So ``noughts serve`` takes an exclusive
+``fcntl.flock`` on ``<db path>.lock`` before it opens the database and holds it for its
+whole life; the kernel releases it when the process ends, however it ends (kill -9
+included), so a lock is never stale. Once the server listens it writes one JSON line into
+that file, ``{"pid": PID, "url": "ws://HOST:PORT"}``: a second ``noughts serve`` names the
+running one in its refusal, and a client (``noughts play``) finding the lock held reuses
+the running server instead of starting another. The file stays empty while the server
+starts and is emptied when it stops; it is never deleted (deleting a lock file races with
+a process that has just opened it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from server.errors import ServerError
+
+
+class DatabaseInUse(ServerError):
+    """Another server holds the database's lock."""
+
+
+def lock_path(db_path: str | os.PathLike[str]) -> Path:
+    return Path(f"{os.fspath(db_path)}.lock")
+
+
+class ServerLock:
+    """``ServerLock.acquire(db)``: the lock held; ``announce(url)`` once listening;
+    ``release()`` at exit."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, db_path: str | os.PathLike[str]) -> ServerLock:
+        """Take the lock without waiting; DatabaseInUse naming the holder (pid, url) if
+        another server has it, ServerError if the lock file cannot be opened."""
+        path = lock_path(db_path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise ServerError(f"cannot open database {db_path}: {path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            if holder.get("url"):
+                who = f"pid {holder.get('pid')}, listening on {holder['url']}"
+            else:
+                who = "still starting"
+            raise DatabaseInUse(
+                f"database {db_path} is in use by another noughts server ({who}); "
+                "connect to that one, or stop it first"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise ServerError(f"cannot lock {path}: {exc.strerror}") from exc
+        os.ftruncate(fd, 0)  # what a server killed earlier wrote is stale
+        return cls(path, fd)
+
+    def announce(self, url: str) -> None:
+        """Write the JSON line naming this server (once it listens)."""
+        if self._fd is None:
+            return
+        line = json.dumps({"pid": os.getpid(), "url": url}) + "\n"
+        # Written at offset 0 of the empty file, in one call: a reader sees the whole
+        # line or nothing.
+        os.pwrite(self._fd, line.encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        os.close(self._fd)  # closing the descriptor releases the lock
+        self._fd = None
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    """What the lock's holder wrote: {"pid", "url"}, or {} while it starts."""
+    try:
+        text = os.pread(fd, 4096, 0).decode()
+        holder = json.loads(text)
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}

@@ -1,0 +1,315 @@
+"""The PostgreSQL store (``noughts serve --db postgresql://...``), through asyncpg.
+
+The same rules as the SQLite store: every write joins the next group commit, a
+caller's future resolves only once the transaction holding its write has
+committed (a move is durable before it is acknowledged or broadcast), and a
+failed batch is retried write by write so that one bad write fails alone. One
+dedicated connection writes (its transactions in commit order); a small pool
+reads. A lost connection fails the writes of that transaction with a clear
+``StorageError`` and is replaced at the next one, so the server recovers as soon
+as PostgreSQL answers again.
+
+The schema is versioned like SQLite's: ``PG_MIGRATIONS[i]`` upgrades version i to
+i+1, the same versions as ``server.store.MIGRATIONS`` (a test holds the two lists
+to the same length), recorded in ``noughts_schema``. Nodes starting together
+migrate one at a time under an advisory lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from server.errors import StorageError
+from server.store import SQLStore
+
+log = logging.getLogger(__name__)
+
+# Each entry upgrades the schema from version i to i+1, as server.store.MIGRATIONS does for
+# SQLite (the same tables and columns in PostgreSQL's types). Never edit one; append.
+PG_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE games (
+        id          TEXT PRIMARY KEY,
+        game        TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        players     TEXT NOT NULL,
+        result      TEXT,
+        reason      TEXT,
+        seq         BIGINT NOT NULL DEFAULT 0,
+        created_at  DOUBLE PRECISION NOT NULL,
+        started_at  DOUBLE PRECISION,
+        ended_at    DOUBLE PRECISION
+    );
+    CREATE INDEX games_by_status ON games (status, created_at);
+    CREATE TABLE moves (
+        game_id     TEXT NOT NULL REFERENCES games (id),
+        ply         INTEGER NOT NULL,
+        seq         BIGINT NOT NULL,
+        seat        INTEGER NOT NULL,
+        action      INTEGER NOT NULL,
+        at          DOUBLE PRECISION NOT NULL,
+        algorithm   TEXT,
+        budget_ms   DOUBLE PRECISION,
+        iterations  BIGINT,
+        value       DOUBLE PRECISION,
+        pv          TEXT,
+        seed        BIGINT,
+        elapsed_ms  DOUBLE PRECISION,
+        stats       TEXT,
+        PRIMARY KEY (game_id, ply)
+    );
+    CREATE TABLE events (
+        game_id     TEXT NOT NULL REFERENCES games (id),
+        seq         BIGINT NOT NULL,
+        kind        TEXT NOT NULL,
+        data        TEXT NOT NULL,
+        at          DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (game_id, seq)
+    );
+    """,
+    """
+    ALTER TABLE games ADD COLUMN clock TEXT;
+    ALTER TABLE games ADD COLUMN tokens TEXT;
+    ALTER TABLE games ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE games ADD COLUMN rematch_of TEXT;
+    ALTER TABLE moves ADD COLUMN clocks TEXT;
+    CREATE TABLE sessions (
+        token_sha256 TEXT PRIMARY KEY,
+        player_id    TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        bot          INTEGER NOT NULL,
+        created_at   DOUBLE PRECISION NOT NULL
+    );
+    """,
+    """
+    ALTER TABLE sessions ADD COLUMN seen_at DOUBLE PRECISION;
+    ALTER TABLE sessions ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN named INTEGER NOT NULL DEFAULT 0;
+    UPDATE sessions SET seen_at = created_at, played = 1;
+    CREATE INDEX sessions_by_seen ON sessions (seen_at);
+    CREATE INDEX sessions_by_player ON sessions (player_id);
+    CREATE TABLE names (
+        key         TEXT PRIMARY KEY,
+        player_id   TEXT NOT NULL
+    );
+    CREATE INDEX names_by_player ON names (player_id);
+    """,
+]
+
+PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
+MIGRATION_LOCK = 0x6E6F7567  # "noug": the advisory lock nodes migrate under
+# Held by the one server writing to a database (its writer connection holds it): until games
+# have owners across nodes, a second server on the same database is refused, as for SQLite.
+SERVER_LOCK = 0x6E6F7568
+
+
+def is_postgres_url(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+@functools.lru_cache(maxsize=256)
+def _dollar(sql: str) -> str:
+    """The shared statements' ``?`` placeholders as PostgreSQL's ``$1, $2, ...`` (they hold
+    no ``?`` inside literals)."""
+    counter = iter(range(1, 1000))
+    return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
+
+
+_Write = tuple[str, tuple[Any, ...]]
+_Item = tuple[list[_Write], "asyncio.Future[None]"]
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+
+
+class PostgresStore(SQLStore):
+    """Games in PostgreSQL: one writer connection doing group commit, a pool for reads."""
+
+    def __init__(self, dsn: str, *, schema: str | None = None, max_batch: int = 1024) -> None:
+        self.dsn = dsn
+        self.schema = schema  # a search_path of its own (tests: one schema per test)
+        self.max_batch = max_batch
+        self._pool: asyncpg.Pool | None = None
+        self._writer_conn: asyncpg.Connection | None = None
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0
+        self.writes = 0
+
+    def describe(self) -> str:
+        """The URL without its password, for messages."""
+        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", self.dsn)
+
+    def _server_settings(self) -> dict[str, str]:
+        return {} if self.schema is None else {"search_path": self.schema}
+
+    async def _connect(self) -> asyncpg.Connection:
+        return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
+
+    async def _connect_writer(self) -> asyncpg.Connection:
+        """The writer's connection, holding the database's server lock."""
+        conn = await self._connect()
+        lock = (SERVER_LOCK, self.schema or "public")
+        if not await conn.fetchval("SELECT pg_try_advisory_lock($1, hashtext($2))", *lock):
+            await conn.close()
+            raise StorageError(
+                f"another noughts server is using {self.describe()}: one server per database "
+                "until games are shared across nodes"
+            )
+        return conn
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=4, server_settings=self._server_settings()
+            )
+            await self.migrate()
+            self._writer_conn = await self._connect_writer()
+        except StorageError:
+            await self._close_connections()
+            raise
+        except (*_DB_ERRORS, TimeoutError) as exc:
+            await self._close_connections()
+            raise StorageError(f"cannot open database {self.describe()}: {exc}") from exc
+        self._writer = asyncio.create_task(self._write_loop(), name="pg-store-writer")
+
+    async def migrate(self) -> int:
+        """Bring the schema to PG_SCHEMA_VERSION; returns the version found before."""
+        assert self._pool is not None
+        async with self._pool.acquire() as conn:
+            if self.schema is not None:
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+            try:
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS noughts_schema (version INTEGER NOT NULL)"
+                )
+                version = await conn.fetchval("SELECT max(version) FROM noughts_schema") or 0
+                if version > PG_SCHEMA_VERSION:
+                    raise StorageError(
+                        f"database {self.describe()} has schema {version}, newer than this "
+                        f"server's {PG_SCHEMA_VERSION}: upgrade noughts"
+                    )
+                for target in range(version + 1, PG_SCHEMA_VERSION + 1):
+                    async with conn.transaction():
+                        await conn.execute(PG_MIGRATIONS[target - 1])
+                        await conn.execute(
+                            "INSERT INTO noughts_schema (version) VALUES ($1)", target
+                        )
+                    log.info("database %s migrated to schema %d", self.describe(), target)
+                return int(version)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self._queue.join()
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+            self._writer = None
+        await self._close_connections()
+
+    async def _close_connections(self) -> None:
+        if self._writer_conn is not None:
+            await self._writer_conn.close()
+            self._writer_conn = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    # --- group commit ------------------------------------------------------------
+
+    async def _submit(self, writes: list[_Write]) -> None:
+        if self._writer is None:
+            raise StorageError("the store is not open")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(([(_dollar(sql), params) for sql, params in writes], future))
+        await future
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._commit_batch(batch)
+            except Exception as exc:
+                if len(batch) > 1 and not isinstance(exc, _CONNECTION_LOST):
+                    for item in batch:
+                        await self._commit_one(item)
+                else:
+                    for _, future in batch:
+                        self._fail(future, exc)
+            else:
+                self._resolve(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_one(self, item: _Item) -> None:
+        try:
+            await self._commit_batch([item])
+        except Exception as exc:
+            self._fail(item[1], exc)
+        else:
+            self._resolve([item])
+
+    def _resolve(self, batch: list[_Item]) -> None:
+        for _, future in batch:
+            if not future.done():
+                future.set_result(None)
+        self.commits += 1
+        self.writes += len(batch)
+
+    @staticmethod
+    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
+        if not future.done():
+            future.set_exception(StorageError(f"database write failed: {exc}"))
+
+    async def _commit_batch(self, batch: list[_Item]) -> None:
+        runs: list[tuple[str, list[tuple[Any, ...]]]] = []
+        for writes, _ in batch:
+            for sql, params in writes:
+                if runs and runs[-1][0] == sql:
+                    runs[-1][1].append(params)
+                else:
+                    runs.append((sql, [params]))
+        if self._writer_conn is None or self._writer_conn.is_closed():
+            self._writer_conn = await self._connect_writer()  # the last one was lost
+        conn = self._writer_conn
+        try:
+            async with conn.transaction():
+                for sql, rows in runs:
+                    await conn.executemany(sql, rows)
+        except _CONNECTION_LOST:
+            await conn.close(timeout=1)
+            self._writer_conn = None
+            raise
+
+    # --- reads ---------------------------------------------------------------------
+
+    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
+        if self._pool is None:
+            raise StorageError("the store is not open")
+        try:
+            return [tuple(r) for r in await self._pool.fetch(_dollar(sql), *params)]
+        except _DB_ERRORS as exc:
+            raise StorageError(f"cannot read from {self.describe()}: {exc}") from exc
+
+
+_CONNECTION_LOST = (
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    ConnectionError,
+    OSError,
+)

@@ -1,0 +1,208 @@
+"""AI searches on a Redis Streams work queue, for engine workers on any machine.
+
+The server side (``RemoteEngine``) and the worker side (``server.engine_worker``, the
+``noughts engine-worker`` command) share this module's names and encoding, as
+Lichess's fishnet clients share its job API:
+
+- Jobs go to one stream, ``<prefix>:engine:jobs``, read by the consumer group
+  ``workers``: each job reaches one worker, and stays in the group's pending list
+  until that worker acknowledges it (Redis Streams consumer groups).
+- Each worker holds a heartbeat key ``<prefix>:engine:worker:<name>`` that expires
+  unless renewed; while it searches, the key's lifetime covers the search's budget.
+  A worker whose key has expired is dead: any worker claims its pending jobs
+  (XCLAIM) and runs them again with what is left of their budget (the time a job
+  has been pending is the time the dead worker spent on it).
+- Results go to the asking node's reply stream, ``<prefix>:engine:replies:<node>``,
+  which only that node reads.
+
+A job's budget starts when a worker starts it: time spent waiting in the queue is
+nobody's budget. A search that no worker answers within its budget plus
+``REPLY_GRACE_S`` fails with ``engine_unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from dataclasses import asdict
+from typing import Any
+
+import msgpack
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, ResponseError
+
+from engine.result import SearchResult
+from server.errors import EngineUnavailable
+from server.pool import SearchRequest
+
+log = logging.getLogger(__name__)
+
+GROUP = "workers"
+HEARTBEAT_S = 5.0  # a worker renews its key this often, with twice this lifetime
+REPLY_GRACE_S = 15.0  # beyond the budget: time for a dead worker's job to be re-run
+QUICK_RETRY_MS = 10.0  # a re-run whose budget is spent still searches this long
+MAX_REPLIES = 10_000  # a reply stream keeps at most about this many entries
+
+
+def jobs_key(prefix: str) -> str:
+    return f"{prefix}:engine:jobs"
+
+
+def worker_key(prefix: str, name: str) -> str:
+    return f"{prefix}:engine:worker:{name}"
+
+
+def replies_key(prefix: str, node: str) -> str:
+    return f"{prefix}:engine:replies:{node}"
+
+
+def encode_request(request: SearchRequest) -> bytes:
+    fields = asdict(request)
+    fields["actions"] = list(request.actions)
+    return msgpack.packb(fields, use_bin_type=True)
+
+
+def decode_request(data: bytes) -> SearchRequest:
+    fields = msgpack.unpackb(data, raw=False)
+    fields["actions"] = tuple(fields["actions"])
+    return SearchRequest(**fields)
+
+
+async def ensure_group(client: aioredis.Redis, prefix: str) -> None:
+    """Create the jobs stream and its consumer group if they are not there yet."""
+    with contextlib.suppress(ResponseError):  # BUSYGROUP: it exists
+        await client.xgroup_create(jobs_key(prefix), GROUP, id="0", mkstream=True)
+
+
+class RemoteEngine:
+    """The server's side of the queue: submit searches, wait for their results.
+
+    Offers what the game server uses of the local ``EnginePool``: ``search``,
+    ``forget`` (a remote worker keeps no tree between jobs), ``alive``, ``pending``,
+    ``replaced``, ``available``, ``closed``, ``searches_of`` and ``close``.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "noughts", node: str | None = None) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.node = node or secrets.token_hex(6)
+        self.replaced = 0
+        self._client: aioredis.Redis | None = None
+        self._waiting: dict[str, asyncio.Future[SearchResult]] = {}
+        self._owners: dict[str, str | None] = {}  # job -> the player it runs for
+        self._reader: asyncio.Task[None] | None = None
+        self._alive = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def alive(self) -> int:
+        """Workers whose heartbeat was seen at the last check (``refresh``)."""
+        return self._alive
+
+    async def start(self) -> None:
+        self._client = aioredis.Redis.from_url(self.url)
+        try:
+            await ensure_group(self._client, self.prefix)
+            await self.refresh()
+        except (RedisError, OSError) as exc:
+            await self.close()
+            raise EngineUnavailable(f"cannot reach the engine queue at {self.url}: {exc}") from exc
+        self._reader = asyncio.create_task(self._read_replies(), name="engine-replies")
+
+    async def refresh(self) -> int:
+        """Count the workers whose heartbeat key is alive."""
+        assert self._client is not None
+        count = 0
+        async for _ in self._client.scan_iter(match=worker_key(self.prefix, "*"), count=100):
+            count += 1
+        self._alive = count
+        return count
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(EngineUnavailable("the engine queue is closed"))
+        self._waiting.clear()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def forget(self, game_key: str) -> None:
+        """Nothing to drop: a remote worker keeps no search tree between jobs."""
+
+    @property
+    def available(self) -> bool:
+        """The queue takes jobs while it runs; a job no worker answers fails in time."""
+        return self._client is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._client is None
+
+    def searches_of(self, owner: str) -> int:
+        """Searches run for ``owner`` that are waiting for their answer."""
+        return sum(1 for o in self._owners.values() if o == owner)
+
+    async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
+        """Queue one search; EngineUnavailable if no worker answers within its budget plus
+        ``wait_s`` (default REPLY_GRACE_S)."""
+        if self._client is None:
+            raise EngineUnavailable("the engine queue is not running")
+        job = secrets.token_hex(8)
+        future: asyncio.Future[SearchResult] = asyncio.get_running_loop().create_future()
+        self._waiting[job] = future
+        self._owners[job] = request.owner
+        grace_s = REPLY_GRACE_S if wait_s is None else wait_s
+        try:
+            await self._client.xadd(
+                jobs_key(self.prefix),
+                {"job": job, "reply": replies_key(self.prefix, self.node),
+                 "request": encode_request(request)},
+            )  # fmt: skip
+            budget_s = (request.budget_ms or 1000.0) / 1000
+            return await asyncio.wait_for(future, budget_s + grace_s)
+        except TimeoutError:
+            raise EngineUnavailable(
+                f"no engine worker answered within {budget_s + grace_s:g} s"
+            ) from None
+        except (RedisError, OSError) as exc:
+            raise EngineUnavailable(f"the engine queue failed: {exc}") from exc
+        finally:
+            self._waiting.pop(job, None)
+            self._owners.pop(job, None)
+
+    async def _read_replies(self) -> None:
+        assert self._client is not None
+        stream = replies_key(self.prefix, self.node)
+        last = "0"  # the stream is this node's own, new with it: read it all
+        while True:
+            try:
+                replies: Any = await self._client.xread({stream: last}, block=1000, count=100)
+            except (RedisError, OSError) as exc:
+                log.warning("reading engine replies failed: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+                continue
+            for _, entries in replies:
+                for entry_id, fields in entries:
+                    last = entry_id
+                    self._settle(fields)
+
+    def _settle(self, fields: dict[bytes, bytes]) -> None:
+        future = self._waiting.get(fields[b"job"].decode())
+        if future is None or future.done():
+            return  # a late or duplicated answer (a re-run of a job already answered)
+        reply = msgpack.unpackb(fields[b"reply"], raw=False)
+        if reply.get("error"):
+            future.set_exception(EngineUnavailable(f"search failed: {reply['error']}"))
+        else:
+            future.set_result(SearchResult.from_dict(reply["result"]))

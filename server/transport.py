@@ -1,0 +1,131 @@
+"""The websocket connection the server runs, and the one place it reaches past websockets'
+documented API.
+
+``GuardedConnection`` is websockets' ``ServerConnection`` plus two duties:
+
+- Admission: it takes its socket's ``Ticket`` when TCP accepts it and gives it back when
+  the socket closes, on every path (asyncio's ``connection_made`` / ``connection_lost``,
+  public Protocol methods). Over a per-address or descriptor cap, it answers HTTP 503
+  at once and closes, holding nothing.
+- Pings: websockets answers each ping with a pong inside its sans-I/O protocol and has
+  no hook to see pings, so a client could send them without limit (600 MB of pings grew
+  the server by 524 MB, measured). ``process_event`` -- internal to websockets' asyncio
+  ``Connection`` (websockets 13 to 17) -- is overridden to report each incoming ping to
+  its owner, which charges it to the rate limit and checks the outgoing buffer the
+  pongs fill. tests/server/test_transport.py fails if an upgrade changes this.
+
+Refusals and descriptor shortages are logged through one ``RateLimitedLog``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from websockets.asyncio.server import Server, ServerConnection
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Event
+from websockets.server import ServerProtocol
+
+from server.admission import Admission, Refused, Ticket
+from server.logs import RateLimitedLog
+
+log = logging.getLogger(__name__)
+storms = RateLimitedLog(log)
+
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class GuardedConnection(ServerConnection):
+    """A server-side websocket that holds an admission ticket and reports incoming pings."""
+
+    def __init__(
+        self, protocol: ServerProtocol, server: Server, *, admission: Admission, **kwargs: Any
+    ) -> None:
+        super().__init__(protocol, server, **kwargs)
+        self.admission = admission
+        self.ticket: Ticket | None = None
+        # Set by the noughts Connection once the handler runs: called on each ping.
+        self.ping_received: Callable[[], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else None
+        try:
+            self.ticket = self.admission.arrive(host)
+        except Refused as refused:
+            storms.warning(
+                "refused at accept", "refusing a connection from %s: %s", host, refused.reason
+            )
+            refuse_at_once(self.transport, refused.reason)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.ticket is not None:
+            self.admission.leave(self.ticket)
+        super().connection_lost(exc)
+
+    def process_event(self, event: Event) -> None:
+        super().process_event(event)
+        if isinstance(event, Frame) and event.opcode is Opcode.PING:
+            if self.ping_received is not None:
+                self.ping_received()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes written to this socket that the kernel has not taken yet (pongs included)."""
+        return self.transport.get_write_buffer_size()
+
+
+def refuse_at_once(transport: asyncio.Transport, reason: str) -> None:
+    """Answer HTTP 503 naming the cap before reading the request, then close."""
+    body = f"too_many: {reason}\n".encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    transport.write(head + body)
+    transport.close()
+
+
+def guarded_connections(admission: Admission) -> type[ServerConnection]:
+    """The ``create_connection`` websockets' serve() takes: "a wrapper or a subclass" of
+    ServerConnection, its documentation says (its annotation names only the class)."""
+
+    def create(protocol: ServerProtocol, server: Server, **kwargs: Any) -> GuardedConnection:
+        return GuardedConnection(protocol, server, admission=admission, **kwargs)
+
+    return cast(type[ServerConnection], create)
+
+
+def install_descriptor_log(loop: asyncio.AbstractEventLoop, admission: Admission) -> None:
+    """Route asyncio's "out of system resource" accept errors through the rate-limited log.
+
+    When accept() fails with EMFILE, asyncio pauses accepting for a second, but (CPython
+    3.11 and 3.12) goes on calling accept() up to its backlog in the same tick and logs
+    each failure with a traceback: 130,706 lines in 30 s, measured. The admission budget
+    keeps the server under its limit; this bounds the log if something else exhausts it.
+    """
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+            storms.error(
+                "out of descriptors",
+                "out of file descriptors (%s): new connections wait; %d sockets held",
+                exc.strerror,
+                admission.sockets,
+            )
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)

@@ -1,0 +1,76 @@
+"""The admin port: health, readiness of the store and the engine, Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from protocol import CreateGame
+from server.admin import MAX_REQUEST_BYTES, AdminServer
+from tests.server.conftest import RunningServer
+
+
+@pytest.fixture
+async def admin(server: RunningServer) -> AsyncIterator[tuple[AdminServer, int]]:
+    admin = AdminServer(server.game_server)
+    listening = await admin.start("127.0.0.1", 0)
+    try:
+        yield admin, next(iter(listening.sockets)).getsockname()[1]
+    finally:
+        listening.close()
+        await listening.wait_closed()
+
+
+async def _get(port: int, request: bytes) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    response = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode()
+
+
+def _request(path: str, method: str = "GET") -> bytes:
+    return f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+async def test_health_and_readiness(admin: tuple[AdminServer, int]) -> None:
+    _, port = admin
+    assert await _get(port, _request("/healthz")) == (200, "ok\n")
+    status, body = await _get(port, _request("/readyz"))
+    assert status == 200 and body == "store: ok\nengine: ok\n"
+
+
+async def test_not_ready_when_the_store_fails(
+    server: RunningServer, admin: tuple[AdminServer, int]
+) -> None:
+    _, port = admin
+    await server.game_server.store.close()
+    status, body = await _get(port, _request("/readyz"))
+    assert status == 503
+    assert "store: StorageError" in body and "engine: ok" in body
+
+
+async def test_metrics_read_the_servers_state(
+    server: RunningServer, admin: tuple[AdminServer, int]
+) -> None:
+    _, port = admin
+    ada = await server.connect("ada")
+    await ada.request(CreateGame, game="tictactoe", opponent="human")
+    status, body = await _get(port, _request("/metrics"))
+    assert status == 200
+    assert "noughts_connections 1.0" in body
+    assert 'noughts_games{status="open"} 1.0' in body
+    assert "noughts_engine_workers_alive" in body
+
+
+async def test_hostile_requests_get_short_answers(admin: tuple[AdminServer, int]) -> None:
+    _, port = admin
+    assert (await _get(port, _request("/nope")))[0] == 404
+    assert (await _get(port, _request("/metrics", "POST")))[0] == 405
+    assert (await _get(port, b"garbage\r\n\r\n"))[0] == 400
+    huge = b"GET /healthz HTTP/1.1\r\nX: " + b"a" * MAX_REQUEST_BYTES + b"\r\n\r\n"
+    assert (await _get(port, huge))[0] == 431

@@ -1,0 +1,340 @@
+"""The engine pool under hostile load (issue 11: findings 3 and 4, and `perfect` from 11).
+
+Searches of games that ended are dropped or cancelled, the time a search waits for a worker
+is nobody's budget, one player's searches never hold every worker, a dead worker slot is
+restarted until it comes back, and with no worker to serve, the player is told
+(`engine_unavailable`) and the game is aborted. Real worker processes throughout: each test
+here has a pool of its own, since it saturates or kills its workers.
+
+The tests marked slow kill workers again and again and wait out restarts; run them alone with
+``.venv/bin/python -m pytest -m slow tests/server/test_engine_pool.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import engine
+from client.connection import RequestFailed, ServerConnection
+from engine.worker import stoppable_clock
+from protocol import Abort, CreateGame, Ended, Move, Moved, QuickPair, Resign
+from server.app import GameServer, running
+from server.pool import EnginePool
+from server.settings import ServerSettings
+from server.store import SQLiteStore
+from tests.server.conftest import RunningServer, next_event
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    tmp_path: Path, pool: EnginePool, settings: ServerSettings
+) -> AsyncIterator[RunningServer]:
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    game_server = GameServer(store, pool, settings=settings)
+    try:
+        async with running(game_server) as ws:
+            port = next(iter(ws.sockets)).getsockname()[1]
+            yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
+    finally:
+        await store.close()
+
+
+def _engine_processes() -> list[Any]:
+    """This process's engine worker processes, warming up or warm."""
+    return [p for p in multiprocessing.active_children() if p.name.startswith("noughts-engine")]
+
+
+@contextlib.asynccontextmanager
+async def own_pool(size: int, settings: ServerSettings) -> AsyncIterator[EnginePool]:
+    """A pool of this test's own."""
+    pool = EnginePool(size, settings=settings)
+    await pool.start_async()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+class Killer:
+    """SIGKILLs this test's engine workers: those started after it was made."""
+
+    def __init__(self) -> None:
+        self.spared = {p.pid for p in _engine_processes()}
+
+    def targets(self) -> list[int]:
+        return [p.pid for p in _engine_processes() if p.pid not in self.spared and p.is_alive()]
+
+    def kill(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    async def next_target(self, old: set[int], timeout: float) -> int:
+        """The pid of a worker process not in ``old``, as soon as it is started."""
+        for _ in range(int(timeout / 0.01)):
+            fresh = [pid for pid in self.targets() if pid not in old]
+            if fresh:
+                return fresh[0]
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"no engine worker was started again in {timeout}s")
+
+    @contextlib.asynccontextmanager
+    async def killing_all(self) -> AsyncIterator[None]:
+        """While inside: kill every worker of the test's pool as soon as it appears."""
+
+        async def kill_forever() -> None:
+            while True:
+                for pid in self.targets():
+                    self.kill(pid)
+                await asyncio.sleep(0.01)
+
+        task = asyncio.get_running_loop().create_task(kill_forever())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _ai_first(
+    client: ServerConnection, game: str, budget_ms: int, algorithm: str = "mcts"
+) -> Any:
+    """A new game in which the AI (seat 0) moves first: its search starts at once."""
+    return await client.request(
+        CreateGame, game=game, opponent="ai", seat=1, algorithm=algorithm, budget_ms=budget_ms
+    )
+
+
+async def _wait_for(condition: Any, timeout: float, what: str) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not in {timeout}s: {what}")
+
+
+# --- finding 3: searches of ended games, queue time, one player's share ----------------------
+
+LONG_SEARCHES = ServerSettings(max_budget_ms=60_000, max_ai_searches_per_player=20)
+
+
+@pytest.mark.parametrize("algorithm", ["mcts", "alphabeta"])
+async def test_searches_of_aborted_games_are_dropped_and_a_bystander_is_served(
+    tmp_path: Path, algorithm: str
+) -> None:
+    """Finding 3: an abort storm of AI games with a minute's budget each. On main the workers
+    kept searching for the aborted games and the bystander's AI move waited behind them."""
+    async with (
+        own_pool(2, LONG_SEARCHES) as pool,
+        serving(tmp_path, pool, LONG_SEARCHES) as server,
+    ):
+        mallory = await server.connect("mallory")
+        for _ in range(6):
+            seated = await _ai_first(mallory, "uttt", 60_000, algorithm)
+            await mallory.request(Abort, game_id=seated.game_id, token=seated.token)
+        bystander = await server.connect("bystander")
+        seated = await _ai_first(bystander, "uttt", 100)
+        moved = await next_event(bystander, Moved, timeout=30)  # the minute-long searches: gone
+        assert moved.seat == 0 and moved.stats["budget_ms"] == 100
+        assert pool.replaced == 0  # on main: a worker killed as "stuck" let the move out
+        await _wait_for(lambda: pool.busy == 0, 30, "every worker idle again")
+        await bystander.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+async def test_one_players_searches_never_hold_every_worker(tmp_path: Path) -> None:
+    """Finding 3: a player's AI games thinking a minute each take one worker of two, not both;
+    past the cap on waiting searches, a new AI game is refused at creation."""
+    settings = ServerSettings(max_budget_ms=60_000, max_ai_searches_per_player=3)
+    async with own_pool(2, settings) as pool, serving(tmp_path, pool, settings) as server:
+        mallory = await server.connect("mallory")
+        held = [await _ai_first(mallory, "uttt", 60_000) for _ in range(3)]
+        bystander = await server.connect("bystander")
+        seated = await _ai_first(bystander, "uttt", 100)
+        moved = await next_event(bystander, Moved, timeout=30)
+        assert moved.game_id == seated.game_id and moved.seat == 0
+        assert pool.replaced == 0  # on main: a worker killed as "stuck" let the move out
+        with pytest.raises(RequestFailed) as refused:
+            await _ai_first(mallory, "uttt", 60_000)
+        assert refused.value.code == "too_many" and "3" in refused.value.message
+        for game in held:  # ending the games ends their searches
+            await mallory.request(Abort, game_id=game.game_id, token=game.token)
+        await _wait_for(lambda: pool.busy == 0, 30, "every worker idle again")
+        assert pool.replaced == 0
+
+
+@pytest.mark.slow
+async def test_a_replacement_worker_runs_a_waiting_search_with_its_whole_budget(
+    tmp_path: Path,
+) -> None:
+    """Finding 3: a search waiting while the worker ahead of it dies gets its whole budget
+    from the moment a worker starts it. On main the wait was charged to it: the replacement
+    ran it for 10 ms instead of 500."""
+    settings = ServerSettings()
+    async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        bo = await server.connect("bo")
+        await _ai_first(ada, "uttt", 2_000)
+        await _wait_for(lambda: pool.busy == 1, 30, "ada's search started")
+        await _ai_first(bo, "uttt", 500)  # waits: the only worker is busy
+        await asyncio.sleep(1.0)
+        (pid,) = pool.busy_pids()
+        os.kill(pid, signal.SIGKILL)
+        moved = await next_event(bo, Moved, timeout=60)
+        assert moved.stats["budget_ms"] == 500
+        assert moved.stats["elapsed_ms"] >= 250  # a search runs to its deadline (or past it)
+        assert pool.replaced == 1
+
+
+# --- stopping a running search: its clock jumps past every deadline --------------------------
+
+STOPPABLE = [a for a in engine.ALGORITHMS if a != "perfect"]  # perfect solves 3x3 at once
+
+
+@pytest.mark.timeout(120)  # a search the stop word does not reach runs ten minutes
+@pytest.mark.parametrize("game", ["tictactoe", "gomoku", "uttt"])
+@pytest.mark.parametrize("algorithm", STOPPABLE)
+def test_the_stop_word_ends_any_search_running_or_about_to_start(algorithm: str, game: str) -> None:
+    """What a worker does when the pool drops a search: every algorithm, compiled or not,
+    reads the injected clock, so a search ends at once whether the stop came before it
+    read its start time or while it runs."""
+    stop_word = multiprocessing.RawValue("q", 0)
+    running = [7]
+    searcher = engine.Searcher(stoppable_clock(stop_word, running))
+    state = engine.make_game(game).new_initial_state()
+    stop_word.value = 7  # before the search starts
+    result = searcher.search(state, algorithm, engine.Budget(600_000), seed=1)
+    assert result.action in state.legal_actions()
+    stop_word.value = 0
+    stopper = threading.Timer(0.1, lambda: setattr(stop_word, "value", 7))  # while it runs
+    stopper.start()
+    result = searcher.search(state, algorithm, engine.Budget(600_000), seed=1, game_key="g")
+    stopper.join()
+    assert result.action in state.legal_actions()
+
+
+def test_the_stop_word_stops_only_the_search_it_names() -> None:
+    stop_word = multiprocessing.RawValue("q", 8)  # a search that has already ended
+    clock = stoppable_clock(stop_word, [7])
+    before = time.perf_counter()
+    assert before <= clock() <= time.perf_counter()
+    stop_word.value = 7
+    first, second = clock(), clock()
+    assert time.perf_counter() + 1e8 < first < second  # each reading further on
+
+
+# --- game creation: the limits and algorithm/game mismatches ---------------------------------
+
+
+async def test_perfect_is_refused_on_boards_it_cannot_play(tmp_path: Path) -> None:
+    """Finding 11: `perfect` solves boards of at most 16 cells; on main the game went live
+    and the AI never moved."""
+    settings = ServerSettings()
+    async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        for game, params in (
+            ("5x5", {}),
+            ("gomoku", {}),
+            ("uttt", {}),
+            ("mnk", {"m": 3, "n": 6, "k": 3}),
+        ):
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(
+                    CreateGame, game=game, params=params, opponent="ai", algorithm="perfect"
+                )
+            assert refused.value.code == "bad_request" and "perfect" in refused.value.message
+        with pytest.raises(RequestFailed) as refused:
+            await ada.request(QuickPair, game="gomoku", algorithm="perfect", ai_after_s=1)
+        assert refused.value.code == "bad_request" and "perfect" in refused.value.message
+        for game, params in (("tictactoe", {}), ("mnk", {"m": 4, "n": 4, "k": 4})):
+            seated = await ada.request(
+                CreateGame, game=game, params=params, opponent="ai", seat=1, algorithm="perfect"
+            )
+            moved = await next_event(ada, Moved, timeout=30)
+            assert moved.game_id == seated.game_id and moved.stats["algorithm"] == "perfect"
+            await ada.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+async def test_a_budget_over_the_server_maximum_is_refused(tmp_path: Path) -> None:
+    settings = ServerSettings(max_budget_ms=2_000)
+    async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        for kind, fields in (
+            (CreateGame, {"opponent": "ai"}),
+            (QuickPair, {"ai_after_s": 1}),
+        ):
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(kind, game="tictactoe", budget_ms=2_001, **fields)
+            assert refused.value.code == "bad_request"
+            assert "budget_ms" in refused.value.message and "2000" in refused.value.message
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="ai", budget_ms=2_000)
+        await ada.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+# --- finding 4: dead worker slots ------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_dead_slot_is_restarted_until_it_comes_back(tmp_path: Path) -> None:
+    """Finding 4: the only worker is killed, then each replacement while it warms up, three
+    times. On main the first replacement killed while warming left the slot dead for good."""
+    settings = ServerSettings(engine_restart_max_s=1.0)
+    killer = Killer()
+    async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="ai", seat=0)
+        killed: set[int] = set()
+        (first,) = killer.targets()
+        killer.kill(first)
+        killed.add(first)
+        for _ in range(3):
+            warming = await killer.next_target(killed, timeout=30)
+            assert not pool.available  # it is still warming up
+            killer.kill(warming)
+            killed.add(warming)
+        await _wait_for(lambda: pool.available, 60, "the slot came back")
+        assert pool.failed_starts >= 3 and pool.replaced == 1
+        await ada.request(Move, game_id=seated.game_id, token=seated.token, action=4)
+        moved = await next_event(ada, Moved, timeout=30)
+        while moved.seat != 1:
+            moved = await next_event(ada, Moved, timeout=30)
+        await ada.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+@pytest.mark.slow
+async def test_with_no_worker_the_player_is_told_and_the_game_aborted(tmp_path: Path) -> None:
+    """Finding 4: every worker dead and every restart killed. On main the AI never moved and
+    nobody was told; here the player gets `engine_unavailable` within the wait bound, the
+    game ends aborted, a new AI game is refused, and once the killing stops AI games play."""
+    settings = ServerSettings(engine_wait_s=2.0, engine_restart_max_s=1.0)
+    killer = Killer()
+    async with own_pool(2, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="ai", seat=0)
+        async with killer.killing_all():
+            await _wait_for(lambda: not pool.available, 10, "every worker dead")
+            await ada.request(Move, game_id=seated.game_id, token=seated.token, action=4)
+            error = await asyncio.wait_for(ada.errors.get(), 30)
+            assert error.code == "engine_unavailable" and error.game_id == seated.game_id
+            ended = await next_event(ada, Ended, timeout=10)
+            assert (ended.result, ended.reason) == ("*", "engine_unavailable")
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(CreateGame, game="tictactoe", opponent="ai")
+            assert refused.value.code == "engine_unavailable"
+            assert pool.replaced == 0
+        await _wait_for(lambda: pool.available, 60, "a slot came back")
+        seated = await _ai_first(ada, "tictactoe", 20)
+        moved = await next_event(ada, Moved, timeout=30)
+        assert moved.game_id == seated.game_id
+        await ada.request(Resign, game_id=seated.game_id, token=seated.token)

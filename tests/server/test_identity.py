@@ -1,0 +1,279 @@
+"""Players, names and sessions over the wire (issue 11: finding 6, the per-address and
+session parts of finding 5, "every hello stores a permanent session row" of finding 11).
+
+Real server on port 0, real websocket clients, real SQLite. Every connection comes from
+127.0.0.1, so the per-address caps are the loopback's."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from client.connection import RequestFailed
+from protocol import (
+    PROTOCOL_VERSION,
+    CreateGame,
+    Error,
+    Hello,
+    LobbyState,
+    LobbySubscribe,
+    Seek,
+    Snapshot,
+    Welcome,
+)
+from server.app import GameServer, running
+from server.pool import EnginePool
+from server.session import token_hash
+from server.settings import ServerSettings
+from server.store import MIGRATIONS, SQLiteStore
+from tests.server.conftest import RawClient, RunningServer, next_event
+from tests.server.test_names import HOSTILE
+
+
+@pytest.fixture
+def settings(request: pytest.FixtureRequest) -> ServerSettings:
+    """The server's settings: the defaults, or a test's own through indirect parametrize."""
+    return ServerSettings(**getattr(request, "param", {}))
+
+
+async def hello(server: RunningServer, name: str, rid: int = 7, **fields: Any) -> Any:
+    """Send one hello on a fresh websocket; the reply (welcome or error)."""
+    raw = await RawClient.connect(server.url, hello=False)
+    try:
+        await raw.send_message(Hello(rid=rid, version=PROTOCOL_VERSION, name=name, **fields))
+        return await raw.receive()
+    finally:
+        await raw.close()
+
+
+async def eventually(condition: Callable[[], Any], timeout: float = 10.0) -> None:
+    """Poll until ``condition()`` is true (never a timing assertion: a generous bound)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+# --- finding 6: hostile names ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [*HOSTILE.values(), "mcts 200ms", "alice [AI]", "alphabeta", "admin", "\u0430dmin", "x"],
+    ids=[*HOSTILE.keys(), "ai_label", "ai_tag", "algorithm", "admin", "cyrillic_admin", "short"],
+)
+async def test_a_hostile_name_is_refused_with_bad_name_and_the_rid(
+    server: RunningServer, name: str
+) -> None:
+    reply = await hello(server, name)
+    assert isinstance(reply, Error), reply
+    assert reply.code == "bad_name" and reply.rid == 7
+    assert "\x1b" not in reply.message and "\n" not in reply.message
+    assert server.query("SELECT count(*) FROM sessions") == [(0,)]
+
+
+async def test_a_name_is_kept_normalised(server: RunningServer) -> None:
+    reply = await hello(server, "\uff41\uff44\uff41  ")  # fullwidth "ada", trailing spaces
+    assert isinstance(reply, Welcome) and reply.name == "ada"
+
+
+@pytest.mark.parametrize("look_alike", ["carol", "Carol", "c\u0430rol", "CAR.OL", "\uff43arol"])
+async def test_a_name_or_look_alike_of_an_online_player_is_taken(
+    server: RunningServer, look_alike: str
+) -> None:
+    carol = await server.connect("carol")
+    reply = await hello(server, look_alike)
+    assert isinstance(reply, Error) and reply.code == "name_taken" and reply.rid == 7
+    await carol.close()
+
+
+async def test_a_name_stays_bound_to_its_session_while_its_player_is_offline(
+    server: RunningServer,
+) -> None:
+    """The finding: a challenge `to: "carol"` went to another player calling themselves
+    carol while the real carol was offline."""
+    carol = await server.connect("carol")
+    session, carol_id = carol.session, carol.welcome.player_id
+    await carol.close()
+    with pytest.raises(RequestFailed, match="name_taken"):
+        await server.connect("carol")  # the impostor
+    mallory = await server.connect("mallory")
+    bob = await server.connect("bob")
+    posted = await bob.request(Seek, game="tictactoe", to="carol")  # carol is offline
+    lobby = await mallory.request(LobbySubscribe)
+    assert posted.seek_id not in {s["seek_id"] for s in lobby.seeks}
+    back = await server.connect("whatever", session=session)  # the real carol returns
+    assert back.welcome.player_id == carol_id and back.welcome.name == "carol"
+    lobby = await back.request(LobbySubscribe)
+    assert isinstance(lobby, LobbyState)
+    assert [s["seek_id"] for s in lobby.seeks if s.get("to") == carol_id] == [posted.seek_id]
+    for client in (mallory, bob, back):
+        await client.close()
+
+
+async def test_a_challenge_to_an_unknown_name_is_refused(server: RunningServer) -> None:
+    bob = await server.connect("bob")
+    with pytest.raises(RequestFailed, match="bad_request.*no player"):
+        await bob.request(Seek, game="tictactoe", to="nobody")
+    await bob.close()
+
+
+async def test_an_anonymous_player_gets_a_unique_guest_name(server: RunningServer) -> None:
+    first = await server.connect("anonymous")
+    second = await server.connect("")
+    names = {first.welcome.name, second.welcome.name}
+    assert len(names) == 2 and all(n.startswith("guest-") for n in names)
+    game = await first.request(CreateGame, game="tictactoe", opponent="human")
+    snapshot = await next_event(first, Snapshot)
+    assert snapshot.game_id == game.game_id
+    assert snapshot.players[game.seat]["name"] == first.welcome.name
+    for client in (first, second):
+        await client.close()
+
+
+# --- finding 5 (per address) and finding 11 (session rows) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(new_sessions_per_ip_per_minute=0.01, new_sessions_burst_per_ip=3)],
+    indirect=True,
+)
+async def test_new_sessions_are_capped_per_address(server: RunningServer) -> None:
+    clients = [await server.connect(f"p{i}x") for i in range(3)]
+    reply = await hello(server, "late")
+    assert isinstance(reply, Error) and reply.code == "too_many" and reply.rid == 7
+    # A returning session is not a new one.
+    again = await server.connect("p0x", session=clients[0].session)
+    assert again.welcome.player_id == clients[0].welcome.player_id
+    for client in (*clients, again):
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=5, max_open_games_per_player=3)], indirect=True
+)
+async def test_unfinished_games_are_capped_per_address_as_well_as_per_player(
+    server: RunningServer,
+) -> None:
+    ada, bo = await server.connect("ada"), await server.connect("bo")
+    for _ in range(3):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+    with pytest.raises(RequestFailed, match="too_many.*per player"):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+    for _ in range(2):
+        await bo.request(CreateGame, game="tictactoe", opponent="human")
+    with pytest.raises(RequestFailed, match="too_many.*per address"):
+        await bo.request(CreateGame, game="tictactoe", opponent="human")
+    for client in (ada, bo):
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(session_idle_s=0.2, unplayed_session_idle_s=0.2, session_sweep_s=0.05)],
+    indirect=True,
+)
+async def test_an_unused_session_expires_and_frees_its_name(server: RunningServer) -> None:
+    carol = await server.connect("carol")
+    session = carol.session
+    await carol.close()
+    await eventually(lambda: server.query("SELECT count(*) FROM sessions") == [(0,)])
+    reply = await hello(server, "x", session=session)
+    assert isinstance(reply, Error) and reply.code == "bad_token"
+    newcomer = await server.connect("carol")
+    assert newcomer.welcome.session != session
+    await newcomer.close()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(session_idle_s=0.2, unplayed_session_idle_s=0.2, session_sweep_s=0.05)],
+    indirect=True,
+)
+async def test_a_connected_session_does_not_expire(server: RunningServer) -> None:
+    carol = await server.connect("carol")
+    await asyncio.sleep(0.5)  # several sweeps and idle periods pass while connected
+    assert server.query("SELECT name FROM sessions") == [("carol",)]
+    with pytest.raises(RequestFailed, match="name_taken"):
+        await server.connect("carol")
+    await carol.close()
+
+
+# --- finding 5: abandoned games with no moves -------------------------------------------------
+
+
+@pytest.mark.parametrize("settings", [dict(abandon_unstarted_s=0.2)], indirect=True)
+async def test_a_live_game_without_moves_is_ended_soon_after_its_player_leaves(
+    server: RunningServer,
+) -> None:
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=0
+    )  # ada moves first
+    watcher = await server.connect("watcher")
+    await watcher.request(LobbySubscribe)
+    await ada.close()
+    await eventually(
+        lambda: (
+            server.query("SELECT status FROM games WHERE id = ?", seated.game_id) == [("aborted",)]
+        )
+    )
+    lobby = await watcher.request(LobbySubscribe)
+    assert seated.game_id not in {g["game_id"] for g in lobby.games}
+    await watcher.close()
+
+
+@pytest.mark.parametrize("settings", [dict(abandon_unstarted_s=0.2, grace_s=600)], indirect=True)
+async def test_an_open_game_is_withdrawn_soon_after_its_creator_leaves(
+    server: RunningServer,
+) -> None:
+    ada = await server.connect("ada")
+    seated = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    await ada.close()
+    await eventually(
+        lambda: (
+            server.query("SELECT status FROM games WHERE id = ?", seated.game_id) == [("aborted",)]
+        )
+    )
+
+
+async def test_sessions_from_before_names_were_bound_get_theirs_at_their_return(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """A database of schema 2 (every hello stored a session, names unchecked): at its next
+    hello a session keeps a valid free name, bound from then on; a hostile name becomes
+    a guest name."""
+    db = sqlite3.connect(tmp_path / "games.db")
+    for version, script in enumerate(MIGRATIONS[:2], start=1):
+        db.executescript(f"{script}\nPRAGMA user_version = {version};")
+    sessions = {"carol": "carol", "evil": "\x1b]0;owned\x07mcts 200ms"}
+    for token, name in sessions.items():
+        db.execute(
+            "INSERT INTO sessions VALUES (?, ?, ?, 0, 0.0)", (token_hash(token), f"p-{token}", name)
+        )
+    db.commit()
+    db.close()
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    game_server = GameServer(store, pool)
+    try:
+        async with running(game_server) as ws:
+            url = f"ws://127.0.0.1:{next(iter(ws.sockets)).getsockname()[1]}"
+            server = RunningServer(url, game_server, tmp_path / "games.db")
+            carol = await server.connect("x", session="carol")
+            evil = await server.connect("x", session="evil")
+            assert carol.welcome.name == "carol"
+            assert evil.welcome.name.startswith("guest-")
+            with pytest.raises(RequestFailed, match="name_taken"):
+                await server.connect("Carol")
+            for client in (carol, evil):
+                await client.close()
+    finally:
+        await store.close()

@@ -1,0 +1,172 @@
+"""The PostgreSQL store against a real PostgreSQL: the same contract as the SQLite store
+(migrations, group commit, a failing write fails alone, read back exactly what was written),
+and a lost connection gives clear errors and recovers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from server.errors import StorageError
+from server.pgstore import PG_MIGRATIONS, PG_SCHEMA_VERSION, PostgresStore
+from server.store import MIGRATIONS, GameEnd, GameRow, MoveRow, SessionRow
+from tests.services import PG_URL
+
+
+def _row(game_id: str = "g1") -> GameRow:
+    return GameRow(
+        id=game_id,
+        game="tictactoe",
+        params={},
+        status="live",
+        players=[{"name": "ada", "kind": "human"}, {"name": "mcts", "kind": "ai"}],
+        created_at=1000.0,
+        seq=1,
+        started_at=1000.0,
+        clock={"initial_ms": 60000, "increment_ms": 0},
+        tokens=["aa", None],
+    )
+
+
+def test_both_stores_have_the_same_schema_versions() -> None:
+    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
+
+
+async def test_schema_is_migrated_once(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await store.close()
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    assert await store.migrate() == PG_SCHEMA_VERSION  # nothing left to apply
+    await store.close()
+
+
+async def test_a_newer_schema_is_refused(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await store.close()
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    await conn.execute("INSERT INTO noughts_schema VALUES ($1)", PG_SCHEMA_VERSION + 1)
+    await conn.close()
+    with pytest.raises(StorageError, match="newer"):
+        await PostgresStore(PG_URL, schema=pg_schema).open()
+
+
+async def test_moves_end_and_sessions_read_back(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await store.create_game(_row())
+    stats = {"algorithm": "mcts", "budget_ms": 50, "iterations": 1234, "value": 0.5,
+             "pv": [4, 0, 8], "seed": 7, "elapsed_ms": 49.1, "visits": [[4, 900]]}  # fmt: skip
+    await store.append_move(MoveRow("g1", 0, 2, 0, 4, 1001.0, clocks=[59000, 60000]))
+    await store.append_move(
+        MoveRow("g1", 1, 3, 1, 0, 1002.0, stats), GameEnd("0-1", "resign", 4, 1003.0)
+    )
+    record = await store.get_game("g1")
+    assert record is not None
+    assert (record.row.status, record.row.result, record.row.reason, record.row.seq) == (
+        "finished", "0-1", "resign", 4,
+    )  # fmt: skip
+    assert record.row.clock == {"initial_ms": 60000, "increment_ms": 0}
+    assert record.row.tokens == ["aa", None]
+    assert [(m.ply, m.seq, m.seat, m.action) for m in record.moves] == [(0, 2, 0, 4), (1, 3, 1, 0)]
+    assert record.moves[0].clocks == [59000, 60000]
+    assert record.moves[1].stats == stats
+    assert record.events[-1]["kind"] == "ended"
+    assert [r.id for r in await store.list_games("finished")] == ["g1"]
+    assert await store.list_games("live") == []
+    assert await store.unfinished_games() == []
+    assert await store.get_game("nope") is None
+    session = SessionRow("h" * 64, "p-1", "ada", False, 5.0)
+    await store.save_session(session)
+    await store.save_session(session)  # the same token twice is one session
+    assert await store.load_session("h" * 64) == SessionRow("h" * 64, "p-1", "ada", False, 5.0, 5.0)
+    await store.close()
+
+
+async def test_group_commit_batches_and_a_failing_write_fails_alone(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await asyncio.gather(*(store.create_game(_row(f"g{i}")) for i in range(100)))
+    assert store.commits < 100
+    results = await asyncio.gather(
+        store.append_move(MoveRow("g1", 0, 2, 0, 4, 1.0)),
+        store.append_move(MoveRow("g1", 0, 2, 0, 5, 1.0)),  # same ply: primary key clash
+        store.append_move(MoveRow("g1", 1, 3, 1, 0, 1.0)),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], StorageError)
+    record = await store.get_game("g1")
+    assert record is not None and [m.action for m in record.moves] == [4, 0]
+    assert len(await store.unfinished_games()) == 100
+    await store.close()
+
+
+async def test_a_lost_connection_fails_clearly_then_recovers(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await store.create_game(_row("g1"))
+    admin = await asyncpg.connect(PG_URL)
+    # Every connection of this schema's store is cut, as by a PostgreSQL restart.
+    await admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+        " AND application_name = ''"
+    )
+    await admin.close()
+    acknowledged = []
+    for ply in range(3):
+        try:
+            await store.append_move(MoveRow("g1", ply, ply + 2, ply % 2, ply, 1.0))
+        except StorageError as exc:
+            assert "database write failed" in str(exc)
+        else:
+            acknowledged.append(ply)
+    assert acknowledged[-1] == 2  # the store reconnected
+    for _ in range(3):  # reads recover too (the pool replaces its dead connections)
+        try:
+            record = await store.get_game("g1")
+            break
+        except StorageError:
+            continue
+    assert record is not None
+    assert [m.ply for m in record.moves] == acknowledged  # every acknowledged move is stored
+    await store.close()
+
+
+async def test_a_second_server_on_the_same_database_is_refused(pg_schema: str) -> None:
+    first = PostgresStore(PG_URL, schema=pg_schema)
+    await first.open()
+    with pytest.raises(StorageError, match="another noughts server is using"):
+        await PostgresStore(PG_URL, schema=pg_schema).open()
+    await first.close()
+    second = PostgresStore(PG_URL, schema=pg_schema)  # the first one is gone: now it may
+    await second.open()
+    await second.close()
+
+
+async def test_names_sessions_and_a_corrupt_row_as_in_sqlite(pg_schema: str) -> None:
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    await store.save_session(SessionRow("a" * 64, "p-1", "carol", False, 10.0), ["carol"])
+    await store.save_session(SessionRow("b" * 64, "p-2", "c4rol", False, 11.0), ["carol"])
+    assert await store.name_holder(["carol"]) == "p-1"  # the first holder keeps the name
+    await store.touch_sessions(["p-1"], 50.0, played=True)
+    loaded = await store.load_session("a" * 64)
+    assert loaded is not None and loaded.seen_at == 50.0 and loaded.played
+    await store.expire_sessions(unplayed_before=40.0, played_before=20.0)
+    assert await store.load_session("b" * 64) is None  # never played, unused since 11
+    assert await store.load_session("a" * 64) is not None
+    await store.create_game(_row("bad"))
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    await conn.execute("UPDATE games SET players = 'not json' WHERE id = 'bad'")
+    await conn.close()
+    assert await store.unfinished_games() == []  # set aside, the server starts
+    await store.close()
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    assert await conn.fetchval("SELECT status FROM games WHERE id = 'bad'") == "quarantined"
+    await conn.close()

@@ -1,0 +1,144 @@
+"""AI searches on the Redis Streams queue, with real `noughts engine-worker` processes: a
+search is answered, a worker killed mid-search has its job re-run by another with what is left
+of the budget, no worker at all is a clear `engine_unavailable`, and a game server plays its
+AI through the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+import engine
+from client.connection import ServerConnection
+from protocol import CreateGame, Moved
+from server.app import GameServer, running
+from server.errors import EngineUnavailable
+from server.pool import SearchRequest
+from server.remote_engine import GROUP, RemoteEngine, jobs_key
+from server.store import SQLiteStore
+from tests.server.conftest import next_event
+from tests.services import REDIS_URL
+
+Spawn = Callable[[], Awaitable[asyncio.subprocess.Process]]
+
+
+@pytest.fixture
+async def spawn_worker(redis_prefix: str) -> AsyncIterator[Spawn]:
+    """Start `python -m server.engine_worker` processes (a short heartbeat); killed after."""
+    started: list[asyncio.subprocess.Process] = []
+
+    async def spawn() -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server.engine_worker", "--bus", REDIS_URL,
+            "--prefix", redis_prefix, "--heartbeat-s", "0.5",
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        started.append(process)
+        assert process.stderr is not None
+        line = b""
+        while b"ready" not in line:  # after its warm-up lines
+            line = await asyncio.wait_for(process.stderr.readline(), 600)
+            assert line, "the worker exited before it was ready"
+        return process
+
+    yield spawn
+    for process in started:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+@pytest.fixture
+async def remote(redis_prefix: str) -> AsyncIterator[RemoteEngine]:
+    queue = RemoteEngine(REDIS_URL, prefix=redis_prefix)
+    await queue.start()
+    yield queue
+    await queue.close()
+
+
+def _request(game: str, budget_ms: float, actions: tuple[int, ...] = ()) -> SearchRequest:
+    return SearchRequest(game=game, params={}, actions=actions, algorithm="mcts",
+                         budget_ms=budget_ms, seed=3)  # fmt: skip
+
+
+async def test_a_worker_answers_a_search(remote: RemoteEngine, spawn_worker: Spawn) -> None:
+    await spawn_worker()
+    assert await remote.refresh() == 1
+    result = await remote.search(_request("tictactoe", 20, (4,)))
+    assert result.action in engine.replay(engine.make_game("tictactoe"), [4]).legal_actions()
+    assert result.algorithm == "mcts"
+
+
+async def test_a_job_of_a_killed_worker_is_rerun_by_another(
+    remote: RemoteEngine, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    doomed = await spawn_worker()
+    search = asyncio.create_task(remote.search(_request("uttt", 1500)))
+    client = aioredis.Redis.from_url(REDIS_URL)
+    for _ in range(200):  # the doomed worker took the job
+        summary = await client.xpending(jobs_key(redis_prefix), GROUP)
+        if summary["pending"]:
+            break
+        await asyncio.sleep(0.02)
+    assert summary["pending"] == 1
+    doomed.send_signal(signal.SIGKILL)
+    await doomed.wait()
+    await spawn_worker()
+    result = await asyncio.wait_for(search, 30)
+    assert result.action in engine.make_game("uttt").new_initial_state().legal_actions()
+    # What was left of the budget, not the whole of it again (nor less than a quick search).
+    assert 10 <= result.budget_ms < 1500
+    for _ in range(200):  # acknowledged just after the answer was written
+        if (await client.xpending(jobs_key(redis_prefix), GROUP))["pending"] == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert (await client.xpending(jobs_key(redis_prefix), GROUP))["pending"] == 0
+    await client.aclose()
+
+
+async def test_no_worker_is_a_clear_engine_unavailable(
+    remote: RemoteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import server.remote_engine
+
+    monkeypatch.setattr(server.remote_engine, "REPLY_GRACE_S", 0.3)
+    assert await remote.refresh() == 0
+    with pytest.raises(EngineUnavailable, match="no engine worker answered"):
+        await remote.search(_request("tictactoe", 10))
+
+
+async def test_a_game_server_plays_its_ai_through_the_queue(
+    tmp_path: Path, remote: RemoteEngine, spawn_worker: Spawn
+) -> None:
+    await spawn_worker()
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    try:
+        async with running(GameServer(store, remote)) as ws_server:  # type: ignore[arg-type]
+            url = f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+            ada = await ServerConnection.connect(url, name="ada")
+            seated = await ada.request(
+                CreateGame, game="tictactoe", opponent="ai", seat=1, budget_ms=20
+            )
+            moved = await next_event(ada, Moved)
+            assert moved.game_id == seated.game_id and moved.seat == 0
+            assert moved.stats is not None and moved.stats["algorithm"] == "mcts"
+            await ada.close()
+    finally:
+        await store.close()
+
+
+async def test_serve_with_the_queue_needs_a_bus(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "server", "--engine", "queue", "--port", "0",
+        "--db", str(tmp_path / "g.db"), stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert err.decode().strip() == "noughts serve: --engine queue needs --bus redis://HOST:PORT/N"

@@ -1,0 +1,59 @@
+"""The one settings object: noughts serve's options and environment variables come from it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from server.settings import ServerSettings, add_arguments, from_arguments
+
+
+def _parse(argv: list[str], environ: dict[str, str]) -> ServerSettings:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_arguments(parser, environ)
+    return from_arguments(parser.parse_args(argv))
+
+
+def test_defaults_are_the_settings_defaults() -> None:
+    assert _parse([], {}) == ServerSettings()
+
+
+def test_every_option_is_also_an_environment_variable_and_the_flag_wins() -> None:
+    settings = _parse(["--rate", "5"], {"NOUGHTS_MAX_PER_IP": "7", "NOUGHTS_RATE": "9"})
+    assert settings.max_connections_per_ip == 7
+    assert settings.rate_per_s == 5.0
+
+
+def test_a_bad_environment_value_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parse([], {"NOUGHTS_BURST": "lots"})
+    assert exited.value.code == 2
+    assert "$NOUGHTS_BURST='lots' is not a valid int" in capsys.readouterr().err
+
+
+def test_every_setting_has_help_and_a_group() -> None:
+    for f in dataclasses.fields(ServerSettings):
+        assert f.metadata.get("help"), f.name
+        assert f.metadata.get("group"), f.name
+
+
+def test_json_log_lines_are_one_object_each() -> None:
+    import json
+    import logging
+
+    from server.logs import JSONFormatter
+
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord("server.x", logging.ERROR, __file__, 1, "a %s", ("b",), None)
+        record.exc_info = sys.exc_info()
+    line = JSONFormatter().format(record)
+    assert "\n" not in line.replace("\\n", "")
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR" and entry["message"] == "a b" and entry["logger"] == "server.x"
+    assert "ValueError: boom" in entry["exception"] and entry["time"].endswith("Z")

@@ -1,0 +1,525 @@
+"""Storage faults contained (issue 11, finding 9; issue 12, defect 10): a second server on
+one database is refused, a full disk is a clear error that loses and unloads nothing, a
+corrupt row quarantines its game, a stalled disk stalls moves but not pings or the lobby,
+and a database that cannot be opened is one line. Real SQLite throughout; real server
+processes where a process is what matters; real full and frozen filesystems (root only:
+marked slow, ``pytest -m slow tests/server/test_storage_faults.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import engine
+from client.connection import RequestFailed, ServerConnection
+from client.embedded import EmbeddedServer
+from protocol import (
+    CreateGame,
+    GameList,
+    GetGame,
+    JoinGame,
+    ListGames,
+    LobbyState,
+    LobbySubscribe,
+    Move,
+    Moved,
+    Ping,
+    Pong,
+    Resign,
+    Snapshot,
+    Watch,
+)
+from server.app import GameServer, running
+from server.clock import Now, TimeControl
+from server.pool import EnginePool
+from server.session import GameSession, Player
+from server.settings import ServerSettings
+from server.store import GameRecord, SQLiteStore
+from tests.server.conftest import RunningServer, next_event
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    db: Path, pool: EnginePool | None = None, settings: ServerSettings | None = None
+) -> AsyncIterator[RunningServer]:
+    """A server in this process on ``db`` (port 0)."""
+    settings = settings or ServerSettings()
+    store = SQLiteStore(db, max_mb=settings.db_max_mb)
+    await store.open()
+    game_server = GameServer(store, pool, settings=settings)
+    try:
+        async with running(game_server) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            yield RunningServer(f"ws://127.0.0.1:{port}", game_server, db)
+    finally:
+        await store.close()
+
+
+def _serve_command(db: Path) -> list[str]:
+    return [sys.executable, "-m", "server", "--db", str(db), "--port", "0", "--workers", "0"]
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+
+
+def _gomoku_moves(count: int) -> list[int]:
+    """``count`` legal gomoku moves after which the game is still on (the engine's rules)."""
+    game = engine.make_game("gomoku")
+    state = game.new_initial_state()
+    moves = []
+    for _ in range(count):
+        for action in state.legal_actions():
+            trial = state.clone()
+            trial.apply_action(action)
+            if not trial.is_terminal():
+                state.apply_action(action)
+                moves.append(action)
+                break
+    assert len(moves) == count
+    return moves
+
+
+async def _play(client: ServerConnection, game_id: str, action: int) -> Any:
+    return await client.request(
+        Move, game_id=game_id, token=client.token_for(game_id), action=action
+    )
+
+
+async def _two_players(
+    server: RunningServer, names: tuple[str, str] = ("ada", "bo"), **create: Any
+) -> tuple[Any, Any, str]:
+    ada = await server.connect(names[0])
+    bo = await server.connect(names[1])
+    seated = await ada.request(CreateGame, opponent="human", seat=0, **create)
+    await bo.request(JoinGame, game_id=seated.game_id)
+    return ada, bo, seated.game_id
+
+
+# --- one server per database -------------------------------------------------------------
+
+
+async def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    """Finding 9: two servers on one file ran the same games. The first holds the lock and
+    names itself in <db>.lock; the second exits 1 with one line naming it; the lock goes
+    with the first process, however it ends."""
+    db = tmp_path / "games.db"
+    first = EmbeddedServer(db, workers=0)
+    url = await first.start()
+    try:
+        holder = json.loads((tmp_path / "games.db.lock").read_text())
+        assert first.process is not None
+        assert holder == {"pid": first.process.pid, "url": url}
+        second = subprocess.run(
+            _serve_command(db), capture_output=True, text=True, env=_environment(tmp_path)
+        )
+        assert second.returncode == 1
+        assert second.stdout == ""
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"pid {first.process.pid}" in lines[0] and url in lines[0]
+        assert "in use by another noughts server" in lines[0]
+        # The first one serves on, undisturbed.
+        ada = await ServerConnection.connect(url, name="ada")
+        await ada.request(Ping)
+        await ada.close()
+        first.process.kill()  # kill -9: the kernel releases the lock with the process
+        await first.process.wait()
+    finally:
+        await first.stop()
+    again = EmbeddedServer(db, workers=0)
+    url = await again.start()
+    try:
+        assert again.process is not None
+        assert json.loads((tmp_path / "games.db.lock").read_text())["pid"] == again.process.pid
+    finally:
+        await again.stop()
+    assert (tmp_path / "games.db.lock").read_text() == ""  # emptied at a clean stop
+
+
+# --- a database that cannot be opened ------------------------------------------------------
+
+
+def test_a_database_that_cannot_be_opened_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """Issue 12, defect 10: the clear line was followed by two "Event loop is closed"
+    tracebacks from the reader's thread. A directory where the file should be fails the
+    same way as a read-only filesystem, without needing one."""
+    (tmp_path / "games.db").mkdir()
+    result = subprocess.run(
+        _serve_command(tmp_path / "games.db"),
+        capture_output=True,
+        text=True,
+        env=_environment(tmp_path),
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"noughts serve: cannot open database {tmp_path / 'games.db'}: unable to open database file"
+    ]
+
+
+@pytest.fixture
+def mount_point(tmp_path: Path) -> Iterator[Path]:
+    """An empty directory to mount a filesystem on; skipped where mounting is not allowed."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a filesystem")
+    point = tmp_path / "mnt"
+    point.mkdir()
+    yield point
+    subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def _mount(*args: str) -> None:
+    result = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount here: {result.stderr.strip()}")
+
+
+@pytest.mark.slow
+def test_serve_on_a_read_only_filesystem_is_one_line(tmp_path: Path, mount_point: Path) -> None:
+    """Issue 12, defect 10, as reported: --db on a read-only filesystem."""
+    _mount("-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(mount_point))
+    result = subprocess.run(
+        _serve_command(mount_point / "games.db"),
+        capture_output=True,
+        text=True,
+        env=_environment(tmp_path),
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"noughts serve: cannot open database {mount_point}/games.db")
+    assert "Read-only file system" in lines[0]
+
+
+# --- a full disk -----------------------------------------------------------------------------
+
+
+def _fill(db: Path, mb: float) -> None:
+    """Another connection fills the database up to ``mb`` with a table of its own."""
+    connection = sqlite3.connect(db, isolation_level=None)
+    try:
+        connection.execute("PRAGMA busy_timeout=5000")
+        connection.execute("CREATE TABLE filler (b BLOB)")
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        while connection.execute("PRAGMA page_count").fetchone()[0] * page_size < mb * 2**20:
+            connection.execute("INSERT INTO filler VALUES (zeroblob(16000))")
+    finally:
+        connection.close()
+
+
+def _make_room(db: Path) -> None:
+    connection = sqlite3.connect(db, isolation_level=None)
+    try:
+        connection.execute("PRAGMA busy_timeout=5000")
+        connection.execute("DROP TABLE filler")  # its pages go to the free list, for reuse
+    finally:
+        connection.close()
+
+
+async def _play_until_full(
+    ada: ServerConnection, bo: ServerConnection, game_id: str
+) -> tuple[list[Any], ServerConnection, int, RequestFailed]:
+    """Alternate moves until one is refused; (acknowledged moves, mover, action, error)."""
+    acknowledged: list[Any] = []
+    players = (ada, bo)
+    for ply, action in enumerate(_gomoku_moves(200)):
+        mover = players[ply % 2]
+        try:
+            acknowledged.append(await _play(mover, game_id, action))
+        except RequestFailed as refused:
+            return acknowledged, mover, action, refused
+    raise AssertionError("200 moves stored: the disk never filled")
+
+
+async def _check_full_then_room(
+    server: RunningServer,
+    ada: ServerConnection,
+    bo: ServerConnection,
+    game_id: str,
+    make_room: Any,
+) -> None:
+    acknowledged, mover, action, refused = await _play_until_full(ada, bo, game_id)
+    assert refused.code == "storage_full", refused.message
+    assert "disk is full" in refused.message
+    opponent = bo if mover is ada else ada
+    told = await asyncio.wait_for(opponent.errors.get(), 10)
+    assert told.code == "storage_full" and told.game_id == game_id
+    # The game stays loaded, as stored: the mover may try again (still full) ...
+    with pytest.raises(RequestFailed, match="storage_full"):
+        await _play(mover, game_id, action)
+    snapshot = await mover.request(Watch, game_id=game_id)
+    assert isinstance(snapshot, Snapshot) and snapshot.status == "live"
+    assert list(snapshot.actions) == [m.action for m in acknowledged]
+    # ... and once there is room again the game goes on, nothing lost.
+    make_room()
+    moved = await _play(mover, game_id, action)
+    assert isinstance(moved, Moved) and moved.ply == len(acknowledged)
+    while (await next_event(opponent, Moved)).ply != moved.ply:
+        pass
+    stored = server.query("SELECT ply, action FROM moves WHERE game_id = ? ORDER BY ply", game_id)
+    assert stored == [(m.ply, m.action) for m in [*acknowledged, moved]]
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_full_database_refuses_the_move_clearly_and_the_game_resumes(
+    tmp_path: Path,
+) -> None:
+    """Finding 9: a full disk answered "cannot rollback - no transaction is active", told
+    the opponent nothing, and left the game unknown_game until a restart. The database's
+    size cap (db_max_mb, SQLite's max_page_count) makes a real SQLITE_FULL."""
+    db = tmp_path / "games.db"
+    async with serving(db, settings=ServerSettings(db_max_mb=1.0)) as server:
+        ada, bo, game_id = await _two_players(server, game="gomoku")
+        _fill(db, 1.0)
+        await _check_full_then_room(server, ada, bo, game_id, lambda: _make_room(db))
+
+
+@pytest.mark.slow
+async def test_a_full_filesystem_refuses_the_move_clearly_and_the_game_resumes(
+    tmp_path: Path, mount_point: Path
+) -> None:
+    """The same on a real full filesystem: a 2 MiB tmpfs filled by another file."""
+    _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
+    db = mount_point / "games.db"
+    filler = mount_point / "filler"
+
+    def fill() -> None:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # no space left on device: full
+            pass
+        finally:
+            os.close(fd)
+
+    async with serving(db) as server:
+        ada, bo, game_id = await _two_players(server, game="gomoku")
+        fill()
+        await _check_full_then_room(server, ada, bo, game_id, filler.unlink)
+
+
+# --- corrupt rows ----------------------------------------------------------------------------
+
+
+async def test_a_corrupt_live_game_is_quarantined_and_the_server_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 9: one malformed JSON column in a live game stopped the server's start with a
+    traceback. Now that game is quarantined with a log line and the others are restored."""
+    db = tmp_path / "games.db"
+    async with serving(db) as server:
+        ada, bo, broken = await _two_players(server, game="tictactoe")
+        ada2, bo2, fine = await _two_players(server, ("cy", "dee"), game="tictactoe")
+        await _play(ada, broken, 4)
+        await _play(ada2, fine, 0)
+        for client in (ada, bo, ada2, bo2):
+            await client.close()
+    connection = sqlite3.connect(db)
+    connection.execute("UPDATE games SET players = '[{\"name\": ' WHERE id = ?", (broken,))
+    connection.commit()
+    connection.close()
+    with caplog.at_level(logging.ERROR, logger="server.store"):
+        async with serving(db) as server:
+            assert fine in server.game_server.games
+            assert broken not in server.game_server.games
+            assert server.query("SELECT status FROM games WHERE id = ?", broken) == [
+                ("quarantined",)
+            ]
+            eve = await server.connect("eve")
+            with pytest.raises(RequestFailed, match="quarantined"):
+                await eve.request(GetGame, game_id=broken)
+            await eve.request(Ping)  # the connection lives on
+            await eve.close()
+    assert any(broken in r.message and "quarantined" in r.message for r in caplog.records)
+
+
+async def test_a_corrupt_finished_game_is_quarantined_and_list_works(tmp_path: Path) -> None:
+    """Finding 9: a malformed JSON column in a finished game made `list` fail with
+    `internal` and close the connection."""
+    db = tmp_path / "games.db"
+    async with serving(db) as server:
+        ada, bo, broken = await _two_players(server, game="tictactoe")
+        ada2, bo2, fine = await _two_players(server, ("cy", "dee"), game="tictactoe")
+        for client, game_id in ((ada, broken), (ada2, fine)):
+            await client.request(Resign, game_id=game_id, token=client.token_for(game_id))
+        connection = sqlite3.connect(db)
+        connection.execute("UPDATE games SET params = '{oops' WHERE id = ?", (broken,))
+        connection.commit()
+        connection.close()
+        listed = await ada.request(ListGames, status="finished")
+        assert isinstance(listed, GameList)
+        assert [g["game_id"] for g in listed.games] == [fine]
+        with pytest.raises(RequestFailed, match="unavailable.*quarantined"):
+            await ada.request(GetGame, game_id=broken)
+        await ada.request(Ping)  # still connected
+        assert server.query("SELECT status FROM games WHERE id = ?", broken) == [("quarantined",)]
+        for client in (ada, bo, ada2, bo2):
+            await client.close()
+
+
+# --- a stalled disk stalls moves, not the server ---------------------------------------------
+
+
+_HOLD_LOCK = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("CREATE TABLE held (x)")
+print("held", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+async def _bystander_is_served_while_the_move_waits(url: str, stall: Any, unstall: Any) -> None:
+    """A move waits for a stalled store; meanwhile a bystander's ping, lobby subscription
+    and list of live games are answered; then the move is stored and acknowledged."""
+    ada = await ServerConnection.connect(url, name="ada")
+    bo = await ServerConnection.connect(url, name="bo")
+    bystander = await ServerConnection.connect(url, name="cy")
+    seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+    await bo.request(JoinGame, game_id=seated.game_id)
+    await stall()
+    try:
+        move = asyncio.ensure_future(_play(ada, seated.game_id, 4))
+        await asyncio.sleep(0.2)  # the move is in the server, waiting for the store
+        assert isinstance(await asyncio.wait_for(bystander.request(Ping), 20), Pong)
+        lobby = await asyncio.wait_for(bystander.request(LobbySubscribe), 20)
+        assert isinstance(lobby, LobbyState)
+        assert seated.game_id in [g["game_id"] for g in lobby.games]
+        live = await asyncio.wait_for(bystander.request(ListGames, status="live"), 20)
+        assert seated.game_id in [g["game_id"] for g in live.games]
+        assert not move.done()  # answered while the move still waits for the disk
+    finally:
+        await unstall()
+    moved = await asyncio.wait_for(move, 30)
+    assert isinstance(moved, Moved) and moved.action == 4
+    for client in (ada, bo, bystander):
+        await client.close()
+
+
+async def test_a_move_waits_for_another_writer_while_pings_and_the_lobby_are_served(
+    tmp_path: Path,
+) -> None:
+    """Another process holds the database's write lock (a long transaction): the move waits
+    for it on the writer's thread while the event loop serves everyone else."""
+    db = tmp_path / "games.db"
+    holder: asyncio.subprocess.Process | None = None
+
+    async def stall() -> None:
+        nonlocal holder
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _HOLD_LOCK,
+            str(db),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert holder.stdout is not None
+        assert (await holder.stdout.readline()).strip() == b"held"
+
+    async def unstall() -> None:
+        assert holder is not None and holder.stdin is not None
+        holder.stdin.write(b"\n")
+        await holder.stdin.drain()
+        await holder.wait()
+
+    async with serving(db) as server:
+        await _bystander_is_served_while_the_move_waits(server.url, stall, unstall)
+
+
+@pytest.fixture
+def frozen_mount(mount_point: Path, tmp_path: Path) -> Iterator[Path]:
+    """An ext4 filesystem on a loop device, to freeze (fsfreeze) as a hung disk would."""
+    if shutil.which("fsfreeze") is None or shutil.which("mkfs.ext4") is None:
+        pytest.skip("needs fsfreeze and mkfs.ext4")
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as out:
+        out.truncate(32 * 2**20)
+    subprocess.run(["mkfs.ext4", "-q", str(image)], check=True, capture_output=True)
+    _mount("-o", "loop", str(image), str(mount_point))
+    yield mount_point
+    subprocess.run(["fsfreeze", "-u", str(mount_point)], capture_output=True)
+
+
+@pytest.mark.slow
+async def test_a_frozen_disk_stalls_moves_but_not_pings_or_the_lobby(
+    tmp_path: Path, frozen_mount: Path
+) -> None:
+    """Finding 9: with the disk frozen (fsfreeze), a bystander's ping took 8,016 ms, because
+    commits ran on the event loop. The server runs in its own process here, so that a loop
+    it blocks cannot block the test's. A watchdog thaws the disk after 60 s whatever
+    happens to this test."""
+    server = EmbeddedServer(frozen_mount / "games.db", workers=0)
+    url = await server.start()
+    watchdog: subprocess.Popen[bytes] | None = None
+
+    async def stall() -> None:
+        nonlocal watchdog
+        subprocess.run(["fsfreeze", "-f", str(frozen_mount)], check=True)
+        watchdog = subprocess.Popen(
+            ["sh", "-c", f"sleep 60; fsfreeze -u {frozen_mount}"], start_new_session=True
+        )
+
+    async def unstall() -> None:
+        subprocess.run(["fsfreeze", "-u", str(frozen_mount)], check=True)
+        if watchdog is not None:
+            os.killpg(watchdog.pid, signal.SIGTERM)
+            watchdog.wait()
+
+    try:
+        await _bystander_is_served_while_the_move_waits(url, stall, unstall)
+    finally:
+        subprocess.run(["fsfreeze", "-u", str(frozen_mount)], capture_output=True)
+        await server.stop()
+
+
+# --- the game put back as stored (sans-I/O) -------------------------------------------------
+
+
+def test_revert_puts_the_game_back_as_stored_with_its_clock_running_from_the_turn_start() -> None:
+    """What ``_not_stored`` does to a game whose move could not be stored: the move never
+    happened, and the mover's clock has run since its turn began, not since the refusal."""
+    start = Now(mono=100.0, wall=1_800_000_000.0)
+    session = GameSession.new("5x5", {}, start, control=TimeControl(initial_ms=60_000))
+    session.take_seat(0, Player("ada", "human", "p-ada"))
+    session.take_seat(1, Player("bo", "human", "p-bo"))
+    session.start(start)
+    session.stored()
+    moves = []
+    for seat, action, at in ((0, 0, 101.0), (1, 1, 102.0)):
+        moves.append(session.play(seat, action, Now(at, start.wall + at))[0].move)
+        session.stored()
+    stored = GameRecord(session.to_row(), moves)
+    session.draw(1, "offer", Now(103.0, start.wall + 103.0))  # not stored either
+    session.play(0, 2, Now(107.0, start.wall + 107.0))  # X thought 5 s: refused by the disk
+    session.revert(stored)
+    assert session.state.history() == [0, 1] and session.seq == stored.row.seq
+    assert session.offers == {} and session.status == "live"
+    assert session.clock is not None and session.clock.snapshot(107.0) == [55_000, 60_000]
+    assert [seq for seq, _ in session.log] == list(range(1, stored.row.seq + 1))
+    retried = session.play(0, 2, Now(108.0, start.wall + 108.0))[0]
+    assert isinstance(retried.message, Moved) and retried.message.seq == stored.row.seq + 1
+    assert retried.message.clocks == [54_000, 60_000]
