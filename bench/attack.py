@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -685,6 +686,9 @@ class AiStarvation(Attack):
         pace = Pace(self.per_second)
         created = aborted = 0
         refused: Counter[str] = Counter()
+        # 60 s searches; a server with a budget maximum refuses them, then the attack asks for
+        # the default maximum (10 s) instead.
+        budget = 60_000
         try:
             while not self.stopping.is_set() and not client.closed:
                 await pace.wait()
@@ -696,11 +700,13 @@ class AiStarvation(Attack):
                             "opponent": "ai",
                             "seat": 1,  # the AI moves first: its search starts at once
                             "algorithm": "mcts",
-                            "budget_ms": 60_000,
+                            "budget_ms": budget,
                         }
                     )
                     if seated["type"] != "seated":
-                        refused[seated.get("code", seated["type"])] += 1
+                        refused[f"{seated.get('code', seated['type'])} ({budget} ms)"] += 1
+                        if seated.get("code") == "bad_request" and budget > 10_000:
+                            budget = 10_000
                         continue
                     created += 1
                     reply = await client.request(
@@ -714,13 +720,16 @@ class AiStarvation(Attack):
                 else:
                     refused[reply.get("code", reply["type"])] += 1
         finally:
-            self.stats.update(created=created, aborted=aborted, refused=dict(refused))
+            self.stats.update(
+                created=created, aborted=aborted, refused=dict(refused), budget_ms=budget
+            )
 
     @staticmethod
     def headline(stats: dict[str, Any]) -> str:
         return (
-            f"{stats.get('created', 0):,} 60 s searches started, {stats.get('aborted', 0):,} "
-            f"games aborted; refused {stats.get('refused') or 'none'}"
+            f"{stats.get('created', 0):,} searches of {stats.get('budget_ms', 60_000) / 1000:g} s"
+            f" started, {stats.get('aborted', 0):,} games aborted; refused "
+            f"{stats.get('refused') or 'none'}"
         )
 
 
@@ -1524,11 +1533,16 @@ class Sampler(threading.Thread):
         return [s for s in list(self.samples) if start <= s.at < end]
 
 
+_NEWCOMERS = itertools.count(1)
+
+
 async def _newcomer(host: str, port: int, local_host: str, timeout: float) -> tuple[bool, str]:
     """Is a new connection served: handshake, hello, ping answered by pong?"""
     client: Client | None = None
     try:
-        client = await Client.open(host, port, local_host, name="newcomer", timeout=timeout)
+        # A name of its own each time: a name is bound to the session that took it.
+        name = f"newcomer{os.getpid()}-{next(_NEWCOMERS)}"
+        client = await Client.open(host, port, local_host, name=name, timeout=timeout)
         reply = await client.request({"type": "ping"}, timeout)
         return reply["type"] == "pong", reply["type"]
     except (OSError, ConnectionError, TimeoutError) as exc:

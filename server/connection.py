@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 CLOSE_VERSION_MISMATCH = 4001
 CLOSE_SLOW_CONSUMER = 4008
 CLOSE_RATE_LIMIT = 4029
+# Seconds a dropped client's socket may take to drain its last frames before it is cut.
+SHED_GRACE_S = 1.0
 
 
 class Connection:
@@ -110,8 +112,8 @@ class Connection:
         self._queued += len(frame)
 
     def _too_slow(self, backlog: int) -> None:
-        """The client does not read what it is sent: close it (4008). If it still piles up
-        pongs during the closing handshake, past twice the cap, cut the TCP connection."""
+        """The client does not read what it is sent: drop it (4008), reading nothing more.
+        If it still piles up pongs while closing, past twice the cap, cut the connection."""
         if self.closed:
             if backlog > 2 * self.send_buffer:
                 self.websocket.transport.abort()
@@ -124,11 +126,10 @@ class Connection:
             self.send_buffer,
         )
         self.closed = True
-        self._closing = asyncio.get_running_loop().create_task(
-            self.websocket.close(
-                CLOSE_SLOW_CONSUMER,
-                f"send queue full ({self.send_buffer} bytes): client too slow",
-            )
+        self.websocket.shed(
+            CLOSE_SLOW_CONSUMER,
+            f"send queue full ({self.send_buffer} bytes): client too slow",
+            SHED_GRACE_S,
         )
 
     def _ping_received(self) -> None:
@@ -224,9 +225,10 @@ class Connection:
         with its ``rid``) unless it was a ping; a client that keeps on is closed (4029)."""
         if self.bucket.abusive:
             self.send_error(ErrorCode.RATE_LIMITED, "rate limit exceeded again and again", rid)
-            self.closed = True  # what it sends from now on is read and dropped
+            self.closed = True
+            self.websocket.transport.pause_reading()  # nothing more of it is read
             self._closing = asyncio.get_running_loop().create_task(
-                self._close_after_flush(CLOSE_RATE_LIMIT, "rate limit exceeded")
+                self._close_after_flush(CLOSE_RATE_LIMIT, "rate limit exceeded", shed=True)
             )
         elif answer:
             self.send_error(
@@ -235,15 +237,20 @@ class Connection:
                 rid,
             )
 
-    async def _close_after_flush(self, code: int, reason: str) -> None:
+    async def _close_after_flush(self, code: int, reason: str, *, shed: bool = False) -> None:
+        """Close once what is queued (the error saying why) is sent: politely, or for an
+        abusive client (``shed``) without reading from it again."""
         self.closed = True
         # Behind what is queued: the writer sends it all (the error saying why), then stops.
         self._outbox.put_nowait(None)
         if self._writer is not None:
             try:
-                await asyncio.wait_for(self._writer, timeout=5)
+                await asyncio.wait_for(self._writer, timeout=SHED_GRACE_S if shed else 5)
             except (TimeoutError, asyncio.CancelledError):
                 pass
+        if shed:
+            self.websocket.shed(code, reason, SHED_GRACE_S)
+            return
         # Not awaited here: the read loop must go on draining for the handshake to end.
         asyncio.get_running_loop().create_task(self.websocket.close(code, reason))
 

@@ -6,6 +6,7 @@ starting it costs about a second, and a pool serves any number of servers and ev
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
@@ -58,10 +59,11 @@ def settings() -> ServerSettings:
     return ServerSettings()
 
 
-@pytest.fixture
-async def server(
+@contextlib.asynccontextmanager
+async def serving(
     tmp_path: Path, pool: EnginePool, settings: ServerSettings
 ) -> AsyncIterator[RunningServer]:
+    """A real server on port 0 over SQLite in ``tmp_path``, with the given pool and settings."""
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
     game_server = GameServer(store, pool, settings=settings)
@@ -71,6 +73,14 @@ async def server(
             yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
     finally:
         await store.close()
+
+
+@pytest.fixture
+async def server(
+    tmp_path: Path, pool: EnginePool, settings: ServerSettings
+) -> AsyncIterator[RunningServer]:
+    async with serving(tmp_path, pool, settings) as running_server:
+        yield running_server
 
 
 _RAW_NAMES = itertools.count(1)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgpack
@@ -15,31 +14,14 @@ import pytest
 import websockets
 
 from protocol import MAX_CLIENT_FRAME, Error, Ping, Pong
-from server.app import GameServer, running
 from server.pool import EnginePool
 from server.settings import ServerSettings
-from server.store import SQLiteStore
-from tests.server.conftest import RawClient, RunningServer
+from tests.server.conftest import RawClient, RunningServer, serving
 
 
 @pytest.fixture
 def settings() -> ServerSettings:
     return ServerSettings(rate_per_s=20.0, burst=30)
-
-
-@contextlib.asynccontextmanager
-async def _serving(
-    tmp_path: Path, pool: EnginePool, settings: ServerSettings
-) -> AsyncIterator[RunningServer]:
-    store = SQLiteStore(tmp_path / "games.db")
-    await store.open()
-    game_server = GameServer(store, pool, settings=settings)
-    try:
-        async with running(game_server) as ws_server:
-            port = next(iter(ws_server.sockets)).getsockname()[1]
-            yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
-    finally:
-        await store.close()
 
 
 async def _error(raw: RawClient, frame: bytes) -> Error:
@@ -105,7 +87,7 @@ async def test_a_client_that_does_not_read_its_pongs_is_closed(
     pings took the server from 169 to 693 MB). Here the rate limit is out of the way and
     16 KiB may wait for a client."""
     settings = ServerSettings(rate_per_s=1e9, burst=10**9, send_buffer=16 * 1024)
-    async with _serving(tmp_path, pool, settings) as server:
+    async with serving(tmp_path, pool, settings) as server:
         bystander = await server.connect("bystander")
         raw = socket.socket()
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
@@ -132,6 +114,42 @@ async def test_a_client_that_does_not_read_its_pongs_is_closed(
         assert admission.open_total == 1, f"still connected after {sent} pings"
         assert isinstance(await bystander.request(Ping), Pong)
         flooder.transport.abort()
+
+
+async def test_a_dropped_flooder_is_not_read_any_further(server: RunningServer) -> None:
+    """Once the server drops a flooder it reads nothing more from it: before, the polite
+    close handshake went on parsing and answering every ping already sent (80,000 pings,
+    150 ms of the event loop, in bench/attack.py's ping-flood)."""
+    bystander = await server.connect("bystander")
+    raw = await RawClient.connect(server.url, name="flooder")
+    (websocket,) = [
+        c.websocket
+        for c in server.game_server.connections
+        if c.player is not None and c.player.name == "flooder"
+    ]
+    processed = 0
+    ping_received = websocket.ping_received
+    assert ping_received is not None
+
+    def count() -> None:
+        nonlocal processed
+        processed += 1
+        ping_received()
+
+    websocket.ping_received = count
+    raw.websocket.transport.pause_reading()  # a flooder that never reads
+    sent = 20_000  # 2.6 MB, written at once; the limit is 20/s in bursts of 30
+    raw.websocket.transport.write(b"".join(_ping_frame(n) for n in range(sent)))
+    for _ in range(200):
+        if websocket.transport.is_closing():
+            break
+        await asyncio.sleep(0.05)
+    assert websocket.transport.is_closing()
+    await asyncio.sleep(0.5)  # what the server would still read, it reads now
+    # At most the rest of the read that held the deciding ping (asyncio reads 256 KiB).
+    assert 30 < processed < 5_000, processed
+    assert isinstance(await bystander.request(Ping), Pong)
+    raw.websocket.transport.abort()
 
 
 def _ping_frame(n: int) -> bytes:

@@ -29,26 +29,9 @@ import engine
 from client.connection import RequestFailed, ServerConnection
 from engine.worker import stoppable_clock
 from protocol import Abort, CreateGame, Ended, Move, Moved, QuickPair, Resign
-from server.app import GameServer, running
 from server.pool import EnginePool
 from server.settings import ServerSettings
-from server.store import SQLiteStore
-from tests.server.conftest import RunningServer, next_event
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    tmp_path: Path, pool: EnginePool, settings: ServerSettings
-) -> AsyncIterator[RunningServer]:
-    store = SQLiteStore(tmp_path / "games.db")
-    await store.open()
-    game_server = GameServer(store, pool, settings=settings)
-    try:
-        async with running(game_server) as ws:
-            port = next(iter(ws.sockets)).getsockname()[1]
-            yield RunningServer(f"ws://127.0.0.1:{port}", game_server, tmp_path / "games.db")
-    finally:
-        await store.close()
+from tests.server.conftest import next_event, serving
 
 
 def _engine_processes() -> list[Any]:
