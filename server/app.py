@@ -1567,5 +1567,6 @@ async def serve(
         ping_timeout=settings.ping_timeout_s,
         close_timeout=settings.close_timeout_s,
         ssl=tls,
+        backlog=settings.listen_backlog,
     )
     return server

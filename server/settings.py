@@ -127,6 +127,16 @@ class ServerSettings:
     handshake_timeout_s: float = setting(
         10.0, "seconds a connection may take to complete its websocket handshake", group=ADMISSION
     )
+    # asyncio accepts up to `backlog` connections each time the listening socket is ready,
+    # all in one turn of the event loop: at 100 (its default) a connection flood held every
+    # other client up for that whole batch. Measured (bench/attack.py http-flood, 5 s, load
+    # 4): a bystander's p50/p99 during it 20-23/48-106 ms at 100, 9-11/24-47 ms at 16.
+    listen_backlog: int = setting(
+        16,
+        "connections the kernel queues for accept, and the most accepted in one turn of the "
+        "event loop",
+        group=ADMISSION,
+    )
     fd_reserve: int = setting(
         256,
         "file descriptors kept free for the database, the engine workers and a burst of "
@@ -376,8 +386,10 @@ class ServerSettings:
         flag="warm-up",
         group=ENGINE,
     )
+    # 32: the tree of one game's 1 s search (mcts) fits; a worker's running search takes up
+    # to ~110 MB more (engine/mcts.py MAX_NODES), whatever this says.
     engine_tree_mb: int = setting(
-        256,
+        32,
         "search trees an engine worker keeps for the next moves of its games, in MiB, least "
         "recently searched dropped first",
         flag="engine-tree-mb",
