@@ -366,8 +366,10 @@ class ServerSettings:
         flag="ai-running-per-player",
         group=ENGINE,
     )
+    # 8: a player is told within 10 s (a patient client's wait; bench/attack.py's) that the
+    # AI cannot move, while a worker restarting from numba's cache still makes it.
     engine_wait_s: float = setting(
-        15.0,
+        8.0,
         "seconds an AI move may wait for an engine worker; then its game is aborted (reason "
         "engine_unavailable) and its players get an engine_unavailable error",
         flag="engine-wait-s",
