@@ -256,7 +256,7 @@ class ServerProcess:
 
     def __init__(
         self,
-        db: Path,
+        db: Path | str,
         workers: int,
         port: int = 0,
         compression: str | None = None,
@@ -266,6 +266,7 @@ class ServerProcess:
         extra_args: list[str] | None = None,
         nofile: int | None = None,
         log_level: str = "WARNING",
+        log: Path | None = None,
     ) -> None:
         self.db = db
         self.loop = loop
@@ -278,7 +279,7 @@ class ServerProcess:
         self.log_level = log_level
         self.process: Any = None
         self.url = ""
-        self.log = db.with_suffix(".log")
+        self.log = log or Path(db).with_suffix(".log")
 
     def start(self) -> str:
         import subprocess
@@ -1114,7 +1115,7 @@ class LoadOptions:
     workers: int
     kills: int
     seed: int
-    db: Path | None
+    db: str | None  # a SQLite path, or a postgresql:// URL (a fresh schema in it per run)
     quiet: bool
     loop: str = "asyncio"  # the server's event loop (noughts serve --loop)
 
@@ -1141,12 +1142,14 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
     """Start the server, the client processes, the kills; gather and check everything."""
     _raise_fd_limit(65536)
     workdir = Path(tempfile.mkdtemp(prefix="noughts-load-"))
-    db = options.db or workdir / "load.db"
+    db: Path | str = workdir / "load.db"
+    if options.db is not None:
+        db = _fresh_pg_schema(options.db) if is_postgres(options.db) else Path(options.db)
     port = 0
     if options.kills:
         port = _free_port()  # kept across restarts, so that clients find the server again
     workers = options.workers if options.ai_games else 0
-    server = ServerProcess(db, workers, port, loop=options.loop)
+    server = ServerProcess(db, workers, port, loop=options.loop, log=workdir / "server.log")
     started = time.monotonic()
     server.start()
     log = _progress(options.quiet)
@@ -1281,6 +1284,8 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
     report["server_rss_mb"] = round(server_rss_kb / 1024, 1)
     report["kills"] = kills_done
     report.update(_verify(db, results))
+    if isinstance(db, str):
+        _drop_pg_schema(db)
     report["load_average"] = _load_average()
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     report["db"] = str(db)
@@ -1303,7 +1308,7 @@ def _sum(tallies: list[dict[str, Any]], key: str) -> int:
 
 def _options_dict(options: LoadOptions) -> dict[str, Any]:
     d = asdict(options)
-    d["db"] = None if options.db is None else str(options.db)
+    d["db"] = options.db
     return d
 
 
@@ -1357,17 +1362,64 @@ def _summarise(results: list[dict[str, Any]], options: LoadOptions) -> dict[str,
     }
 
 
-def _verify(db: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every acknowledged move, and every move an opponent received, is in the database."""
+def is_postgres(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _fresh_pg_schema(url: str) -> str:
+    """A new schema for this run in the database at ``url``; the URL that uses it (asyncpg
+    passes a DSN's unknown query parameters on as server settings: ``search_path``)."""
+    schema = f"load_{os.getpid()}_{random.randrange(16**6):06x}"
+    _pg_execute(url, f"CREATE SCHEMA {schema}")
+    return f"{url}{'&' if '?' in url else '?'}search_path={schema}"
+
+
+def _drop_pg_schema(url: str) -> None:
+    schema = url.rsplit("search_path=", 1)[1]
+    _pg_execute(url, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _pg_execute(url: str, sql: str) -> None:
+    import asyncpg
+
+    async def execute() -> None:
+        connection = await asyncpg.connect(url)
+        try:
+            await connection.execute(sql)
+        finally:
+            await connection.close()
+
+    asyncio.run(execute())
+
+
+def _stored(db: Path | str) -> tuple[str, dict[tuple[str, int], int], dict[str, int]]:
+    """The integrity check's verdict, every stored move's action and the games by status."""
+    moves_sql = "SELECT game_id, ply, action FROM moves"
+    status_sql = "SELECT status, COUNT(*) FROM games GROUP BY status"
+    if isinstance(db, str):
+        import asyncpg
+
+        async def read() -> tuple[list[Any], list[Any]]:
+            connection = await asyncpg.connect(db)
+            try:
+                return await connection.fetch(moves_sql), await connection.fetch(status_sql)
+            finally:
+                await connection.close()
+
+        moves, statuses = asyncio.run(read())
+        return "n/a (PostgreSQL)", {(g, p): a for g, p, a in moves}, dict(statuses)
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         integrity = connection.execute("PRAGMA integrity_check").fetchone()[0]
-        stored = {
-            (g, p): a for g, p, a in connection.execute("SELECT game_id, ply, action FROM moves")
-        }
-        statuses = dict(connection.execute("SELECT status, COUNT(*) FROM games GROUP BY status"))
+        stored = {(g, p): a for g, p, a in connection.execute(moves_sql)}
+        return integrity, stored, dict(connection.execute(status_sql))
     finally:
         connection.close()
+
+
+def _verify(db: Path | str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every acknowledged move, and every move an opponent received, is in the database."""
+    integrity, stored, statuses = _stored(db)
     acked = [m for r in results for m in r["acked"]]
     delivered = [m for r in results for m in r["delivered"]]
     lost = [m for m in acked if stored.get((m[0], m[1])) != m[2]]
@@ -1619,7 +1671,12 @@ def build_parser() -> argparse.ArgumentParser:
             default="asyncio",
             help="the server's event loop (noughts serve --loop; default: %(default)s)",
         )
-        p.add_argument("--db", type=Path, default=None, help="database (default: a temp file)")
+        p.add_argument(
+            "--db",
+            default=None,
+            help="a SQLite file, or postgresql://HOST:PORT/DB (each run in a fresh schema of "
+            "it; default: a temp SQLite file)",
+        )
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sub.add_parser(

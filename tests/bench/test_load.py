@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 LOAD = Path(__file__).resolve().parents[2] / "bench" / "load.py"
 
 
@@ -74,3 +76,21 @@ def test_idle_connections_are_held_with_and_without_deflate() -> None:
         assert row["held"] == 40 and row["failed"] == 0
         assert row["newcomer_answered"]
         assert row["kb_per_connection"] is not None
+
+
+def test_a_short_run_on_postgresql_loses_nothing() -> None:
+    """load.py --db postgresql://...: the server stores through asyncpg, in a fresh schema
+    that the run drops; every acknowledged move is read back from PostgreSQL."""
+    import asyncio
+
+    from tests.services import INSTALL_HINT, PG_URL, _reachable
+
+    why = asyncio.run(_reachable())
+    if why is not None:
+        pytest.skip(INSTALL_HINT.format(url=PG_URL) + f" ({why})")
+    code, report = _run("throughput", "--games", "6", "--duration", "3", "--db", PG_URL)
+    assert code in (0, 1), report  # 1: a speed target missed, which this test does not judge
+    assert report["errors"] == 0 and report["tally"]["error_codes"] == {}
+    assert report["integrity_check"] == "n/a (PostgreSQL)"
+    assert report["acked_moves_checked"] > 0 and report["lost_moves"] == 0
+    assert report["delivered_moves_checked"] > 0 and report["delivered_not_stored"] == 0
