@@ -391,6 +391,57 @@ class ServerProcess:
         return _rss_kb(self.pid)
 
 
+class EngineWorkers:
+    """``noughts engine-worker`` processes on the cluster's Redis queue, under a key prefix
+    of their own (deleted at the end); ``start`` returns once every one is ready."""
+
+    def __init__(self, url: str, processes: int, log: Path) -> None:
+        self.url = url
+        self.processes = processes
+        self.prefix = f"load{os.getpid()}x{random.randrange(16**6):06x}"
+        self.log = log
+        self.process: Any = None
+
+    def start(self, timeout: float = 300.0) -> None:
+        import subprocess
+
+        import redis
+
+        args = [sys.executable, "-m", "client.cli", "engine-worker", "--bus", self.url]
+        args += ["--prefix", self.prefix, "--processes", str(self.processes)]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=log, cwd=ROOT, start_new_session=True
+            )
+        client = redis.Redis.from_url(self.url)
+        try:
+            deadline = time.monotonic() + timeout
+            while len(client.keys(f"{self.prefix}:engine:worker:*")) < self.processes:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the engine workers did not start (see {self.log})")
+                time.sleep(0.2)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        import redis
+
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except Exception:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        client = redis.Redis.from_url(self.url)
+        try:
+            keys = list(client.scan_iter(f"{self.prefix}:*"))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
 def _rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -1118,6 +1169,7 @@ class LoadOptions:
     db: str | None  # a SQLite path, or a postgresql:// URL (a fresh schema in it per run)
     quiet: bool
     loop: str = "asyncio"  # the server's event loop (noughts serve --loop)
+    engine_queue: str | None = None  # redis://...: AI searches on the cluster's queue
 
 
 def percentiles(samples: list[float], points: tuple[float, ...]) -> dict[str, float | None]:
@@ -1149,8 +1201,18 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
     if options.kills:
         port = _free_port()  # kept across restarts, so that clients find the server again
     workers = options.workers if options.ai_games else 0
-    server = ServerProcess(db, workers, port, loop=options.loop, log=workdir / "server.log")
+    remote: EngineWorkers | None = None
+    extra_args: list[str] = []
+    if options.engine_queue is not None:
+        remote = EngineWorkers(options.engine_queue, max(1, workers), workdir / "workers.log")
+        extra_args = ["--engine", "queue", "--bus", remote.url, "--bus-prefix", remote.prefix]
+        workers = 0
+    server = ServerProcess(
+        db, workers, port, loop=options.loop, log=workdir / "server.log", extra_args=extra_args
+    )
     started = time.monotonic()
+    if remote is not None:
+        remote.start()
     server.start()
     log = _progress(options.quiet)
     log(f"server {server.url} (pid {server.pid}, db {db}), load average {_load_average()}")
@@ -1274,6 +1336,8 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
             if process.is_alive():
                 process.kill()
         server.stop()
+        if remote is not None:
+            remote.stop()
     report.update(_summarise(results, options))
     moves = report["window_moves"]
     # CPU per move: a figure that holds when other processes share the cores.
@@ -1656,7 +1720,16 @@ def build_parser() -> argparse.ArgumentParser:
             "--workers",
             type=int,
             default=1,
-            help="server engine workers, with --ai-games (default: %(default)s)",
+            help="server engine workers, with --ai-games (default: %(default)s); with "
+            "--engine-queue, `noughts engine-worker` processes",
+        )
+        p.add_argument(
+            "--engine-queue",
+            default=None,
+            metavar="REDIS_URL",
+            help="AI searches through the cluster's Redis queue (noughts serve --engine queue "
+            "--bus REDIS_URL), served by --workers engine-worker processes started for the "
+            "run under a key prefix of their own",
         )
         p.add_argument(
             "--kills",
@@ -1786,6 +1859,7 @@ def main(argv: list[str] | None = None) -> int:
             db=args.db,
             quiet=args.quiet,
             loop=args.loop,
+            engine_queue=args.engine_queue,
         )
         _cells(options.game, options.params)
         report = run_load(options, args.mode)

@@ -94,3 +94,22 @@ def test_a_short_run_on_postgresql_loses_nothing() -> None:
     assert report["integrity_check"] == "n/a (PostgreSQL)"
     assert report["acked_moves_checked"] > 0 and report["lost_moves"] == 0
     assert report["delivered_moves_checked"] > 0 and report["delivered_not_stored"] == 0
+
+
+def test_ai_moves_through_the_engine_queue(redis_prefix: str) -> None:
+    """load.py --engine-queue: the server sends its AI searches to the Redis queue, served
+    by `noughts engine-worker` processes the run starts (and stops, deleting its keys).
+    The fixture skips the test, saying how to install Redis, where it is not running; the
+    run uses a prefix of its own."""
+    from tests.services import REDIS_URL
+
+    code, report = _run(
+        "throughput",
+        "--games", "0", "--ai-games", "2", "--workers", "1",
+        "--game", "tictactoe", "--algorithm", "random", "--budget-ms", "5",
+        "--duration", "3", "--engine-queue", REDIS_URL,
+    )  # fmt: skip
+    assert code in (0, 1), report  # 1: a speed target missed, which this test does not judge
+    assert report["errors"] == 0 and report["tally"]["error_codes"] == {}
+    assert report["tally"]["ai_moves"] > 0
+    assert report["acked_moves_checked"] > 0 and report["lost_moves"] == 0
