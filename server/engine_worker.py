@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -51,11 +52,13 @@ class Worker:
         self.stop = False
         self.jobs_done = 0
         self.searcher = Searcher()
+        self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
 
     def heartbeat(self, extra_s: float = 0.0) -> None:
         """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget)."""
-        lifetime_ms = int((2 * self.heartbeat_s + extra_s) * 1000)
-        self.client.set(worker_key(self.prefix, self.name), b"1", px=lifetime_ms)
+        lifetime_s = 2 * self.heartbeat_s + extra_s
+        self.client.set(worker_key(self.prefix, self.name), b"1", px=int(lifetime_s * 1000))
+        self.alive_until = time.monotonic() + lifetime_s
 
     def ensure_group(self) -> None:
         try:
@@ -70,15 +73,20 @@ class Worker:
         warm_up(progress=lambda what: log.info("engine worker %s warming up: %s", self.name, what))
         self.heartbeat()
         log.info("engine worker %s ready", self.name)
+        # Heartbeat and reclaim every half heartbeat, not around every job: a job then costs
+        # two round trips to Redis (read it; answer, acknowledge and delete it in one).
+        due = 0.0
         while not self.stop:
-            self.heartbeat()
-            self.reclaim()
+            if time.monotonic() >= due:
+                self.heartbeat()
+                self.reclaim()
+                due = time.monotonic() + self.heartbeat_s / 2
             entries: Any = self.client.xreadgroup(
                 GROUP,
                 self.name,
                 {jobs_key(self.prefix): ">"},
                 count=1,
-                block=int(self.heartbeat_s * 1000 / 2),
+                block=max(1, int((due - time.monotonic()) * 1000)),
             )
             for _, messages in entries or []:
                 for entry_id, fields in messages:
@@ -112,21 +120,26 @@ class Worker:
         if budget is not None:
             budget = max(QUICK_RETRY_MS, budget - spent_ms)
         # The heartbeat outlives the search: a long search is not taken for a death.
-        self.heartbeat((budget or 60_000.0) / 1000)
+        search_s = (budget or 60_000.0) / 1000
+        if time.monotonic() + search_s + self.heartbeat_s > self.alive_until:
+            self.heartbeat(search_s)
         reply: dict[str, Any]
         try:
             retry = replace(request, budget_ms=budget)
             reply = {"result": run(self.searcher, retry.for_worker()).to_dict()}
         except Exception as exc:  # reported to the asking node; the worker carries on
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        self.client.xadd(
+        # One round trip, in this order: the answer is written before the job is acknowledged.
+        answer = self.client.pipeline(transaction=False)
+        answer.xadd(
             fields[b"reply"],
             {"job": fields[b"job"], "reply": msgpack.packb(reply, use_bin_type=True)},
             maxlen=MAX_REPLIES,
             approximate=True,
         )
-        self.client.xack(jobs_key(self.prefix), GROUP, entry_id)
-        self.client.xdel(jobs_key(self.prefix), entry_id)
+        answer.xack(jobs_key(self.prefix), GROUP, entry_id)
+        answer.xdel(jobs_key(self.prefix), entry_id)
+        answer.execute()
         self.jobs_done += 1
 
 
