@@ -12,6 +12,7 @@ is left of its budget. ``--processes N`` runs N such workers (one per core).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -53,6 +54,7 @@ class Worker:
         self.jobs_done = 0
         self.searcher = Searcher()
         self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
+        self.due = 0.0  # (monotonic) when the next heartbeat and reclaim are due
 
     def heartbeat(self, extra_s: float = 0.0) -> None:
         """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget)."""
@@ -73,25 +75,51 @@ class Worker:
         warm_up(progress=lambda what: log.info("engine worker %s warming up: %s", self.name, what))
         self.heartbeat()
         log.info("engine worker %s ready", self.name)
-        # Heartbeat and reclaim every half heartbeat, not around every job: a job then costs
-        # two round trips to Redis (read it; answer, acknowledge and delete it in one).
-        due = 0.0
+        pause = 0.0  # after a failure of the queue: seconds before the next try
         while not self.stop:
-            if time.monotonic() >= due:
-                self.heartbeat()
-                self.reclaim()
-                due = time.monotonic() + self.heartbeat_s / 2
-            entries: Any = self.client.xreadgroup(
-                GROUP,
-                self.name,
-                {jobs_key(self.prefix): ">"},
-                count=1,
-                block=max(1, int((due - time.monotonic()) * 1000)),
-            )
-            for _, messages in entries or []:
-                for entry_id, fields in messages:
-                    self.handle(entry_id, fields, spent_ms=0.0)
-        self.client.delete(worker_key(self.prefix, self.name))
+            try:
+                self.step()
+                pause = 0.0
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                # Redis restarted without its data: the stream and group are gone.
+                log.warning("engine worker %s: the jobs' group is gone; creating it", self.name)
+                self.ensure_group()
+                self.due = 0.0
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Redis is down or restarting: try again, backing off up to 5 s. The job in
+                # hand, if any, is lost with the queue; the asking node submits it again.
+                pause = min(5.0, max(0.1, 2 * pause))
+                log.warning(
+                    "engine worker %s: lost the queue (%s); trying again in %.1f s",
+                    self.name,
+                    exc,
+                    pause,
+                )
+                time.sleep(pause)
+                self.due = 0.0
+        with contextlib.suppress(redis.RedisError):
+            self.client.delete(worker_key(self.prefix, self.name))
+
+    def step(self) -> None:
+        """Heartbeat and reclaim when due (every half heartbeat, not around every job: a job
+        costs two round trips to Redis: read it; answer, acknowledge and delete it in one);
+        then wait for a job until the next heartbeat is due, and run it."""
+        if time.monotonic() >= self.due:
+            self.heartbeat()
+            self.reclaim()
+            self.due = time.monotonic() + self.heartbeat_s / 2
+        entries: Any = self.client.xreadgroup(
+            GROUP,
+            self.name,
+            {jobs_key(self.prefix): ">"},
+            count=1,
+            block=max(1, int((self.due - time.monotonic()) * 1000)),
+        )
+        for _, messages in entries or []:
+            for entry_id, fields in messages:
+                self.handle(entry_id, fields, spent_ms=0.0)
 
     def reclaim(self) -> None:
         """Take over the pending jobs of consumers whose heartbeat has expired."""

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 GROUP = "workers"
 HEARTBEAT_S = 5.0  # a worker renews its key this often, with twice this lifetime
 REPLY_GRACE_S = 15.0  # beyond the budget: time for a dead worker's job to be re-run
+RESUBMIT_S = 1.0  # while an answer is due: how often the job is checked for, and resubmitted
 QUICK_RETRY_MS = 10.0  # a re-run whose budget is spent still searches this long
 MAX_REPLIES = 10_000  # a reply stream keeps at most about this many entries
 
@@ -155,28 +156,48 @@ class RemoteEngine:
 
     async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
         """Queue one search; EngineUnavailable if no worker answers within its budget plus
-        ``wait_s`` (default REPLY_GRACE_S)."""
+        ``wait_s`` (default REPLY_GRACE_S).
+
+        Redis may lose the job (restarted without its data, or down for a moment): while
+        the answer is due, the job is submitted again whenever it is no longer in the
+        stream, and a failed submission is retried every ``RESUBMIT_S``. An answer that
+        comes twice is taken once."""
         if self._client is None:
             raise EngineUnavailable("the engine queue is not running")
+        client = self._client
         job = secrets.token_hex(8)
-        future: asyncio.Future[SearchResult] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SearchResult] = loop.create_future()
         self._waiting[job] = future
         self._owners[job] = request.owner
-        grace_s = REPLY_GRACE_S if wait_s is None else wait_s
+        budget_s = (request.budget_ms or 1000.0) / 1000
+        total_s = budget_s + (REPLY_GRACE_S if wait_s is None else wait_s)
+        deadline = loop.time() + total_s
+        stream = jobs_key(self.prefix)
+        fields: dict[Any, Any] = {
+            "job": job,
+            "reply": replies_key(self.prefix, self.node),
+            "request": encode_request(request),
+        }
+        entry: Any = None  # the job's id in the stream, once submitted
+        wait = budget_s + RESUBMIT_S  # the first wait covers the search
+        failure = ""
         try:
-            await self._client.xadd(
-                jobs_key(self.prefix),
-                {"job": job, "reply": replies_key(self.prefix, self.node),
-                 "request": encode_request(request)},
-            )  # fmt: skip
-            budget_s = (request.budget_ms or 1000.0) / 1000
-            return await asyncio.wait_for(future, budget_s + grace_s)
-        except TimeoutError:
-            raise EngineUnavailable(
-                f"no engine worker answered within {budget_s + grace_s:g} s"
-            ) from None
-        except (RedisError, OSError) as exc:
-            raise EngineUnavailable(f"the engine queue failed: {exc}") from exc
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    why = f" ({failure})" if failure else ""
+                    raise EngineUnavailable(f"no engine worker answered within {total_s:g} s{why}")
+                try:
+                    if entry is None or not await client.xrange(stream, entry, entry):
+                        if entry is not None:
+                            log.warning("engine job %s was lost by the queue: submitting it", job)
+                        entry = await client.xadd(stream, fields)
+                except (RedisError, OSError) as exc:
+                    failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(asyncio.shield(future), min(wait, left))
+                wait = RESUBMIT_S  # then: is the job still queued or running? every second
         finally:
             self._waiting.pop(job, None)
             self._owners.pop(job, None)

@@ -1,12 +1,14 @@
 """AI searches on the Redis Streams queue, with real `noughts engine-worker` processes: a
 search is answered, a worker killed mid-search has its job re-run by another with what is left
-of the budget, no worker at all is a clear `engine_unavailable`, and a game server plays its
-AI through the queue."""
+of the budget, no worker at all is a clear `engine_unavailable`, a search survives Redis
+restarting without its data, and a game server plays its AI through the queue."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -25,7 +27,7 @@ from server.store import SQLiteStore
 from tests.server.conftest import next_event
 from tests.services import REDIS_URL
 
-Spawn = Callable[[], Awaitable[asyncio.subprocess.Process]]
+Spawn = Callable[..., Awaitable[asyncio.subprocess.Process]]
 
 
 @pytest.fixture
@@ -33,9 +35,9 @@ async def spawn_worker(redis_prefix: str) -> AsyncIterator[Spawn]:
     """Start `python -m server.engine_worker` processes (a short heartbeat); killed after."""
     started: list[asyncio.subprocess.Process] = []
 
-    async def spawn() -> asyncio.subprocess.Process:
+    async def spawn(url: str = REDIS_URL) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server.engine_worker", "--bus", REDIS_URL,
+            sys.executable, "-m", "server.engine_worker", "--bus", url,
             "--prefix", redis_prefix, "--heartbeat-s", "0.5",
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -142,3 +144,81 @@ async def test_serve_with_the_queue_needs_a_bus(tmp_path: Path) -> None:
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2
     assert err.decode().strip() == "noughts serve: --engine queue needs --bus redis://HOST:PORT/N"
+
+
+class OwnRedis:
+    """A redis-server of this test's own on a free port, without persistence, so that a
+    restart loses every stream and group, as a crash of a cache-only Redis would."""
+
+    def __init__(self, workdir: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        self.workdir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+            stdout=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        client = aioredis.Redis.from_url(self.url)
+        try:
+            for _ in range(200):
+                try:
+                    await client.ping()
+                    return
+                except OSError:
+                    await asyncio.sleep(0.05)
+                except aioredis.ConnectionError:
+                    await asyncio.sleep(0.05)
+            raise RuntimeError("redis-server did not start")
+        finally:
+            await client.aclose()
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+
+@pytest.fixture
+async def own_redis(tmp_path: Path) -> AsyncIterator[OwnRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = OwnRedis(tmp_path)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_a_search_survives_redis_restarting_without_its_data(
+    own_redis: OwnRedis, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    """Redis killed while a worker searches and started again empty: the worker comes back
+    (and makes the group again), the node submits the lost job again, the search is
+    answered; the next one too."""
+    await spawn_worker(own_redis.url)
+    queue = RemoteEngine(own_redis.url, prefix=redis_prefix)  # the worker's prefix
+    await queue.start()
+    try:
+        search = asyncio.create_task(queue.search(_request("uttt", 1500)))
+        client = aioredis.Redis.from_url(own_redis.url)
+        for _ in range(200):  # the worker took the job
+            summary = await client.xpending(jobs_key(redis_prefix), GROUP)
+            if summary["pending"]:
+                break
+            await asyncio.sleep(0.02)
+        assert summary["pending"] == 1
+        await client.aclose()
+        await own_redis.stop()
+        await asyncio.sleep(0.5)
+        await own_redis.start()
+        result = await asyncio.wait_for(search, 30)
+        assert result.action in engine.make_game("uttt").new_initial_state().legal_actions()
+        again = await asyncio.wait_for(queue.search(_request("tictactoe", 20, (4,))), 30)
+        assert again.action in engine.replay(engine.make_game("tictactoe"), [4]).legal_actions()
+    finally:
+        await queue.close()
