@@ -63,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "server", None):
+        from client.connection import server_url
+
+        try:
+            args.server = server_url(args.server)
+        except ValueError as exc:
+            print(f"noughts {args.command}: --server: {exc}", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

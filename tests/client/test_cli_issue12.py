@@ -1,0 +1,54 @@
+"""Issue 12's defects of the `noughts` command, each as a user meets it: a one-line error
+and an exit status, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from client.connection import server_url
+from tests.client.test_cli import noughts
+from tests.client.ui_support import UIServer
+
+BAD_SERVERS = ["http://127.0.0.1:1", "ws://127.0.0.1:99999", "ws://:8765", "127.0.0.1:port"]
+SERVER_COMMANDS = [
+    ["play", "--plain"],
+    ["games"],
+    ["replay", "someid"],
+    ["export", "someid"],
+    ["watch", "someid"],
+    ["bot"],
+    ["health"],
+]
+
+
+@pytest.mark.parametrize("server", BAD_SERVERS)
+@pytest.mark.parametrize("command", SERVER_COMMANDS, ids=lambda c: c[0])
+def test_a_bad_server_address_is_one_line_and_status_2(command: list[str], server: str) -> None:
+    """Defect 3: a 38-line traceback in every command."""
+    result = noughts(*command, "--server", server, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"noughts {command[0]}: --server: "), lines
+
+
+def test_host_and_port_is_a_websocket_address() -> None:
+    assert server_url("127.0.0.1:8765") == "ws://127.0.0.1:8765"
+    assert server_url(" wss://example.org:443 ") == "wss://example.org:443"
+    with pytest.raises(ValueError, match="not a websocket address"):
+        server_url("https://example.org")
+
+
+async def test_games_on_host_colon_port_reaches_the_server(ui_server: UIServer) -> None:
+    """Defect 3: ``--server host:port`` means ``ws://host:port``."""
+    address = ui_server.url.removeprefix("ws://")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "games", "--server", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().strip() == "No games."
