@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from client.commands.common import SERVER_ENV, parse_clock, parse_params
+from client.commands.common import SERVER_ENV, check_budget, parse_clock, parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
 
@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
             "noughts bot: give a server to play on (--server URL or $NOUGHTS_SERVER)",
             file=sys.stderr,
         )
+        return 2
+    problem = check_budget(args.budget_ms, "noughts bot")
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     if args.games is not None and args.games < 1:
         print("noughts bot: --games must be at least 1", file=sys.stderr)

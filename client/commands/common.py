@@ -106,3 +106,18 @@ def parse_clock(text: str | None, command: str = "noughts") -> dict[str, int]:
             f"{command}: --clock wants none, MINUTES+SECONDS (e.g. 3+2) or SECONDSs (e.g. 10s), "
             f"got {text!r}"
         ) from None
+
+
+def check_budget(budget_ms: int, command: str) -> str | None:
+    """Why ``--budget-ms`` cannot be sent (the protocol's range for ``budget_ms``), or None."""
+    import dataclasses
+
+    from protocol import CreateGame
+
+    bounds = next(f.metadata for f in dataclasses.fields(CreateGame) if f.name == "budget_ms")
+    if bounds["min"] <= budget_ms <= bounds["max"]:
+        return None
+    return (
+        f"{command}: --budget-ms wants milliseconds in {bounds['min']}..{bounds['max']}, "
+        f"got {budget_ms}"
+    )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from client.commands.common import add_server_arguments, connect, parse_clock
+from client.commands.common import add_server_arguments, check_budget, connect, parse_clock
 from client.commands.common import parse_params as common_parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
@@ -138,6 +138,10 @@ def pairing_request(args: argparse.Namespace) -> tuple[type[Message], dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = check_budget(args.budget_ms, "noughts play")
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     if args.plain or not sys.stdout.isatty() or not sys.stdin.isatty():
         if args.lobby or args.watch or args.replay:
             print(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,22 @@ async def test_games_on_host_colon_port_reaches_the_server(ui_server: UIServer) 
     out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, err.decode()
     assert out.decode().strip() == "No games."
+
+
+@pytest.mark.parametrize("budget", ["0", "-5", "100000"])
+@pytest.mark.parametrize(
+    "command",
+    [["play", "--plain"], ["play", "--plain", "--quick"], ["bot", "--server", "ws://127.0.0.1:1"]],
+    ids=["play", "play --quick", "bot"],
+)
+def test_a_budget_out_of_range_is_refused_before_anything_starts(
+    command: list[str], budget: str, tmp_path: Path
+) -> None:
+    """Defect 2: --budget-ms 0, -5 or 100000 printed nothing and never exited."""
+    db = ["--db", str(tmp_path / "g.db")] if command[0] == "play" else []
+    result = noughts(*command, "--budget-ms", budget, *db, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"noughts {command[0]}: --budget-ms wants milliseconds in 1..60000, got {budget}"
+    )
+    assert not (tmp_path / "g.db").exists()  # refused before a server started
