@@ -72,3 +72,25 @@ def test_a_budget_out_of_range_is_refused_before_anything_starts(
         f"noughts {command[0]}: --budget-ms wants milliseconds in 1..60000, got {budget}"
     )
     assert not (tmp_path / "g.db").exists()  # refused before a server started
+
+
+async def play_plain(server: UIServer, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+    """``noughts play --plain`` on ``server`` (asyncio: the server runs in this loop)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", server.url, *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_perfect_on_gomoku_is_refused_in_the_plain_client(ui_server: UIServer) -> None:
+    """Defect 1: the game hung at "thinking..." forever."""
+    code, out, err = await play_plain(ui_server, "--game", "gomoku", "--ai", "perfect")
+    assert code == 1
+    assert err.strip() == (
+        "noughts play: the server refused: perfect cannot play gomoku: it solves m,n,k "
+        "boards of at most 16 cells exactly"
+    )
