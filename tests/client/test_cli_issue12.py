@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from client.connection import server_url
 from tests.client.test_cli import noughts
+from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer
 
 BAD_SERVERS = ["http://127.0.0.1:1", "ws://127.0.0.1:99999", "ws://:8765", "127.0.0.1:port"]
@@ -45,14 +47,9 @@ def test_host_and_port_is_a_websocket_address() -> None:
 
 async def test_games_on_host_colon_port_reaches_the_server(ui_server: UIServer) -> None:
     """Defect 3: ``--server host:port`` means ``ws://host:port``."""
-    address = ui_server.url.removeprefix("ws://")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client", "games", "--server", address,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()
-    assert out.decode().strip() == "No games."
+    code, out, err = await run_noughts("games", "--server", ui_server.url.removeprefix("ws://"))
+    assert code == 0, err
+    assert out.strip() == "No games."
 
 
 @pytest.mark.parametrize("budget", ["0", "-5", "100000"])
@@ -74,16 +71,23 @@ def test_a_budget_out_of_range_is_refused_before_anything_starts(
     assert not (tmp_path / "g.db").exists()  # refused before a server started
 
 
-async def play_plain(server: UIServer, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
-    """``noughts play --plain`` on ``server`` (asyncio: the server runs in this loop)."""
+async def run_noughts(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``noughts ARGS`` in a child process, awaited (a test's server runs in this loop)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client", "play", "--plain", "--server", server.url, *args,
+        sys.executable, "-m", "client", *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(stdin), 120)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def play_plain(server: UIServer, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+    """``noughts play --plain`` on ``server``."""
+    return await run_noughts("play", "--plain", "--server", server.url, *args, stdin=stdin)
 
 
 async def test_perfect_on_gomoku_is_refused_in_the_plain_client(ui_server: UIServer) -> None:
@@ -94,3 +98,19 @@ async def test_perfect_on_gomoku_is_refused_in_the_plain_client(ui_server: UISer
         "noughts play: the server refused: perfect cannot play gomoku: it solves m,n,k "
         "boards of at most 16 cells exactly"
     )
+
+
+async def test_replay_without_a_terminal_or_commands_prints_every_position(
+    ui_server: UIServer,
+) -> None:
+    """Defect 5: ``noughts replay ID </dev/null`` printed position 0 only."""
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8, 2, 1, 7, 6, 3, 5])
+    code, out, err = await run_noughts("replay", record["id"], "--server", ui_server.url)
+    assert code == 0, err
+    assert re.findall(r"(?:Position|Move) (\d+) of 9", out) == [str(p) for p in range(10)]
+    # With commands on stdin they are followed, as before.
+    code, out, err = await run_noughts(
+        "replay", record["id"], "--server", ui_server.url, stdin=b"n\nl\np\nq\n"
+    )
+    assert code == 0, err
+    assert re.findall(r"(?:Position|Move) (\d+) of 9", out) == ["0", "1", "9", "8"]
