@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from client.connection import server_url
+from client.embedded import EmbeddedServer
 from tests.client.test_cli import noughts
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer
@@ -114,3 +115,24 @@ async def test_replay_without_a_terminal_or_commands_prints_every_position(
     )
     assert code == 0, err
     assert re.findall(r"(?:Position|Move) (\d+) of 9", out) == ["0", "1", "9", "8"]
+
+
+async def test_a_second_play_on_the_same_database_uses_the_running_server(
+    tmp_path: Path,
+) -> None:
+    """Defect 4: two `noughts play` on one database started two servers on one file (lobbies
+    disagreed, moves failed on UNIQUE constraints); the second now uses the first's."""
+    db = tmp_path / "games.db"
+    async with EmbeddedServer(db, workers=1, warm=[]) as url:
+        moves = "".join(f"{cell}\n" for _ in range(5) for cell in range(9)).encode()
+        code, out, err = await run_noughts(
+            "play", "--plain", "--db", str(db), "--ai", "random", "--budget-ms", "10",
+            "--name", "second", stdin=moves,
+        )  # fmt: skip
+        assert code == 0, err
+        assert f"serves {db} on {url}: using that server" in err
+        game_id = re.search(r"noughts replay (\w+)", out).group(1)  # type: ignore[union-attr]
+        # The game is on the first server, in its database.
+        code, listed, err = await run_noughts("games", "--server", url)
+        assert code == 0, err
+        assert game_id in listed and "second" in listed
