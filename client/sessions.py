@@ -13,7 +13,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from client.connection import ServerConnection
 
 SESSIONS_ENV = "NOUGHTS_SESSIONS"
 FORMAT_VERSION = 1
@@ -27,6 +30,12 @@ def default_sessions_path() -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("noughts", appauthor=False)) / "sessions.json"
+
+
+def embedded_session_key(db: Path) -> str:
+    """Where the session of an embedded server is kept: its database, not its URL (an
+    embedded server's port changes every run; its database does not)."""
+    return f"local:{db.expanduser().resolve()}"
 
 
 class SessionStore:
@@ -85,3 +94,32 @@ class SessionStore:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+async def connect_with_session(
+    sessions: SessionStore, key: str, url: str, *, name: str, **kwargs: Any
+) -> ServerConnection:
+    """``ServerConnection.connect`` as the player saved under ``key`` and ``name`` (a session
+    the server no longer knows, ``bad_token``, starts afresh); the session is saved. A file
+    that cannot be written is one line on stderr: the next run will be a new player."""
+    import sys
+
+    from client.connection import RequestFailed, ServerConnection
+
+    saved = sessions.load(key, name)
+    try:
+        connection = await ServerConnection.connect(url, name=name, session=saved, **kwargs)
+    except RequestFailed as exc:
+        if exc.code != "bad_token" or saved is None:
+            raise
+        connection = await ServerConnection.connect(url, name=name, **kwargs)
+    assert connection.session is not None
+    try:
+        sessions.save(key, name, connection.session)
+    except OSError as exc:
+        print(
+            f"noughts: could not save the session in {sessions.path} ({exc.strerror or exc}): "
+            "the next run will not find this run's games",
+            file=sys.stderr,
+        )
+    return connection

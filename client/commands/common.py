@@ -10,6 +10,7 @@ from pathlib import Path
 
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
+from client.sessions import SessionStore, connect_with_session, embedded_session_key
 
 DB_ENV = "NOUGHTS_DB"
 SERVER_ENV = "NOUGHTS_SERVER"
@@ -52,12 +53,20 @@ async def connect(
     workers: int | None = None,
     bot: bool = False,
     warm: list[tuple[str, str]] | None = None,
+    sessions: SessionStore | None = None,
 ) -> AsyncIterator[ServerConnection]:
     """Connect to --server, or start an embedded server on --db and connect to it (``warm``:
-    the game and algorithm pairs it compiles first; the wait is shown on stderr)."""
+    the game and algorithm pairs it compiles first; the wait is shown on stderr), as the
+    player whose session ``sessions`` keeps for that server and --name, if given."""
     name = getattr(args, "name", "anonymous")[:32]
+
+    async def open_connection(url: str, key: str) -> ServerConnection:
+        if sessions is None:
+            return await ServerConnection.connect(url, name=name, bot=bot)
+        return await connect_with_session(sessions, key, url, name=name, bot=bot)
+
     if args.server:
-        connection = await ServerConnection.connect(args.server, name=name, bot=bot)
+        connection = await open_connection(args.server, args.server)
         try:
             yield connection
         finally:
@@ -69,7 +78,7 @@ async def connect(
     async with EmbeddedServer(
         db, workers=workers, log_path=log_path, warm=warm, status=status
     ) as url:
-        connection = await ServerConnection.connect(url, name=name, bot=bot)
+        connection = await open_connection(url, embedded_session_key(db))
         try:
             yield connection
         finally:

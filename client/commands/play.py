@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from client.commands.common import add_server_arguments, check_budget, connect, parse_clock
+from client.commands.common import (
+    DB_ENV,
+    add_server_arguments,
+    check_budget,
+    connect,
+    parse_clock,
+)
 from client.commands.common import parse_params as common_parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
@@ -196,15 +203,22 @@ def warm_targets(args: argparse.Namespace) -> list[tuple[str, str]] | None:
     return [(args.game, args.ai)]
 
 
-def embedded_session_key(db: Path) -> str:
-    """Where the session of an embedded server is kept: its database, not its URL."""
-    return f"local:{db.expanduser().resolve()}"
+def where_option(args: argparse.Namespace) -> str:
+    """The option naming this server in a command suggested to the user: ``--server URL``,
+    ``--db PATH`` for an embedded server on another database than the default, or none."""
+    import shlex
+
+    if args.server:
+        return f"--server {shlex.quote(args.server)}"
+    if args.db and os.environ.get(DB_ENV) != args.db:
+        return f"--db {shlex.quote(args.db)}"
+    return ""
 
 
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
     from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine
-    from client.sessions import SessionStore
+    from client.sessions import SessionStore, embedded_session_key
     from client.ui import NoughtsApp
 
     start = ui_start(args)
@@ -222,7 +236,6 @@ async def _play_ui(args: argparse.Namespace) -> int:
         async with EmbeddedServer(
             db, log_path=log_path, warm=warm_targets(args), status=status
         ) as url:
-            # An embedded server's port changes every run; its database does not.
             key = embedded_session_key(db)
             app = NoughtsApp(url, name=name, start=start, sessions=sessions, session_key=key)
             await app.run_async()
@@ -236,6 +249,7 @@ async def _play(args: argparse.Namespace) -> int:
     from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from client.plain import PlainGame
+    from client.sessions import SessionStore
 
     fields = create_fields(args)
     pairing = pairing_request(args)
@@ -244,14 +258,16 @@ async def _play(args: argparse.Namespace) -> int:
             print(
                 "Starting a local server (the first start compiles the engine)...", file=sys.stderr
             )
-        async with connect(args, warm=warm_targets(args)) as connection:
-            game = PlainGame(connection)
+        sessions = SessionStore.default()
+        async with connect(args, warm=warm_targets(args), sessions=sessions) as connection:
+            game = PlainGame(connection, where=where_option(args))
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:
                 await game.pair(*pairing)
             else:
                 await game.create(**fields)
+            game.unfinished()
             ended = await game.run()
             return 0 if ended is not None or game.game_id else 1
     except RequestFailed as exc:

@@ -130,9 +130,50 @@ async def test_a_second_play_on_the_same_database_uses_the_running_server(
             "--name", "second", stdin=moves,
         )  # fmt: skip
         assert code == 0, err
-        assert f"serves {db} on {url}: using that server" in err
-        game_id = re.search(r"noughts replay (\w+)", out).group(1)  # type: ignore[union-attr]
+        assert f"serves {db} on {url}: using that server" in err, out
+        game_id = re.search(r"noughts replay (?:--\S+ \S+ )*(\w+)", out).group(1)  # type: ignore[union-attr]
         # The game is on the first server, in its database.
         code, listed, err = await run_noughts("games", "--server", url)
         assert code == 0, err
         assert game_id in listed and "second" in listed
+
+
+async def test_plain_sessions_are_saved_and_a_left_game_is_taken_back(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """Defects 6 and 7: every plain run was a new player, so a game left at the end of
+    input could not be resumed; and the suggested commands left out --server."""
+    sessions = {"NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")}
+    where = f"--server {ui_server.url}"
+    ai = ["--name", "ada", "--ai", "random", "--budget-ms", "10", "--seat", "x"]
+    code, out, err = await run_noughts(
+        "play", "--plain", *where.split(), *ai, stdin=b"4\n", env=sessions
+    )
+    assert code == 0, err
+    game_id = re.search(r"Game (\w+): X = ada", out).group(1)  # type: ignore[union-attr]
+    assert f"Leaving the game: noughts play {where} --join {game_id} takes it back." in out
+    # The next run is the same player: it is told of the game and takes it back.
+    moves = "".join(f"{cell}\n" for _ in range(5) for cell in range(9)).encode()
+    code, out, err = await run_noughts(
+        "play", "--plain", *where.split(), "--name", "ada", "--join", game_id,
+        stdin=moves, env=sessions,
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"Game {game_id}: X = ada" in out
+    assert "Game over:" in out
+    assert f"Replay it with: noughts replay {where} {game_id}" in out
+    code, out, err = await run_noughts("replay", game_id, *where.split(), "--all")
+    assert code == 0 and re.search(r"Move 1 of \d+: X played 1,1\n", out)  # the first run's
+
+
+async def test_a_plain_run_names_the_games_it_left(ui_server: UIServer, tmp_path: Path) -> None:
+    """Defect 7: the unfinished games of a saved session are named, with the way back."""
+    sessions = {"NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")}
+    ai = ["--server", ui_server.url, "--name", "bo", "--ai", "random", "--budget-ms", "10"]
+    code, out, _ = await run_noughts("play", "--plain", *ai, env=sessions)
+    left = re.search(r"Game (\w+): X = bo", out).group(1)  # type: ignore[union-attr]
+    code, out, _ = await run_noughts("play", "--plain", *ai, env=sessions)
+    assert (
+        f"You have 1 unfinished game on this server ({left}): noughts play --server "
+        f"{ui_server.url} --join GAME_ID takes one back." in out
+    )
