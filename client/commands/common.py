@@ -33,8 +33,22 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) 
     )
     if name:
         parser.add_argument(
-            "--name", default=os.environ.get("USER", "player"), help="your name on the server"
+            "--name",
+            default=default_name(),
+            help="your name on the server; each name is a player of its own, with its own "
+            "games (default: your user name, %(default)s)",
         )
+
+
+def default_name() -> str:
+    """The operating system's name for the user (getpass: $LOGNAME, $USER, ..., then the
+    password database), else "player"."""
+    import getpass
+
+    try:
+        return getpass.getuser()[:32] or "player"
+    except (OSError, KeyError):
+        return "player"
 
 
 def default_db_path() -> Path:
@@ -44,6 +58,14 @@ def default_db_path() -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
+
+
+def session_key(args: argparse.Namespace) -> str:
+    """Where a player's session on this command's server is kept: the --server URL, or the
+    embedded server's database."""
+    if args.server:
+        return str(args.server)
+    return embedded_session_key(Path(args.db) if args.db else default_db_path())
 
 
 @contextlib.asynccontextmanager
@@ -66,7 +88,7 @@ async def connect(
         return await connect_with_session(sessions, key, url, name=name, bot=bot)
 
     if args.server:
-        connection = await open_connection(args.server, args.server)
+        connection = await open_connection(args.server, session_key(args))
         try:
             yield connection
         finally:
@@ -78,7 +100,7 @@ async def connect(
     async with EmbeddedServer(
         db, workers=workers, log_path=log_path, warm=warm, status=status
     ) as url:
-        connection = await open_connection(url, embedded_session_key(db))
+        connection = await open_connection(url, session_key(args))
         try:
             yield connection
         finally:

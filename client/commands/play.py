@@ -19,6 +19,7 @@ from client.commands.common import (
     check_budget,
     connect,
     parse_clock,
+    session_key,
 )
 from client.commands.common import parse_params as common_parse_params
 from engine.algorithms import ALGORITHMS
@@ -218,13 +219,18 @@ def where_option(args: argparse.Namespace) -> str:
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
     from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine
-    from client.sessions import SessionStore, embedded_session_key
+    from client.sessions import SessionInUse, SessionStore, embedded_session_key
     from client.ui import NoughtsApp
 
     start = ui_start(args)
     name = args.name[:32]
     # The session is kept between runs (client/sessions.py), so unfinished games come back.
     sessions = SessionStore.default()
+    try:
+        sessions.claim(session_key(args), name)
+    except (SessionInUse, OSError) as exc:
+        print(f"noughts play: {exc}", file=sys.stderr)
+        return 1
     if args.server:
         await NoughtsApp(args.server, name=name, start=start, sessions=sessions).run_async()
         return 0
@@ -249,16 +255,17 @@ async def _play(args: argparse.Namespace) -> int:
     from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from client.plain import PlainGame
-    from client.sessions import SessionStore
+    from client.sessions import SessionInUse, SessionStore
 
     fields = create_fields(args)
     pairing = pairing_request(args)
+    sessions = SessionStore.default()
     try:
+        sessions.claim(session_key(args), args.name[:32])  # before a server starts
         if not args.server:
             print(
                 "Starting a local server (the first start compiles the engine)...", file=sys.stderr
             )
-        sessions = SessionStore.default()
         async with connect(args, warm=warm_targets(args), sessions=sessions) as connection:
             game = PlainGame(connection, where=where_option(args))
             if args.join:
@@ -273,6 +280,6 @@ async def _play(args: argparse.Namespace) -> int:
     except RequestFailed as exc:
         print(f"noughts play: the server refused: {exc.message}", file=sys.stderr)
         return 1
-    except (ConnectionLost, OSError, EmbeddedServerError) as exc:
+    except (ConnectionLost, OSError, EmbeddedServerError, SessionInUse) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1

@@ -177,3 +177,49 @@ async def test_a_plain_run_names_the_games_it_left(ui_server: UIServer, tmp_path
         f"You have 1 unfinished game on this server ({left}): noughts play --server "
         f"{ui_server.url} --join GAME_ID takes one back." in out
     )
+
+
+async def test_the_default_name_is_the_user_name(ui_server: UIServer) -> None:
+    """Defect 9: everyone was "player" unless --name."""
+    code, out, err = await run_noughts(
+        "play", "--plain", "--server", ui_server.url, "--ai", "random", "--budget-ms", "10",
+        env={"LOGNAME": "zed", "USER": "someone-else"},
+    )  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"Game \w+: X = zed, O = random", out), out
+    code, out, _ = await run_noughts("play", "--help", env={"LOGNAME": "zed"})
+    assert "(default: your user name, zed)" in " ".join(out.split())
+
+
+async def test_two_clients_of_one_person_never_share_a_session(ui_server: UIServer) -> None:
+    """Defect 9: a second client under the same server and name is refused in one line,
+    while the first plays on; another --name is another player."""
+    ai = ["--server", ui_server.url, "--ai", "random", "--budget-ms", "10"]
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", *ai, "--name", "ann",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert first.stdin is not None and first.stdout is not None
+    try:
+        shown = b""
+        while b"X to move> " not in shown:  # the first one is at its prompt
+            chunk = await asyncio.wait_for(first.stdout.read(4096), 120)
+            assert chunk, shown
+            shown += chunk
+        code, out, err = await run_noughts("play", "--plain", *ai, "--name", "ann")
+        assert code == 1 and err.strip().splitlines()[-1] == (
+            "noughts play: another noughts is playing as 'ann' on this server: give this one "
+            "another --name"
+        )
+        code, out, err = await run_noughts("play", "--plain", *ai, "--name", "ann2")
+        assert code == 0 and "X = ann2" in out, err
+        first.stdin.write(b"resign\n")
+        await first.stdin.drain()
+        first.stdin.close()
+        rest, _ = await asyncio.wait_for(first.communicate(), 120)
+        assert "You lose (by resignation)." in rest.decode()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
