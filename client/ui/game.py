@@ -30,6 +30,8 @@ from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer
 if TYPE_CHECKING:
     from client.ui.app import NoughtsApp
 
+CONFIRM_S = 3.0  # resign, abort and draw take a second press of their key within this
+
 
 def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
     """The AI panel: value, principal variation, effort."""
@@ -82,7 +84,8 @@ class GameScreen(Screen[None]):
         self.model = model
         self.sending = False
         self.game_over_shown = False
-        self.confirm_resign = False
+        self.confirming: str | None = None  # the action a second press of its key confirms
+        self._confirm_round = 0
 
     @property
     def noughts(self) -> NoughtsApp:
@@ -213,7 +216,7 @@ class GameScreen(Screen[None]):
             text.append(
                 "\nYou offered a draw."
                 if mine
-                else f"\n{SYMBOLS[seat]} offers a draw: d accepts, n declines.",
+                else f"\n{SYMBOLS[seat]} offers a draw: d d accepts, n declines.",
                 "yellow",
             )
         for seat in (0, 1):
@@ -296,7 +299,7 @@ class GameScreen(Screen[None]):
         move_input = self.query_one("#move-input", Input)
         if (
             event.character
-            and (event.character.isdigit() or event.character in ",bB")
+            and (event.character.isdigit() or event.character in ",(bB")
             and self.focused is self.query_one(BoardView)
             and move_input.display
         ):
@@ -370,25 +373,35 @@ class GameScreen(Screen[None]):
         self.noughts.request(kind, game_id=model.game_id, token=model.token, **fields)
         return True
 
-    def action_resign(self) -> None:
-        if self.model.over:
-            return
-        if not self.confirm_resign:
-            self.confirm_resign = True
-            self.notify("Press r again to resign.", timeout=3)
-            self.set_timer(3, self._forget_resign)
-            return
-        self.confirm_resign = False
-        self._seat_request(Resign)
+    def _confirmed(self, action: str, key: str, what: str) -> bool:
+        """True on the second press of ``key`` within CONFIRM_S seconds; the first press
+        says so. Resigning, aborting and draws are never one stray key."""
+        if self.confirming == action:
+            self.confirming = None
+            return True
+        self.confirming = action
+        self._confirm_round += 1
+        round_ = self._confirm_round
+        self.notify(f"Press {key} again to {what}.", timeout=CONFIRM_S)
+        self.set_timer(CONFIRM_S, lambda: self._forget_confirm(round_))
+        return False
 
-    def _forget_resign(self) -> None:
-        self.confirm_resign = False
+    def _forget_confirm(self, round_: int) -> None:
+        if round_ == self._confirm_round:
+            self.confirming = None
+
+    def action_resign(self) -> None:
+        if self.model.over or not self._confirmed("resign", "r", "resign"):
+            return
+        self._seat_request(Resign)
 
     def action_draw(self) -> None:
         if self.model.over:
             return
         standing = self.model.offers.get("draw")
         answer = "accept" if standing is not None and standing != self.model.seat else "offer"
+        if not self._confirmed("draw", "d", f"{answer} a draw"):
+            return
         if self._seat_request(Draw, answer=answer) and answer == "offer":
             self.notify("Draw offered.")
 
@@ -404,7 +417,7 @@ class GameScreen(Screen[None]):
             self.notify("No offer to decline.", severity="warning")
 
     def action_abort(self) -> None:
-        if not self.model.over:
+        if not self.model.over and self._confirmed("abort", "a", "abort the game"):
             self._seat_request(Abort)
 
     def action_claim(self) -> None:
