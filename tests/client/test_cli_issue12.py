@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -13,9 +14,10 @@ import pytest
 
 from client.connection import server_url
 from client.embedded import EmbeddedServer
+from protocol import Resign, Seek, Snapshot
 from tests.client.test_cli import noughts
 from tests.client.test_export import play_humans
-from tests.client.ui_support import UIServer
+from tests.client.ui_support import UIServer, next_event
 
 BAD_SERVERS = ["http://127.0.0.1:1", "ws://127.0.0.1:99999", "ws://:8765", "127.0.0.1:port"]
 SERVER_COMMANDS = [
@@ -223,3 +225,54 @@ async def test_two_clients_of_one_person_never_share_a_session(ui_server: UIServ
         if first.returncode is None:
             first.kill()
             await first.wait()
+
+
+async def test_ctrl_c_stops_the_bot_with_its_tally(ui_server: UIServer) -> None:
+    """Defect 13: `noughts bot --accept seeks` printed no tally on Ctrl-C."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", ui_server.url, "--name", "robo",
+        "--accept", "seeks", "--engine", "random",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert bot.stdout is not None and bot.stderr is not None
+    ada = await ui_server.connect("ada")
+    try:
+        while b"accepting seeks" not in await asyncio.wait_for(bot.stderr.readline(), 120):
+            pass
+        await ada.request(Seek, game="tictactoe", color="x")
+        start = await next_event(ada, Snapshot)
+        await ada.request(Resign, game_id=start.game_id, token=ada.token_for(start.game_id))
+        line = await asyncio.wait_for(bot.stdout.readline(), 120)
+        assert line.decode().startswith(f"game 1 {start.game_id}: win against ada"), line
+        bot.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(bot.communicate(), 120)
+        assert bot.returncode == 130
+        assert out.decode() == "robo: 1 won, 0 drawn, 0 lost\n"
+    finally:
+        await ada.close()
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
+
+
+async def test_ctrl_c_while_the_bot_loads_the_engine_prints_the_tally(
+    ui_server: UIServer,
+) -> None:
+    """Defect 13: Ctrl-C before the first game (the engine loading) printed no tally."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", ui_server.url, "--name", "robo",
+        "--accept", "seeks",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert bot.stderr is not None
+    try:
+        line = await asyncio.wait_for(bot.stderr.readline(), 120)
+        assert line == b"robo: loading the engine...\n"
+        bot.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(bot.communicate(), 120)
+        assert bot.returncode == 130
+        assert out.decode() == "robo: 0 won, 0 drawn, 0 lost\n"
+    finally:
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
