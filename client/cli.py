@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="noughts",
         description="noughts: tic-tac-toe, m,n,k games and ultimate tic-tac-toe over the network.",
     )
+    from protocol.version import software_version
+
+    parser.add_argument("--version", action="version", version=f"noughts {software_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

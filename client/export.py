@@ -13,6 +13,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import engine
+from protocol.version import software_version
 
 FORMATS = ("json", "sgf", "svg")
 
@@ -64,7 +65,7 @@ def to_sgf(record: dict[str, Any]) -> str:
         "FF[4]",
         "GM[4]",
         "CA[UTF-8]",
-        "AP[noughts:0.1]",
+        f"AP[noughts:{software_version()}]",
         f"SZ[{size}]",
         f"GN[{_sgf_text(str(record.get('id', '')))}]",
         f"C[{_sgf_text(f'{m},{n},{k} game: {k} in a row wins; X plays Black, O White')}]",

@@ -14,7 +14,8 @@ import pytest
 
 from client.connection import server_url
 from client.embedded import EmbeddedServer
-from protocol import Resign, Seek, Snapshot
+from client.export import to_sgf
+from protocol import Resign, Seek, Snapshot, software_version
 from tests.client.test_cli import noughts
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer, next_event
@@ -276,3 +277,23 @@ async def test_ctrl_c_while_the_bot_loads_the_engine_prints_the_tally(
         if bot.returncode is None:
             bot.kill()
             await bot.wait()
+
+
+async def test_one_version_everywhere(ui_server: UIServer) -> None:
+    """Defect 15: server noughts/0.2, pyproject 0.1.0, SGF AP[noughts:0.1], PROTOCOL.md
+    noughts/0.1. Now pyproject's, through the package metadata, in each."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    assert software_version() == version
+    vera = await ui_server.connect("vera")
+    try:
+        assert vera.welcome is not None and vera.welcome.server == f"noughts/{version}"
+    finally:
+        await vera.close()
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8])
+    assert f"AP[noughts:{version}]" in to_sgf(record)
+    assert f'"server": "noughts/{version}"' in (root / "PROTOCOL.md").read_text()
+    code, out, _ = await run_noughts("--version")
+    assert code == 0 and out == f"noughts {version}\n"
