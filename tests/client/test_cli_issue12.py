@@ -15,7 +15,15 @@ import pytest
 from client.connection import server_url
 from client.embedded import EmbeddedServer
 from client.export import to_sgf
-from protocol import Resign, Seek, Snapshot, software_version
+from protocol import (
+    CreateGame,
+    GetGame,
+    ListGames,
+    Resign,
+    Seek,
+    Snapshot,
+    software_version,
+)
 from tests.client.test_cli import noughts
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer, next_event
@@ -297,3 +305,31 @@ async def test_one_version_everywhere(ui_server: UIServer) -> None:
     assert f'"server": "noughts/{version}"' in (root / "PROTOCOL.md").read_text()
     code, out, _ = await run_noughts("--version")
     assert code == 0 and out == f"noughts {version}\n"
+
+
+@pytest.mark.parametrize("name", ["5x5", "gomoku"])
+async def test_a_named_board_keeps_its_name_everywhere(ui_server: UIServer, name: str) -> None:
+    """Defect 17: a game created as gomoku or 5x5 came back as mnk k=5,m=15,n=15."""
+    vera = await ui_server.connect("vera")
+    try:
+        seated = await vera.request(CreateGame, game=name, algorithm="random", budget_ms=5)
+        snapshot = await next_event(vera, Snapshot)
+        assert (snapshot.game, snapshot.params) == (name, {})
+        await vera.request(Resign, game_id=seated.game_id, token=seated.token)
+        record = (await vera.request(GetGame, game_id=seated.game_id)).game
+        assert (record["game"], record["params"]) == (name, {})
+        listed = (await vera.request(ListGames, status="finished")).games
+        assert [(g["game"], g["params"]) for g in listed] == [(name, {})]
+    finally:
+        await vera.close()
+    code, out, err = await run_noughts("games", "--server", ui_server.url)
+    assert code == 0 and out.splitlines()[1].split()[1] == name, err
+
+
+def test_play_help_lists_every_search() -> None:
+    """Defect 16: `noughts play --help` left uct out of the --ai list."""
+    from engine.algorithms import ALGORITHMS
+
+    text = " ".join(noughts("play", "--help").stdout.split())
+    assert f"the AI's search: {', '.join(ALGORITHMS)} (default: mcts)" in text
+    assert "uct" in ALGORITHMS
