@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import engine
 from client.ui import NoughtsApp, Start
+from client.ui.board import BoardView, action_at, cell_of, home_cell
 from client.ui.game import GameScreen
-from protocol import Ended
+from protocol import CreateGame, Ended, Move
 from tests.client.test_ui_game_keys import app_joining, bobs_game, game_screen, notes
 from tests.client.ui_support import UIServer, next_event, until
 
@@ -43,5 +45,45 @@ async def test_a_stray_a_or_d_does_nothing_until_pressed_again(ui_server: UIServ
             await pilot.press("a", "a")
             ended = await next_event(bob, Ended)
             assert ended.reason == "abort"
+    finally:
+        await bob.close()
+
+
+def test_the_cursor_starts_where_one_may_play() -> None:
+    """Defect 12: the cursor started at (1,1) (gomoku: 12 keypresses from the centre; uttt:
+    often on a board one may not play)."""
+    gomoku = engine.make_game("gomoku").new_initial_state()
+    assert home_cell(gomoku, None) == (7, 7)
+    # After a move, the free cell nearest it.
+    gomoku.apply_action(7 * 15 + 7)
+    assert home_cell(gomoku, 7 * 15 + 7) in {(6, 7), (7, 6), (7, 8), (8, 7)}
+    # uttt: X plays cell 0 of the centre board; O is sent to board 0, whose centre is (1,1).
+    uttt = engine.make_game("uttt").new_initial_state()
+    assert home_cell(uttt, None) == (4, 4)
+    uttt.apply_action(4 * 9 + 0)
+    assert home_cell(uttt, 36) == (1, 1)
+    assert action_at(uttt, *home_cell(uttt, 36)) in uttt.legal_actions()
+
+
+async def test_the_cursor_follows_the_opponents_moves(ui_server: UIServer) -> None:
+    """Defect 12: after each move the cursor waits near it, on a free cell."""
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="gomoku", opponent="human", seat=0)
+        app = app_joining(ui_server, seated)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            board = screen.query_one(BoardView)
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=20, ply=0)
+            await until(pilot, lambda: screen.model.my_turn, "our turn")
+            assert board.cursor in {(0, 5), (1, 4), (1, 6), (2, 5)}  # next to bob's 1,5
+            await pilot.press("enter")
+            await until(pilot, lambda: len(screen.model.moves) == 2, "our move")
+            ours = screen.model.moves[1].action
+            assert cell_of(board.state, ours) in {(0, 5), (1, 4), (1, 6), (2, 5)}
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=200, ply=2)
+            await until(pilot, lambda: len(screen.model.moves) == 3, "bob's second move")
+            await pilot.pause()
+            assert board.cursor in {(12, 5), (13, 4), (13, 6), (14, 5)}  # next to 13,5
     finally:
         await bob.close()
