@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual.widgets import Static
+
 import engine
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, action_at, cell_of, home_cell
@@ -85,5 +87,38 @@ async def test_the_cursor_follows_the_opponents_moves(ui_server: UIServer) -> No
             await until(pilot, lambda: len(screen.model.moves) == 3, "bob's second move")
             await pilot.pause()
             assert board.cursor in {(12, 5), (13, 4), (13, 6), (14, 5)}  # next to 13,5
+    finally:
+        await bob.close()
+
+
+async def test_a_small_terminal_degrades_and_says_when_too_small(ui_server: UIServer) -> None:
+    """Defect 14: at 60x20 the side panel got 7 columns and on gomoku the move box was off
+    the screen. Now: no side panel when narrow, no margins when short, and a line saying
+    what size the board needs when even that does not fit."""
+    bob = await ui_server.connect("bob")
+    seated = await bob.request(CreateGame, game="gomoku", opponent="human", seat=1)
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=(60, 20)) as pilot:
+            screen = await game_screen(pilot, app)
+            await pilot.pause()
+            assert {"narrow", "compact"} <= screen.classes and "too-small" not in screen.classes
+            assert screen.query_one("#side-column").region.area == 0
+            board = screen.query_one(BoardView).region
+            move_box = screen.query_one("#move-input").region
+            assert board.bottom <= 19 and move_box.bottom <= 19  # above the footer's row
+            assert board.right <= 60 and move_box.height >= 1
+            assert any("players and moves are hidden" in n for n in notes(app))
+            await pilot.resize_terminal(40, 12)
+            await pilot.pause()
+            note = str(screen.query_one("#size-note", Static).render())
+            assert note == (
+                "The terminal is too small for this board: it needs 52x20, this one is 40x12. "
+                "Enlarge it."
+            )
+            await pilot.resize_terminal(110, 36)
+            await pilot.pause()
+            assert not {"narrow", "compact", "too-small"} & screen.classes
+            assert screen.query_one("#side-column").region.width >= 30
     finally:
         await bob.close()
