@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="noughts",
         description="noughts: tic-tac-toe, m,n,k games and ultimate tic-tac-toe over the network.",
     )
+    from protocol.version import software_version
+
+    parser.add_argument("--version", action="version", version=f"noughts {software_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -63,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "server", None):
+        from client.connection import server_url
+
+        try:
+            args.server = server_url(args.server)
+        except ValueError as exc:
+            print(f"noughts {args.command}: --server: {exc}", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -51,6 +51,29 @@ M = TypeVar("M", bound=Message)
 BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
 
 
+def server_url(text: str) -> str:
+    """A server address as users write it: ``ws://`` or ``wss://`` URLs as they are, and a
+    bare ``host:port`` as ``ws://host:port``. ValueError with a one-line reason otherwise."""
+    from urllib.parse import urlsplit
+
+    text = text.strip()
+    if "://" not in text:
+        text = f"ws://{text}"
+    parts = urlsplit(text)
+    if parts.scheme not in ("ws", "wss"):
+        raise ValueError(
+            f"{parts.scheme}:// is not a websocket address: give ws://HOST:PORT, wss://HOST:PORT "
+            "or HOST:PORT"
+        )
+    if not parts.hostname:
+        raise ValueError(f"no host in {text!r}: give ws://HOST:PORT or HOST:PORT")
+    try:
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:
+        raise ValueError(f"the port of {text!r} is not a number in 0..65535") from None
+    return text
+
+
 class RequestFailed(Exception):
     """The server answered a request with an error message."""
 

@@ -17,6 +17,7 @@ from typing import TextIO
 
 STARTUP_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 PROGRESS = "warming up the engine: "  # the server's --progress lines, before its address
+REUSED = "noughts server already running on "  # --reuse-running: another server's address
 
 
 class EmbeddedServerError(Exception):
@@ -76,6 +77,7 @@ class EmbeddedServer:
         self.status = status
         self.process: asyncio.subprocess.Process | None = None
         self.url: str | None = None
+        self.reused = False  # True: the server of another noughts on the same database
 
     async def start(self) -> str:
         args = [
@@ -89,6 +91,9 @@ class EmbeddedServer:
             "--log-level",
             "WARNING",
             "--progress",
+            "true",
+            # A server already on this database (another noughts play) is used, not fought.
+            "--reuse-running",
             "true",
         ]
         if self.db is not None:
@@ -123,6 +128,14 @@ class EmbeddedServer:
             where = f" (see {self.log_path})" if self.log_path else ""
             raise EmbeddedServerError(f"the embedded server failed to start, exit {code}{where}")
         self.url = text[text.index("ws://") :].split()[0]
+        if text.startswith(REUSED):
+            self.reused = True
+            if self.status is not None:
+                pid = text.partition("(pid ")[2].rstrip(")")
+                self.status.stream.write(
+                    f"{self.status.prefix}another noughts (pid {pid}) serves {self.db} on "
+                    f"{self.url}: using that server (it stops when that noughts exits)\n"
+                )
         return self.url
 
     async def _read_until_address(self) -> str:

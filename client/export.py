@@ -13,6 +13,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import engine
+from protocol.version import software_version
 
 FORMATS = ("json", "sgf", "svg")
 
@@ -64,7 +65,7 @@ def to_sgf(record: dict[str, Any]) -> str:
         "FF[4]",
         "GM[4]",
         "CA[UTF-8]",
-        "AP[noughts:0.1]",
+        f"AP[noughts:{software_version()}]",
         f"SZ[{size}]",
         f"GN[{_sgf_text(str(record.get('id', '')))}]",
         f"C[{_sgf_text(f'{m},{n},{k} game: {k} in a row wins; X plays Black, O White')}]",
@@ -91,6 +92,36 @@ CELL = 40
 MARGIN = 30
 
 
+CAPTION_FONT, CAPTION_LINE, CAPTION_SIDE = 14, 20, 10  # px
+# No font metrics here: 0.6 em a character is wider than sans-serif's average (about
+# 0.55 em), so a line this long fits the picture.
+CAPTION_CHAR = 0.6 * CAPTION_FONT
+
+
+def _text_width(line: str) -> int:
+    """The picture's width that holds ``line`` with its side margins."""
+    return round(len(line) * CAPTION_CHAR) + 2 * CAPTION_SIDE
+
+
+def _caption_lines(record: dict[str, Any], ply: int, width: int) -> list[str]:
+    """Who played, the move shown and the result, joined by " · " where they fit in
+    ``width`` and on lines of their own where they do not (a 3x3 picture is 180 px)."""
+    moves = record.get("moves", [])
+    players = record.get("players") or [None, None]
+    names = [str((p or {}).get("name", "?")) for p in players]
+    parts = [f"X {names[0]} vs O {names[1]}", f"move {ply} of {len(moves)}"]
+    if ply == len(moves) and record.get("result"):
+        parts.append(f"{record['result']} ({record.get('reason')})")
+    lines = [parts[0]]
+    for part in parts[1:]:
+        joined = f"{lines[-1]} · {part}"
+        if _text_width(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(part)
+    return lines
+
+
 def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
     """The position after ``ply`` moves (default: the final one) as an SVG picture."""
     moves = record.get("moves", [])
@@ -107,7 +138,9 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
         assert isinstance(state, engine.MNKState)
         rows, cols = state.game.m, state.game.n
     cell = CELL if max(rows, cols) <= 9 else 28
-    width, height = cols * cell + 2 * MARGIN, rows * cell + 2 * MARGIN + 30
+    caption = _caption_lines(record, ply, cols * cell + 2 * MARGIN)
+    width = max(cols * cell + 2 * MARGIN, *(_text_width(line) for line in caption))
+    height = rows * cell + 2 * MARGIN + CAPTION_LINE * len(caption)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
@@ -172,12 +205,13 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
                 f'<circle cx="{x + cell / 2}" cy="{y + cell / 2}" r="{cell / 2 - pad}" '
                 f'fill="none" stroke="{O_COLOUR}" stroke-width="{max(2, cell // 12)}"/>'
             )
-    players = record.get("players") or [None, None]
-    names = [escape(str((p or {}).get("name", "?"))) for p in players]
-    caption = f"X {names[0]} vs O {names[1]} · move {ply} of {len(moves)}"
-    if ply == len(moves) and record.get("result"):
-        caption += f" · {escape(str(record['result']))} ({escape(str(record.get('reason')))})"
-    out.append(f'<text x="{MARGIN}" y="{height - 14}" font-size="14" fill="#333">{caption}</text>')
+    top = rows * cell + 2 * MARGIN
+    for i, text in enumerate(caption):
+        y = top + CAPTION_LINE * i + CAPTION_FONT
+        out.append(
+            f'<text x="{CAPTION_SIDE}" y="{y}" font-size="{CAPTION_FONT}" fill="#333">'
+            f"{escape(text)}</text>"
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -27,6 +27,7 @@ from protocol import (
     Offer,
     Presence,
     Resign,
+    Resume,
     Seated,
     Snapshot,
 )
@@ -109,8 +110,12 @@ class PlainGame:
         *,
         write: Write = print,
         read_line: ReadLine = read_stdin,
+        where: str = "",
     ) -> None:
+        """``where``: the options naming the server in the commands suggested to the user
+        (``--server URL``, or ``--db PATH`` of an embedded server), empty for the default."""
         self.connection = connection
+        self.where = f" {where}" if where else ""
         self.write = write
         self.read_line = read_line
         self.game_id: str | None = None
@@ -142,8 +147,25 @@ class PlainGame:
                 return
 
     async def join(self, game_id: str) -> None:
+        """Join ``game_id``, or take back the seat this session holds in it."""
+        if game_id in self.connection.seats:
+            # Resume from 0: a snapshot, then ``resumed`` with the seat (PROTOCOL.md).
+            await self.connection.request(Resume, game_id=game_id, since=0)
+            self.game_id = game_id
+            self.seat, self.token = self.connection.seats[game_id]
+            return
         seated = await self.connection.request(JoinGame, game_id=game_id)
         self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+
+    def unfinished(self) -> None:
+        """Name the other unfinished games this session holds a seat in, and how to go back."""
+        games = [g for g in self.connection.seats if g != self.game_id]
+        if games:
+            count = f"{len(games)} unfinished game{'s' if len(games) > 1 else ''}"
+            self.write(
+                f"You have {count} on this server ({', '.join(sorted(games))}): "
+                f"noughts play{self.where} --join GAME_ID takes one back."
+            )
 
     def _apply(self, event: Message) -> None:
         if isinstance(event, Snapshot):
@@ -180,7 +202,7 @@ class PlainGame:
             elif isinstance(event, Ended):
                 self.ended = event
                 self.write(f"Game over: {result_text(event, self.seat)}")
-                self.write(f"Replay it with: noughts replay {self.game_id}")
+                self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
                 return event
             if not self.connection.events.empty():
                 continue  # catch up with what already arrived before asking for a move
@@ -230,7 +252,10 @@ class PlainGame:
         while True:
             line = await self.read_line(f"{SYMBOLS[self.seat]} to move> ")
             if line is None or line.strip().lower() in ("q", "quit", "exit"):
-                self.write("Leaving the game.")
+                self.write(
+                    f"Leaving the game: noughts play{self.where} --join {self.game_id} takes "
+                    "it back."
+                )
                 return False
             text = line.strip().lower()
             if not text:

@@ -84,20 +84,42 @@ def _pv_strings(state: engine.State, pv: list[int]) -> list[str]:
 HELP = "n/Enter next, p previous, f first, l last, a number jumps to that move, q quits"
 
 
+def print_all(cursor: ReplayCursor, write: Callable[[str], None]) -> None:
+    """The header and every position, each followed by a blank line."""
+    write(cursor.header())
+    for ply in range(cursor.last + 1):
+        cursor.go(ply)
+        write(cursor.describe())
+        write("")
+
+
 async def step_through(
     cursor: ReplayCursor,
     read_line: Callable[[str], Awaitable[str | None]],
     write: Callable[[str], None],
+    *,
+    all_without_commands: bool = False,
 ) -> None:
-    """Interactive stepping: next, previous, first, last, jump, quit."""
+    """Interactive stepping: next, previous, first, last, jump, quit. With
+    ``all_without_commands`` (stdin is not a terminal), input that ends before its first
+    command prints every position instead."""
+    if all_without_commands:
+        line = await read_line("")
+        if line is None:
+            print_all(cursor, write)
+            return
+    else:
+        line = None
     write(cursor.header())
     write(HELP)
     write(cursor.describe())
     while True:
-        line = await read_line("replay> ")
         if line is None:
-            return
+            line = await read_line("replay> ")
+            if line is None:
+                return
         command = line.strip().lower()
+        line = None
         if command in ("q", "quit", "exit"):
             return
         if command in ("", "n", "next"):

@@ -13,7 +13,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from client.connection import ServerConnection
 
 SESSIONS_ENV = "NOUGHTS_SESSIONS"
 FORMAT_VERSION = 1
@@ -29,12 +32,47 @@ def default_sessions_path() -> Path:
     return Path(user_data_dir("noughts", appauthor=False)) / "sessions.json"
 
 
+class SessionInUse(Exception):
+    """Another process of this user plays under the same server and name."""
+
+
+def embedded_session_key(db: Path) -> str:
+    """Where the session of an embedded server is kept: its database, not its URL (an
+    embedded server's port changes every run; its database does not)."""
+    return f"local:{db.expanduser().resolve()}"
+
+
 class SessionStore:
     """Session tokens by server (its URL, or a local database for an embedded server) and
     player name: another ``--name`` is another player on the same server."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._claims: dict[tuple[str, str], int] = {}  # lock descriptors this process holds
+
+    def claim(self, server: str, name: str) -> None:
+        """Hold ``name``'s session on ``server`` for this process (an ``fcntl.flock`` the
+        kernel releases when the process ends): two clients of one person never share a
+        session by accident. SessionInUse if another process holds it; OSError if the lock
+        file cannot be made."""
+        import fcntl
+        import hashlib
+
+        if (server, name) in self._claims:
+            return
+        digest = hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:32]
+        locks = self.path.parent / f"{self.path.name}.locks"
+        locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(locks / digest, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SessionInUse(
+                f"another noughts is playing as {name!r} on this server: give this one "
+                "another --name"
+            ) from None
+        self._claims[(server, name)] = fd
 
     @classmethod
     def default(cls) -> SessionStore:
@@ -85,3 +123,34 @@ class SessionStore:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+async def connect_with_session(
+    sessions: SessionStore, key: str, url: str, *, name: str, **kwargs: Any
+) -> ServerConnection:
+    """``ServerConnection.connect`` as the player saved under ``key`` and ``name`` (a session
+    the server no longer knows, ``bad_token``, starts afresh); the session is saved. A file
+    that cannot be written is one line on stderr: the next run will be a new player.
+    SessionInUse if another process plays under that key and name (``claim``)."""
+    import sys
+
+    from client.connection import RequestFailed, ServerConnection
+
+    sessions.claim(key, name)
+    saved = sessions.load(key, name)
+    try:
+        connection = await ServerConnection.connect(url, name=name, session=saved, **kwargs)
+    except RequestFailed as exc:
+        if exc.code != "bad_token" or saved is None:
+            raise
+        connection = await ServerConnection.connect(url, name=name, **kwargs)
+    assert connection.session is not None
+    try:
+        sessions.save(key, name, connection.session)
+    except OSError as exc:
+        print(
+            f"noughts: could not save the session in {sessions.path} ({exc.strerror or exc}): "
+            "the next run will not find this run's games",
+            file=sys.stderr,
+        )
+    return connection

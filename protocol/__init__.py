@@ -54,8 +54,10 @@ from protocol.messages import (
     Watch,
     Welcome,
 )
+from protocol.version import software_version
 
 __all__ = [
+    "software_version",
     "GAME_EVENTS",
     "Abort",
     "AcceptSeek",

@@ -58,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> int:
     from server.errors import ServerError
-    from server.lockfile import ServerLock
     from server.pgstore import is_postgres_url
     from server.settings import from_arguments
     from server.store import default_db_path
@@ -69,15 +68,38 @@ async def run(args: argparse.Namespace) -> int:
     if not is_postgres_url(db_path):  # (PostgresStore holds an advisory lock of its own)
         try:
             # Before the database is opened (or migrated): one server per database file.
-            lock = ServerLock.acquire(db_path)
+            lock = await _acquire(db_path, settings)
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
             return 1
+        if lock is None:
+            return 0  # --reuse-running: the running server's address is printed
     try:
         return await _serve(settings, db_path, lock)
     finally:
         if lock is not None:
             lock.release()
+
+
+async def _acquire(db_path: str, settings: ServerSettings) -> ServerLock | None:
+    """The database's lock; with --reuse-running, None once the address of the server
+    holding it is printed (waiting while that one starts)."""
+    from server.lockfile import DatabaseInUse, ServerLock
+
+    waiting = False
+    while True:
+        try:
+            return ServerLock.acquire(db_path)
+        except DatabaseInUse as exc:
+            if not settings.reuse_running:
+                raise
+            if exc.url is not None:
+                print(f"noughts server already running on {exc.url} (pid {exc.pid})", flush=True)
+                return None
+            if not waiting and settings.progress:
+                print("warming up the engine: another noughts is starting it", flush=True)
+            waiting = True
+            await asyncio.sleep(0.2)
 
 
 async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None) -> int:

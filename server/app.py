@@ -68,6 +68,7 @@ from protocol import (
     pack,
 )
 from protocol.messages import PROTOCOL_VERSION
+from protocol.version import software_version
 from server import names
 from server.admission import Admission, Refused, address_key, socket_budget
 from server.clock import Now, TimeControl
@@ -116,7 +117,7 @@ log = logging.getLogger(__name__)
 # that clients reconnect (to this server once it is back, or to another node).
 CLOSE_RESTART = 1012
 
-VERSION = "noughts/0.2"
+VERSION = f"noughts/{software_version()}"  # welcome.server
 # The websocket layer closes a connection (1009) on frames above this; frames between the
 # codec's cap (MAX_CLIENT_FRAME) and this get a `too_large` error and the connection lives.
 MAX_WEBSOCKET_FRAME = 4 * MAX_CLIENT_FRAME

@@ -25,7 +25,12 @@ from server.errors import ServerError
 
 
 class DatabaseInUse(ServerError):
-    """Another server holds the database's lock."""
+    """Another server holds the database's lock: ``pid`` and ``url`` once it listens."""
+
+    def __init__(self, message: str, pid: int | None = None, url: str | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.url = url
 
 
 def lock_path(db_path: str | os.PathLike[str]) -> Path:
@@ -59,9 +64,12 @@ class ServerLock:
                 who = f"pid {holder.get('pid')}, listening on {holder['url']}"
             else:
                 who = "still starting"
+            url = holder.get("url")
             raise DatabaseInUse(
                 f"database {db_path} is in use by another noughts server ({who}); "
-                "connect to that one, or stop it first"
+                "connect to that one, or stop it first",
+                pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None,
+                url=url if isinstance(url, str) and url else None,
             ) from None
         except OSError as exc:
             os.close(fd)

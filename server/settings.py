@@ -404,6 +404,14 @@ class ServerSettings:
         flag="progress",
         group=ENGINE,
     )
+    reuse_running: bool = setting(
+        False,
+        "if another server holds --db's lock, print its address line ('noughts server already "
+        "running on URL') and exit 0, waiting while it starts (for a program that starts a "
+        "server per use, as noughts play does)",
+        flag="reuse-running",
+        group=ENGINE,
+    )
 
     # --- cluster -------------------------------------------------------------------------
     bus: str | None = setting(

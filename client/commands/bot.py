@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from client.commands.common import SERVER_ENV, parse_clock, parse_params
+from client.commands.common import SERVER_ENV, check_budget, parse_clock, parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
 
@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    problem = check_budget(args.budget_ms, "noughts bot")
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     if args.games is not None and args.games < 1:
         print("noughts bot: --games must be at least 1", file=sys.stderr)
         return 2
@@ -81,13 +85,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _bot(args: argparse.Namespace) -> int:
-    import engine
-    from client.bot import Bot, GameResult, engine_player
-    from client.connection import ConnectionLost, RequestFailed
 
     params = parse_params(args.param, "noughts bot")
     clock = parse_clock(args.clock, "noughts bot")
     tally = {"win": 0, "draw": 0, "loss": 0, "aborted": 0}
+    try:
+        return await _run_bot(args, params, clock, tally)
+    finally:
+        # On every way out, Ctrl-C while the engine loads included (README: the tally).
+        print(
+            f"{args.name}: {tally['win']} won, {tally['draw']} drawn, {tally['loss']} lost"
+            + (f", {tally['aborted']} aborted" if tally["aborted"] else ""),
+            flush=True,
+        )
+
+
+async def _run_bot(
+    args: argparse.Namespace, params: dict[str, int], clock: dict[str, int], tally: dict[str, int]
+) -> int:
+    import engine
+    from client.bot import Bot, GameResult, engine_player
+    from client.connection import ConnectionLost, RequestFailed
+
     print(f"{args.name}: loading the engine...", file=sys.stderr)
     await asyncio.to_thread(engine.warm_up)
 
@@ -118,10 +137,4 @@ async def _bot(args: argparse.Namespace) -> int:
     except (ConnectionLost, OSError) as exc:
         print(f"noughts bot: {exc}", file=sys.stderr)
         return 1
-    finally:
-        print(
-            f"{args.name}: {tally['win']} won, {tally['draw']} drawn, {tally['loss']} lost"
-            + (f", {tally['aborted']} aborted" if tally["aborted"] else ""),
-            flush=True,
-        )
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
+from client.sessions import SessionStore, connect_with_session, embedded_session_key
 
 DB_ENV = "NOUGHTS_DB"
 SERVER_ENV = "NOUGHTS_SERVER"
@@ -32,8 +33,22 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) 
     )
     if name:
         parser.add_argument(
-            "--name", default=os.environ.get("USER", "player"), help="your name on the server"
+            "--name",
+            default=default_name(),
+            help="your name on the server; each name is a player of its own, with its own "
+            "games (default: your user name, %(default)s)",
         )
+
+
+def default_name() -> str:
+    """The operating system's name for the user (getpass: $LOGNAME, $USER, ..., then the
+    password database), else "player"."""
+    import getpass
+
+    try:
+        return getpass.getuser()[:32] or "player"
+    except (OSError, KeyError):
+        return "player"
 
 
 def default_db_path() -> Path:
@@ -45,6 +60,14 @@ def default_db_path() -> Path:
     return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
 
 
+def session_key(args: argparse.Namespace) -> str:
+    """Where a player's session on this command's server is kept: the --server URL, or the
+    embedded server's database."""
+    if args.server:
+        return str(args.server)
+    return embedded_session_key(Path(args.db) if args.db else default_db_path())
+
+
 @contextlib.asynccontextmanager
 async def connect(
     args: argparse.Namespace,
@@ -52,12 +75,20 @@ async def connect(
     workers: int | None = None,
     bot: bool = False,
     warm: list[tuple[str, str]] | None = None,
+    sessions: SessionStore | None = None,
 ) -> AsyncIterator[ServerConnection]:
     """Connect to --server, or start an embedded server on --db and connect to it (``warm``:
-    the game and algorithm pairs it compiles first; the wait is shown on stderr)."""
+    the game and algorithm pairs it compiles first; the wait is shown on stderr), as the
+    player whose session ``sessions`` keeps for that server and --name, if given."""
     name = getattr(args, "name", "anonymous")[:32]
+
+    async def open_connection(url: str, key: str) -> ServerConnection:
+        if sessions is None:
+            return await ServerConnection.connect(url, name=name, bot=bot)
+        return await connect_with_session(sessions, key, url, name=name, bot=bot)
+
     if args.server:
-        connection = await ServerConnection.connect(args.server, name=name, bot=bot)
+        connection = await open_connection(args.server, session_key(args))
         try:
             yield connection
         finally:
@@ -69,7 +100,7 @@ async def connect(
     async with EmbeddedServer(
         db, workers=workers, log_path=log_path, warm=warm, status=status
     ) as url:
-        connection = await ServerConnection.connect(url, name=name, bot=bot)
+        connection = await open_connection(url, session_key(args))
         try:
             yield connection
         finally:
@@ -106,3 +137,18 @@ def parse_clock(text: str | None, command: str = "noughts") -> dict[str, int]:
             f"{command}: --clock wants none, MINUTES+SECONDS (e.g. 3+2) or SECONDSs (e.g. 10s), "
             f"got {text!r}"
         ) from None
+
+
+def check_budget(budget_ms: int, command: str) -> str | None:
+    """Why ``--budget-ms`` cannot be sent (the protocol's range for ``budget_ms``), or None."""
+    import dataclasses
+
+    from protocol import CreateGame
+
+    bounds = next(f.metadata for f in dataclasses.fields(CreateGame) if f.name == "budget_ms")
+    if bounds["min"] <= budget_ms <= bounds["max"]:
+        return None
+    return (
+        f"{command}: --budget-ms wants milliseconds in {bounds['min']}..{bounds['max']}, "
+        f"got {budget_ms}"
+    )

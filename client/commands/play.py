@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from client.commands.common import add_server_arguments, connect, parse_clock
+from client.commands.common import (
+    DB_ENV,
+    add_server_arguments,
+    check_budget,
+    connect,
+    parse_clock,
+    session_key,
+)
 from client.commands.common import parse_params as common_parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
@@ -138,6 +146,10 @@ def pairing_request(args: argparse.Namespace) -> tuple[type[Message], dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = check_budget(args.budget_ms, "noughts play")
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     if args.plain or not sys.stdout.isatty() or not sys.stdin.isatty():
         if args.lobby or args.watch or args.replay:
             print(
@@ -192,21 +204,33 @@ def warm_targets(args: argparse.Namespace) -> list[tuple[str, str]] | None:
     return [(args.game, args.ai)]
 
 
-def embedded_session_key(db: Path) -> str:
-    """Where the session of an embedded server is kept: its database, not its URL."""
-    return f"local:{db.expanduser().resolve()}"
+def where_option(args: argparse.Namespace) -> str:
+    """The option naming this server in a command suggested to the user: ``--server URL``,
+    ``--db PATH`` for an embedded server on another database than the default, or none."""
+    import shlex
+
+    if args.server:
+        return f"--server {shlex.quote(args.server)}"
+    if args.db and os.environ.get(DB_ENV) != args.db:
+        return f"--db {shlex.quote(args.db)}"
+    return ""
 
 
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
     from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine
-    from client.sessions import SessionStore
+    from client.sessions import SessionInUse, SessionStore, embedded_session_key
     from client.ui import NoughtsApp
 
     start = ui_start(args)
     name = args.name[:32]
     # The session is kept between runs (client/sessions.py), so unfinished games come back.
     sessions = SessionStore.default()
+    try:
+        sessions.claim(session_key(args), name)
+    except (SessionInUse, OSError) as exc:
+        print(f"noughts play: {exc}", file=sys.stderr)
+        return 1
     if args.server:
         await NoughtsApp(args.server, name=name, start=start, sessions=sessions).run_async()
         return 0
@@ -218,7 +242,6 @@ async def _play_ui(args: argparse.Namespace) -> int:
         async with EmbeddedServer(
             db, log_path=log_path, warm=warm_targets(args), status=status
         ) as url:
-            # An embedded server's port changes every run; its database does not.
             key = embedded_session_key(db)
             app = NoughtsApp(url, name=name, start=start, sessions=sessions, session_key=key)
             await app.run_async()
@@ -232,27 +255,31 @@ async def _play(args: argparse.Namespace) -> int:
     from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from client.plain import PlainGame
+    from client.sessions import SessionInUse, SessionStore
 
     fields = create_fields(args)
     pairing = pairing_request(args)
+    sessions = SessionStore.default()
     try:
+        sessions.claim(session_key(args), args.name[:32])  # before a server starts
         if not args.server:
             print(
                 "Starting a local server (the first start compiles the engine)...", file=sys.stderr
             )
-        async with connect(args, warm=warm_targets(args)) as connection:
-            game = PlainGame(connection)
+        async with connect(args, warm=warm_targets(args), sessions=sessions) as connection:
+            game = PlainGame(connection, where=where_option(args))
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:
                 await game.pair(*pairing)
             else:
                 await game.create(**fields)
+            game.unfinished()
             ended = await game.run()
             return 0 if ended is not None or game.game_id else 1
     except RequestFailed as exc:
         print(f"noughts play: the server refused: {exc.message}", file=sys.stderr)
         return 1
-    except (ConnectionLost, OSError, EmbeddedServerError) as exc:
+    except (ConnectionLost, OSError, EmbeddedServerError, SessionInUse) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1

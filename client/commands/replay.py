@@ -31,7 +31,7 @@ async def _replay(args: argparse.Namespace) -> int:
     from client.connection import RequestFailed
     from client.embedded import EmbeddedServerError
     from client.plain import read_stdin
-    from client.replay import ReplayCursor, step_through
+    from client.replay import ReplayCursor, print_all, step_through
     from protocol import GetGame
 
     try:
@@ -45,11 +45,7 @@ async def _replay(args: argparse.Namespace) -> int:
         return 1
     cursor = ReplayCursor(reply.game)
     if args.all:
-        print(cursor.header())
-        for ply in range(cursor.last + 1):
-            cursor.go(ply)
-            print(cursor.describe())
-            print()
+        print_all(cursor, print)
         return 0
-    await step_through(cursor, read_stdin, print)
+    await step_through(cursor, read_stdin, print, all_without_commands=not sys.stdin.isatty())
     return 0

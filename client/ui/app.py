@@ -55,6 +55,14 @@ CSS = """
 #verdict-note { height: auto; }
 #link-status { dock: top; height: 1; background: $warning; color: $text; display: none; }
 #link-status.offline { background: $error; }
+#size-note { dock: top; height: auto; background: $error; color: $text; display: none; }
+GameScreen.too-small #size-note { display: block; }
+GameScreen.narrow #side-column { display: none; }
+GameScreen.narrow #board-column { width: 1fr; min-width: 0; }
+GameScreen.compact #game-title { margin-bottom: 0; }
+GameScreen.compact #board { margin: 0; }
+GameScreen.compact #game-status { min-height: 1; }
+GameScreen.compact #move-input { height: 1; border: none; padding: 0 1; }
 
 #lobby-title { height: 1; padding: 0 1; }
 #lobby-top { height: 1fr; }

@@ -68,6 +68,22 @@ def cell_of(state: engine.State, action: int) -> tuple[int, int]:
     return divmod(action, state.game.n)
 
 
+def home_cell(state: engine.State, last: int | None) -> tuple[int, int]:
+    """Where the cursor starts in a position: the legal cell nearest the last move (m,n,k);
+    before the first move, and in uttt (where a move sends the player to another board),
+    the legal cell nearest the centre of the cells one may play."""
+    rows, cols = grid_size(state)
+    cells = [cell_of(state, action) for action in state.legal_actions()]
+    if not cells:
+        return rows // 2, cols // 2
+    target: tuple[float, float]
+    if last is not None and not isinstance(state, engine.UTTTState):
+        target = cell_of(state, last)
+    else:
+        target = sum(r for r, _ in cells) / len(cells), sum(c for _, c in cells) / len(cells)
+    return min(cells, key=lambda rc: ((rc[0] - target[0]) ** 2 + (rc[1] - target[1]) ** 2, rc))
+
+
 @dataclass
 class Drawing:
     """A drawn board: the text, and which action each character of a cell stands for."""
@@ -224,13 +240,18 @@ class BoardView(Widget, can_focus=True):
         self.last: int | None = None
         self.show_cursor = True
         self.playable = True  # False for a spectator: Enter and clicks play nothing
-        rows, cols = grid_size(state)
-        self.set_reactive(BoardView.cursor, (rows // 2, cols // 2))
+        self.set_reactive(BoardView.cursor, home_cell(state, None))
+        self._homed: tuple[object, ...] = (grid_size(state), state.ply(), None)
         self._drawing: Drawing | None = None
 
     def show(self, state: engine.State, last: int | None, *, show_cursor: bool = True) -> None:
-        """Draw another position (the same game)."""
+        """Draw another position (the same game); after a move the cursor goes home
+        (home_cell: near the last move, or the centre of where one may play)."""
         self.state, self.last, self.show_cursor = state, last, show_cursor
+        position = (grid_size(state), state.ply(), last)
+        if position != self._homed:
+            self._homed = position
+            self.cursor = home_cell(state, last)
         self.refresh(layout=True)
 
     def render(self) -> Text:

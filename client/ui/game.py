@@ -30,6 +30,9 @@ from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer
 if TYPE_CHECKING:
     from client.ui.app import NoughtsApp
 
+BOARD_COLUMN_MIN, SIDE_COLUMN_MIN = 52, 30  # columns, as in app.CSS
+CONFIRM_S = 3.0  # resign, abort and draw take a second press of their key within this
+
 
 def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
     """The AI panel: value, principal variation, effort."""
@@ -82,7 +85,8 @@ class GameScreen(Screen[None]):
         self.model = model
         self.sending = False
         self.game_over_shown = False
-        self.confirm_resign = False
+        self.confirming: str | None = None  # the action a second press of its key confirms
+        self._confirm_round = 0
 
     @property
     def noughts(self) -> NoughtsApp:
@@ -113,6 +117,7 @@ class GameScreen(Screen[None]):
                 yield DataTable(id="moves", cursor_type="row", zebra_stripes=True)
                 yield Static(id="ai-panel")
         yield Static(id="link-status")
+        yield Static(id="size-note")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -134,13 +139,48 @@ class GameScreen(Screen[None]):
             return  # on_mount draws what happened before
         if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
             what = "a draw" if event.kind == "draw" else "a rematch"
-            key = "d" if event.kind == "draw" else "m"
+            key = "d d" if event.kind == "draw" else "m"
             self.notify(f"{SYMBOLS[event.seat]} offers {what}: {key} accepts, n declines.")
         elif isinstance(event, Offer) and event.answer == "decline" and event.seat != model.seat:
             self.notify(f"{SYMBOLS[event.seat]} declined the {event.kind}.")
         self.refresh_all()
         if isinstance(event, Ended) or (model.over and not self.game_over_shown):
             self.show_game_over()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Degrade on a small terminal: without the side panel when narrow (``narrow``),
+        without margins and with a one-line move box when short (``compact``), and a
+        line saying what size the board needs when even that does not fit (``too-small``)."""
+        if not self.query("#size-note") or not self.query(BoardView):
+            return  # not composed yet, or being taken down
+        board = self.query_one(BoardView)
+        board_w = board.get_content_width(None, None) + 2  # its padding
+        board_h = board.get_content_height(None, None, board_w)
+        column_w = max(BOARD_COLUMN_MIN, board_w + 2)
+        narrow = width < column_w + SIDE_COLUMN_MIN
+        # title + margin, board + margin, status (2), move box (3), footer
+        compact = height < board_h + 10
+        need_w, need_h = board_w + 2, board_h + 4  # compact: title, board, status, box, footer
+        too_small = width < need_w or height < need_h
+        if narrow and not self.has_class("narrow"):
+            self.notify(
+                f"The players and moves are hidden: they need {column_w + SIDE_COLUMN_MIN} "
+                "columns.",
+                title="Narrow terminal",
+            )
+        self.set_class(narrow, "narrow")
+        self.set_class(compact, "compact")
+        self.set_class(too_small, "too-small")
+        note = self.query_one("#size-note", Static)
+        note.update(
+            f"The terminal is too small for this board: it needs {need_w}x{need_h}, "
+            f"this one is {width}x{height}. Enlarge it."
+            if too_small
+            else ""
+        )
 
     def link_changed(self, state: str, detail: str) -> None:
         if not self.is_mounted:
@@ -170,6 +210,7 @@ class GameScreen(Screen[None]):
         title.update(header)
         board = self.query_one(BoardView)
         board.show(model.state, model.last_action(), show_cursor=model.my_turn)
+        self._fit(self.size.width, self.size.height)
         if board.playable != (model.seat is not None):
             board.playable = model.seat is not None
             self.refresh_bindings()
@@ -213,7 +254,7 @@ class GameScreen(Screen[None]):
             text.append(
                 "\nYou offered a draw."
                 if mine
-                else f"\n{SYMBOLS[seat]} offers a draw: d accepts, n declines.",
+                else f"\n{SYMBOLS[seat]} offers a draw: d d accepts, n declines.",
                 "yellow",
             )
         for seat in (0, 1):
@@ -296,7 +337,7 @@ class GameScreen(Screen[None]):
         move_input = self.query_one("#move-input", Input)
         if (
             event.character
-            and (event.character.isdigit() or event.character in ",bB")
+            and (event.character.isdigit() or event.character in ",(bB")
             and self.focused is self.query_one(BoardView)
             and move_input.display
         ):
@@ -370,25 +411,35 @@ class GameScreen(Screen[None]):
         self.noughts.request(kind, game_id=model.game_id, token=model.token, **fields)
         return True
 
-    def action_resign(self) -> None:
-        if self.model.over:
-            return
-        if not self.confirm_resign:
-            self.confirm_resign = True
-            self.notify("Press r again to resign.", timeout=3)
-            self.set_timer(3, self._forget_resign)
-            return
-        self.confirm_resign = False
-        self._seat_request(Resign)
+    def _confirmed(self, action: str, key: str, what: str) -> bool:
+        """True on the second press of ``key`` within CONFIRM_S seconds; the first press
+        says so. Resigning, aborting and draws are never one stray key."""
+        if self.confirming == action:
+            self.confirming = None
+            return True
+        self.confirming = action
+        self._confirm_round += 1
+        round_ = self._confirm_round
+        self.notify(f"Press {key} again to {what}.", timeout=CONFIRM_S)
+        self.set_timer(CONFIRM_S, lambda: self._forget_confirm(round_))
+        return False
 
-    def _forget_resign(self) -> None:
-        self.confirm_resign = False
+    def _forget_confirm(self, round_: int) -> None:
+        if round_ == self._confirm_round:
+            self.confirming = None
+
+    def action_resign(self) -> None:
+        if self.model.over or not self._confirmed("resign", "r", "resign"):
+            return
+        self._seat_request(Resign)
 
     def action_draw(self) -> None:
         if self.model.over:
             return
         standing = self.model.offers.get("draw")
         answer = "accept" if standing is not None and standing != self.model.seat else "offer"
+        if not self._confirmed("draw", "d", f"{answer} a draw"):
+            return
         if self._seat_request(Draw, answer=answer) and answer == "offer":
             self.notify("Draw offered.")
 
@@ -404,7 +455,7 @@ class GameScreen(Screen[None]):
             self.notify("No offer to decline.", severity="warning")
 
     def action_abort(self) -> None:
-        if not self.model.over:
+        if not self.model.over and self._confirmed("abort", "a", "abort the game"):
             self._seat_request(Abort)
 
     def action_claim(self) -> None:

@@ -49,7 +49,7 @@ def test_play_a_game_against_the_ai_then_list_and_replay_it(tmp_path: Path) -> N
     out = played.stdout
     assert "Game over:" in out and "You win" not in out  # alphabeta never loses 3x3
     assert "is occupied" in out  # the repeated cells were refused with a reason
-    game_id = re.search(r"noughts replay (\w+)", out).group(1)  # type: ignore[union-attr]
+    game_id = re.search(r"noughts replay (?:--\S+ \S+ )*(\w+)", out).group(1)  # type: ignore[union-attr]
 
     listed = noughts("games", "--db", str(db))
     assert listed.returncode == 0, listed.stderr

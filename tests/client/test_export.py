@@ -146,3 +146,34 @@ async def test_the_export_command(ui_server: UIServer, tmp_path: Path) -> None:
         noughts, "export", record["id"], "--db", db, "--format", "sgf", "--ply", "1"
     )
     assert misuse.returncode == 2 and "--ply applies to --format svg only" in misuse.stderr
+
+
+def caption_fits(svg: str) -> str:
+    """The caption's text, after checking that each of its lines fits the picture at 0.6 em
+    a character (wider than a sans-serif font's average)."""
+    root = ET.fromstring(svg)
+    width = float(root.get("width", 0))
+    lines = []
+    for text in root.findall(f"{SVG}text"):
+        line = text.text or ""
+        right = float(text.get("x", 0)) + len(line) * 0.6 * float(text.get("font-size", 0))
+        assert right <= width, (line, right, width)
+        lines.append(line)
+    return " / ".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("game", "actions"),
+    [("tictactoe", [4, 0, 8, 2, 1, 7, 6, 3, 5]), ("5x5", [0, 5, 1, 6, 2, 7, 3])],
+)
+async def test_svg_captions_fit_small_boards(
+    ui_server: UIServer, game: str, actions: list[int]
+) -> None:
+    """Issue 12, defect 8: on 3x3 and 5x5 (180 and 260 px wide) the caption ran off the
+    picture and the result never showed."""
+    record = await play_humans(ui_server, game, actions)
+    caption = caption_fits(to_svg(record))
+    assert "X ada vs O bob" in caption and f"move {len(actions)} of {len(actions)}" in caption
+    assert f"{record['result']} ({record['reason']})" in caption
+    long_names = {**record, "players": [{"name": "x" * 32}, {"name": "o" * 32}]}
+    assert "x" * 32 in caption_fits(to_svg(long_names))  # the picture widens for them

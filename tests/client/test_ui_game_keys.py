@@ -152,7 +152,7 @@ async def test_the_app_offers_a_draw_with_d_and_the_other_accepts(ui_server: UIS
             await until(pilot, lambda: any("No offer" in n for n in notes(app)), "a note")
             await pilot.press("4", "enter")
             await until(pilot, lambda: len(model.moves) == 1, "our move")
-            await pilot.press("d")
+            await pilot.press("d", "d")
             offer = await next_event(bob, Offer)
             assert (offer.kind, offer.seat, offer.answer) == ("draw", 0, "offer")
             await until(pilot, lambda: model.offers == {"draw": 0}, "our offer standing")
@@ -179,7 +179,7 @@ async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
             await until(pilot, lambda: len(model.moves) == 1, "our move")
             await bob.request(Draw, game_id=seated.game_id, token=seated.token)
             await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
-            assert "O offers a draw: d accepts, n declines." in status_text(screen)
+            assert "O offers a draw: d d accepts, n declines." in status_text(screen)
             assert any("O offers a draw" in n for n in notes(app))
             await pilot.press("n")
             await next_event(bob, Offer)  # bob's own offer, announced to him too
@@ -192,7 +192,7 @@ async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
             await until(pilot, lambda: len(model.moves) == 2, "bob's move")
             await bob.request(Draw, game_id=seated.game_id, token=seated.token)
             await until(pilot, lambda: model.offers == {"draw": 1}, "bob's second offer")
-            await pilot.press("d")
+            await pilot.press("d", "d")
             ended = await next_event(bob, Ended)
             assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
             assert await game_over(pilot, app) == "Draw: draw agreed."

@@ -156,6 +156,32 @@ async def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
     assert (tmp_path / "games.db.lock").read_text() == ""  # emptied at a clean stop
 
 
+def test_reuse_running_waits_for_the_holder_then_prints_its_address(tmp_path: Path) -> None:
+    """Issue 12, defect 4: with --reuse-running (what noughts play passes), a server finding
+    the lock held waits while the holder starts, then prints the holder's address as its
+    first address line and exits 0, leaving the holder alone."""
+    import fcntl
+
+    db = tmp_path / "games.db"
+    fd = os.open(tmp_path / "games.db.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a holder still starting: the file is empty
+    try:
+        command = [*_serve_command(db), "--progress", "true", "--reuse-running", "true"]
+        second = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env=_environment(tmp_path)
+        )
+        assert second.stdout is not None
+        waiting = second.stdout.readline()
+        assert waiting == "warming up the engine: another noughts is starting it\n"
+        os.pwrite(fd, b'{"pid": 4242, "url": "ws://127.0.0.1:1"}\n', 0)  # it listens
+        out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0
+        assert out == "noughts server already running on ws://127.0.0.1:1 (pid 4242)\n"
+        assert not db.exists()  # the database was left to its server
+    finally:
+        os.close(fd)
+
+
 # --- a database that cannot be opened ------------------------------------------------------
 
 

@@ -1,0 +1,335 @@
+"""Issue 12's defects of the `noughts` command, each as a user meets it: a one-line error
+and an exit status, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from client.connection import server_url
+from client.embedded import EmbeddedServer
+from client.export import to_sgf
+from protocol import (
+    CreateGame,
+    GetGame,
+    ListGames,
+    Resign,
+    Seek,
+    Snapshot,
+    software_version,
+)
+from tests.client.test_cli import noughts
+from tests.client.test_export import play_humans
+from tests.client.ui_support import UIServer, next_event
+
+BAD_SERVERS = ["http://127.0.0.1:1", "ws://127.0.0.1:99999", "ws://:8765", "127.0.0.1:port"]
+SERVER_COMMANDS = [
+    ["play", "--plain"],
+    ["games"],
+    ["replay", "someid"],
+    ["export", "someid"],
+    ["watch", "someid"],
+    ["bot"],
+    ["health"],
+]
+
+
+@pytest.mark.parametrize("server", BAD_SERVERS)
+@pytest.mark.parametrize("command", SERVER_COMMANDS, ids=lambda c: c[0])
+def test_a_bad_server_address_is_one_line_and_status_2(command: list[str], server: str) -> None:
+    """Defect 3: a 38-line traceback in every command."""
+    result = noughts(*command, "--server", server, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"noughts {command[0]}: --server: "), lines
+
+
+def test_host_and_port_is_a_websocket_address() -> None:
+    assert server_url("127.0.0.1:8765") == "ws://127.0.0.1:8765"
+    assert server_url(" wss://example.org:443 ") == "wss://example.org:443"
+    with pytest.raises(ValueError, match="not a websocket address"):
+        server_url("https://example.org")
+
+
+async def test_games_on_host_colon_port_reaches_the_server(ui_server: UIServer) -> None:
+    """Defect 3: ``--server host:port`` means ``ws://host:port``."""
+    code, out, err = await run_noughts("games", "--server", ui_server.url.removeprefix("ws://"))
+    assert code == 0, err
+    assert out.strip() == "No games."
+
+
+@pytest.mark.parametrize("budget", ["0", "-5", "100000"])
+@pytest.mark.parametrize(
+    "command",
+    [["play", "--plain"], ["play", "--plain", "--quick"], ["bot", "--server", "ws://127.0.0.1:1"]],
+    ids=["play", "play --quick", "bot"],
+)
+def test_a_budget_out_of_range_is_refused_before_anything_starts(
+    command: list[str], budget: str, tmp_path: Path
+) -> None:
+    """Defect 2: --budget-ms 0, -5 or 100000 printed nothing and never exited."""
+    db = ["--db", str(tmp_path / "g.db")] if command[0] == "play" else []
+    result = noughts(*command, "--budget-ms", budget, *db, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"noughts {command[0]}: --budget-ms wants milliseconds in 1..60000, got {budget}"
+    )
+    assert not (tmp_path / "g.db").exists()  # refused before a server started
+
+
+async def run_noughts(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``noughts ARGS`` in a child process, awaited (a test's server runs in this loop)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def play_plain(server: UIServer, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+    """``noughts play --plain`` on ``server``."""
+    return await run_noughts("play", "--plain", "--server", server.url, *args, stdin=stdin)
+
+
+async def test_perfect_on_gomoku_is_refused_in_the_plain_client(ui_server: UIServer) -> None:
+    """Defect 1: the game hung at "thinking..." forever."""
+    code, out, err = await play_plain(ui_server, "--game", "gomoku", "--ai", "perfect")
+    assert code == 1
+    assert err.strip() == (
+        "noughts play: the server refused: perfect cannot play gomoku: it solves m,n,k "
+        "boards of at most 16 cells exactly"
+    )
+
+
+async def test_replay_without_a_terminal_or_commands_prints_every_position(
+    ui_server: UIServer,
+) -> None:
+    """Defect 5: ``noughts replay ID </dev/null`` printed position 0 only."""
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8, 2, 1, 7, 6, 3, 5])
+    code, out, err = await run_noughts("replay", record["id"], "--server", ui_server.url)
+    assert code == 0, err
+    assert re.findall(r"(?:Position|Move) (\d+) of 9", out) == [str(p) for p in range(10)]
+    # With commands on stdin they are followed, as before.
+    code, out, err = await run_noughts(
+        "replay", record["id"], "--server", ui_server.url, stdin=b"n\nl\np\nq\n"
+    )
+    assert code == 0, err
+    assert re.findall(r"(?:Position|Move) (\d+) of 9", out) == ["0", "1", "9", "8"]
+
+
+async def test_a_second_play_on_the_same_database_uses_the_running_server(
+    tmp_path: Path,
+) -> None:
+    """Defect 4: two `noughts play` on one database started two servers on one file (lobbies
+    disagreed, moves failed on UNIQUE constraints); the second now uses the first's."""
+    db = tmp_path / "games.db"
+    async with EmbeddedServer(db, workers=1, warm=[]) as url:
+        moves = "".join(f"{cell}\n" for _ in range(5) for cell in range(9)).encode()
+        code, out, err = await run_noughts(
+            "play", "--plain", "--db", str(db), "--ai", "random", "--budget-ms", "10",
+            "--name", "second", stdin=moves,
+        )  # fmt: skip
+        assert code == 0, err
+        assert f"serves {db} on {url}: using that server" in err, out
+        game_id = re.search(r"noughts replay (?:--\S+ \S+ )*(\w+)", out).group(1)  # type: ignore[union-attr]
+        # The game is on the first server, in its database.
+        code, listed, err = await run_noughts("games", "--server", url)
+        assert code == 0, err
+        assert game_id in listed and "second" in listed
+
+
+async def test_plain_sessions_are_saved_and_a_left_game_is_taken_back(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """Defects 6 and 7: every plain run was a new player, so a game left at the end of
+    input could not be resumed; and the suggested commands left out --server."""
+    sessions = {"NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")}
+    where = f"--server {ui_server.url}"
+    ai = ["--name", "ada", "--ai", "random", "--budget-ms", "10", "--seat", "x"]
+    code, out, err = await run_noughts(
+        "play", "--plain", *where.split(), *ai, stdin=b"4\n", env=sessions
+    )
+    assert code == 0, err
+    game_id = re.search(r"Game (\w+): X = ada", out).group(1)  # type: ignore[union-attr]
+    assert f"Leaving the game: noughts play {where} --join {game_id} takes it back." in out
+    # The next run is the same player: it is told of the game and takes it back.
+    moves = "".join(f"{cell}\n" for _ in range(5) for cell in range(9)).encode()
+    code, out, err = await run_noughts(
+        "play", "--plain", *where.split(), "--name", "ada", "--join", game_id,
+        stdin=moves, env=sessions,
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"Game {game_id}: X = ada" in out
+    assert "Game over:" in out
+    assert f"Replay it with: noughts replay {where} {game_id}" in out
+    code, out, err = await run_noughts("replay", game_id, *where.split(), "--all")
+    assert code == 0 and re.search(r"Move 1 of \d+: X played 1,1\n", out)  # the first run's
+
+
+async def test_a_plain_run_names_the_games_it_left(ui_server: UIServer, tmp_path: Path) -> None:
+    """Defect 7: the unfinished games of a saved session are named, with the way back."""
+    sessions = {"NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")}
+    ai = ["--server", ui_server.url, "--name", "bo", "--ai", "random", "--budget-ms", "10"]
+    code, out, _ = await run_noughts("play", "--plain", *ai, env=sessions)
+    left = re.search(r"Game (\w+): X = bo", out).group(1)  # type: ignore[union-attr]
+    code, out, _ = await run_noughts("play", "--plain", *ai, env=sessions)
+    assert (
+        f"You have 1 unfinished game on this server ({left}): noughts play --server "
+        f"{ui_server.url} --join GAME_ID takes one back." in out
+    )
+
+
+async def test_the_default_name_is_the_user_name(ui_server: UIServer) -> None:
+    """Defect 9: everyone was "player" unless --name."""
+    code, out, err = await run_noughts(
+        "play", "--plain", "--server", ui_server.url, "--ai", "random", "--budget-ms", "10",
+        env={"LOGNAME": "zed", "USER": "someone-else"},
+    )  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"Game \w+: X = zed, O = random", out), out
+    code, out, _ = await run_noughts("play", "--help", env={"LOGNAME": "zed"})
+    assert "(default: your user name, zed)" in " ".join(out.split())
+
+
+async def test_two_clients_of_one_person_never_share_a_session(ui_server: UIServer) -> None:
+    """Defect 9: a second client under the same server and name is refused in one line,
+    while the first plays on; another --name is another player."""
+    ai = ["--server", ui_server.url, "--ai", "random", "--budget-ms", "10"]
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", *ai, "--name", "ann",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert first.stdin is not None and first.stdout is not None
+    try:
+        shown = b""
+        while b"X to move> " not in shown:  # the first one is at its prompt
+            chunk = await asyncio.wait_for(first.stdout.read(4096), 120)
+            assert chunk, shown
+            shown += chunk
+        code, out, err = await run_noughts("play", "--plain", *ai, "--name", "ann")
+        assert code == 1 and err.strip().splitlines()[-1] == (
+            "noughts play: another noughts is playing as 'ann' on this server: give this one "
+            "another --name"
+        )
+        code, out, err = await run_noughts("play", "--plain", *ai, "--name", "ann2")
+        assert code == 0 and "X = ann2" in out, err
+        first.stdin.write(b"resign\n")
+        await first.stdin.drain()
+        first.stdin.close()
+        rest, _ = await asyncio.wait_for(first.communicate(), 120)
+        assert "You lose (by resignation)." in rest.decode()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+
+
+async def test_ctrl_c_stops_the_bot_with_its_tally(ui_server: UIServer) -> None:
+    """Defect 13: `noughts bot --accept seeks` printed no tally on Ctrl-C."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", ui_server.url, "--name", "robo",
+        "--accept", "seeks", "--engine", "random",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert bot.stdout is not None and bot.stderr is not None
+    ada = await ui_server.connect("ada")
+    try:
+        while b"accepting seeks" not in await asyncio.wait_for(bot.stderr.readline(), 120):
+            pass
+        await ada.request(Seek, game="tictactoe", color="x")
+        start = await next_event(ada, Snapshot)
+        await ada.request(Resign, game_id=start.game_id, token=ada.token_for(start.game_id))
+        line = await asyncio.wait_for(bot.stdout.readline(), 120)
+        assert line.decode().startswith(f"game 1 {start.game_id}: win against ada"), line
+        bot.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(bot.communicate(), 120)
+        assert bot.returncode == 130
+        assert out.decode() == "robo: 1 won, 0 drawn, 0 lost\n"
+    finally:
+        await ada.close()
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
+
+
+async def test_ctrl_c_while_the_bot_loads_the_engine_prints_the_tally(
+    ui_server: UIServer,
+) -> None:
+    """Defect 13: Ctrl-C before the first game (the engine loading) printed no tally."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", ui_server.url, "--name", "robo",
+        "--accept", "seeks",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert bot.stderr is not None
+    try:
+        line = await asyncio.wait_for(bot.stderr.readline(), 120)
+        assert line == b"robo: loading the engine...\n"
+        bot.send_signal(signal.SIGINT)
+        out, _ = await asyncio.wait_for(bot.communicate(), 120)
+        assert bot.returncode == 130
+        assert out.decode() == "robo: 0 won, 0 drawn, 0 lost\n"
+    finally:
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
+
+
+async def test_one_version_everywhere(ui_server: UIServer) -> None:
+    """Defect 15: server noughts/0.2, pyproject 0.1.0, SGF AP[noughts:0.1], PROTOCOL.md
+    noughts/0.1. Now pyproject's, through the package metadata, in each."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    assert software_version() == version
+    vera = await ui_server.connect("vera")
+    try:
+        assert vera.welcome is not None and vera.welcome.server == f"noughts/{version}"
+    finally:
+        await vera.close()
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8])
+    assert f"AP[noughts:{version}]" in to_sgf(record)
+    assert f'"server": "noughts/{version}"' in (root / "PROTOCOL.md").read_text()
+    code, out, _ = await run_noughts("--version")
+    assert code == 0 and out == f"noughts {version}\n"
+
+
+@pytest.mark.parametrize("name", ["5x5", "gomoku"])
+async def test_a_named_board_keeps_its_name_everywhere(ui_server: UIServer, name: str) -> None:
+    """Defect 17: a game created as gomoku or 5x5 came back as mnk k=5,m=15,n=15."""
+    vera = await ui_server.connect("vera")
+    try:
+        seated = await vera.request(CreateGame, game=name, algorithm="random", budget_ms=5)
+        snapshot = await next_event(vera, Snapshot)
+        assert (snapshot.game, snapshot.params) == (name, {})
+        await vera.request(Resign, game_id=seated.game_id, token=seated.token)
+        record = (await vera.request(GetGame, game_id=seated.game_id)).game
+        assert (record["game"], record["params"]) == (name, {})
+        listed = (await vera.request(ListGames, status="finished")).games
+        assert [(g["game"], g["params"]) for g in listed] == [(name, {})]
+    finally:
+        await vera.close()
+    code, out, err = await run_noughts("games", "--server", ui_server.url)
+    assert code == 0 and out.splitlines()[1].split()[1] == name, err
+
+
+def test_play_help_lists_every_search() -> None:
+    """Defect 16: `noughts play --help` left uct out of the --ai list."""
+    from engine.algorithms import ALGORITHMS
+
+    text = " ".join(noughts("play", "--help").stdout.split())
+    assert f"the AI's search: {', '.join(ALGORITHMS)} (default: mcts)" in text
+    assert "uct" in ALGORITHMS

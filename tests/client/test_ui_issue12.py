@@ -1,0 +1,124 @@
+"""Issue 12's defects of the Textual client, driven by its pilot against a real server."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+import engine
+from client.ui import NoughtsApp, Start
+from client.ui.board import BoardView, action_at, cell_of, home_cell
+from client.ui.game import GameScreen
+from protocol import CreateGame, Ended, Move
+from tests.client.test_ui_game_keys import app_joining, bobs_game, game_screen, notes
+from tests.client.ui_support import UIServer, next_event, until
+
+SIZE = (110, 36)
+
+
+async def test_perfect_on_gomoku_shows_the_refusal(ui_server: UIServer) -> None:
+    """Defect 1: the game hung at "thinking..." forever; the server refuses it at creation
+    and the app shows why, with no game screen."""
+    fields = {"game": "gomoku", "opponent": "ai", "seat": 0, "algorithm": "perfect"}
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("ai", fields=fields))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("refused" in n for n in notes(app)), "the refusal")
+        refusal = next(n for n in notes(app) if "refused" in n)
+        assert "perfect cannot play gomoku" in refusal and "16 cells" in refusal
+        assert not isinstance(app.screen, GameScreen)
+
+
+async def test_a_stray_a_or_d_does_nothing_until_pressed_again(ui_server: UIServer) -> None:
+    """Defect 11: letters typed on the board fired commands (a aborted at once). Abort and
+    draw take a second press, as resign does."""
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            await pilot.press("a")
+            assert ": Press a again to abort the game." in notes(app)
+            await pilot.press("d")  # another key: a is forgotten, d waits for its second press
+            assert ": Press d again to offer a draw." in notes(app)
+            # A move after both: had either gone to the server, the game would be over.
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            assert not model.over and model.offers == {}
+            await pilot.press("a", "a")
+            ended = await next_event(bob, Ended)
+            assert ended.reason == "abort"
+    finally:
+        await bob.close()
+
+
+def test_the_cursor_starts_where_one_may_play() -> None:
+    """Defect 12: the cursor started at (1,1) (gomoku: 12 keypresses from the centre; uttt:
+    often on a board one may not play)."""
+    gomoku = engine.make_game("gomoku").new_initial_state()
+    assert home_cell(gomoku, None) == (7, 7)
+    # After a move, the free cell nearest it.
+    gomoku.apply_action(7 * 15 + 7)
+    assert home_cell(gomoku, 7 * 15 + 7) in {(6, 7), (7, 6), (7, 8), (8, 7)}
+    # uttt: X plays cell 0 of the centre board; O is sent to board 0, whose centre is (1,1).
+    uttt = engine.make_game("uttt").new_initial_state()
+    assert home_cell(uttt, None) == (4, 4)
+    uttt.apply_action(4 * 9 + 0)
+    assert home_cell(uttt, 36) == (1, 1)
+    assert action_at(uttt, *home_cell(uttt, 36)) in uttt.legal_actions()
+
+
+async def test_the_cursor_follows_the_opponents_moves(ui_server: UIServer) -> None:
+    """Defect 12: after each move the cursor waits near it, on a free cell."""
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="gomoku", opponent="human", seat=0)
+        app = app_joining(ui_server, seated)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            board = screen.query_one(BoardView)
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=20, ply=0)
+            await until(pilot, lambda: screen.model.my_turn, "our turn")
+            assert board.cursor in {(0, 5), (1, 4), (1, 6), (2, 5)}  # next to bob's 1,5
+            await pilot.press("enter")
+            await until(pilot, lambda: len(screen.model.moves) == 2, "our move")
+            ours = screen.model.moves[1].action
+            assert cell_of(board.state, ours) in {(0, 5), (1, 4), (1, 6), (2, 5)}
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=200, ply=2)
+            await until(pilot, lambda: len(screen.model.moves) == 3, "bob's second move")
+            await pilot.pause()
+            assert board.cursor in {(12, 5), (13, 4), (13, 6), (14, 5)}  # next to 13,5
+    finally:
+        await bob.close()
+
+
+async def test_a_small_terminal_degrades_and_says_when_too_small(ui_server: UIServer) -> None:
+    """Defect 14: at 60x20 the side panel got 7 columns and on gomoku the move box was off
+    the screen. Now: no side panel when narrow, no margins when short, and a line saying
+    what size the board needs when even that does not fit."""
+    bob = await ui_server.connect("bob")
+    seated = await bob.request(CreateGame, game="gomoku", opponent="human", seat=1)
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=(60, 20)) as pilot:
+            screen = await game_screen(pilot, app)
+            await pilot.pause()
+            assert {"narrow", "compact"} <= screen.classes and "too-small" not in screen.classes
+            assert screen.query_one("#side-column").region.area == 0
+            board = screen.query_one(BoardView).region
+            move_box = screen.query_one("#move-input").region
+            assert board.bottom <= 19 and move_box.bottom <= 19  # above the footer's row
+            assert board.right <= 60 and move_box.height >= 1
+            assert any("players and moves are hidden" in n for n in notes(app))
+            await pilot.resize_terminal(40, 12)
+            await pilot.pause()
+            note = str(screen.query_one("#size-note", Static).render())
+            assert note == (
+                "The terminal is too small for this board: it needs 52x20, this one is 40x12. "
+                "Enlarge it."
+            )
+            await pilot.resize_terminal(110, 36)
+            await pilot.pause()
+            assert not {"narrow", "compact", "too-small"} & screen.classes
+            assert screen.query_one("#side-column").region.width >= 30
+    finally:
+        await bob.close()
