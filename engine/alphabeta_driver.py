@@ -174,6 +174,7 @@ def mnk_alphabeta(
     player = state.current_player()
     info = context.info
     info[K.VCF_DEPTH] = 0
+    context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)
     kernel_deadline = _kernel_deadline(deadline)
     if game.cells <= EXACT_CELLS:
         kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly
