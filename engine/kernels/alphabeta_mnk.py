@@ -154,8 +154,9 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
     """Fill moves[ply] with scored candidates for player p. Returns (n, kind, cell):
     kind 1 = p wins at once on ``cell``; kind 2 = the opponent has two winning cells (p loses);
     kind 3 = the opponent threatens ``cell``, the only move left (n = 1); kind 0 = ordinary.
-    With params[P_THREATS], an ordinary node where the opponent has a three that makes an open
-    four (or a double four) keeps only the moves that answer it (``_answers``)."""
+    With params[P_THREATS], a node where the opponent has a three that makes an open four (or
+    a double four) keeps only the moves that answer it (``_answers``): kind 4; other nodes
+    below the root keep their params[P_WIDTH] best moves."""
     k = params[P_K]
     buf = moves[ply]
     n = _candidates(board, near, params, buf)
@@ -205,6 +206,7 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
         return 1, 3, threat
     if open_fours > 0:
         n = _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves, scores)
+        return n, 4, -1
     width = params[P_WIDTH]
     if look and ply > 0 and n > width:
         n = _best(ply, n, width, moves, scores)
