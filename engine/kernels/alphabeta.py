@@ -87,7 +87,7 @@ def negamax(p, depth, alpha, beta, ply, game, search):
         return -(WIN - (ply + 2))
     if n == 0:
         return 0
-    if kind >= 3:
+    if kind == 3 or kind == 4:
         depth += 1  # a forced block (3) or an answer to a threat (4) costs no depth
     if depth <= 0:
         return evaluate(game, search, p)
@@ -122,6 +122,8 @@ def negamax(p, depth, alpha, beta, ply, game, search):
                 killers[ply, 0] = c
             search.history[c] += depth * depth
             break
+    if kind == 5 and best < -MATE_BOUND:
+        best = -MATE_BOUND  # some moves were not searched: a very bad score, not a proven loss
     flag = EXACT
     if best <= alpha0:
         flag = UPPER
@@ -190,7 +192,7 @@ def pv_line(p, first, limit, out, game, search):
         player = 1 - player
         count, kind, cell = generate(game, search, player, n, -1)
         move = cell
-        ordinary = kind == 0 or kind == 4  # a move from the table
+        ordinary = kind == 0 or kind >= 4  # a move from the table
         if ordinary:
             move = -1
             key = position_key(game, search)

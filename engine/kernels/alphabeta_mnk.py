@@ -156,7 +156,7 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
     kind 3 = the opponent threatens ``cell``, the only move left (n = 1); kind 0 = ordinary.
     With params[P_THREATS], a node where the opponent has a three that makes an open four (or
     a double four) keeps only the moves that answer it (``_answers``): kind 4; other nodes
-    below the root keep their params[P_WIDTH] best moves."""
+    below the root keep their params[P_WIDTH] best moves: kind 5 when that drops some."""
     k = params[P_K]
     buf = moves[ply]
     n = _candidates(board, near, params, buf)
@@ -209,7 +209,7 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
         return n, 4, -1
     width = params[P_WIDTH]
     if look and ply > 0 and n > width:
-        n = _best(ply, n, width, moves, scores)
+        return _best(ply, n, width, moves, scores), 5, -1
     return n, 0, -1
 
 
