@@ -27,6 +27,7 @@ COMMANDS = [
     "client.commands.export",
     "client.commands.arena",
     "client.commands.bench",
+    "client.commands.brain",
     "client.commands.health",
 ]
 

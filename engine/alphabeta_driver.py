@@ -174,6 +174,7 @@ def mnk_alphabeta(
     player = state.current_player()
     info = context.info
     info[K.VCF_DEPTH] = 0
+    context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)
     kernel_deadline = _kernel_deadline(deadline)
     if game.cells <= EXACT_CELLS:
         kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly
@@ -186,7 +187,7 @@ def mnk_alphabeta(
 
     empties = game.cells - state.ply()
     # Victory by continuous fours first (gomoku and other k >= 5 boards).
-    if game.k >= 5 and kind == 0:
+    if game.k >= 5 and kind in (0, 4):  # 4: the mover answers a three, unless it wins first
         args = context.vcf_arguments()
         context.deadline[base.D_DEADLINE] = kernel_deadline
         found = K.vcf(player, ROOT_VCF_DEPTH, 0, *args)

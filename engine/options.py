@@ -149,11 +149,14 @@ class MinimaxOptions(Options):
 
 @dataclass(frozen=True, slots=True)
 class AlphaBetaOptions(Options):
-    """alphabeta: how deep to search at most, and the compiled kernels or the Python
-    reference searcher (``compiled=False``)."""
+    """alphabeta: how deep to search at most, the compiled kernels or the Python reference
+    searcher (``compiled=False``), and on m,n,k boards with k >= 5 the threat-space move
+    generation (``threats``: answer the opponent's open threes; False plays as the search
+    did before it, for matches against that one)."""
 
     max_depth: int | None = None
     compiled: bool = True
+    threats: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

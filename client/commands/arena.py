@@ -43,6 +43,7 @@ player spec: ALGO[:BUDGET[:OPTION=VALUE...]]
 
 examples:
   noughts arena --game uttt --a mcts:100ms --b flat:100ms --games 200
+  noughts arena --game gomoku --a alphabeta:200ms --b alphabeta:200ms --b-ref c0f7043
   noughts arena --game tictactoe --a alphabeta:5ms --b random:1ms --games 1000 --json
   noughts arena --game mnk --param m=5 --param n=5 --param k=4 --a mcts:50ms --b uct:50ms \\
       --sprt 0,50
@@ -65,6 +66,8 @@ class PlayerSpec:
     budget_ms: float | None
     iterations: int | None
     options: dict[str, Any] = field(default_factory=dict)
+    ref: str | None = None  # the commit of an earlier build playing this side (--a-ref, --b-ref)
+    tree: str | None = None  # where that build's files are (client/git_engine.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,6 +182,23 @@ class GameTask:
 
 
 _searcher: Any = None
+_git_engines: dict[str, Any] = {}  # tree -> GitEngine, in this worker
+
+
+def _runner(searcher: Any, spec: PlayerSpec, game: str) -> Any:
+    """What plays ``spec``: this process's Searcher, or the child running its build (warmed
+    up for ``game`` on its first use, as the workers' own engine is)."""
+    if spec.tree is None:
+        return searcher
+    runner = _git_engines.get(spec.tree)
+    if runner is None:
+        from pathlib import Path
+
+        from client.git_engine import GitEngine
+
+        runner = _git_engines[spec.tree] = GitEngine(Path(spec.tree), spec.ref or spec.tree)
+        runner.warm(game, spec.algorithm)
+    return runner
 
 
 def _init_worker() -> None:
@@ -208,12 +228,15 @@ def play_game(task: GameTask) -> dict[str, Any]:
         return _play(engine, _searcher, task)
     except ArenaError as exc:
         return {"index": task.index, "error": str(exc)}
+    except OSError as exc:
+        return {"index": task.index, "error": f"cannot run an engine: {exc}"}
     except Exception as exc:
         return {"index": task.index, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
     state = engine.make_game(task.game, **task.params).new_initial_state()
+    runners = {"a": _runner(searcher, task.a, task.game), "b": _runner(searcher, task.b, task.game)}
     a_player = 0 if task.a_first else 1
     keys = {"a": f"arena:{task.seed}:{task.index}:a", "b": f"arena:{task.seed}:{task.index}:b"}
     spent = {"a": 0.0, "b": 0.0}
@@ -230,7 +253,7 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
             spec = task.a if side == "a" else task.b
             started = time.perf_counter()
             try:
-                result = searcher.search(
+                result = runners[side].search(
                     state,
                     spec.algorithm,
                     spec.budget,
@@ -258,8 +281,11 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
                 move_stats.append(result.to_dict())
                 move_at.append(time.time())
     finally:
-        searcher.forget(keys["a"])
-        searcher.forget(keys["b"])
+        for side in ("a", "b"):
+            try:
+                runners[side].forget(keys[side])
+            except Exception:  # noqa: BLE001, S110 (a dead child: its error is reported already)
+                pass
     if forfeit is not None:
         outcome = "loss" if forfeit == "a" else "win"
     else:
@@ -529,6 +555,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SPEC",
         help="player B, same form (default: %(default)s)",
     )
+    for side in ("a", "b"):
+        parser.add_argument(
+            f"--{side}-ref",
+            metavar="REF",
+            help=f"player {side.upper()} plays with the engine of this git commit (e.g. HEAD~3, "
+            "a tag): extracted once into the cache directory, run in child processes; the "
+            "commit needs the typed engine front door (c0f7043 or later)",
+        )
     parser.add_argument(
         "--games", type=int, default=100, help="number of games to play (default: %(default)s)"
     )
@@ -664,7 +698,22 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
     if not (0 < args.alpha < 1 and 0 < args.beta < 1):
         raise ArenaError("--alpha and --beta must be within (0, 1)")
     players = [parse_player(args.player_a), parse_player(args.player_b)]
+    for index, ref in enumerate((getattr(args, "a_ref", None), getattr(args, "b_ref", None))):
+        if ref is not None:
+            from client.git_engine import GitEngineError, extract
+
+            try:
+                commit, tree = extract(ref)
+            except GitEngineError as exc:
+                raise ArenaError(str(exc)) from None
+            spec = players[index]
+            players[index] = PlayerSpec(
+                f"{spec.text}@{commit[:12]}", spec.algorithm, spec.budget_ms, spec.iterations,
+                spec.options, commit[:12], str(tree),
+            )  # fmt: skip
     for label, spec in zip("AB", players, strict=True):
+        if spec.tree is not None:
+            continue  # that build checks its own algorithms and options
         if spec.algorithm not in engine.ALGORITHMS:
             raise ArenaError(
                 f"player {label} ({spec.text}): algorithm {spec.algorithm!r} is not available "
@@ -676,6 +725,8 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
     except engine.EngineError as exc:
         raise ArenaError(f"bad game: {exc}") from None
     for label, spec in zip("AB", players, strict=True):
+        if spec.tree is not None:
+            continue
         try:  # before any game starts: a misspelt option is an error, not a default
             engine.check_algorithm(spec.algorithm, game)
             engine.parse_options(

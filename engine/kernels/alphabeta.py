@@ -87,8 +87,8 @@ def negamax(p, depth, alpha, beta, ply, game, search):
         return -(WIN - (ply + 2))
     if n == 0:
         return 0
-    if kind == 3:
-        depth += 1  # a forced block costs no depth (a one-reply extension)
+    if kind == 3 or kind == 4:
+        depth += 1  # a forced block (3) or an answer to a threat (4) costs no depth
     if depth <= 0:
         return evaluate(game, search, p)
     alpha0 = alpha
@@ -122,6 +122,8 @@ def negamax(p, depth, alpha, beta, ply, game, search):
                 killers[ply, 0] = c
             search.history[c] += depth * depth
             break
+    if kind == 5 and best < -MATE_BOUND:
+        best = -MATE_BOUND  # some moves were not searched: a very bad score, not a proven loss
     flag = EXACT
     if best <= alpha0:
         flag = UPPER
@@ -190,7 +192,8 @@ def pv_line(p, first, limit, out, game, search):
         player = 1 - player
         count, kind, cell = generate(game, search, player, n, -1)
         move = cell
-        if kind == 0:
+        ordinary = kind == 0 or kind >= 4  # a move from the table
+        if ordinary:
             move = -1
             key = position_key(game, search)
             slot = key & (search.tt_key.size - 1)
@@ -198,7 +201,7 @@ def pv_line(p, first, limit, out, game, search):
                 move = (search.tt_meta[slot] & 0xFFFF) - 1
         if move < 0 or count == 0 or game.cells[move] != 0:
             break
-        if kind == 0:
+        if ordinary:
             legal = False
             for i in range(count):
                 if search.moves[n, i] == move:

@@ -39,6 +39,7 @@ from engine.kernels.alphabeta_base import (
 )
 
 MAX_PLY = 400
+WIDTH = 12  # moves searched below the root with P_THREATS (the best by static score)
 
 # info[] slots of the m,n,k games (alphabeta_base numbers the shared ones)
 EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
@@ -46,7 +47,7 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT = range(5)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH = range(7)
 
 MNKArrays = namedtuple(
     "MNKArrays",
@@ -148,19 +149,25 @@ def _candidates(board, near, params, out):
 
 
 @njit(cache=True)
-def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights, moves, scores,
-             tt_move, killers, history):  # fmt: skip
+def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights, win_cells, moves,
+             scores, tt_move, killers, history):  # fmt: skip
     """Fill moves[ply] with scored candidates for player p. Returns (n, kind, cell):
     kind 1 = p wins at once on ``cell``; kind 2 = the opponent has two winning cells (p loses);
-    kind 3 = the opponent threatens ``cell``, the only move left (n = 1); kind 0 = ordinary."""
+    kind 3 = the opponent threatens ``cell``, the only move left (n = 1); kind 0 = ordinary.
+    With params[P_THREATS], a node where the opponent has a three that makes an open four (or
+    a double four) keeps only the moves that answer it (``_answers``): kind 4; other nodes
+    below the root keep their params[P_WIDTH] best moves: kind 5 when that drops some."""
     k = params[P_K]
     buf = moves[ply]
     n = _candidates(board, near, params, buf)
     threat = -1
     threats = 0
+    look = params[P_THREATS] != 0
+    open_fours = 0  # candidates where the opponent would get two winning cells
     for i in range(n):
         c = buf[i]
         own = 0
+        win_q = -1  # a cell where the opponent would win after playing c
         for j in range(cell_win_n[c]):
             w = cell_win[c, j]
             a = counts[w, p]
@@ -174,6 +181,16 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
                     if threat != c:
                         threats += 1
                         threat = c
+                elif b == k - 2 and look and win_q != -2:
+                    for t in range(k):  # the window's one other empty cell
+                        e = win_cells[w, t]
+                        if e != c and board[e] == 0:
+                            if win_q == -1:
+                                win_q = e
+                            elif e != win_q:
+                                win_q = -2  # a second winning cell
+                                open_fours += 1
+                            break
                 own += weights[b + 1] >> 1
         score = own + history[c]
         if c == tt_move:
@@ -187,7 +204,81 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
         buf[0] = threat
         scores[ply, 0] = 0
         return 1, 3, threat
+    if open_fours > 0:
+        n = _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves, scores)
+        return n, 4, -1
+    width = params[P_WIDTH]
+    if look and ply > 0 and n > width:
+        return _best(ply, n, width, moves, scores), 5, -1
     return n, 0, -1
+
+
+@njit(cache=True)
+def _best(ply, n, width, moves, scores):
+    """Keep the ``width`` best-scored of moves[ply][:n] (selection), best first: below the
+    root a gomoku node searches its most promising moves only, as the strong engines do."""
+    for i in range(width):
+        best = i
+        for j in range(i + 1, n):
+            if scores[ply, j] > scores[ply, best]:
+                best = j
+        if best != i:
+            moves[ply, i], moves[ply, best] = moves[ply, best], moves[ply, i]
+            scores[ply, i], scores[ply, best] = scores[ply, best], scores[ply, i]
+    return width
+
+
+@njit(cache=True)
+def _winning_cells_after(q, c, board, counts, k, cell_win, cell_win_n, win_cells):
+    """How many distinct cells q would win on after playing the empty cell c (0, 1, or 2 for
+    two or more: an open four or a double four, which wins unless the other side wins first)."""
+    first = -1
+    for j in range(cell_win_n[c]):
+        w = cell_win[c, j]
+        if counts[w, q] == k - 2 and counts[w, 1 - q] == 0:
+            for t in range(k):
+                e = win_cells[w, t]
+                if e != c and board[e] == 0:
+                    if first < 0:
+                        first = e
+                    elif e != first:
+                        return 2
+    return 0 if first < 0 else 1
+
+
+@njit(cache=True)
+def _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves, scores):
+    """Threat-space defence (Allis 1994): the opponent q has cells t where it makes an open
+    four (or a double four). p's only moves that do not lose to it are the fours of p (p
+    keeps the initiative) and the cells of the windows that make q's winning cells after t
+    (t itself included): a stone anywhere else leaves t winning. Keeps those of moves[ply][:n]
+    in place (with their scores) and returns how many."""
+    q = 1 - p
+    buf = moves[ply]
+    defence = np.zeros(board.size, dtype=np.uint8)
+    for i in range(n):
+        t = buf[i]
+        if _winning_cells_after(q, t, board, counts, k, cell_win, cell_win_n, win_cells) >= 2:
+            for j in range(cell_win_n[t]):
+                w = cell_win[t, j]
+                if counts[w, q] == k - 2 and counts[w, p] == 0:
+                    for x in range(k):
+                        defence[win_cells[w, x]] = 1
+    kept = 0
+    for i in range(n):
+        c = buf[i]
+        keep = defence[c] == 1
+        if not keep:
+            for j in range(cell_win_n[c]):
+                w = cell_win[c, j]
+                if counts[w, p] == k - 2 and counts[w, q] == 0:
+                    keep = True  # c makes a four
+                    break
+        if keep:
+            buf[kept] = c
+            scores[ply, kept] = scores[ply, i]
+            kept += 1
+    return kept
 
 
 @njit(cache=True)
@@ -411,8 +502,8 @@ def _generate_mnk(game, search, player, ply, tt_move):  # noqa: ANN001, ANN202
             g = game
             s = search
             return generate(player, ply, g.cells, g.counts, g.near, g.params, g.cell_win,
-                            g.cell_win_n, g.weights, s.moves, s.scores, tt_move, s.killers,
-                            s.history)  # fmt: skip
+                            g.cell_win_n, g.weights, g.win_cells, s.moves, s.scores, tt_move,
+                            s.killers, s.history)  # fmt: skip
 
         return impl
     return None
@@ -476,7 +567,8 @@ class MNKTables:
         self.zobrist = np.array(
             [[z - (1 << 64) if z >= 1 << 63 else z for z in row] for row in zobrist], dtype=np.int64
         )
-        self.params = np.array([m, n, k, cells, 1 if restrict else 0], dtype=np.int64)
+        # P_THREATS: set per search by the driver (AlphaBetaOptions.threats, k >= 5).
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH], dtype=np.int64)
         self.cells = cells
         self.k = k
 
@@ -569,7 +661,7 @@ class MNKContext:
         g, s = self.game, self.search
         n, kind, cell = generate(
             player, 0, g.cells, g.counts, g.near, g.params, g.cell_win, g.cell_win_n,
-            g.weights, s.moves, s.scores, self.tt_move(), s.killers, s.history,
+            g.weights, g.win_cells, s.moves, s.scores, self.tt_move(), s.killers, s.history,
         )  # fmt: skip
         moves = [int(x) for x in s.moves[0, :n]]
         scores = [int(x) for x in s.scores[0, :n]]

@@ -150,3 +150,25 @@ def test_db_stores_the_games_with_their_moves(
     assert main([*argv, "--games", "2", "--workers", "1", "--quiet", "--db"]) == 0
     assert f"stored: 2 games in {tmp_path / 'env.db'}" in capsys.readouterr().out
     assert (tmp_path / "env.db").exists()
+
+
+def test_a_side_played_by_the_engine_of_a_git_ref(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--b-ref: B's moves come from the engine of that commit, in a child process with its own
+    tree (extracted into the cache directory); the same seed and node budgets replay the same
+    games as when both sides run in this process."""
+    import subprocess
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    common = ("--game", "5x5", "--a", "alphabeta:300it", "--games", "2", "--seed", "5")
+    ref = run_json(capsys, *common, "--b", "random:1it", "--b-ref", "HEAD", "--workers", "1")
+    assert ref["b"]["text"] == f"random:1it@{head[:12]}" and ref["b"]["ref"] == head[:12]
+    assert (tmp_path / "noughts" / "engines" / head / "engine" / "__init__.py").exists()
+    here = run_json(capsys, *common, "--b", "random:1it", "--workers", "1")
+    assert [r["actions"] for r in ref["records"]] == [r["actions"] for r in here["records"]]
+    assert main(["arena", *common, "--b-ref", "no-such-ref"]) == 2
+    assert "no commit 'no-such-ref'" in capsys.readouterr().err

@@ -1,0 +1,365 @@
+"""The Piskvork protocol (the Gomocup managers' brain protocol) as a pure state machine.
+
+Sans-I/O, as h11 does it: ``PiskvorkBrain.feed(line)`` takes one line from the manager and
+returns what to do: lines to print, and at most one ``Think`` (search this position within
+this time); the I/O layer (client/commands/brain.py) runs the search and hands the result to
+``played``, which returns the lines of the move. No clock and no search here.
+
+Commands (https://plastovicka.github.io/protocl2en.htm): START N, RECTSTART W,H, RESTART,
+BEGIN, TURN X,Y, BOARD ... DONE, TAKEBACK X,Y, INFO KEY VALUE, ABOUT, END. Coordinates are
+X (column), Y (row), 0-based; a cell is ``Y * width + X`` in the engine. The brain plays
+freestyle gomoku (five or more in a row wins; the engine's m,n,k games count k or more) on
+boards of MIN_SIZE..MAX_SIZE a side; other rules (INFO rule with the exactly-five, renju or
+caro bit) and sizes get an ``ERROR`` line, unknown commands ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+from engine.games import make_game
+from engine.mnk import MNKGame, MNKState
+from engine.result import SearchResult
+
+__all__ = [
+    "MAX_SIZE",
+    "MIN_SIZE",
+    "PiskvorkBrain",
+    "Think",
+    "TimeControl",
+]
+
+MIN_SIZE, MAX_SIZE = 15, 20  # Gomocup plays 15x15 and 20x20
+FIVE = 5
+# INFO rule bits: 1 exactly five wins, 2 continuous game, 4 renju, 8 caro (blocked fives
+# do not win). Freestyle is 0; "continuous game" changes nothing for a brain's move.
+RULE_EXACT_FIVE, RULE_CONTINUOUS, RULE_RENJU, RULE_CARO = 1, 2, 4, 8
+UNSUPPORTED_RULES = {
+    RULE_EXACT_FIVE: "exactly five",
+    RULE_RENJU: "renju",
+    RULE_CARO: "caro",
+}
+OWN, OPPONENT = 1, 2  # BOARD's third field (3 = a winning line in continuous games)
+MAX_LINE = 1024  # a longer line is not a command
+
+
+@dataclass(slots=True)
+class TimeControl:
+    """What the manager said about time (INFO, milliseconds): the protocol's defaults until it
+    says otherwise. ``budget_ms`` is one move's search time."""
+
+    timeout_turn: int = 30_000  # per move; 0 = play as fast as possible
+    timeout_match: int = 0  # per game; 0 = no limit
+    time_left: int | None = None  # left of timeout_match, sent before each move
+
+    # A move spends at most 1/MOVES_AHEAD of what is left of the match (the budget shrinks
+    # geometrically, so the clock never runs out), within a turn less its safety margin:
+    # MARGIN_FRACTION of the turn plus MARGIN_MS for the pipes, the process and Python's
+    # part of the move.
+    MOVES_AHEAD = 20
+    MARGIN_FRACTION = 0.1
+    MARGIN_MS = 50.0
+    MIN_MS = 5.0
+
+    def budget_ms(self) -> float:
+        turn = float(self.timeout_turn) if self.timeout_turn > 0 else 0.0
+        budget = turn * (1.0 - self.MARGIN_FRACTION) - self.MARGIN_MS
+        if self.timeout_match > 0 and self.time_left is not None:
+            share = self.time_left / self.MOVES_AHEAD - self.MARGIN_MS
+            budget = min(budget, share) if turn > 0 else share
+        return max(self.MIN_MS, budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Think:
+    """Search ``state`` (the brain to move) for ``time_ms`` and call ``played``."""
+
+    state: MNKState
+    time_ms: float
+
+
+Reply = str | Think
+
+
+class PiskvorkBrain:
+    """One brain's protocol state: the board, the rule, the time control.
+
+    ``feed`` one line at a time; a ``Think`` in its answer must be followed by ``played``
+    before the next line. ``ended`` is True after END."""
+
+    def __init__(self, *, about: str = 'name="noughts"') -> None:
+        self.about = about
+        self.time = TimeControl()
+        self.rule = 0
+        self.game: MNKGame | None = None
+        self.stones: list[tuple[int, int]] = []  # (cell, OWN or OPPONENT), in the order given
+        self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
+        self.thinking: MNKState | None = None
+        self.ended = False
+        self.games = 0  # games started: a new game key for the search after each START
+
+    # --- the manager's lines ----------------------------------------------------------------
+    def feed(self, line: str) -> list[Reply]:
+        """The replies to one line from the manager."""
+        if self.thinking is not None:
+            raise EngineError("a Think is pending: call played() first")
+        text = line.strip()
+        if len(text) > MAX_LINE:
+            return ["ERROR line too long"]
+        if self.board_lines is not None:
+            return self._board_line(text)
+        if not text:
+            return []
+        word, _, rest = text.partition(" ")
+        command = word.upper()
+        rest = rest.strip()
+        handler = _COMMANDS.get(command)
+        if handler is None:
+            return [f"UNKNOWN command {_show(word)}"]
+        return handler(self, rest)
+
+    def played(self, result: SearchResult) -> list[str]:
+        """Record the brain's move (from the search of the last ``Think``): its lines."""
+        if self.thinking is None:
+            raise EngineError("played() without a pending Think")
+        self.thinking = None
+        self.stones.append((result.action, OWN))
+        return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
+
+    def cancel(self) -> None:
+        """The search of the last ``Think`` failed: no move was played."""
+        self.thinking = None
+
+    # --- commands -------------------------------------------------------------------------------
+    def _start(self, rest: str) -> list[Reply]:
+        size = _integer(rest)
+        if size is None:
+            return [f"ERROR START takes a board size, not {_show(rest)}"]
+        return self._new_game(size, size)
+
+    def _rectstart(self, rest: str) -> list[Reply]:
+        parts = rest.split(",")
+        sizes = [_integer(part) for part in parts] if len(parts) == 2 else []
+        if len(sizes) != 2 or None in sizes:
+            return [f"ERROR RECTSTART takes WIDTH,HEIGHT, not {_show(rest)}"]
+        width, height = sizes
+        assert width is not None and height is not None  # for mypy: checked above
+        return self._new_game(width, height)
+
+    def _new_game(self, width: int, height: int) -> list[Reply]:
+        if not (MIN_SIZE <= width <= MAX_SIZE and MIN_SIZE <= height <= MAX_SIZE):
+            self.game = None
+            return [
+                f"ERROR unsupported size {width}x{height}: this brain plays boards of "
+                f"{MIN_SIZE} to {MAX_SIZE} a side"
+            ]
+        if width == height == 15:
+            game = make_game("gomoku")
+        else:
+            game = make_game("mnk", m=height, n=width, k=FIVE)
+        assert isinstance(game, MNKGame)  # the registry builds m,n,k games for both
+        self.game = game
+        self._clear()
+        return ["OK"]
+
+    def _restart(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR RESTART before START"]
+        self._clear()
+        return ["OK"]
+
+    def _clear(self) -> None:
+        self.stones = []
+        self.board_lines = None
+        self.games += 1
+
+    def _begin(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR BEGIN before START"]
+        if self.stones:
+            return ["ERROR BEGIN on a board that is not empty"]
+        return self._think()
+
+    def _turn(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR TURN before START"]
+        cell = self._cell(rest)
+        if isinstance(cell, str):
+            return [f"ERROR {cell}"]
+        self.stones.append((cell, OPPONENT))
+        replies = self._think()
+        if replies and isinstance(replies[0], str) and replies[0].startswith("ERROR"):
+            self.stones.pop()  # not taken: the manager may send another
+        return replies
+
+    def _board(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR BOARD before START"]
+        self.board_lines = []
+        return []
+
+    def _board_line(self, text: str) -> list[Reply]:
+        assert self.board_lines is not None  # in BOARD mode
+        if text.upper() == "DONE":
+            lines, self.board_lines = self.board_lines, None
+            seen: set[int] = set()
+            for cell, _ in lines:
+                if cell in seen:
+                    return [f"ERROR BOARD repeats the stone at {self._coordinates(cell)}"]
+                seen.add(cell)
+            self.stones = lines
+            return self._think()
+        parts = text.split(",")
+        if len(parts) != 3:
+            self.board_lines = None
+            return [f"ERROR a BOARD line is X,Y,WHO, not {_show(text)}"]
+        where = self._cell(",".join(parts[:2]), occupied_ok=True)
+        who = _integer(parts[2])
+        if isinstance(where, str) or who not in (1, 2, 3):
+            self.board_lines = None
+            reason = where if isinstance(where, str) else f"WHO is 1, 2 or 3, not {_show(parts[2])}"
+            return [f"ERROR {reason}"]
+        # 3: a stone of a winning line in a continuous game; this brain plays freestyle.
+        self.board_lines.append((where, OWN if who == 1 else OPPONENT))
+        return []
+
+    def _takeback(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR TAKEBACK before START"]
+        cell = self._cell(rest, occupied_ok=True)
+        if isinstance(cell, str):
+            return [f"ERROR {cell}"]
+        for index in range(len(self.stones) - 1, -1, -1):
+            if self.stones[index][0] == cell:
+                del self.stones[index]
+                return ["OK"]
+        return [f"ERROR TAKEBACK of an empty cell {rest.strip()}"]
+
+    def _info(self, rest: str) -> list[Reply]:
+        key, _, value = rest.partition(" ")
+        key = key.lower()
+        number: int | None = _integer(value)
+        if key in ("timeout_turn", "timeout_match", "time_left", "max_memory", "rule"):
+            if number is None or number < 0:
+                return [f"ERROR INFO {key} takes a number >= 0, not {_show(value)}"]
+        if key == "timeout_turn":
+            self.time.timeout_turn = number  # type: ignore[assignment]
+        elif key == "timeout_match":
+            self.time.timeout_match = number  # type: ignore[assignment]
+        elif key == "time_left":
+            self.time.time_left = number
+        elif key == "rule":
+            assert number is not None  # checked above
+            self.rule = number
+            names = [name for bit, name in UNSUPPORTED_RULES.items() if number & bit]
+            if names:
+                return [f"ERROR unsupported rule {number} ({', '.join(names)}): this brain "
+                        "plays freestyle (five or more in a row wins)"]  # fmt: skip
+        # max_memory: the brain's tables are fixed (about 40 MB on 20x20); game_type,
+        # evaluate, folder and unknown keys are ignored, as the protocol asks.
+        return []
+
+    def _about(self, rest: str) -> list[Reply]:
+        return [self.about]
+
+    def _end(self, rest: str) -> list[Reply]:
+        self.ended = True
+        return []
+
+    # --- helpers --------------------------------------------------------------------------------
+    def _think(self) -> list[Reply]:
+        """The position from the stones, the brain to move, as a Think; or an ERROR."""
+        unsupported = self.rule & (RULE_EXACT_FIVE | RULE_RENJU | RULE_CARO)
+        if unsupported:
+            return [f"ERROR unsupported rule {self.rule}: this brain plays freestyle"]
+        state = self.position()
+        if isinstance(state, str):
+            return [f"ERROR {state}"]
+        self.thinking = state
+        return [Think(state, self.time.budget_ms())]
+
+    def position(self) -> MNKState | str:
+        """The stones as a game (moves alternating, the brain to move next), or why not."""
+        assert self.game is not None  # every caller checks START came first
+        own = [cell for cell, who in self.stones if who == OWN]
+        theirs = [cell for cell, who in self.stones if who == OPPONENT]
+        if len(theirs) == len(own):
+            first, second = own, theirs
+        elif len(theirs) == len(own) + 1:
+            first, second = theirs, own
+        else:
+            return (
+                f"cannot move with {len(own)} own and {len(theirs)} opponent stones (the brain "
+                "moves with as many stones as the opponent, or one fewer)"
+            )
+        state = self.game.new_initial_state()
+        for index in range(len(first) + len(second)):
+            cell = (first if index % 2 == 0 else second)[index // 2]
+            if state.is_terminal():
+                return "the game is over: " + (
+                    "five in a row on the board" if state.winner() is not None else "board full"
+                )
+            state.apply_action(cell)
+        if state.is_terminal():
+            return "the game is over: " + (
+                "five in a row on the board" if state.winner() is not None else "board full"
+            )
+        return state
+
+    def _cell(self, text: str, *, occupied_ok: bool = False) -> int | str:
+        """The cell of "X,Y", or why it is not a free cell of the board."""
+        assert self.game is not None  # every caller checks START came first
+        parts = text.split(",")
+        coordinates = [_integer(part) for part in parts] if len(parts) == 2 else []
+        if len(coordinates) != 2 or None in coordinates:
+            return f"a move is X,Y, not {_show(text)}"
+        x, y = coordinates
+        assert x is not None and y is not None  # checked above
+        width, height = self.game.n, self.game.m
+        if not (0 <= x < width and 0 <= y < height):
+            return f"{x},{y} is off the {width}x{height} board"
+        cell = y * width + x
+        if not occupied_ok and any(c == cell for c, _ in self.stones):
+            return f"{x},{y} is occupied"
+        return cell
+
+    def _coordinates(self, cell: int) -> str:
+        assert self.game is not None  # a move implies a game
+        y, x = divmod(cell, self.game.n)
+        return f"{x},{y}"
+
+
+_COMMANDS = {
+    "START": PiskvorkBrain._start,
+    "RECTSTART": PiskvorkBrain._rectstart,
+    "RESTART": PiskvorkBrain._restart,
+    "BEGIN": PiskvorkBrain._begin,
+    "TURN": PiskvorkBrain._turn,
+    "BOARD": PiskvorkBrain._board,
+    "TAKEBACK": PiskvorkBrain._takeback,
+    "INFO": PiskvorkBrain._info,
+    "ABOUT": PiskvorkBrain._about,
+    "END": PiskvorkBrain._end,
+}
+
+
+def _integer(text: str) -> int | None:
+    text = text.strip()
+    if not text or len(text) > 12 or not text.isdigit() or not text.isascii():
+        return None
+    return int(text)
+
+
+def _show(text: str) -> str:
+    """Text from the manager, quoted and cut short for an error line."""
+    text = text.strip()
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def _summary(result: SearchResult) -> str:
+    proven = f" proven {result.proven}" if result.proven else ""
+    return (
+        f"{result.algorithm} depth {result.depth or 0} value {result.value:+.2f}{proven} "
+        f"{result.iterations} nodes in {result.elapsed_ms:.0f} ms"
+    )

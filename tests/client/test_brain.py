@@ -1,0 +1,125 @@
+"""`noughts brain` driven as a Gomocup manager drives it: a real process, pipes, the protocol."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine import make_game
+
+TIMEOUT_S = 120  # a line must come within this (the first one waits for the kernels' warm-up)
+
+
+class Brain:
+    """A brain process and the manager's side of its pipes."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "client", "brain"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> str:
+        """The next line that is not a MESSAGE or DEBUG (those are shown, not answers)."""
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            assert line, f"the brain exited: {self.process.stderr.read()}"  # type: ignore[union-attr]
+            line = line.rstrip("\n")
+            if not line.startswith(("MESSAGE ", "DEBUG ")):
+                return line
+
+    def send_bytes(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.buffer.write(data)
+        self.process.stdin.flush()
+
+    def move(self, command: str) -> tuple[int, int]:
+        self.send(command)
+        x, y = self.answer().split(",")
+        return int(x), int(y)
+
+    def end(self) -> int:
+        self.send("END")
+        return self.process.wait(timeout=TIMEOUT_S)
+
+
+@pytest.fixture
+def brains() -> list[Brain]:
+    started: list[Brain] = []
+    yield started  # type: ignore[misc]
+    for brain in started:
+        if brain.process.poll() is None:
+            brain.process.kill()
+        brain.process.communicate()  # waits, and closes the pipes
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("size", [15, 20])
+def test_two_brains_play_a_game_through_a_manager(brains: list[Brain], size: int) -> None:
+    """The manager's loop: START, INFO, BEGIN to the first, each move sent to the other as TURN,
+    until five in a row (checked by the engine's rules) or a move cap."""
+    players = [Brain(), Brain()]
+    brains.extend(players)
+    for brain in players:
+        brain.send(f"START {size}")
+        assert brain.answer() == "OK"
+        brain.send("INFO timeout_turn 150")
+        brain.send("INFO timeout_match 100000")
+        brain.send("INFO rule 0")
+    state = make_game("gomoku" if size == 15 else "mnk", **({} if size == 15 else
+                      {"m": size, "n": size, "k": 5})).new_initial_state()  # fmt: skip
+    time_left = [100_000, 100_000]
+    x, y = players[0].move("BEGIN")
+    moves = 0
+    while True:
+        assert 0 <= x < size and 0 <= y < size
+        state.apply_checked(y * size + x)  # a legal move: free and on the board
+        moves += 1
+        if state.is_terminal() or moves >= 40:
+            break
+        mover = moves % 2
+        players[mover].send(f"INFO time_left {time_left[mover]}")
+        x, y = players[mover].move(f"TURN {x},{y}")
+    for brain in players:
+        assert brain.end() == 0
+
+
+def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
+    brain = Brain()
+    brains.append(brain)
+    brain.send("ABOUT")
+    assert brain.answer().startswith('name="noughts", version=')
+    for command, expected in (
+        ("START 7", "ERROR unsupported size 7x7"),
+        ("BEGIN", "ERROR BEGIN before START"),
+        ("HELLO", "UNKNOWN command 'HELLO'"),
+        ("START 20", "OK"),
+        ("INFO rule 4", "ERROR unsupported rule 4 (renju)"),
+        ("TURN 3,3", "ERROR unsupported rule 4"),
+        ("INFO rule 0", None),
+        ("INFO timeout_turn 100", None),
+        ("TURN 30,3", "ERROR 30,3 is off the 20x20 board"),
+    ):
+        brain.send(command)
+        if expected is not None:
+            assert brain.answer().startswith(expected), command
+    brain.send_bytes(b"\xff\x00garbage\n")  # not UTF-8: read with replacement characters
+    assert brain.answer().startswith("UNKNOWN command")
+    # A position with an open four for the opponent (brain is O): it must block at once.
+    brain.send("BOARD")
+    for line in ("5,5,2", "0,0,1", "6,5,2", "0,2,1", "7,5,2", "0,4,1", "8,5,2", "DONE"):
+        brain.send(line)
+    assert brain.answer() in ("4,5", "9,5")
+    assert brain.end() == 0

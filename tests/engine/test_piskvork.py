@@ -1,0 +1,184 @@
+"""The Piskvork protocol state machine (engine/piskvork.py), fed lines as a manager sends them."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import make_game
+from engine.piskvork import PiskvorkBrain, Think, TimeControl
+from engine.result import SearchResult
+
+
+def started(size: int = 15) -> PiskvorkBrain:
+    brain = PiskvorkBrain()
+    assert brain.feed(f"START {size}") == ["OK"]
+    return brain
+
+
+def think(replies: list[object]) -> Think:
+    assert len(replies) == 1 and isinstance(replies[0], Think), replies
+    return replies[0]
+
+
+def move(brain: PiskvorkBrain, action: int) -> str:
+    lines = brain.played(SearchResult(action, 0.0, "alphabeta", 1))
+    assert lines[0].startswith("MESSAGE ")
+    return lines[-1]
+
+
+def test_start_sizes_and_the_game_behind_them() -> None:
+    brain = started(15)
+    assert brain.game is not None and brain.game.name == "gomoku"
+    brain = started(20)
+    assert brain.game is not None and (brain.game.m, brain.game.n, brain.game.k) == (20, 20, 5)
+    assert PiskvorkBrain().feed("RECTSTART 16,18") == ["OK"]
+    for bad in ("START 7", "START 21", "START x", "START", "RECTSTART 15", "RECTSTART 15,30"):
+        (reply,) = PiskvorkBrain().feed(bad)
+        assert isinstance(reply, str) and reply.startswith("ERROR "), bad
+    assert PiskvorkBrain().feed("START 7")[0] == (
+        "ERROR unsupported size 7x7: this brain plays boards of 15 to 20 a side"
+    )
+    for command in ("BEGIN", "TURN 1,1", "BOARD", "RESTART", "TAKEBACK 1,1"):
+        (reply,) = PiskvorkBrain().feed(command)
+        assert isinstance(reply, str) and reply.startswith("ERROR") and "START" in reply
+
+
+def test_begin_turn_and_coordinates_x_is_the_column() -> None:
+    brain = started(20)
+    request = think(brain.feed("BEGIN"))
+    assert request.state.ply() == 0
+    assert move(brain, 3 * 20 + 7) == "7,3"  # row 3, column 7
+    request = think(brain.feed("turn 8,2\r\n"))  # case and line endings as managers send them
+    assert request.state.history() == [3 * 20 + 7, 2 * 20 + 8]
+    assert request.state.current_player() == 0  # the brain began: X
+    assert move(brain, 0) == "0,0"
+    for bad, reason in (("TURN 8,2", "occupied"), ("TURN 20,0", "off the"), ("TURN 1", "X,Y")):
+        (reply,) = brain.feed(bad)
+        assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+    assert think(brain.feed("TURN 5,5")).state.ply() == 4  # an error takes no stone
+
+
+def test_board_rebuilds_who_moved_first() -> None:
+    brain = started()
+    replies = brain.feed("BOARD")
+    assert replies == []
+    for line in ("7,7,2", "7,8,1", "8,8,2"):
+        assert brain.feed(line) == []
+    request = think(brain.feed("DONE"))
+    assert request.state.history() == [7 * 15 + 7, 8 * 15 + 7, 8 * 15 + 8]  # opponent first
+    assert request.state.current_player() == 1
+    move(brain, 0)
+    for lines in (["1,1,1", "2,2,2"], []):  # as many stones each: the brain is X
+        brain.feed("BOARD")
+        for line in lines:
+            brain.feed(line)
+        assert think(brain.feed("DONE")).state.current_player() == 0
+        move(brain, 224)
+
+
+@pytest.mark.parametrize(
+    ("lines", "reason"),
+    [
+        (["1,1,1", "2,2,1"], "cannot move with 2 own and 0 opponent"),
+        (["1,1,2", "1,1,1"], "repeats the stone at 1,1"),
+        (["1,1"], "X,Y,WHO"),
+        (["1,1,4"], "WHO is 1, 2 or 3"),
+        (["0,0,2", "5,5,1", "1,0,2", "6,5,1", "2,0,2", "7,5,1", "3,0,2", "8,5,1", "4,0,2"],
+         "five in a row"),
+    ],
+)  # fmt: skip
+def test_board_errors(lines: list[str], reason: str) -> None:
+    brain = started()
+    brain.feed("BOARD")
+    replies: list[object] = []
+    for line in [*lines, "DONE"]:
+        replies = brain.feed(line)
+        if replies:
+            break
+    (reply,) = replies
+    assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+    assert brain.board_lines is None  # out of BOARD mode: the next command is read as one
+
+
+def test_rules_freestyle_only() -> None:
+    brain = started()
+    assert brain.feed("INFO rule 0") == []
+    assert brain.feed("INFO rule 2") == []  # continuous game: no change for a move
+    for rule, name in ((1, "exactly five"), (4, "renju"), (8, "caro"), (5, "exactly five, renju")):
+        (reply,) = brain.feed(f"INFO rule {rule}")
+        assert reply == (
+            f"ERROR unsupported rule {rule} ({name}): this brain plays freestyle "
+            "(five or more in a row wins)"
+        )
+    (reply,) = brain.feed("BEGIN")
+    assert isinstance(reply, str) and reply.startswith("ERROR unsupported rule 5")
+    brain.feed("INFO rule 0")
+    think(brain.feed("BEGIN"))
+
+
+def test_freestyle_overline_wins() -> None:
+    """Five or more: the m,n,k rules count k or more in a row (six here)."""
+    state = make_game("gomoku").new_initial_state()
+    for own, theirs in zip((0, 1, 2, 4, 5), (30, 31, 32, 33, 34), strict=True):
+        state.apply_action(own)
+        state.apply_action(theirs)
+    state.apply_action(3)
+    assert state.winner() == 0 and state.winning_line() == [0, 1, 2, 3, 4, 5]
+
+
+def test_time_control() -> None:
+    time = TimeControl()
+    assert time.budget_ms() == 30_000 * 0.9 - 50  # the protocol's default turn
+    time.timeout_turn = 1000
+    assert time.budget_ms() == 850
+    time.timeout_match, time.time_left = 100_000, 10_000  # 1/20 of what is left
+    assert time.budget_ms() == 10_000 / 20 - 50
+    time.time_left = 100
+    assert time.budget_ms() == TimeControl.MIN_MS
+    time.timeout_turn, time.time_left = 0, 40_000  # 0: as fast as possible, within the match
+    assert time.budget_ms() == 40_000 / 20 - 50
+    brain = started()
+    for line in ("INFO timeout_turn 2000", "INFO timeout_match 60000", "INFO time_left 3000"):
+        assert brain.feed(line) == []
+    assert think(brain.feed("BEGIN")).time_ms == 3000 / 20 - 50
+    brain.cancel()
+    (reply,) = brain.feed("INFO time_left -5")
+    assert reply == "ERROR INFO time_left takes a number >= 0, not '-5'"
+
+
+def test_about_takeback_restart_end_unknown() -> None:
+    brain = PiskvorkBrain(about='name="x"')
+    assert brain.feed("ABOUT") == ['name="x"']
+    assert brain.feed("START 15") == ["OK"]
+    think(brain.feed("TURN 7,7"))
+    move(brain, 7 * 15 + 8)
+    assert brain.feed("TAKEBACK 8,7") == ["OK"]
+    assert brain.feed("TAKEBACK 8,7")[0] == "ERROR TAKEBACK of an empty cell 8,7"
+    assert think(brain.feed("BOARD") + brain.feed("DONE")).state.ply() == 0
+    brain.cancel()
+    assert brain.feed("RESTART") == ["OK"] and brain.stones == []
+    assert brain.feed("SWAP2BOARD") == ["UNKNOWN command 'SWAP2BOARD'"]
+    assert brain.feed("INFO folder /tmp") == [] and brain.feed("INFO max_memory 83886080") == []
+    assert brain.feed("") == []
+    assert not brain.ended
+    assert brain.feed("END") == [] and brain.ended
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=30) | st.sampled_from(
+    ["START 15", "START 20", "BEGIN", "BOARD", "DONE", "TURN 3,4", "1,1,1", "INFO rule 4",
+     "TAKEBACK 3,4", "RESTART", "INFO time_left 5", "RECTSTART 17,15"]), max_size=25))  # fmt: skip
+def test_any_lines_get_lines_or_a_legal_think(lines: list[str]) -> None:
+    """Whatever the manager sends: reply lines, or a Think on a position with a legal move."""
+    brain = PiskvorkBrain()
+    for line in lines:
+        for reply in brain.feed(line):
+            if isinstance(reply, Think):
+                legal = reply.state.legal_actions()
+                assert legal and reply.time_ms >= TimeControl.MIN_MS
+                move(brain, legal[0])
+            else:
+                assert isinstance(reply, str) and "\n" not in reply
+                assert reply.split(" ")[0] in ("OK", "ERROR", "UNKNOWN") or "name=" in reply

@@ -1,0 +1,117 @@
+"""VCF puzzles (victory by continuous fours, Allis 1994) on the gomoku board: the alphabeta
+search must find each forced win, and a reference solver written here in plain Python on the
+engine's rules (not the kernels) proves both the puzzle and the move the search plays.
+
+The reference is exhaustive within VCF: the attacker tries every move that makes a four; a
+defender reply other than the block loses at once (the attacker completes five), unless it
+makes five itself, so only the block is searched further. The puzzles are random gomoku
+positions (no four on the board) whose shortest VCF is 3 to 5 fours, with that length
+checked: none shorter exists."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine
+from engine import Budget
+from engine.mnk import EMPTY, MNKState
+
+# (moves from the start, fours in the shortest VCF of the player to move)
+PUZZLES = [
+    ([112, 97, 98, 82, 99, 127, 141, 156, 115, 170, 116, 85, 169, 67, 130, 142, 172, 51], 3),
+    ([112, 126, 128, 127, 98, 82, 83, 99, 144, 96, 130, 80, 81, 69, 141, 64, 63, 145, 85, 55, 67,
+      70, 48, 143, 129, 115, 157, 41], 3),
+    ([112, 111, 128, 126, 97, 82, 114, 144, 81, 129, 83, 130, 141, 142, 116, 132, 95, 66, 146, 99,
+      127, 94, 125, 98, 69, 93, 107, 102], 4),
+    ([112, 98, 114, 129, 96, 100, 80, 101, 95, 130, 116, 127, 131, 142, 102, 158, 132, 64], 3),
+    ([112, 96, 82, 126, 80, 65, 142, 127, 98, 110, 67, 156, 95, 114, 157, 66, 141, 100, 53, 64, 99,
+      140, 129], 5),
+    ([112, 126, 96, 141, 156, 142, 143, 140, 127, 159, 172, 145, 129, 173, 170, 146, 110, 97, 114,
+      147, 154, 175], 3),
+    ([112, 96, 80, 81, 128, 79, 98, 65, 114, 144, 78, 82, 68, 115, 64, 100, 77, 62, 54, 130, 159,
+      50], 4),
+    ([112, 98, 127, 84, 97, 128, 81, 65, 144, 68, 126, 70, 85, 55, 51, 82, 67, 101, 86, 129,
+      52], 3),
+    ([112, 113, 127, 97, 114, 141, 115, 96, 81, 110, 124, 101, 157, 109, 98, 138, 128, 93, 144, 156,
+      117, 78], 4),
+    ([112, 98, 111, 114, 100, 86, 70, 102, 97, 99, 55, 130, 82, 129, 88, 118, 132, 103, 144, 101,
+      147], 5),
+    ([112, 128, 143, 158, 174, 172, 187, 171, 159, 186, 203, 175, 161, 126, 162, 160, 111, 189, 217,
+      176, 148, 164, 155, 110, 144], 3),
+    ([112, 97, 83, 67, 52, 111, 38, 126, 96, 142, 98, 156, 95, 99, 171, 69, 141, 81, 65, 22, 79,
+      127], 3),
+]  # fmt: skip
+
+
+def winning_cells(state: MNKState, player: int) -> set[int]:
+    return {c for c, v in enumerate(state.board) if v == EMPTY and state.wins_with(c, player)}
+
+
+def fours(state: MNKState, player: int) -> list[int]:
+    """Every empty cell where ``player`` makes a four (then has a cell to win on)."""
+    out = []
+    for c, v in enumerate(state.board):
+        if v == EMPTY:
+            state.board[c] = player
+            if winning_cells(state, player):
+                out.append(c)
+            state.board[c] = EMPTY
+    return out
+
+
+def vcf(state: MNKState, depth: int) -> int | None:
+    """A first move that wins by at most ``depth`` fours for the player to move, or None."""
+    p = state.current_player()
+    own = winning_cells(state, p)
+    if own:
+        return min(own)
+    if depth == 0:
+        return None
+    theirs = winning_cells(state, 1 - p)
+    for move in fours(state, p):
+        if (not theirs or move in theirs) and proves(state, move, depth):
+            return move
+    return None
+
+
+def proves(state: MNKState, move: int, depth: int) -> bool:
+    """After the mover plays ``move``, every reply loses within ``depth - 1`` more fours."""
+    p = state.current_player()
+    after = state.clone()
+    after.apply_action(move)
+    if after.is_terminal():
+        return after.winner() == p
+    wins = winning_cells(after, p)
+    if not wins or winning_cells(after, 1 - p):
+        return False  # not a four, or the defender has a five to play first
+    if len(wins) >= 2:
+        return True  # whatever the reply, a winning cell is left
+    block = after.clone()
+    block.apply_action(wins.pop())
+    return not block.is_terminal() and vcf(block, depth - 1) is not None
+
+
+@pytest.mark.parametrize(("moves", "length"), PUZZLES)
+def test_puzzle_is_a_shortest_vcf_of_its_length(moves: list[int], length: int) -> None:
+    state = engine.replay(("gomoku", {}), moves)
+    p = state.current_player()
+    assert not winning_cells(state, p) and not winning_cells(state, 1 - p)
+    assert vcf(state, length) is not None
+    assert vcf(state, length - 1) is None
+
+
+@pytest.mark.parametrize(("moves", "length"), PUZZLES)
+def test_alphabeta_finds_the_win_and_plays_it_out(moves: list[int], length: int) -> None:
+    """The search proves the win, plays a move that starts a VCF, and against the blocks
+    completes five within the 16 fours its root VCF search looks at."""
+    state = engine.replay(("gomoku", {}), moves)
+    attacker = state.current_player()
+    for _ in range(16):
+        result = engine.search(state, "alphabeta", Budget(iterations=20_000), seed=1)
+        assert result.proven == "win"
+        assert proves(state, result.action, 16)
+        state.apply_checked(result.action)
+        if state.is_terminal():
+            break
+        state.apply_checked(min(winning_cells(state, attacker)))  # the defender blocks
+    assert state.winner() == attacker
