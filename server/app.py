@@ -100,9 +100,10 @@ from server.lobby import (
 )
 from server.pool import EnginePool, SearchRequest
 from server.records import RecordCache
+from server.rows import GameRecord, SessionRow
 from server.session import Emitted, EventLimits, GameSession, Player, token_hash
 from server.settings import ServerSettings
-from server.store import GameRecord, SessionRow, Store
+from server.store import Store
 from server.transport import (
     GuardedConnection,
     guarded_connections,
