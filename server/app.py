@@ -15,7 +15,6 @@ import secrets
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -71,7 +70,7 @@ from protocol.messages import PROTOCOL_VERSION
 from server import names
 from server.admission import Admission, Refused, address_key, socket_budget
 from server.clock import Now, TimeControl
-from server.connection import Connection
+from server.connection import Connection, PlayerSession
 from server.errors import (
     BadName,
     BadRequest,
@@ -123,24 +122,6 @@ VERSION = "noughts/0.2"
 MAX_WEBSOCKET_FRAME = 4 * MAX_CLIENT_FRAME
 HEALTH_PATH = "/healthz"
 UNFINISHED = ("open", "live")
-
-
-@dataclass(slots=True, eq=False)
-class PlayerSession:
-    """A player known to this server process, and its open connections."""
-
-    player_id: str
-    name: str
-    bot: bool
-    connections: set[Connection] = field(default_factory=set)
-    address: str = "?"  # the remote address of its latest hello (per-address caps)
-
-    @property
-    def online(self) -> bool:
-        return bool(self.connections)
-
-    def as_player(self) -> Player:
-        return Player(self.name, "bot" if self.bot else "human", self.player_id)
 
 
 class GameServer:
