@@ -114,10 +114,7 @@ class GameEvents(LobbyFeed):
         seated = {p.player_id for p in session.players if p is not None and p.player_id}
         session.revert(record)
         for player_id in seated - {p.player_id for p in session.players if p is not None}:
-            held = self.seats.get(player_id, {})
-            held.pop(session.id, None)  # a seat taken by the event that was not stored
-            if not held:
-                self.seats.pop(player_id, None)
+            self._unseat(player_id, session.id, seat=True)  # taken by the event not stored
         self._schedule(session, retry=True)
 
     def _game_over(self, session: GameSession) -> None:
@@ -128,6 +125,9 @@ class GameEvents(LobbyFeed):
             for seat in (0, 1):
                 self.pool.forget(f"{session.id}:{seat}")
         self._lobby_push(LobbyEvent(kind="game_removed", game_id=session.id), private=session)
+        for player in session.players:
+            if player is not None and player.player_id is not None:
+                self._unseat(player.player_id, session.id, seat=False)  # over for good
         handle = self._timers.pop(session.id, None)
         if handle is not None:
             handle.cancel()
@@ -152,6 +152,7 @@ class GameEvents(LobbyFeed):
         for player in session.players:
             if player is None or player.player_id is None:
                 continue
+            self._unseat(player.player_id, game_id, seat=False)
             held = self.seats.get(player.player_id)
             if held is not None:
                 held.pop(game_id, None)

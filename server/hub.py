@@ -57,6 +57,9 @@ class Hub:
         self.subscribers: dict[str, set[Connection]] = {}
         self.players: dict[str, PlayerSession] = {}  # online players
         self.seats: dict[str, dict[str, int]] = {}  # player_id -> {game_id: seat}, in memory
+        # The games of self.seats not over yet, or over but not yet through _game_over: what
+        # the caps on unfinished games count (_unfinished), without a player's ended games.
+        self._open_seats: dict[str, set[str]] = {}
         self.lobby = Lobby()
         self.lobby_connections = Subscriptions()
         self._lobby_timer: asyncio.TimerHandle | None = None
@@ -104,6 +107,7 @@ class Hub:
         for seat, player in enumerate(session.players):
             if player is not None and player.player_id is not None and not player.is_ai:
                 self.seats.setdefault(player.player_id, {})[session.id] = seat
+                self._open_seats.setdefault(player.player_id, set()).add(session.id)
 
     def _event_limits(self) -> EventLimits:
         settings = self.settings
@@ -129,8 +133,22 @@ class Hub:
         return connection.player
 
     def _unfinished(self, player_id: str) -> set[str]:
-        held = self.seats.get(player_id, {})
+        held = self._open_seats.get(player_id, ())
         return {g for g in held if self.games.get(g) and self.games[g].status in UNFINISHED}
+
+    def _unseat(self, player_id: str, game_id: str, *, seat: bool) -> None:
+        """``game_id`` leaves ``player_id``'s open seats (``seat``: its seats too)."""
+        held = self._open_seats.get(player_id)
+        if held is not None:
+            held.discard(game_id)
+            if not held:
+                del self._open_seats[player_id]
+        if seat:
+            seats = self.seats.get(player_id)
+            if seats is not None:
+                seats.pop(game_id, None)
+                if not seats:
+                    del self.seats[player_id]
 
     def _check_open_games(self, player_id: str) -> None:
         """Caps on unfinished games: per player, and per address over all its players
@@ -144,7 +162,7 @@ class Hub:
         cap = self.settings.max_open_games_per_ip
         # Every game start runs this over every player of the address (a NAT, or the
         # load harness's 400 players on 127.0.0.1): one pass, no set per player.
-        games, seats = self.games, self.seats
+        games, seats = self.games, self._open_seats
         counted: set[str] = set()
         for other in self._address_players.get(player.address, ()):
             for game_id in seats.get(other, ()):
