@@ -30,8 +30,9 @@ from typing import Any
 
 import engine
 from server.errors import StorageError
+from server.rows import GameEnd, GameRow, MoveRow
 from server.session import RESULTS, new_game_id
-from server.store import GameEnd, GameRow, MoveRow, SQLiteStore, default_db_path
+from server.store import SQLiteStore, default_db_path
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 

@@ -11,6 +11,9 @@ wait in a queue. What waits for a client -- that queue plus the socket's write b
 where websockets also puts its pongs -- is capped in bytes: a client that does not read
 is closed once it passes the cap, without delaying anyone else. Pings count against the
 same rate limit as messages.
+
+What a connection needs from the server is ``Handler`` (server/app.py implements it), so
+this module does not import the server; ``PlayerSession`` is the player it speaks for.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
@@ -30,16 +34,15 @@ from protocol import (
     Hello,
     Message,
     ProtocolError,
+    Welcome,
     decode,
     encode,
 )
 from protocol.codec import request_id
 from server.errors import ServerError
 from server.limits import TokenBucket
+from server.session import Player
 from server.transport import GuardedConnection, storms
-
-if TYPE_CHECKING:
-    from server.app import GameServer, PlayerSession
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +53,44 @@ CLOSE_RATE_LIMIT = 4029
 SHED_GRACE_S = 1.0
 
 
+class Handler(Protocol):
+    """What a connection needs from the server it serves (server/app.py's GameServer):
+    defined here, so that this module does not import the server."""
+
+    async def hello(self, connection: Connection, hello: Hello) -> Welcome:
+        """Identify the connection's player (``connection.player`` is set on return)."""
+
+    async def dispatch(self, connection: Connection, message: Message) -> None:
+        """Serve a request from a connection that said hello (errors: ServerError)."""
+
+    async def disconnected(self, connection: Connection) -> None:
+        """The connection is closed: forget it."""
+
+
+@dataclass(slots=True, eq=False)
+class PlayerSession:
+    """A player known to this server process, and its open connections."""
+
+    player_id: str
+    name: str
+    bot: bool
+    connections: set[Connection] = field(default_factory=set)
+    address: str = "?"  # the remote address of its latest hello (per-address caps)
+
+    @property
+    def online(self) -> bool:
+        return bool(self.connections)
+
+    def as_player(self) -> Player:
+        return Player(self.name, "bot" if self.bot else "human", self.player_id)
+
+
 class Connection:
     """A connected client: its player after hello, what it follows, its outgoing queue."""
 
     def __init__(
         self,
-        server: GameServer,
+        server: Handler,
         websocket: GuardedConnection,
         bucket: TokenBucket,
         send_buffer: int,

@@ -32,7 +32,7 @@ from server.errors import (
     StaleMove,
 )
 from server.limits import TokenBucket
-from server.store import EventRow, GameEnd, GameRecord, GameRow, MoveRow
+from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow
 
 RESULTS = {0: "1-0", 1: "0-1", None: "1/2-1/2"}
 NO_RESULT = "*"

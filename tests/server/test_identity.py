@@ -17,9 +17,11 @@ import pytest
 from client.connection import RequestFailed
 from protocol import (
     PROTOCOL_VERSION,
+    Abort,
     CreateGame,
     Error,
     Hello,
+    JoinGame,
     LobbyState,
     LobbySubscribe,
     Seek,
@@ -171,6 +173,25 @@ async def test_unfinished_games_are_capped_per_address_as_well_as_per_player(
         await bo.request(CreateGame, game="tictactoe", opponent="human")
     with pytest.raises(RequestFailed, match="too_many.*per address"):
         await bo.request(CreateGame, game="tictactoe", opponent="human")
+    for client in (ada, bo):
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=3, max_open_games_per_player=20)], indirect=True
+)
+async def test_the_address_cap_counts_a_shared_game_once_and_no_ended_game(
+    server: RunningServer,
+) -> None:
+    ada, bo = await server.connect("ada"), await server.connect("bo")
+    shared = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    await bo.request(JoinGame, game_id=shared.game_id)  # both seats: one game
+    await ada.request(CreateGame, game="tictactoe", opponent="human")
+    third = await bo.request(CreateGame, game="tictactoe", opponent="human")
+    with pytest.raises(RequestFailed, match="too_many.*per address"):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+    await bo.request(Abort, game_id=third.game_id, token=third.token)  # ended: not counted
+    await ada.request(CreateGame, game="tictactoe", opponent="human")
     for client in (ada, bo):
         await client.close()
 

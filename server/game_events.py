@@ -1,0 +1,337 @@
+"""A game's events: committed to the store, then sent to its followers; the timers
+that end games (flags, first moves, abandoned games); games created and started;
+the AI's turns.
+
+Order of every change to a game: under the game's lock, validate and apply it in the
+GameSession (which raises and changes nothing if refused), commit its events to the
+store, then acknowledge and broadcast them. Nothing is sent about an event before its
+transaction has committed, and one game's events go out in their ``seq`` order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+import engine
+from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode
+from server.clock import TimeControl
+from server.connection import Connection
+from server.errors import BadRequest, EngineUnavailable, LimitExceeded, ServerError, StorageError
+from server.lobby_feed import LobbyFeed
+from server.pool import SearchRequest
+from server.session import Emitted, GameSession, Player
+
+log = logging.getLogger(__name__)
+
+
+class GameEvents(LobbyFeed):
+    """Games' events, timers, starts and AI turns."""
+
+    # --- events: commit, then broadcast ------------------------------------------------------
+
+    async def _store(self, session: GameSession, emitted: Emitted) -> None:
+        if isinstance(emitted.message, Snapshot):  # the start: the game row changes too
+            await self.store.update_game(session.to_row(), emitted.event)
+        elif emitted.move is not None:
+            await self.store.append_move(emitted.move, emitted.end)
+        elif emitted.end is not None:
+            await self.store.end_game(session.id, emitted.end)
+        elif emitted.event is not None:
+            await self.store.append_event(emitted.event)
+
+    async def _commit(
+        self,
+        session: GameSession,
+        emitted: list[Emitted],
+        reply_to: Connection | None = None,
+        rid: int | None = None,
+    ) -> None:
+        """Store each event, then send it to every follower (the requester's copy of the
+        first carries ``rid``). Call with the game's lock held. If the store refuses (a
+        full disk, say), the game goes back to what is stored and the StorageError is
+        raised: the requester gets it, every other follower is told (``_not_stored``)."""
+        for index, event in enumerate(emitted):
+            try:
+                await self._store(session, event)
+            except StorageError as exc:
+                await self._not_stored(session, exc, reply_to if rid is not None else None)
+                raise
+            session.stored()
+            frame = event.frame or encode(event.message)  # encoded once, in the session
+            followers = self.subscribers.get(session.id, ())
+            for connection in list(followers):
+                if connection is reply_to and rid is not None and index == 0:
+                    connection.post(encode(event.message, rid=rid))
+                else:
+                    connection.post(frame)
+            if reply_to is not None and rid is not None and index == 0:
+                if reply_to not in followers:  # a seat holder that has not resumed yet
+                    reply_to.post(encode(event.message, rid=rid))
+            if isinstance(event.message, Ended):
+                self._game_over(session)
+        self._schedule(session)
+
+    async def _commit_quietly(self, session: GameSession, emitted: list[Emitted]) -> bool:
+        """``_commit`` for events nobody asked for (presence, timeouts, the AI's move): a
+        refusal is handled there (the game reverted, its followers told); False then."""
+        try:
+            await self._commit(session, emitted)
+        except StorageError:
+            return False
+        return True
+
+    async def _not_stored(
+        self, session: GameSession, exc: StorageError, requester: Connection | None
+    ) -> None:
+        """Storing an event of ``session`` failed: what is in memory but not stored never
+        happened. The game goes back to its stored state, in memory and loaded (it goes on
+        once the store takes writes again; its timers retry after storage_retry_s), and its
+        followers other than ``requester`` are told. A game never stored leaves memory."""
+        log.error("game %s: an event could not be stored (%s); back to its stored state",
+                  session.id, exc.message)  # fmt: skip
+        try:
+            record = await self.store.get_game(session.id)
+        except StorageError as read_failed:
+            log.error("game %s: cannot read it back (%s); unloading it", session.id, read_failed)
+            record = None
+        notice = Error(
+            code=exc.code.value,
+            message=f"game {session.id} waits: {exc.message}; it goes on as it was before "
+            "the event that could not be stored",
+            game_id=session.id,
+        )
+        frame = encode(notice)
+        for connection in list(self.subscribers.get(session.id, ())):
+            if connection is not requester:
+                connection.post(frame)
+        if record is None:
+            self._evict(session.id)
+            return
+        seated = {p.player_id for p in session.players if p is not None and p.player_id}
+        session.revert(record)
+        for player_id in seated - {p.player_id for p in session.players if p is not None}:
+            self._unseat(player_id, session.id, seat=True)  # taken by the event not stored
+        self._schedule(session, retry=True)
+
+    def _game_over(self, session: GameSession) -> None:
+        ai_turn = self._ai_tasks.pop(session.id, None)
+        if ai_turn is not None and ai_turn is not asyncio.current_task():
+            ai_turn.cancel()  # its search is dropped, or stopped in its worker
+        if self.pool is not None:
+            for seat in (0, 1):
+                self.pool.forget(f"{session.id}:{seat}")
+        self._lobby_push(LobbyEvent(kind="game_removed", game_id=session.id), private=session)
+        for player in session.players:
+            if player is not None and player.player_id is not None:
+                self._unseat(player.player_id, session.id, seat=False)  # over for good
+        handle = self._timers.pop(session.id, None)
+        if handle is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._evictions[session.id] = loop.call_later(
+            self.settings.keep_finished_s, self._evict, session.id
+        )
+
+    def _evict(self, game_id: str) -> None:
+        """A finished game leaves memory; its record stays in the store."""
+        session = self.games.pop(game_id, None)
+        for connection in self.subscribers.pop(game_id, ()):
+            connection.games.discard(game_id)
+            connection.watching.discard(game_id)
+        for handles in (self._timers, self._evictions):
+            handle = handles.pop(game_id, None)
+            if handle is not None:
+                handle.cancel()
+        self._locks.pop(game_id, None)
+        if session is None:
+            return
+        for player in session.players:
+            if player is None or player.player_id is None:
+                continue
+            self._unseat(player.player_id, game_id, seat=False)
+            held = self.seats.get(player.player_id)
+            if held is not None:
+                held.pop(game_id, None)
+                if not held:
+                    del self.seats[player.player_id]
+                    online = self.players.get(player.player_id)
+                    if online is not None and not online.online:
+                        del self.players[player.player_id]
+
+    # --- timers: flags, first moves, abandoned games ----------------------------------------
+
+    def _schedule(self, session: GameSession, *, retry: bool = False) -> None:
+        """Wake up at the game's next deadline (``retry``: not before storage_retry_s,
+        after a write that failed)."""
+        handle = self._timers.pop(session.id, None)
+        if handle is not None:
+            handle.cancel()
+        deadline = session.next_deadline()
+        if deadline is None:
+            return
+        delay = max(0.0, deadline - self._monotonic()) + 0.001
+        if retry:
+            delay = max(delay, self.settings.storage_retry_s)
+        loop = asyncio.get_running_loop()
+        self._timers[session.id] = loop.call_later(
+            delay, lambda: self._spawn(self._on_deadline(session.id))
+        )
+
+    async def _on_deadline(self, game_id: str) -> None:
+        session = self.games.get(game_id)
+        if session is None:
+            return
+        async with self._lock(game_id):
+            emitted = session.timeouts(self.clock())
+            if emitted:
+                await self._commit_quietly(session, emitted)
+            else:
+                self._schedule(session)
+
+    # --- creating and starting games ------------------------------------------------------------
+
+    def _ai_player(
+        self,
+        algorithm: str,
+        budget_ms: int,
+        game: str,
+        params: dict[str, int],
+        player_id: str | None = None,
+    ) -> Player:
+        """The AI seat of a new game against ``player_id``, refused now (not at the AI's
+        turn) for an algorithm that cannot play the game, a budget over the server's
+        maximum, no engine worker up, or a player whose AI searches are at their cap."""
+        try:
+            engine.check_algorithm(algorithm, engine.make_game(game, **params))
+        except engine.EngineError as exc:
+            raise BadRequest(str(exc)) from exc
+        settings = self.settings
+        if budget_ms > settings.max_budget_ms:
+            raise BadRequest(
+                f"limit: budget_ms is at most {settings.max_budget_ms} on this server, "
+                f"not {budget_ms}"
+            )
+        if self.pool is None:
+            raise EngineUnavailable("this server runs no engine workers: AI games are off")
+        if not self.pool.available:
+            raise EngineUnavailable("no engine worker is up (they are restarting): retry soon")
+        cap = settings.max_ai_searches_per_player
+        if player_id is not None and self.pool.searches_of(player_id) >= cap:
+            raise LimitExceeded(
+                f"limit: the AI is already thinking in {cap} of your games; wait for its moves"
+            )
+        return Player(f"{algorithm} {budget_ms}ms", "ai", algorithm=algorithm, budget_ms=budget_ms)
+
+    async def _start_game(
+        self,
+        session: GameSession,
+        seated: Iterable[tuple[Connection, int, int | None]],
+    ) -> None:
+        """Store a new game whose seats are all taken, tell each seated connection its seat
+        (``rid`` if it asked), and start it: the start snapshot goes to everyone seated."""
+        self._register(session)
+        async with self._lock(session.id):
+            await self._create(session)
+            for connection, seat, rid in seated:
+                self._subscribe(session.id, connection)
+                token = session.tokens[seat]
+                assert token is not None
+                connection.send(Seated(rid=rid, game_id=session.id, seat=seat, token=token))
+            await self._commit(session, [session.start(self.clock())])
+        self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
+        self._maybe_ai_turn(session)
+
+    async def _create(self, session: GameSession) -> None:
+        """Store a new (registered) game; if the store refuses, it leaves memory: it never
+        existed."""
+        try:
+            await self.store.create_game(session.to_row())
+        except StorageError:
+            self._evict(session.id)
+            raise
+
+    def _new_session(
+        self, game: str, params: dict[str, int], clock: dict[str, int], **kwargs: Any
+    ) -> GameSession:
+        control = TimeControl.parse(clock)
+        return GameSession.new(game, dict(params), self.clock(), control=control, **kwargs)
+
+    # --- AI turns ------------------------------------------------------------------------------
+
+    def _maybe_ai_turn(self, session: GameSession) -> None:
+        if session.status != "live":
+            return
+        seat = session.state.current_player()
+        player = session.players[seat] if seat >= 0 else None
+        if player is None or not player.is_ai:
+            return
+        self._ai_tasks[session.id] = self._spawn(self._ai_turn(session, seat, player))
+
+    async def _ai_turn(self, session: GameSession, seat: int, player: Player) -> None:
+        """Ask the pool for the AI's move and play it; cancelled if the game ends first."""
+        ply = session.state.ply()
+        opponent = session.players[1 - seat]
+        request = SearchRequest(
+            game=session.game.name,
+            params=dict(session.game.params),
+            actions=tuple(session.state.history()),
+            algorithm=player.algorithm or "mcts",
+            budget_ms=float(player.budget_ms or 100),
+            seed=secrets.randbits(31),
+            game_key=f"{session.id}:{seat}",
+            owner=None if opponent is None else opponent.player_id,
+        )
+        try:
+            if self.pool is None:
+                raise EngineUnavailable("this server runs no engine workers: AI games are off")
+            result = await self.pool.search(request, wait_s=self.settings.engine_wait_s)
+        except EngineUnavailable as exc:
+            await self._engine_failed(session, ply, exc)
+            return
+        finally:
+            if self._ai_tasks.get(session.id) is asyncio.current_task():
+                del self._ai_tasks[session.id]
+        async with self._lock(session.id):
+            if session.status != "live" or session.state.ply() != ply:
+                return  # the game moved on (resigned, aborted) while the AI thought
+            stats = result.to_dict()
+            stats["budget_ms"] = request.budget_ms
+            stats["seed"] = request.seed
+            try:
+                emitted = session.play(seat, result.action, self.clock(), stats=stats)
+            except ServerError as exc:
+                log.error("AI chose a refused move in game %s: %s", session.id, exc)
+                return
+            if not await self._commit_quietly(session, emitted):
+                # Not stored (a full disk, say): the AI moves again once the store may
+                # take it.
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.settings.storage_retry_s, self._retry_ai_turn, session)
+
+    def _retry_ai_turn(self, session: GameSession) -> None:
+        if self.games.get(session.id) is session:  # still loaded
+            self._maybe_ai_turn(session)
+
+    async def _engine_failed(self, session: GameSession, ply: int, exc: EngineUnavailable) -> None:
+        """No worker could make the AI's move: as Lichess aborts the games its servers could
+        not play, the game ends with no result (reason ``engine_unavailable``), and its
+        followers get an ``engine_unavailable`` error saying why. A pool shutting down is
+        not a failure: the game is restored, its AI to move, when the server starts again."""
+        if self.pool is not None and self.pool.closed:
+            return
+        log.warning("AI move for game %s failed: %s; aborting the game", session.id, exc.message)
+        async with self._lock(session.id):
+            if session.status != "live" or session.state.ply() != ply:
+                return
+            error = Error(
+                code=ErrorCode.ENGINE_UNAVAILABLE.value,
+                message=f"the AI cannot move: {exc.message}; the game is aborted",
+                game_id=session.id,
+            )
+            for connection in self.subscribers.get(session.id, ()):
+                connection.send(error)
+            await self._commit(session, session.engine_failed(self.clock()))

@@ -1,0 +1,255 @@
+"""Requests about games: create, join, move, resign, abort, draw, claim, rematch;
+following them: watch, unwatch, resume.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import engine
+from protocol import (
+    Abort,
+    Claim,
+    CreateGame,
+    Draw,
+    JoinGame,
+    LobbyEvent,
+    Move,
+    Ok,
+    Rematch,
+    Resign,
+    Resume,
+    Resumed,
+    Seated,
+    Snapshot,
+    Unwatch,
+    Watch,
+    encode,
+)
+from server.connection import Connection
+from server.errors import LimitExceeded, NotAllowed, SeatTaken, UnknownGame
+from server.game_events import GameEvents
+from server.hub import UNFINISHED
+from server.rows import GameRecord
+from server.session import GameSession
+
+
+class GameRequests(GameEvents):
+    """The handlers of requests about games."""
+
+    # --- requests: games ---------------------------------------------------------------------
+
+    async def on_create(self, connection: Connection, request: CreateGame) -> None:
+        me = self._me(connection)
+        self._check_open_games(me.player_id)
+        session = self._new_session(
+            request.game, request.params, request.clock, private=request.private
+        )
+        seat = request.seat if request.seat >= 0 else secrets.randbelow(2)
+        if request.opponent == "ai":
+            session.players[1 - seat] = self._ai_player(
+                request.algorithm, request.budget_ms, request.game, request.params, me.player_id
+            )
+            session.take_seat(seat, me.as_player())
+            await self._start_game(session, [(connection, seat, request.rid)])
+            return
+        token = session.take_seat(seat, me.as_player())
+        self._register(session)
+        await self._create(session)
+        self._subscribe(session.id, connection)
+        connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
+        connection.send(session.snapshot(self.clock()))
+
+    async def on_join(self, connection: Connection, request: JoinGame) -> None:
+        me = self._me(connection)
+        session = self._game(request.game_id)
+        async with self._lock(session.id):
+            seat = session.open_seat()
+            if seat is None or session.status != "open":
+                raise SeatTaken(f"game {session.id} has no open seat", session.id)
+            if session.seat_of_player(me.player_id) is not None:
+                raise NotAllowed(f"you already hold a seat in game {session.id}", session.id)
+            self._check_open_games(me.player_id)
+            token = session.take_seat(seat, me.as_player())
+            self._register(session)
+            self._subscribe(session.id, connection)
+            connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
+            await self._commit(session, [session.start(self.clock())])
+        self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
+        self._maybe_ai_turn(session)
+
+    def _seat_request(
+        self, connection: Connection, game_id: str, token: str
+    ) -> tuple[GameSession, int]:
+        session = self._game(game_id)
+        return session, session.authorize(token, connection.player_id)
+
+    async def on_move(self, connection: Connection, request: Move) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
+            await self._commit(session, emitted, connection, request.rid)
+        self._maybe_ai_turn(session)
+
+    async def on_resign(self, connection: Connection, request: Resign) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            emitted = session.resign(seat, self.clock())
+            await self._commit(session, emitted, connection, request.rid)
+
+    async def on_abort(self, connection: Connection, request: Abort) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            emitted = session.abort(seat, self.clock())
+            await self._commit(session, emitted, connection, request.rid)
+
+    async def on_draw(self, connection: Connection, request: Draw) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            now = self.clock()
+            emitted = session.draw(seat, request.answer, now)
+            await self._commit(session, emitted)
+            opponent = session.players[1 - seat]
+            if session.status == "live" and opponent is not None and opponent.is_ai:
+                # The AI accepts when its last search saw nothing better than a draw.
+                value = session.last_value[1 - seat]
+                answer = "accept" if value is not None and value <= 0.0 else "decline"
+                await self._commit(session, session.draw(1 - seat, answer, now))
+        connection.send(Ok(rid=request.rid))
+
+    async def on_claim(self, connection: Connection, request: Claim) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            emitted = session.claim(seat, request.outcome, self.clock())
+            await self._commit(session, emitted, connection, request.rid)
+
+    async def on_rematch(self, connection: Connection, request: Rematch) -> None:
+        session, seat = self._seat_request(connection, request.game_id, request.token)
+        async with self._lock(session.id):
+            now = self.clock()
+            emitted, agreed = session.rematch(seat, request.answer, now)
+            await self._commit(session, emitted)
+            accepter = seat
+            opponent = session.players[1 - seat]
+            if not agreed and request.answer == "offer" and opponent is not None and opponent.is_ai:
+                emitted, agreed = session.rematch(1 - seat, "accept", now)
+                accepter = 1 - seat
+            if agreed:
+                rematch = self._rematch_of(session)
+                await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
+        connection.send(Ok(rid=request.rid))
+        if agreed:
+            seated = []
+            for new_seat, player in enumerate(rematch.players):
+                if player is None or player.is_ai:
+                    continue
+                online = self.players.get(player.player_id or "")
+                targets = [
+                    c for c in (online.connections if online else ()) if session.id in c.games
+                ]
+                seated += [(c, new_seat, None) for c in targets]
+            await self._start_game(rematch, seated)
+
+    def _rematch_of(self, session: GameSession) -> GameSession:
+        rematch = GameSession.new(
+            session.game.name,
+            dict(session.game.params),
+            self.clock(),
+            control=session.control,
+            rematch_of=session.id,
+        )
+        for seat, player in enumerate(session.players):
+            assert player is not None
+            new_seat = 1 - seat
+            if player.is_ai:
+                rematch.players[new_seat] = player
+            else:
+                rematch.take_seat(new_seat, player)
+        return rematch
+
+    # --- requests: following games -------------------------------------------------------------
+
+    def _check_watching(self, connection: Connection, game_id: str) -> None:
+        """A connection follows at most ``max_watched_per_connection`` games it holds no
+        seat in, by ``watch`` or ``resume``."""
+        cap = self.settings.max_watched_per_connection
+        if game_id not in connection.watching and len(connection.watching) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} games watched")
+
+    async def on_watch(self, connection: Connection, request: Watch) -> None:
+        session = self._game(request.game_id)
+        self._check_watching(connection, session.id)
+        async with self._lock(session.id):
+            connection.watching.add(session.id)
+            self._subscribe(session.id, connection)
+            if request.since is None:
+                connection.send(session.snapshot(self.clock(), rid=request.rid))
+            else:
+                self._send_since(connection, session, request.since)
+                connection.send(Resumed(rid=request.rid, game_id=session.id, seq=session.seq))
+
+    async def on_unwatch(self, connection: Connection, request: Unwatch) -> None:
+        if request.game_id in connection.watching:
+            connection.watching.discard(request.game_id)
+            connection.games.discard(request.game_id)
+            self.subscribers.get(request.game_id, set()).discard(connection)
+        connection.send(Ok(rid=request.rid))
+
+    def _send_since(self, connection: Connection, session: GameSession, since: int) -> None:
+        frames = session.events_since(since) if since > 0 else None
+        if frames is None:
+            connection.send(session.snapshot(self.clock()))
+        else:
+            for frame in frames:
+                connection.post(frame)
+
+    async def on_resume(self, connection: Connection, request: Resume) -> None:
+        me = self._me(connection)
+        session = self.games.get(request.game_id)
+        if session is None:  # from the database: as costly as a get
+            self._charge(connection, self.settings.cost_get, "resume of a stored game")
+            record = await self.store.get_game(request.game_id)
+            if record is None:
+                raise UnknownGame(f"no game {request.game_id!r}", request.game_id)
+            self._send_charged(connection, encode(_final_snapshot(record)))
+            connection.send(Resumed(rid=request.rid, game_id=record.row.id, seq=record.row.seq))
+            return
+        if session.seat_of_player(me.player_id) is None:
+            self._check_watching(connection, session.id)
+        async with self._lock(session.id):
+            seat = session.seat_of_player(me.player_id)
+            token = None
+            if seat is None:
+                connection.watching.add(session.id)
+            else:
+                token = session.tokens[seat]
+                if token is None:
+                    token = session.issue_token(seat)
+                    await self.store.update_game(session.to_row())
+            self._subscribe(session.id, connection)
+            self._send_since(connection, session, request.since)
+            connection.send(
+                Resumed(
+                    rid=request.rid, game_id=session.id, seq=session.seq, seat=seat, token=token
+                )
+            )
+
+
+def _final_snapshot(record: GameRecord) -> Snapshot:
+    """A stored game's last position, for a client resuming a game the server unloaded."""
+    r = record.row
+    return Snapshot(
+        game_id=r.id,
+        seq=r.seq,
+        game=r.game,
+        params=r.params,
+        players=r.players,
+        actions=[m.action for m in record.moves],
+        status=r.status,  # type: ignore[arg-type]
+        to_move=engine.TERMINAL if r.status not in UNFINISHED else -1,
+        result=r.result,
+        reason=r.reason,
+        clock=r.clock or {},
+        clocks=record.moves[-1].clocks if record.moves else None,
+        at=r.ended_at or r.created_at,
+    )

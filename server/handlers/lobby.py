@@ -1,0 +1,204 @@
+"""Requests to the lobby: subscribe, seek, cancel, accept, quick pairing."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import engine
+from protocol import (
+    AcceptSeek,
+    CancelSeek,
+    Error,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Ok,
+    QuickPair,
+    Seek,
+    SeekPosted,
+    encode,
+)
+from server import names
+from server.clock import TimeControl
+from server.connection import Connection
+from server.errors import BadRequest, LimitExceeded, NotAllowed, ServerError, UnknownSeek
+from server.game_events import GameEvents
+from server.lobby import SeekEntry, Subscription, new_seek_id
+from server.session import GameSession
+
+
+class LobbyRequests(GameEvents):
+    """The handlers of requests to the lobby."""
+
+    # --- requests: the lobby -----------------------------------------------------------------
+
+    async def on_lobby(self, connection: Connection, request: LobbySubscribe) -> None:
+        if not request.subscribe:
+            self.lobby_connections.discard(connection)
+            connection.send(Ok(rid=request.rid))
+            return
+        self._charge(connection, self.settings.cost_lobby, "lobby")
+        limit = min(request.limit or self.settings.lobby_page, self.settings.lobby_max_page)
+        paged = request.limit is not None or request.page is not None
+        page = request.page or 1
+        if page > 1:  # read only: the subscription (if any) follows the first page
+            games, total = self._listed_games(page * limit)
+            state = LobbyState(
+                rid=request.rid,
+                seeks=[s.to_dict() for s in self.lobby.public_page(limit, page)],
+                games=self._summaries(games[(page - 1) * limit :]),
+                page=page,
+                limit=limit,
+                seeks_total=self.lobby.public_count,
+                games_total=total,
+            )
+            self._send_charged(connection, encode(state))
+            return
+        subscription = Subscription(request.rid, limit, paged)
+        window = self.lobby.windows.get(limit)
+        if window is None:
+            window = self.lobby.windows[limit] = self._lobby_window(limit)
+        elif self._lobby_timer is not None:
+            # The lobby changed since the others with this page size were sent their
+            # window: this one gets the lobby as it is now, and at the tick the difference
+            # from that; then it shares the others' window.
+            window = subscription.window = self._lobby_window(limit)
+        self.lobby_connections[connection] = subscription
+        state = self._lobby_state(connection.player_id, request.rid, subscription, window)
+        self._send_charged(connection, encode(state))
+
+    def _check_game(self, game: str, params: dict[str, int]) -> None:
+        try:
+            engine.make_game(game, **params)
+        except engine.EngineError as exc:
+            raise BadRequest(str(exc)) from exc
+
+    def _check_seeks(self, connection: Connection) -> None:
+        cap = self.settings.max_seeks_per_connection
+        if len(self.lobby.owned_by(connection)) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} open seeks per connection")
+
+    async def _resolve_player(self, who: str) -> str:
+        """A player id, or the name (or a look-alike) bound to a player's session, online
+        or not: a challenge by name reaches its holder and no one else."""
+        if who in self.players:
+            return who
+        holder = await self.store.name_holder(names.name_keys(names.normalize(who)))
+        if holder is None:
+            raise BadRequest(f"no player {who!r}: no session holds that name")
+        return holder
+
+    async def on_seek(self, connection: Connection, request: Seek) -> None:
+        me = self._me(connection)
+        self._check_seeks(connection)
+        self._check_game(request.game, dict(request.params))
+        to = None
+        if request.to is not None:
+            to = await self._resolve_player(request.to)
+            if to == me.player_id:
+                raise BadRequest("you cannot challenge yourself")
+        seek = SeekEntry(
+            id=new_seek_id(),
+            game=request.game,
+            params=dict(request.params),
+            control=TimeControl.parse(request.clock),
+            owner=me.as_player(),
+            owner_connection=connection,
+            created_at=self.clock().wall,
+            color=request.color,
+            opponents=request.opponents,
+            to=to,
+        )
+        self.lobby.add(seek)
+        connection.send(SeekPosted(rid=request.rid, seek_id=seek.id))
+        self._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    async def on_cancel_seek(self, connection: Connection, request: CancelSeek) -> None:
+        seek = self.lobby.seeks.get(request.seek_id)
+        if seek is None or seek.owner_connection is not connection:
+            raise UnknownSeek(f"you have no seek {request.seek_id!r}")
+        self._remove_seek(seek)
+        connection.send(Ok(rid=request.rid))
+
+    async def on_accept(self, connection: Connection, request: AcceptSeek) -> None:
+        me = self._me(connection)
+        seek = self.lobby.seeks.get(request.seek_id)
+        if seek is None or not seek.visible_to(me.player_id):
+            raise UnknownSeek(f"no seek {request.seek_id!r}: accepted, cancelled or gone")
+        if seek.owner.player_id == me.player_id:
+            raise NotAllowed("that is your own seek")
+        if seek.opponents == "humans" and me.bot:
+            raise NotAllowed("that seek is for human players only")
+        self._check_open_games(me.player_id)
+        self._remove_seek(seek)
+        owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
+        session = GameSession.new(seek.game, seek.params, self.clock(), control=seek.control)
+        session.take_seat(owner_seat, seek.owner)
+        session.take_seat(1 - owner_seat, me.as_player())
+        await self._start_game(
+            session,
+            [
+                (seek.owner_connection, owner_seat, None),
+                (connection, 1 - owner_seat, request.rid),
+            ],
+        )
+
+    async def on_quick(self, connection: Connection, request: QuickPair) -> None:
+        me = self._me(connection)
+        self._check_seeks(connection)
+        self._check_open_games(me.player_id)
+        self._check_game(request.game, dict(request.params))
+        if request.ai_after_s:  # refuse a bad fallback now
+            self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
+        entry = SeekEntry(
+            id=new_seek_id(),
+            game=request.game,
+            params=dict(request.params),
+            control=TimeControl.parse(request.clock),
+            owner=me.as_player(),
+            owner_connection=connection,
+            created_at=self.clock().wall,
+            quick=True,
+            ai_after_s=request.ai_after_s,
+            algorithm=request.algorithm,
+            budget_ms=request.budget_ms,
+        )
+        connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
+        partner = self.lobby.quick_partner(entry)
+        while partner is not None and partner.owner_connection.closed:
+            self._remove_seek(partner)  # its owner is leaving; its cleanup has not run yet
+            partner = self.lobby.quick_partner(entry)
+        if partner is None:
+            self.lobby.add(entry)
+            if entry.ai_after_s:
+                loop = asyncio.get_running_loop()
+                self._quick_timers[entry.id] = loop.call_later(
+                    entry.ai_after_s, lambda: self._spawn(self._quick_ai(entry.id))
+                )
+            return
+        self._remove_seek(partner)
+        seat = secrets.randbelow(2)
+        session = GameSession.new(entry.game, entry.params, self.clock(), control=entry.control)
+        session.take_seat(seat, partner.owner)
+        session.take_seat(1 - seat, entry.owner)
+        await self._start_game(
+            session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
+        )
+
+    async def _quick_ai(self, seek_id: str) -> None:
+        """No partner came in time: seat the waiting player against the AI."""
+        self._quick_timers.pop(seek_id, None)
+        entry = self.lobby.remove(seek_id)
+        if entry is None or entry.owner_connection.closed:
+            return
+        seat = secrets.randbelow(2)
+        session = GameSession.new(entry.game, entry.params, self.clock(), control=entry.control)
+        try:
+            ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
+        except ServerError as exc:  # no engine now: the waiting player is told, not left waiting
+            entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
+            return
+        session.players[1 - seat] = ai
+        session.take_seat(seat, entry.owner)
+        await self._start_game(session, [(entry.owner_connection, seat, None)])

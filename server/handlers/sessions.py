@@ -1,0 +1,236 @@
+"""Players: hello (a known session or a new one), names, the session sweep, and what
+a closed connection leaves behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+
+from websockets.asyncio.server import ServerConnection
+
+from protocol import Hello, Welcome
+from protocol.messages import PROTOCOL_VERSION
+from server import names
+from server.admission import address_key
+from server.connection import Connection, PlayerSession
+from server.errors import BadName, BadToken, LimitExceeded, NameTaken, StorageError
+from server.game_events import GameEvents
+from server.hub import UNFINISHED
+from server.limits import TokenBucket
+from server.rows import SessionRow
+from server.session import token_hash
+
+log = logging.getLogger(__name__)
+
+
+class SessionRequests(GameEvents):
+    """Players' sessions: hello, names, sweep, disconnect."""
+
+    async def hello(self, connection: Connection, hello: Hello) -> Welcome:
+        """Identify the connection's player: a known session, or a new one."""
+        now = self.clock()
+        address = _address(connection.websocket)
+        if hello.session is not None:
+            digest = token_hash(hello.session)
+            row = await self.store.load_session(digest)
+            if row is None:
+                raise BadToken("unknown session: send hello without one to start a new session")
+            session_token = hello.session
+            if not row.named:
+                row.name = await self._bind_legacy_name(row.player_id, row.name)
+            player = self.players.get(row.player_id) or PlayerSession(
+                row.player_id, row.name, row.bot
+            )
+            try:
+                await self.store.touch_sessions([player.player_id], now.wall, False)
+            except StorageError:  # a full or failing disk must not lock a player out
+                log.warning("cannot mark session of %s used; the next sweep does", row.player_id)
+        else:
+            session_token = secrets.token_urlsafe(24)
+            player = await self._new_player(hello, address, session_token, now.wall)
+        player.address = address
+        self._address_players.setdefault(address, set()).add(player.player_id)
+        self.players[player.player_id] = player
+        player.connections.add(connection)
+        connection.player = player
+        games = []
+        for game_id, seat in list(self.seats.get(player.player_id, {}).items()):
+            game = self.games.get(game_id)
+            if game is None or game.status not in UNFINISHED:
+                continue
+            async with self._lock(game_id):
+                token = game.tokens[seat]
+                if token is None:  # restored: only the hash survived; issue a new secret
+                    token = game.issue_token(seat)
+                    await self.store.update_game(game.to_row())
+                await self._commit_quietly(
+                    game, game.set_online(seat, True, now, self.settings.grace_s)
+                )
+            games.append({"game_id": game_id, "seat": seat, "token": token, "seq": game.seq})
+        return Welcome(
+            rid=hello.rid,
+            version=PROTOCOL_VERSION,
+            session=session_token,
+            player_id=player.player_id,
+            server=self.version,
+            name=player.name,
+            games=games,
+        )
+
+    # --- players, names and sessions ---------------------------------------------------------
+
+    async def _new_player(
+        self, hello: Hello, address: str, session_token: str, now: float
+    ) -> PlayerSession:
+        """A new session: its name checked (server/names.py) and bound to it, charged to
+        its address's allowance of new sessions; stored before the welcome."""
+        name: str | None = None
+        if not names.is_anonymous(hello.name):
+            try:
+                name = names.check(hello.name)
+            except names.NameRefused as exc:
+                raise BadName(f"name refused: {exc}") from exc
+        self._charge_new_session(address)
+        player_id = "p-" + secrets.token_hex(6)
+        if name is None:
+            name, keys = await self._guest_name()
+        else:
+            keys = names.name_keys(name)
+            await self._check_name_free(name, keys)
+        for key in keys:
+            self._claiming[key] = player_id
+        try:
+            # The name is free: claimed here until its row commits (a hello in flight with
+            # the same name is refused meanwhile), bound in the store from then on.
+            if await self.store.name_holder(keys) is not None:
+                raise NameTaken(f"the name {name!r} was taken a moment ago: choose another")
+            row = SessionRow(token_hash(session_token), player_id, name, hello.bot, now, now)
+            await self.store.save_session(row, keys)
+        finally:
+            for key in keys:
+                if self._claiming.get(key) == player_id:
+                    del self._claiming[key]
+        return PlayerSession(player_id, name, hello.bot)
+
+    async def _bind_legacy_name(self, player_id: str, name: str) -> str:
+        """A session stored before names were bound keeps its name if the rules allow it
+        and no one holds it; else it becomes a guest (its games keep the old label)."""
+        try:
+            name = names.check(name)
+            keys = names.name_keys(name)
+            await self._check_name_free(name, keys)
+        except (names.NameRefused, NameTaken):
+            name, keys = await self._guest_name()
+        await self.store.bind_name(player_id, name, keys)
+        return name
+
+    def _charge_new_session(self, address: str) -> None:
+        """Take one new session from ``address``'s token bucket, or refuse (too_many)."""
+        settings = self.settings
+        rate = settings.new_sessions_per_ip_per_minute / 60.0
+        bucket = self._new_sessions.get(address)
+        if bucket is None:
+            if len(self._new_sessions) > 10_000:  # forget addresses whose bucket is full
+                self._prune_new_session_buckets()
+            burst = settings.new_sessions_burst_per_ip
+            bucket = TokenBucket(rate, burst, float(burst), time.monotonic())
+            self._new_sessions[address] = bucket
+        if not bucket.take(time.monotonic()):
+            raise LimitExceeded(
+                f"limit: at most {settings.new_sessions_per_ip_per_minute:g} new sessions a "
+                f"minute from one address (bursts of {settings.new_sessions_burst_per_ip}); "
+                "reconnect with your session instead"
+            )
+
+    def _prune_new_session_buckets(self) -> None:
+        now = time.monotonic()
+        for address, bucket in list(self._new_sessions.items()):
+            if bucket.tokens + (now - bucket.updated) * bucket.rate >= bucket.burst:
+                del self._new_sessions[address]
+
+    async def _check_name_free(self, name: str, keys: frozenset[str]) -> None:
+        if any(key in self._claiming for key in keys) or await self.store.name_holder(keys):
+            raise NameTaken(
+                f"the name {name!r}, or one that looks like it, belongs to another player: "
+                "choose another (or reconnect with your session)"
+            )
+
+    async def _guest_name(self) -> tuple[str, frozenset[str]]:
+        """A free ``guest-`` name for a player who gave none (as Lichess's anonymous
+        players have no name, but a challenge needs one to address)."""
+        while True:
+            name = names.guest_name(secrets.token_hex(3))
+            keys = names.name_keys(name)
+            if not any(k in self._claiming for k in keys) and not await self.store.name_holder(
+                keys
+            ):
+                return name, keys
+
+    def _schedule_sweep(self) -> None:
+        if self._sweep is None:
+            loop = asyncio.get_running_loop()
+            self._sweep = loop.call_later(
+                self.settings.session_sweep_s, lambda: self._spawn(self._sweep_sessions())
+            )
+
+    async def _sweep_sessions(self) -> None:
+        """Keep the sessions in use alive (online, or seated in a game in memory), then
+        expire the others: unused for ``session_idle_s`` (``unplayed_session_idle_s`` if
+        they never held a seat); their names are free again."""
+        self._sweep = None
+        if self._closed:
+            return
+        now = self.clock().wall  # the stored last-use times outlive the process: wall time
+        settings = self.settings
+        try:
+            seated = list(self.seats)
+            online = [p for p, player in self.players.items() if player.online]
+            await self.store.touch_sessions(seated, now, True)
+            await self.store.touch_sessions(online, now, False)
+            await self.store.expire_sessions(
+                now - settings.unplayed_session_idle_s, now - settings.session_idle_s
+            )
+        except StorageError:
+            log.exception("the session sweep failed; it runs again later")
+        for address, ids in list(self._address_players.items()):
+            ids.intersection_update(self.players)
+            if not ids:
+                del self._address_players[address]
+        self._schedule_sweep()
+
+    async def disconnected(self, connection: Connection) -> None:
+        self.lobby_connections.discard(connection)
+        for game_id in connection.games:
+            subscribers = self.subscribers.get(game_id)
+            if subscribers is not None:
+                subscribers.discard(connection)
+        for seek in self.lobby.owned_by(connection):
+            self._remove_seek(seek)
+        player = connection.player
+        if player is None:
+            return
+        player.connections.discard(connection)
+        if player.online:
+            return
+        now = self.clock()
+        for game_id, seat in list(self.seats.get(player.player_id, {}).items()):
+            game = self.games.get(game_id)
+            if game is None:
+                continue
+            async with self._lock(game_id):
+                await self._commit_quietly(
+                    game, game.set_online(seat, False, now, self.settings.grace_s)
+                )
+            if game.status not in UNFINISHED and not any(game.online[s] for s in game.human_seats):
+                self._evict(game_id)
+        if not self.seats.get(player.player_id):
+            self.players.pop(player.player_id, None)
+
+
+def _address(websocket: ServerConnection) -> str:
+    """The key a connection's address is counted under (server/admission.py)."""
+    remote = websocket.remote_address
+    return address_key(str(remote[0]) if remote else None)

@@ -1,0 +1,203 @@
+"""The server's state, shared by its request handlers (server/handlers/): games,
+players, seats, followers, locks and timers; the clock; bookkeeping; request costs.
+
+GameServer (server/app.py) is a chain of classes, one topic each, every one built on
+the ones below it: Hub, LobbyFeed (server/lobby_feed.py), GameEvents
+(server/game_events.py), then the request handlers by topic (games, lobby, records,
+sessions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from protocol.version import software_version
+from server.admission import Admission
+from server.clock import Now
+from server.connection import Connection, PlayerSession
+from server.errors import LimitExceeded, RateLimited, UnknownGame
+from server.limits import TokenBucket
+from server.lobby import Lobby, Subscriptions
+from server.pool import EnginePool
+from server.records import RecordCache
+from server.session import EventLimits, GameSession
+from server.settings import ServerSettings
+from server.store import Store
+
+log = logging.getLogger(__name__)
+
+VERSION = f"noughts/{software_version()}"  # welcome.server
+UNFINISHED = ("open", "live")
+
+
+class Hub:
+    """What the server knows, and the bookkeeping every handler shares."""
+
+    def __init__(
+        self,
+        store: Store,
+        pool: EnginePool | None,
+        *,
+        settings: ServerSettings | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.pool = pool
+        self.settings = settings or ServerSettings()
+        # Durations (clocks, grace, deadlines) on the one, timestamps people read on the
+        # other (server/clock.py); tests pass their own.
+        self._monotonic = monotonic
+        self._wall = wall
+        self.version = VERSION
+        self.games: dict[str, GameSession] = {}
+        self.subscribers: dict[str, set[Connection]] = {}
+        self.players: dict[str, PlayerSession] = {}  # online players
+        self.seats: dict[str, dict[str, int]] = {}  # player_id -> {game_id: seat}, in memory
+        # The games of self.seats not over yet, or over but not yet through _game_over: what
+        # the caps on unfinished games count (_unfinished), without a player's ended games.
+        self._open_seats: dict[str, set[str]] = {}
+        self.lobby = Lobby()
+        self.lobby_connections = Subscriptions()
+        self._lobby_timer: asyncio.TimerHandle | None = None
+        self._lobby_games_changed = False
+        self.records = RecordCache(self.settings.record_cache_bytes)
+        self.connections: set[Connection] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._evictions: dict[str, asyncio.TimerHandle] = {}
+        self._quick_timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ai_tasks: dict[str, asyncio.Task[None]] = {}  # game_id -> its AI turn
+        self.admission = Admission(
+            max_open=self.settings.max_connections,
+            max_open_per_address=self.settings.max_connections_per_ip,
+            max_handshakes_per_address=self.settings.max_handshakes_per_ip,
+            max_sockets=self.settings.max_connections + self.settings.max_handshakes_per_ip,
+        )  # its socket budget is set by serve(), from the descriptor limit
+        # Players and sessions: who is at each address, new sessions per address, names
+        # being claimed by a hello in flight (name key -> player id), the expiry sweep.
+        self._address_players: dict[str, set[str]] = {}
+        self._new_sessions: dict[str, TokenBucket] = {}
+        self._claiming: dict[str, str] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    def clock(self) -> Now:
+        """The time now: monotonic seconds for durations, wall seconds for timestamps."""
+        return Now(self._monotonic(), self._wall())
+
+    # --- bookkeeping -----------------------------------------------------------------------
+
+    def _lock(self, game_id: str) -> asyncio.Lock:
+        lock = self._locks.get(game_id)
+        if lock is None:
+            lock = self._locks[game_id] = asyncio.Lock()
+        return lock
+
+    def _register(self, session: GameSession) -> None:
+        session.first_move_s = self.settings.first_move_s
+        session.limits = self._event_limits()
+        session.abandon_s = self.settings.abandon_s
+        session.abandon_unstarted_s = self.settings.abandon_unstarted_s
+        self.games[session.id] = session
+        for seat, player in enumerate(session.players):
+            if player is not None and player.player_id is not None and not player.is_ai:
+                self.seats.setdefault(player.player_id, {})[session.id] = seat
+                self._open_seats.setdefault(player.player_id, set()).add(session.id)
+
+    def _event_limits(self) -> EventLimits:
+        settings = self.settings
+        return EventLimits(
+            presence_burst=settings.presence_burst,
+            presence_refill_s=settings.presence_refill_s,
+            draw_offer_plies=settings.draw_offer_plies,
+            rematch_offers=settings.max_rematch_offers,
+        )
+
+    def _subscribe(self, game_id: str, connection: Connection) -> None:
+        self.subscribers.setdefault(game_id, set()).add(connection)
+        connection.games.add(game_id)
+
+    def _game(self, game_id: str) -> GameSession:
+        session = self.games.get(game_id)
+        if session is None:
+            raise UnknownGame(f"no live game {game_id!r}", game_id)
+        return session
+
+    def _me(self, connection: Connection) -> PlayerSession:
+        assert connection.player is not None  # dispatch runs only after hello
+        return connection.player
+
+    def _unfinished(self, player_id: str) -> set[str]:
+        held = self._open_seats.get(player_id, ())
+        return {g for g in held if self.games.get(g) and self.games[g].status in UNFINISHED}
+
+    def _unseat(self, player_id: str, game_id: str, *, seat: bool) -> None:
+        """``game_id`` leaves ``player_id``'s open seats (``seat``: its seats too)."""
+        held = self._open_seats.get(player_id)
+        if held is not None:
+            held.discard(game_id)
+            if not held:
+                del self._open_seats[player_id]
+        if seat:
+            seats = self.seats.get(player_id)
+            if seats is not None:
+                seats.pop(game_id, None)
+                if not seats:
+                    del self.seats[player_id]
+
+    def _check_open_games(self, player_id: str) -> None:
+        """Caps on unfinished games: per player, and per address over all its players
+        (a client opening a session per connection is still one address)."""
+        cap = self.settings.max_open_games_per_player
+        if len(self._unfinished(player_id)) >= cap:
+            raise LimitExceeded(f"limit: at most {cap} unfinished games per player")
+        player = self.players.get(player_id)
+        if player is None:
+            return
+        cap = self.settings.max_open_games_per_ip
+        # Every game start runs this over every player of the address (a NAT, or the
+        # load harness's 400 players on 127.0.0.1): one pass, no set per player.
+        games, seats = self.games, self._open_seats
+        counted: set[str] = set()
+        for other in self._address_players.get(player.address, ()):
+            for game_id in seats.get(other, ()):
+                game = games.get(game_id)
+                if game is not None and game.status in UNFINISHED:
+                    counted.add(game_id)
+            if len(counted) >= cap:
+                raise LimitExceeded(
+                    f"limit: at most {cap} unfinished games per address; finish or abort some"
+                )
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    # --- request costs -------------------------------------------------------------------------
+
+    def _charge(self, connection: Connection, cost: float, what: str) -> None:
+        """Take an expensive request's tokens (its frame took one) or refuse it."""
+        if not connection.bucket.charge(time.monotonic(), cost - 1):
+            raise RateLimited(
+                f"rate limit: a {what} costs {cost:g} tokens "
+                f"({connection.bucket.describe()}); retry later"
+            )
+
+    def _send_charged(self, connection: Connection, frame: bytes) -> None:
+        """Send an expensive reply and charge its size (``cost_per_kib``), owed if need be."""
+        connection.post(frame)
+        cost = len(frame) / 1024 * self.settings.cost_per_kib
+        connection.bucket.charge(time.monotonic(), cost, owe=True)
