@@ -486,7 +486,7 @@ class PingFlood(Attack):
     async def attack(self) -> None:
         frame = load._frame(0x89, bytes(125))  # a masked ping frame, RFC 6455 section 5.5.2
         batch = frame * 1000
-        clients = [await self.open(i, name="pinger") for i in range(self.count)]
+        clients = [await self.open(i, name=f"pinger{i}") for i in range(self.count)]
         for client in clients:
             client.pause_reading()
         sent = 0
@@ -514,7 +514,7 @@ class NonReader(Attack):
     second until the server closes it or the attack ends."""
 
     async def attack(self) -> None:
-        clients = [await self.open(i, name="sleeper") for i in range(self.count)]
+        clients = [await self.open(i, name=f"sleeper{i}") for i in range(self.count)]
         for client in clients:
             client.pause_reading()
         pace = Pace((self.per_second or 1.0) * len(clients))
@@ -1283,11 +1283,14 @@ class EngineMemory(Attack):
         async def loop(index: int) -> None:
             nonlocal searches
             client: Client | None = None
-            games = 0
+            games = opened = 0
             while not self.stopping.is_set():
                 try:
                     if client is None or games >= 20 or client.closed:
-                        client = await self.open(index, name=f"thinker{index}", events=True)
+                        # A new player each time (a name is bound to the session that took it).
+                        opened += 1
+                        name = f"thinker{index}x{opened}"
+                        client = await self.open(index, name=name, events=True)
                         games = 0
                     seated = await client.request(
                         {
