@@ -4,25 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FORGIVEN = 0.1  # of the rate: refusals forgiven a second
+
 
 @dataclass(slots=True)
 class TokenBucket:
     """The token bucket (Turner 1986): ``rate`` tokens a second up to ``burst``; each
-    message takes one. ``refused`` counts messages refused in a row."""
+    message takes one. ``refused`` counts the messages refused, forgiven at a tenth of
+    the rate a second: a client over the rate by more than a tenth ends up abusive,
+    however its refusals interleave with messages that pass (counted "in a row", a
+    client sending at twice the rate never was, and cost an error reply every other
+    message forever)."""
 
     rate: float
     burst: int
     tokens: float = 0.0
     updated: float = 0.0
-    refused: int = 0
+    refused: float = 0.0
 
     def take(self, now: float) -> bool:
         self._refill(now)
         if self.tokens >= 1.0:
             self.tokens -= 1.0
-            self.refused = 0
             return True
-        self.refused += 1
+        self.refused += 1.0
         return False
 
     def charge(self, now: float, cost: float, *, owe: bool = False) -> bool:
@@ -41,7 +46,9 @@ class TokenBucket:
         return self.updated + max(0.0, 1.0 - self.tokens) / self.rate
 
     def _refill(self, now: float) -> None:
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        elapsed = now - self.updated
+        self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
+        self.refused = max(0.0, self.refused - elapsed * self.rate * FORGIVEN)
         self.updated = now
 
     @property

@@ -198,3 +198,21 @@ def test_the_token_bucket_charges_costs_and_bounds_a_debt() -> None:
     assert not bucket.take(1.0)  # 10 tokens later: still 40 in debt
     assert bucket.next_token_at() == pytest.approx(5.1)  # 41 tokens at 10/s
     assert bucket.take(5.1)
+
+
+def test_a_client_steadily_over_the_rate_becomes_abusive() -> None:
+    """Twice the rate for ever: every other message passes. Refusals counted in a row never
+    reached a burst's worth, so such a client was answered rate_limited every other
+    message for as long as it liked; forgiven at a tenth of the rate, they add up."""
+    bucket = TokenBucket(rate=10.0, burst=20, tokens=20.0, updated=0.0)
+    now, sent = 0.0, 0
+    while not bucket.abusive and sent < 10_000:
+        bucket.take(now)
+        sent += 1
+        now += 1 / 20  # 20 a second
+    assert bucket.abusive and sent < 200, sent
+    # Just under the rate, refusals (if any) are all forgiven: never abusive.
+    polite = TokenBucket(rate=10.0, burst=20, tokens=20.0, updated=0.0)
+    for n in range(10_000):
+        polite.take(n / 9.5)
+    assert not polite.abusive and polite.refused == 0
