@@ -230,8 +230,8 @@ def default_db_path() -> Path:
     return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+# One encoder for every column: json.dumps with separators builds a new one each call.
+_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 # Seconds between background checkpoints (when something was committed meanwhile).

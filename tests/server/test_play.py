@@ -28,6 +28,7 @@ from protocol import (
     Snapshot,
     Watch,
 )
+from server.session import GAME_ID_ALPHABET, new_game_id
 from server.settings import ServerSettings
 from tests.server.conftest import RawClient, RunningServer, human_game, next_event
 
@@ -339,3 +340,11 @@ def _ends(state: object, action: int) -> bool:
     after = state.clone()  # type: ignore[attr-defined]
     after.apply_action(action)
     return bool(after.is_terminal())
+
+
+def test_game_ids_are_eight_random_letters_of_the_alphabet() -> None:
+    ids = [new_game_id() for _ in range(2000)]
+    assert all(len(i) == 8 and set(i) <= set(GAME_ID_ALPHABET) for i in ids)
+    for position in range(8):  # every letter turns up at every position
+        assert {i[position] for i in ids} == set(GAME_ID_ALPHABET)
+    assert not [i for i in ids if len(set(i)) == 1]  # the positions are not one draw
