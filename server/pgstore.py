@@ -17,7 +17,6 @@ migrate one at a time under an advisory lock.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import re
@@ -27,7 +26,7 @@ from typing import Any
 import asyncpg
 
 from server.errors import StorageError
-from server.store import SQLStore
+from server.store import SQLStore, _Runs
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +122,6 @@ def _dollar(sql: str) -> str:
     return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
 
 
-_Write = tuple[str, tuple[Any, ...]]
-_Item = tuple[list[_Write], "asyncio.Future[None]"]
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
 
@@ -132,15 +129,11 @@ class PostgresStore(SQLStore):
     """Games in PostgreSQL: one writer connection doing group commit, a pool for reads."""
 
     def __init__(self, dsn: str, *, schema: str | None = None, max_batch: int = 1024) -> None:
+        super().__init__(max_batch=max_batch)
         self.dsn = dsn
         self.schema = schema  # a search_path of its own (tests: one schema per test)
-        self.max_batch = max_batch
         self._pool: asyncpg.Pool | None = None
         self._writer_conn: asyncpg.Connection | None = None
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self.commits = 0
-        self.writes = 0
 
     def describe(self) -> str:
         """The URL without its password, for messages."""
@@ -177,7 +170,7 @@ class PostgresStore(SQLStore):
         except (*_DB_ERRORS, TimeoutError) as exc:
             await self._close_connections()
             raise StorageError(f"cannot open database {self.describe()}: {exc}") from exc
-        self._writer = asyncio.create_task(self._write_loop(), name="pg-store-writer")
+        self._start_writer("pg-store-writer")
 
     async def migrate(self) -> int:
         """Bring the schema to PG_SCHEMA_VERSION; returns the version found before."""
@@ -208,14 +201,7 @@ class PostgresStore(SQLStore):
                 await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            await self._queue.join()
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-            self._writer = None
+        await self._stop_writer()
         await self._close_connections()
 
     async def _close_connections(self) -> None:
@@ -228,68 +214,21 @@ class PostgresStore(SQLStore):
 
     # --- group commit ------------------------------------------------------------
 
-    async def _submit(self, writes: list[_Write]) -> None:
-        if self._writer is None:
-            raise StorageError("the store is not open")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(([(_dollar(sql), params) for sql, params in writes], future))
-        await future
+    def _batch_lost(self, exc: Exception) -> bool:
+        # A lost connection fails the whole transaction's writes, not one of them.
+        return isinstance(exc, _CONNECTION_LOST)
 
-    async def _write_loop(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._commit_batch(batch)
-            except Exception as exc:
-                if len(batch) > 1 and not isinstance(exc, _CONNECTION_LOST):
-                    for item in batch:
-                        await self._commit_one(item)
-                else:
-                    for _, future in batch:
-                        self._fail(future, exc)
-            else:
-                self._resolve(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+    def _write_error(self, exc: Exception) -> StorageError:
+        return StorageError(f"database write failed: {exc}")
 
-    async def _commit_one(self, item: _Item) -> None:
-        try:
-            await self._commit_batch([item])
-        except Exception as exc:
-            self._fail(item[1], exc)
-        else:
-            self._resolve([item])
-
-    def _resolve(self, batch: list[_Item]) -> None:
-        for _, future in batch:
-            if not future.done():
-                future.set_result(None)
-        self.commits += 1
-        self.writes += len(batch)
-
-    @staticmethod
-    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
-        if not future.done():
-            future.set_exception(StorageError(f"database write failed: {exc}"))
-
-    async def _commit_batch(self, batch: list[_Item]) -> None:
-        runs: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for writes, _ in batch:
-            for sql, params in writes:
-                if runs and runs[-1][0] == sql:
-                    runs[-1][1].append(params)
-                else:
-                    runs.append((sql, [params]))
+    async def _commit(self, runs: _Runs) -> None:
         if self._writer_conn is None or self._writer_conn.is_closed():
             self._writer_conn = await self._connect_writer()  # the last one was lost
         conn = self._writer_conn
         try:
             async with conn.transaction():
                 for sql, rows in runs:
-                    await conn.executemany(sql, rows)
+                    await conn.executemany(_dollar(sql), rows)
         except _CONNECTION_LOST:
             await conn.close(timeout=1)
             self._writer_conn = None

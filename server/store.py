@@ -246,6 +246,14 @@ BUSY_WAIT_MS = 5000
 
 _Write = tuple[str, tuple[Any, ...]]
 _Runs = list[tuple[str, list[tuple[Any, ...]]]]
+_Item = tuple[list[_Write], asyncio.Future[None]]  # a caller's writes, settled once committed
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for it to stop."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def storage_error(exc: BaseException, doing: str) -> StorageError:
@@ -278,15 +286,110 @@ def _run_transaction(db: sqlite3.Connection, runs: _Runs) -> None:
 
 class SQLStore(Store):
     """What the SQL stores share: every statement (in the SQL both SQLite and PostgreSQL
-    speak, ``?`` placeholders), the rows they write and read, quarantine. A store supplies
-    two primitives: ``_submit`` (writes, committed together by its group commit before it
-    returns) and ``_fetchall`` (one read; StorageError on failure)."""
+    speak, ``?`` placeholders), the rows they write and read, quarantine, and the group
+    commit: ``_submit`` returns once its writes have committed, together with whatever
+    else was queued meanwhile (commit before acknowledge). A store supplies two
+    primitives: ``_commit`` (one transaction, whole or not at all) and ``_fetchall`` (one
+    read; StorageError on failure); and, where it differs, ``_write_error``,
+    ``_before_batch`` and ``_batch_lost``."""
+
+    def __init__(self, *, max_batch: int = 1024) -> None:
+        self.max_batch = max_batch
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions committed (for benchmarks)
+        self.writes = 0  # write requests committed
 
     @abstractmethod
-    async def _submit(self, writes: list[_Write]) -> None: ...
+    async def _commit(self, runs: _Runs) -> None:
+        """Run ``runs`` (each statement with its rows, in order) as one transaction."""
 
     @abstractmethod
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]: ...
+
+    @abstractmethod
+    def _write_error(self, exc: Exception) -> StorageError:
+        """What a caller whose write failed with ``exc`` sees."""
+
+    async def _before_batch(self) -> None:
+        """Runs once a write is waiting, before the batch it starts is gathered."""
+
+    def _batch_lost(self, exc: Exception) -> bool:
+        """Whether ``exc`` fails every write of the batch at once (the store itself
+        failed, say: its connection was lost), instead of their being retried one by one."""
+        return False
+
+    # --- group commit --------------------------------------------------------------
+
+    def _start_writer(self, name: str) -> None:
+        self._writer = asyncio.create_task(self._write_loop(), name=name)
+
+    async def _stop_writer(self) -> None:
+        """Let queued writes commit, then stop the writer."""
+        if self._writer is not None:
+            await self._queue.join()
+            await _cancel(self._writer)
+            self._writer = None
+
+    async def _submit(self, writes: list[_Write]) -> None:
+        if self._writer is None:
+            raise StorageError("the store is not open")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((writes, future))
+        await future
+
+    async def _write_loop(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            await self._before_batch()
+            # Everything queued while the previous transaction committed joins this one.
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._commit_batch(batch)
+            except Exception as exc:
+                # Retry one by one so a single bad write fails alone.
+                if len(batch) > 1 and not self._batch_lost(exc):
+                    for item in batch:
+                        await self._commit_one(item)
+                else:
+                    for _, future in batch:
+                        self._fail(future, exc)
+            else:
+                self._resolve(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_one(self, item: _Item) -> None:
+        try:
+            await self._commit_batch([item])
+        except Exception as exc:
+            self._fail(item[1], exc)
+        else:
+            self._resolve([item])
+
+    def _resolve(self, batch: list[_Item]) -> None:
+        for _, future in batch:
+            if not future.done():
+                future.set_result(None)
+        self.commits += 1
+        self.writes += len(batch)
+
+    def _fail(self, future: asyncio.Future[None], exc: Exception) -> None:
+        if not future.done():
+            future.set_exception(self._write_error(exc))
+
+    async def _commit_batch(self, batch: list[_Item]) -> None:
+        # Consecutive writes with the same SQL go down in one executemany.
+        runs: _Runs = []
+        for writes, _ in batch:
+            for sql, params in writes:
+                if runs and runs[-1][0] == sql:
+                    runs[-1][1].append(params)
+                else:
+                    runs.append((sql, [params]))
+        await self._commit(runs)
 
     # --- writes --------------------------------------------------------------------
 
@@ -628,8 +731,8 @@ class SQLiteStore(SQLStore):
         max_batch: int = 1024,
         max_mb: float | None = None,
     ) -> None:
+        super().__init__(max_batch=max_batch)
         self.path = Path(path)
-        self.max_batch = max_batch
         self.max_mb = max_mb  # the database's size cap; past it writes fail with StorageFull
         self._db: aiosqlite.Connection | None = None
         self._write_db: sqlite3.Connection | None = None  # used on the writer thread only
@@ -639,10 +742,6 @@ class SQLiteStore(SQLStore):
         self._checkpointed_at = 0  # self.commits at the last checkpoint
         self._wal_reset_due = False  # the log is long: the writer waits for a checkpoint
         self.wal_resets = 0  # (for benchmarks)
-        self._queue: asyncio.Queue[tuple[list[_Write], asyncio.Future[None]]] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self.commits = 0  # transactions committed (for benchmarks)
-        self.writes = 0  # write requests committed
 
     def describe(self) -> str:
         return str(self.path)
@@ -672,7 +771,7 @@ class SQLiteStore(SQLStore):
                 raise
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
-        self._writer = asyncio.create_task(self._write_loop(), name="store-writer")
+        self._start_writer("store-writer")
         self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="store-checkpoint")
 
     def _connect(self) -> sqlite3.Connection:
@@ -754,29 +853,17 @@ class SQLiteStore(SQLStore):
             log.info("database %s migrated to schema %d", self.path, target)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            # Let queued writes commit, then stop.
-            await self._queue.join()
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-            self._writer = None
+        await self._stop_writer()
         if self._write_thread is not None:
             self._write_thread.shutdown()
             self._write_thread = None
         if self._checkpointer is not None:
-            self._checkpointer.cancel()
-            try:
-                await self._checkpointer
-            except asyncio.CancelledError:
-                pass
+            await _cancel(self._checkpointer)
             self._checkpointer = None
             await self._checkpoint()
         await self._close_connections()
 
-    # --- group commit ------------------------------------------------------------
+    # --- reads, and the writer's side of the group commit -------------------------
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
         try:
@@ -785,71 +872,20 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as exc:
             raise StorageError(f"cannot read {self.path}: {exc}") from exc
 
-    async def _submit(self, writes: list[_Write]) -> None:
-        if self._writer is None:
-            raise StorageError("the store is not open")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((writes, future))
-        await future
+    async def _before_batch(self) -> None:
+        if self._wal_reset_due:
+            # No write while this checkpoint runs, so it copies the whole log and the
+            # next transaction starts the log over (SQLite docs, "WAL reset").
+            self._wal_reset_due = False
+            await self._checkpoint(always=True)
+            self.wal_resets += 1
 
-    async def _write_loop(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            if self._wal_reset_due:
-                # No write while this checkpoint runs, so it copies the whole log and the
-                # next transaction starts the log over (SQLite docs, "WAL reset").
-                self._wal_reset_due = False
-                await self._checkpoint(always=True)
-                self.wal_resets += 1
-            # Everything queued while the previous transaction committed joins this one.
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._commit_batch(batch)
-            except Exception as exc:
-                # Retry one by one so a single bad write fails alone.
-                if len(batch) > 1:
-                    for item in batch:
-                        await self._commit_one(item)
-                else:
-                    self._fail(batch[0][1], exc)
-            else:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_result(None)
-                self.commits += 1
-                self.writes += len(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+    def _write_error(self, exc: Exception) -> StorageError:
+        return storage_error(exc, "a database write")
 
-    async def _commit_one(self, item: tuple[list[_Write], asyncio.Future[None]]) -> None:
-        try:
-            await self._commit_batch([item])
-        except Exception as exc:
-            self._fail(item[1], exc)
-        else:
-            if not item[1].done():
-                item[1].set_result(None)
-            self.commits += 1
-            self.writes += 1
-
-    @staticmethod
-    def _fail(future: asyncio.Future[None], exc: Exception) -> None:
-        if not future.done():
-            future.set_exception(storage_error(exc, "a database write"))
-
-    async def _commit_batch(self, batch: list[tuple[list[_Write], asyncio.Future[None]]]) -> None:
+    async def _commit(self, runs: _Runs) -> None:
         if self._write_db is None or self._write_thread is None:
             raise StorageError("the store is not open")
-        # Consecutive writes with the same SQL go down in one executemany.
-        runs: _Runs = []
-        for writes, _ in batch:
-            for sql, params in writes:
-                if runs and runs[-1][0] == sql:
-                    runs[-1][1].append(params)
-                else:
-                    runs.append((sql, [params]))
         # The whole transaction on the writer's thread (see the module's docstring).
         await asyncio.get_running_loop().run_in_executor(
             self._write_thread, _run_transaction, self._write_db, runs
