@@ -140,7 +140,11 @@ class PostgresStore(SQLStore):
         return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", self.dsn)
 
     def _server_settings(self) -> dict[str, str]:
-        return {} if self.schema is None else {"search_path": self.schema}
+        """What each connection sets: its name in pg_stat_activity (``noughts``, with the
+        schema when it has one of its own), and that schema as its search_path."""
+        if self.schema is None:
+            return {"application_name": "noughts"}
+        return {"application_name": f"noughts {self.schema}", "search_path": self.schema}
 
     async def _connect(self) -> asyncpg.Connection:
         return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
