@@ -150,10 +150,11 @@ class PostgresStore(SQLStore):
         return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
 
     async def _connect_writer(self) -> asyncpg.Connection:
-        """The writer's connection, holding the database's server lock."""
+        """The writer's connection, holding the server lock of the schema it writes to (the
+        one it resolves, whether set here or by the URL's ``search_path``)."""
         conn = await self._connect()
-        lock = (SERVER_LOCK, self.schema or "public")
-        if not await conn.fetchval("SELECT pg_try_advisory_lock($1, hashtext($2))", *lock):
+        lock = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))"
+        if not await conn.fetchval(lock, SERVER_LOCK):
             await conn.close()
             raise StorageError(
                 f"another noughts server is using {self.describe()}: one server per database "
