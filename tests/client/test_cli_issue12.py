@@ -18,6 +18,7 @@ from client.export import to_sgf
 from protocol import (
     CreateGame,
     GetGame,
+    JoinGame,
     ListGames,
     Resign,
     Seek,
@@ -333,3 +334,51 @@ def test_play_help_lists_every_search() -> None:
     text = " ".join(noughts("play", "--help").stdout.split())
     assert f"the AI's search: {', '.join(ALGORITHMS)} (default: mcts)" in text
     assert "uct" in ALGORITHMS
+
+
+async def read_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
+    """Lines of ``stream`` up to and including the first that starts with ``wanted``."""
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(wanted):
+        line = await asyncio.wait_for(stream.readline(), 120)
+        assert line, f"the stream ended before {wanted!r}: {lines}"
+        lines.append(line.decode().rstrip("\n"))
+    return lines
+
+
+async def test_watch_without_a_game_follows_the_lobby_live(ui_server: UIServer) -> None:
+    """Expectation: `noughts watch` without an id follows the lobby live (it printed the
+    live games once and exited); Ctrl-C quits without a traceback."""
+    ada, bob = await ui_server.connect("ada"), await ui_server.connect("bob")
+    watcher = None
+    try:
+        first = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await bob.request(JoinGame, game_id=first.game_id)
+        watcher = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client", "watch", "--server", ui_server.url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert watcher.stdout is not None
+        listed = await read_until(watcher.stdout, first.game_id)
+        assert listed[0] == f"Live games on {ui_server.url} (+ started, - ended; Ctrl-C quits):"
+        assert listed[-1].split()[:4] == [first.game_id, "tictactoe", "ada", "bob"]
+
+        second = await bob.request(CreateGame, game="mnk", opponent="human", seat=0,
+                                   params={"m": 4, "n": 4, "k": 3})  # fmt: skip
+        await ada.request(JoinGame, game_id=second.game_id)
+        started = await read_until(watcher.stdout, "+")
+        assert started == [f"+ {second.game_id}  mnk k=3,m=4,n=4  bob  ada"]
+
+        await ada.request(Resign, game_id=first.game_id, token=first.token)
+        ended = await read_until(watcher.stdout, "-")
+        assert ended == [f"- {first.game_id}  tictactoe  ada  bob"]
+
+        watcher.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(watcher.communicate(), 120)
+        assert (watcher.returncode, out, err) == (130, b"", b"")
+    finally:
+        await ada.close()
+        await bob.close()
+        if watcher is not None and watcher.returncode is None:
+            watcher.kill()
+            await watcher.wait()
