@@ -382,3 +382,14 @@ async def test_watch_without_a_game_follows_the_lobby_live(ui_server: UIServer) 
         if watcher is not None and watcher.returncode is None:
             watcher.kill()
             await watcher.wait()
+
+
+async def test_the_plain_client_says_proven_draw_not_win_50(ui_server: UIServer) -> None:
+    """Expectation: alphabeta proves 3x3 drawn from its first reply, which read
+    "value +0.00 (win 50%), proven draw"."""
+    code, out, err = await play_plain(
+        ui_server, "--ai", "alphabeta", "--budget-ms", "20", stdin=b"4\ndraw\n"
+    )
+    assert code == 0, err
+    reply = next(line for line in out.splitlines() if line.startswith("O played"))
+    assert reply.endswith(", value proven draw]") and "%" not in reply, reply

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 import engine
+from client.plain import ai_value
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, action_at, cell_of, home_cell
 from client.ui.game import GameScreen
@@ -122,3 +123,37 @@ async def test_a_small_terminal_degrades_and_says_when_too_small(ui_server: UISe
             assert screen.query_one("#side-column").region.width >= 30
     finally:
         await bob.close()
+
+
+async def test_a_proven_result_reads_proven_not_a_percentage(ui_server: UIServer) -> None:
+    """Expectation: alphabeta proves 3x3 drawn from its first reply; the AI panel and the
+    move list said "+0.00 (win 50% for it)" instead of "proven draw"."""
+    start = Start(
+        "ai",
+        fields={"game": "tictactoe", "opponent": "ai", "seat": 0, "algorithm": "alphabeta",
+                "budget_ms": 20},
+    )  # fmt: skip
+    app = NoughtsApp(ui_server.url, name="ada", start=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game screen")
+        screen = app.screen
+        assert isinstance(screen, GameScreen)
+        model = screen.model
+        await until(pilot, lambda: model.my_turn, "our turn")
+        await pilot.press("4", "enter")
+        await until(pilot, lambda: len(model.moves) == 2, "the AI's reply")
+        assert model.moves[1].stats is not None and model.moves[1].stats["proven"] == "draw"
+        await pilot.pause()
+        panel = str(screen.query_one("#ai-panel", Static).render())
+        assert "value  proven draw for it" in panel and "%" not in panel, panel
+        table = screen.query_one("#moves", DataTable)
+        assert table.get_row_at(1)[-1] == "proven draw"
+
+
+def test_an_unproven_value_keeps_its_winning_chance() -> None:
+    assert ai_value({"value": 0.2, "proven": None}) == "+0.20 (win 60%)"
+    assert ai_value({"value": 0.2}, chance=False) == "+0.20"
+    assert ai_value({"value": 1.0, "proven": "win"}) == "proven win"
+    # A proof the client does not know is not shown as one; no value at all is none.
+    assert ai_value({"value": -0.5, "proven": "<b>"}) == "-0.50 (win 25%)"
+    assert ai_value({"algorithm": "random"}) is None
