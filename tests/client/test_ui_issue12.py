@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
+from rich.console import Console
+from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 import engine
 from client.plain import ai_value
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, action_at, cell_of, home_cell
+from client.ui.dialogs import NewGameDialog
 from client.ui.game import GameScreen
+from client.ui.lobby import LobbyScreen
 from protocol import CreateGame, Ended, Move
 from tests.client.test_ui_game_keys import app_joining, bobs_game, game_screen, notes
-from tests.client.ui_support import UIServer, next_event, until
+from tests.client.ui_support import UIServer, next_event, open_lobby, press_ok, until
 
 SIZE = (110, 36)
 
@@ -157,3 +165,42 @@ def test_an_unproven_value_keeps_its_winning_chance() -> None:
     # A proof the client does not know is not shown as one; no value at all is none.
     assert ai_value({"value": -0.5, "proven": "<b>"}) == "-0.50 (win 25%)"
     assert ai_value({"algorithm": "random"}) is None
+
+
+def keys_shown(screen: Screen[Any]) -> str:
+    """The text of the keys panel open on ``screen``."""
+    from textual.widgets._key_panel import BindingsTable
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(screen.query_one(BindingsTable).render())
+    return console.export_text()
+
+
+async def test_question_mark_lists_every_key_of_the_screen(ui_server: UIServer) -> None:
+    """Expectation: a `?` help screen listing every key; hidden keys (n, a, c, the arrows)
+    were found only in the README."""
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        lobby = await open_lobby(pilot, app)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: lobby.query("HelpPanel"), "the keys panel")
+        await pilot.pause()
+        shown = keys_shown(lobby)
+        for binding in [*LobbyScreen.BINDINGS, *NoughtsApp.BINDINGS]:
+            assert isinstance(binding, Binding) and binding.description in shown, shown
+        await pilot.press("question_mark")
+        await until(pilot, lambda: not lobby.query("HelpPanel"), "the keys panel closed")
+
+        # A game of ours: every key of the game and of its board, the hidden ones too.
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        await press_ok(pilot, app.screen)
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+        game = app.screen
+        await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+        await pilot.press("question_mark")
+        await until(pilot, lambda: game.query("HelpPanel"), "the game's keys")
+        await pilot.pause()
+        shown = keys_shown(game)
+        for binding in [*GameScreen.BINDINGS, *BoardView.BINDINGS]:
+            assert isinstance(binding, Binding) and binding.description in shown, shown
