@@ -393,3 +393,50 @@ async def test_the_plain_client_says_proven_draw_not_win_50(ui_server: UIServer)
     assert code == 0, err
     reply = next(line for line in out.splitlines() if line.startswith("O played"))
     assert reply.endswith(", value proven draw]") and "%" not in reply, reply
+
+
+async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
+    """Expectation: the README's own bot, run as written (on the test's server), says what it
+    does: it printed nothing at all."""
+    from client.bot import Bot
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    intro = readme.index("Your own bot in Python, complete")
+    code = readme[readme.index("```python\n", intro) + 10 : readme.index("```\n", intro + 40)]
+    assert 'SERVER = "ws://127.0.0.1:8765"' in code
+    code = code.replace("ws://127.0.0.1:8765", ui_server.url)
+    randy = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, cwd=root,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    opponent = Bot(ui_server.url, lambda turn: turn.state.legal_actions()[0], name="opp")
+    try:
+        played, (out, err) = await asyncio.gather(
+            opponent.play(games=5, accept="seeks"), asyncio.wait_for(randy.communicate(), 120)
+        )
+    finally:
+        if randy.returncode is None:
+            randy.kill()
+            await randy.wait()
+    assert randy.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == (
+        f"randy: posting 5 tictactoe seeks on {ui_server.url}, one at a time; "
+        "accept them in the lobby"
+    )
+    # Each game: its moves (a cell as row,col), then its result, as the opponent saw it.
+    outcomes = {"win": "loss", "loss": "win", "draw": "draw"}
+    printed = 0
+    for result in played:
+        own = [line for line in lines[1:-1] if line.startswith(f"{result.game_id}: ")]
+        printed += len(own)
+        assert own[-1] == (
+            f"{result.game_id}: {outcomes[result.outcome]} against opp ({result.reason})"
+        )
+        moves = own[:-1]
+        assert moves and all(re.fullmatch(r"\S+: (plays \d,\d|\d,\d wins)", m) for m in moves)
+    assert len(played) == 5 and printed == len(lines) - 2
+    won = sum(r.outcome == "loss" for r in played)
+    lost = sum(r.outcome == "win" for r in played)
+    assert lines[-1] == f"randy: {won} won, {5 - won - lost} drawn, {lost} lost"
