@@ -17,7 +17,7 @@ from client.ui.board import BoardView, action_at, cell_of, home_cell
 from client.ui.dialogs import NewGameDialog
 from client.ui.game import GameScreen
 from client.ui.lobby import LobbyScreen
-from protocol import CreateGame, Ended, Move
+from protocol import CreateGame, Ended, JoinGame, Move
 from tests.client.test_ui_game_keys import app_joining, bobs_game, game_screen, notes
 from tests.client.ui_support import UIServer, next_event, open_lobby, press_ok, until
 
@@ -204,3 +204,29 @@ async def test_question_mark_lists_every_key_of_the_screen(ui_server: UIServer) 
         shown = keys_shown(game)
         for binding in [*GameScreen.BINDINGS, *BoardView.BINDINGS]:
             assert isinstance(binding, Binding) and binding.description in shown, shown
+
+
+async def test_question_mark_leaves_out_the_players_keys_for_a_spectator(
+    ui_server: UIServer,
+) -> None:
+    """The keys panel lists what works here: a spectator cannot resign, offer or claim."""
+    bob, carl = await ui_server.connect("bob"), await ui_server.connect("carl")
+    try:
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await carl.request(JoinGame, game_id=seated.game_id)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("watch", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+            await pilot.press("question_mark")
+            await until(pilot, lambda: game.query("HelpPanel"), "the keys panel")
+            await pilot.pause()
+            shown = keys_shown(game)
+            for binding in GameScreen.BINDINGS:
+                assert isinstance(binding, Binding)
+                watching = binding.action not in GameScreen.SEAT_ACTIONS
+                assert (binding.description in shown) == watching, (binding, shown)
+    finally:
+        await bob.close()
+        await carl.close()
