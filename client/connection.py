@@ -335,9 +335,19 @@ class ServerConnection:
 
     async def next_event(self, timeout: float | None = None) -> Message:
         """The next game event; raises ConnectionLost if the connection closes for good."""
-        if not self.events.empty():
-            return self.events.get_nowait()
-        getter = asyncio.ensure_future(self.events.get())
+        return await self._next(self.events, timeout, "game event")
+
+    async def next_lobby_event(self, timeout: float | None = None) -> Message:
+        """The next ``lobby_state`` or ``lobby_event`` (a subscription's reply included);
+        raises ConnectionLost if the connection closes for good."""
+        return await self._next(self.lobby_events, timeout, "lobby event")
+
+    async def _next(
+        self, queue: asyncio.Queue[Message], timeout: float | None, what: str
+    ) -> Message:
+        if not queue.empty():
+            return queue.get_nowait()
+        getter = asyncio.ensure_future(queue.get())
         closed = asyncio.ensure_future(self.closed.wait())
         done, _ = await asyncio.wait(
             {getter, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -347,7 +357,7 @@ class ServerConnection:
             return getter.result()
         getter.cancel()
         if not done:
-            raise TimeoutError("no game event in time")
+            raise TimeoutError(f"no {what} in time")
         raise ConnectionLost("the connection to the server closed")
 
     async def game_events(self) -> AsyncIterator[Message]:

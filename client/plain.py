@@ -14,6 +14,7 @@ from typing import Any
 
 import engine
 from client.connection import RequestFailed, ServerConnection
+from engine.result import PROOFS
 from protocol import (
     Abort,
     Claim,
@@ -75,13 +76,23 @@ def describe_stats(stats: dict[str, Any]) -> str:
         parts.append(f"{iterations:,} iterations")
     if elapsed is not None:
         parts.append(f"in {elapsed:.0f} ms")
-    value = stats.get("value")
+    value = ai_value(stats)
     if value is not None:
-        parts.append(f"value {value:+.2f} (win {100 * (value + 1) / 2:.0f}%)")
-    proven = stats.get("proven")
-    if proven:
-        parts.append(f"proven {proven}")
+        parts.append(f"value {value}")
     return ", ".join(parts)
+
+
+def ai_value(stats: dict[str, Any], *, chance: bool = True) -> str | None:
+    """The AI's value of its move, for the AI: "proven win/draw/loss" once its search proved
+    the result (a proven draw is not "win 50%"), else the value in [-1, 1] and, with
+    ``chance``, the winning chance it stands for; None if the stats carry neither."""
+    proven = stats.get("proven")
+    if proven in PROOFS:
+        return f"proven {proven}"
+    value = stats.get("value")
+    if not isinstance(value, int | float):
+        return None
+    return f"{value:+.2f}" + (f" (win {100 * (value + 1) / 2:.0f}%)" if chance else "")
 
 
 def result_text(ended: Ended, my_seat: int | None) -> str:

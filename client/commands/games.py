@@ -33,17 +33,20 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_games(args))
 
 
+def game_row(g: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """A game list entry as the columns of ``format_games``."""
+    names = [p["name"] if p else "(open)" for p in g["players"]]
+    params = ",".join(f"{k}={v}" for k, v in sorted(g["params"].items()))
+    kind = g["game"] + (f" {params}" if params else "")
+    result = f"{g.get('result')} {g.get('reason')}" if g.get("result") else g["status"]
+    when = datetime.fromtimestamp(g["created_at"], UTC).strftime("%Y-%m-%d %H:%M")
+    return (g["game_id"], kind, names[0], names[1], result, when)
+
+
 def format_games(games: list[dict[str, Any]]) -> str:
     if not games:
         return "No games."
-    rows = [("ID", "GAME", "X", "O", "RESULT", "STARTED")]
-    for g in games:
-        names = [p["name"] if p else "(open)" for p in g["players"]]
-        params = ",".join(f"{k}={v}" for k, v in sorted(g["params"].items()))
-        kind = g["game"] + (f" {params}" if params else "")
-        result = f"{g.get('result')} {g.get('reason')}" if g.get("result") else g["status"]
-        when = datetime.fromtimestamp(g["created_at"], UTC).strftime("%Y-%m-%d %H:%M")
-        rows.append((g["game_id"], kind, names[0], names[1], result, when))
+    rows = [("ID", "GAME", "X", "O", "RESULT", "STARTED")] + [game_row(g) for g in games]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows

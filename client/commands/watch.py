@@ -1,13 +1,20 @@
-"""`noughts watch`: follow a live game as a spectator, move by move."""
+"""`noughts watch`: follow a live game as a spectator, move by move, or the lobby's live
+games as they start and end."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from client.commands.common import SERVER_ENV
+
+if TYPE_CHECKING:
+    from client.connection import ServerConnection
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,9 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="follow a live game as a spectator",
         description="Follow a live game from its current position until it ends. Without "
-        "GAME_ID, list the live games to choose from.",
+        "GAME_ID, follow the lobby: the live games now, then each game as it starts (+) "
+        "and ends (-), until Ctrl-C.",
     )
-    parser.add_argument("game_id", nargs="?", metavar="GAME_ID", help="the game to follow")
+    parser.add_argument(
+        "game_id", nargs="?", metavar="GAME_ID", help="the game to follow (default: the lobby)"
+    )
     parser.add_argument(
         "--server",
         default=os.environ.get(SERVER_ENV),
@@ -38,10 +48,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    from client.commands.games import format_games
     from client.connection import ConnectionLost, RequestFailed, ServerConnection
     from client.spectator import follow
-    from protocol import ListGames, Watch
+    from protocol import Watch
+
+    # Flushed a line at a time: a follower is read live, often through a pipe.
+    write = functools.partial(print, flush=True)
 
     try:
         connection = await ServerConnection.connect(
@@ -52,11 +64,10 @@ async def _watch(args: argparse.Namespace) -> int:
         return 1
     try:
         if not args.game_id:
-            reply = await connection.request(ListGames, status="live", limit=100)
-            print(format_games(list(reply.games)))
-            return 0
+            await follow_lobby(connection, write)
+            return 1  # the connection closed for good (follow_lobby raises ConnectionLost)
         await connection.request(Watch, game_id=args.game_id)
-        await follow(connection, args.game_id, print)
+        await follow(connection, args.game_id, write)
         return 0
     except RequestFailed as exc:
         print(f"noughts watch: {exc.message}", file=sys.stderr)
@@ -66,3 +77,30 @@ async def _watch(args: argparse.Namespace) -> int:
         return 1
     finally:
         await connection.close()
+
+
+async def follow_lobby(connection: ServerConnection, write: Callable[[str], None]) -> None:
+    """Print the lobby's live games, then a line for each that starts (+) or ends (-), until
+    the connection closes for good (ConnectionLost). A fresh ``lobby_state`` (a busy tick,
+    a reconnection) prints the list again."""
+    from client.commands.games import format_games, game_row
+    from protocol import LobbyEvent, LobbyState, LobbySubscribe
+
+    def line(sign: str, game: dict[str, Any]) -> str:
+        return f"{sign} " + "  ".join(game_row(game)[:4])
+
+    live: dict[str, dict[str, Any]] = {}
+    await connection.request(LobbySubscribe)  # its reply comes as the first lobby event
+    while True:
+        message = await connection.next_lobby_event()
+        if isinstance(message, LobbyState):
+            live = {g["game_id"]: g for g in message.games}
+            write(f"Live games on {connection.url} (+ started, - ended; Ctrl-C quits):")
+            write(format_games(list(live.values())))
+        elif isinstance(message, LobbyEvent):
+            if message.kind == "game_added" and message.game:
+                live[message.game["game_id"]] = message.game
+                write(line("+", message.game))
+            elif message.kind == "game_removed" and message.game_id:
+                gone = live.pop(message.game_id, None)
+                write(line("-", gone) if gone else f"- {message.game_id}")

@@ -119,7 +119,12 @@ class NoughtsApp(App[None]):
 
     TITLE = "noughts"
     CSS = CSS
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True)]
+    BINDINGS = [
+        # Listed by ? (not in the footer, full enough without it).
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        # Not a priority: "?" typed into a move box stays there.
+        Binding("question_mark", "toggle_keys", "Keys"),
+    ]
 
     def __init__(
         self,
@@ -337,6 +342,15 @@ class NoughtsApp(App[None]):
                 on_reply(reply)
 
         self.run_worker(send(), group="net", exit_on_error=False)
+
+    def action_toggle_keys(self) -> None:
+        """``?`` shows or hides every key of the current screen: Textual's keys panel, drawn
+        from the active bindings (the focused widget's, the screen's and the app's BINDINGS,
+        less those its ``check_action`` turns off), never a list written by hand."""
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
 
     async def subscribe_lobby(self) -> None:
         self.lobby_wanted = True

@@ -14,6 +14,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 import engine
 from client.connection import RequestFailed
+from client.plain import ai_value
 from client.replay import _pv_strings
 from client.ui.board import PIECE_STYLES, BoardView
 from client.ui.model import (
@@ -37,11 +38,11 @@ CONFIRM_S = 3.0  # resign, abort and draw take a second press of their key withi
 def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
     """The AI panel: value, principal variation, effort."""
     text = Text()
-    value = stats.get("value")
+    value = ai_value(stats)
     if value is not None:
         text.append("value  ", "dim")
-        text.append(f"{value:+.2f}", "bold")
-        text.append(f"  (win {100 * (value + 1) / 2:.0f}% for it)\n")
+        text.append(value, "bold")
+        text.append(" for it\n")
     if stats.get("pv") and before is not None:
         text.append("line   ", "dim")
         text.append(" ".join(_pv_strings(before, list(stats["pv"]))) + "\n")
@@ -56,8 +57,6 @@ def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
     extra = []
     if stats.get("depth") is not None:
         extra.append(f"depth {stats['depth']}")
-    if stats.get("proven"):
-        extra.append(f"proven {stats['proven']}")
     if stats.get("algorithm"):
         extra.append(str(stats["algorithm"]))
     if extra:
@@ -268,9 +267,7 @@ class GameScreen(Screen[None]):
         table = self.query_one("#moves", DataTable)
         have = table.row_count
         for entry in self.model.moves[have:]:
-            value = ""
-            if entry.stats and entry.stats.get("value") is not None:
-                value = f"{entry.stats['value']:+.2f}"
+            value = (entry.stats and ai_value(entry.stats, chance=False)) or ""
             table.add_row(
                 str(entry.ply + 1),
                 Text(SYMBOLS[entry.seat], PIECE_STYLES[entry.seat]),

@@ -49,8 +49,18 @@ class LobbyScreen(Screen[None]):
         Binding("p", "new('ai')", "Play the AI"),
         Binding("s", "new('seek')", "Seek"),
         Binding("k", "new('quick')", "Quick pairing"),
-        Binding("enter", "open", "Accept/resume/watch/replay", show=True),
-        Binding("x", "cancel_seek", "Cancel seek"),
+        # A priority over the focused table's own Enter ("Select"), so the footer and the
+        # keys panel (?) say what Enter does here.
+        Binding(
+            "enter",
+            "open",
+            "Open",
+            tooltip="accept the seek, resume or watch the game, replay it",
+            priority=True,
+        ),
+        Binding(
+            "x", "cancel_seek", "Cancel", tooltip="cancel my seeks, leave the quick-pairing queue"
+        ),
         Binding("g", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
     ]

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from client.plain import ai_value
 from client.replay import ReplayCursor
 from client.ui.board import PIECE_STYLES, BoardView
 from client.ui.game import describe_ai
@@ -89,7 +90,7 @@ class ReplayScreen(Screen[None]):
                 word, mark = verdict
                 leaves = Text(word + (f" {mark}" if mark else ""), VERDICT_STYLES[word])
             stats = move.get("stats") or {}
-            value = f"{stats['value']:+.2f}" if stats.get("value") is not None else ""
+            value = ai_value(stats, chance=False) or ""
             table.add_row(
                 str(i + 1),
                 Text(SYMBOLS[move["seat"]], PIECE_STYLES[move["seat"]]),

@@ -18,6 +18,7 @@ from client.export import to_sgf
 from protocol import (
     CreateGame,
     GetGame,
+    JoinGame,
     ListGames,
     Resign,
     Seek,
@@ -333,3 +334,109 @@ def test_play_help_lists_every_search() -> None:
     text = " ".join(noughts("play", "--help").stdout.split())
     assert f"the AI's search: {', '.join(ALGORITHMS)} (default: mcts)" in text
     assert "uct" in ALGORITHMS
+
+
+async def read_until(stream: asyncio.StreamReader, wanted: str) -> list[str]:
+    """Lines of ``stream`` up to and including the first that starts with ``wanted``."""
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(wanted):
+        line = await asyncio.wait_for(stream.readline(), 120)
+        assert line, f"the stream ended before {wanted!r}: {lines}"
+        lines.append(line.decode().rstrip("\n"))
+    return lines
+
+
+async def test_watch_without_a_game_follows_the_lobby_live(ui_server: UIServer) -> None:
+    """Expectation: `noughts watch` without an id follows the lobby live (it printed the
+    live games once and exited); Ctrl-C quits without a traceback."""
+    ada, bob = await ui_server.connect("ada"), await ui_server.connect("bob")
+    watcher = None
+    try:
+        first = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await bob.request(JoinGame, game_id=first.game_id)
+        watcher = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client", "watch", "--server", ui_server.url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert watcher.stdout is not None
+        listed = await read_until(watcher.stdout, first.game_id)
+        assert listed[0] == f"Live games on {ui_server.url} (+ started, - ended; Ctrl-C quits):"
+        assert listed[-1].split()[:4] == [first.game_id, "tictactoe", "ada", "bob"]
+
+        second = await bob.request(CreateGame, game="mnk", opponent="human", seat=0,
+                                   params={"m": 4, "n": 4, "k": 3})  # fmt: skip
+        await ada.request(JoinGame, game_id=second.game_id)
+        started = await read_until(watcher.stdout, "+")
+        assert started == [f"+ {second.game_id}  mnk k=3,m=4,n=4  bob  ada"]
+
+        await ada.request(Resign, game_id=first.game_id, token=first.token)
+        ended = await read_until(watcher.stdout, "-")
+        assert ended == [f"- {first.game_id}  tictactoe  ada  bob"]
+
+        watcher.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(watcher.communicate(), 120)
+        assert (watcher.returncode, out, err) == (130, b"", b"")
+    finally:
+        await ada.close()
+        await bob.close()
+        if watcher is not None and watcher.returncode is None:
+            watcher.kill()
+            await watcher.wait()
+
+
+async def test_the_plain_client_says_proven_draw_not_win_50(ui_server: UIServer) -> None:
+    """Expectation: alphabeta proves 3x3 drawn from its first reply, which read
+    "value +0.00 (win 50%), proven draw"."""
+    code, out, err = await play_plain(
+        ui_server, "--ai", "alphabeta", "--budget-ms", "20", stdin=b"4\ndraw\n"
+    )
+    assert code == 0, err
+    reply = next(line for line in out.splitlines() if line.startswith("O played"))
+    assert reply.endswith(", value proven draw]") and "%" not in reply, reply
+
+
+async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
+    """Expectation: the README's own bot, run as written (on the test's server), says what it
+    does: it printed nothing at all."""
+    from client.bot import Bot
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    intro = readme.index("Your own bot in Python, complete")
+    code = readme[readme.index("```python\n", intro) + 10 : readme.index("```\n", intro + 40)]
+    assert 'SERVER = "ws://127.0.0.1:8765"' in code
+    code = code.replace("ws://127.0.0.1:8765", ui_server.url)
+    randy = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, cwd=root,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    opponent = Bot(ui_server.url, lambda turn: turn.state.legal_actions()[0], name="opp")
+    try:
+        played, (out, err) = await asyncio.gather(
+            opponent.play(games=5, accept="seeks"), asyncio.wait_for(randy.communicate(), 120)
+        )
+    finally:
+        if randy.returncode is None:
+            randy.kill()
+            await randy.wait()
+    assert randy.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == (
+        f"randy: posting 5 tictactoe seeks on {ui_server.url}, one at a time; "
+        "accept them in the lobby"
+    )
+    # Each game: its moves (a cell as row,col), then its result, as the opponent saw it.
+    outcomes = {"win": "loss", "loss": "win", "draw": "draw"}
+    printed = 0
+    for result in played:
+        own = [line for line in lines[1:-1] if line.startswith(f"{result.game_id}: ")]
+        printed += len(own)
+        assert own[-1] == (
+            f"{result.game_id}: {outcomes[result.outcome]} against opp ({result.reason})"
+        )
+        moves = own[:-1]
+        assert moves and all(re.fullmatch(r"\S+: (plays \d,\d|\d,\d wins)", m) for m in moves)
+    assert len(played) == 5 and printed == len(lines) - 2
+    won = sum(r.outcome == "loss" for r in played)
+    lost = sum(r.outcome == "win" for r in played)
+    assert lines[-1] == f"randy: {won} won, {5 - won - lost} drawn, {lost} lost"

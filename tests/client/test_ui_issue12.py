@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from textual.widgets import Static
+import io
+from typing import Any
+
+from rich.console import Console
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
 
 import engine
+from client.plain import ai_value
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, action_at, cell_of, home_cell
+from client.ui.dialogs import NewGameDialog
 from client.ui.game import GameScreen
-from protocol import CreateGame, Ended, Move
+from client.ui.lobby import LobbyScreen
+from protocol import CreateGame, Ended, JoinGame, Move
 from tests.client.test_ui_game_keys import app_joining, bobs_game, game_screen, notes
-from tests.client.ui_support import UIServer, next_event, until
+from tests.client.ui_support import UIServer, next_event, open_lobby, press_ok, until
 
 SIZE = (110, 36)
 
@@ -122,3 +131,102 @@ async def test_a_small_terminal_degrades_and_says_when_too_small(ui_server: UISe
             assert screen.query_one("#side-column").region.width >= 30
     finally:
         await bob.close()
+
+
+async def test_a_proven_result_reads_proven_not_a_percentage(ui_server: UIServer) -> None:
+    """Expectation: alphabeta proves 3x3 drawn from its first reply; the AI panel and the
+    move list said "+0.00 (win 50% for it)" instead of "proven draw"."""
+    start = Start(
+        "ai",
+        fields={"game": "tictactoe", "opponent": "ai", "seat": 0, "algorithm": "alphabeta",
+                "budget_ms": 20},
+    )  # fmt: skip
+    app = NoughtsApp(ui_server.url, name="ada", start=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game screen")
+        screen = app.screen
+        assert isinstance(screen, GameScreen)
+        model = screen.model
+        await until(pilot, lambda: model.my_turn, "our turn")
+        await pilot.press("4", "enter")
+        await until(pilot, lambda: len(model.moves) == 2, "the AI's reply")
+        assert model.moves[1].stats is not None and model.moves[1].stats["proven"] == "draw"
+        await pilot.pause()
+        panel = str(screen.query_one("#ai-panel", Static).render())
+        assert "value  proven draw for it" in panel and "%" not in panel, panel
+        table = screen.query_one("#moves", DataTable)
+        assert table.get_row_at(1)[-1] == "proven draw"
+
+
+def test_an_unproven_value_keeps_its_winning_chance() -> None:
+    assert ai_value({"value": 0.2, "proven": None}) == "+0.20 (win 60%)"
+    assert ai_value({"value": 0.2}, chance=False) == "+0.20"
+    assert ai_value({"value": 1.0, "proven": "win"}) == "proven win"
+    # A proof the client does not know is not shown as one; no value at all is none.
+    assert ai_value({"value": -0.5, "proven": "<b>"}) == "-0.50 (win 25%)"
+    assert ai_value({"algorithm": "random"}) is None
+
+
+def keys_shown(screen: Screen[Any]) -> str:
+    """The text of the keys panel open on ``screen``."""
+    from textual.widgets._key_panel import BindingsTable
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(screen.query_one(BindingsTable).render())
+    return console.export_text()
+
+
+async def test_question_mark_lists_every_key_of_the_screen(ui_server: UIServer) -> None:
+    """Expectation: a `?` help screen listing every key; hidden keys (n, a, c, the arrows)
+    were found only in the README."""
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        lobby = await open_lobby(pilot, app)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: lobby.query("HelpPanel"), "the keys panel")
+        await pilot.pause()
+        shown = keys_shown(lobby)
+        for binding in [*LobbyScreen.BINDINGS, *NoughtsApp.BINDINGS]:
+            assert isinstance(binding, Binding) and binding.description in shown, shown
+        await pilot.press("question_mark")
+        await until(pilot, lambda: not lobby.query("HelpPanel"), "the keys panel closed")
+
+        # A game of ours: every key of the game and of its board, the hidden ones too.
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        await press_ok(pilot, app.screen)
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+        game = app.screen
+        await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+        await pilot.press("question_mark")
+        await until(pilot, lambda: game.query("HelpPanel"), "the game's keys")
+        await pilot.pause()
+        shown = keys_shown(game)
+        for binding in [*GameScreen.BINDINGS, *BoardView.BINDINGS]:
+            assert isinstance(binding, Binding) and binding.description in shown, shown
+
+
+async def test_question_mark_leaves_out_the_players_keys_for_a_spectator(
+    ui_server: UIServer,
+) -> None:
+    """The keys panel lists what works here: a spectator cannot resign, offer or claim."""
+    bob, carl = await ui_server.connect("bob"), await ui_server.connect("carl")
+    try:
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await carl.request(JoinGame, game_id=seated.game_id)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("watch", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+            await pilot.press("question_mark")
+            await until(pilot, lambda: game.query("HelpPanel"), "the keys panel")
+            await pilot.pause()
+            shown = keys_shown(game)
+            for binding in GameScreen.BINDINGS:
+                assert isinstance(binding, Binding)
+                watching = binding.action not in GameScreen.SEAT_ACTIONS
+                assert (binding.description in shown) == watching, (binding, shown)
+    finally:
+        await bob.close()
+        await carl.close()
