@@ -405,6 +405,7 @@ async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
     intro = readme.index("Your own bot in Python, complete")
     code = readme[readme.index("```python\n", intro) + 10 : readme.index("```\n", intro + 40)]
     assert 'SERVER = "ws://127.0.0.1:8765"' in code
+    assert len(code.strip().splitlines()) < 40  # a complete bot, read at a glance
     code = code.replace("ws://127.0.0.1:8765", ui_server.url)
     randy = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code, cwd=root,

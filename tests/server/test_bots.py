@@ -122,42 +122,6 @@ async def test_a_person_seeks_from_the_plain_client_and_a_bot_accepts(
     assert "against ada" in bot_out
 
 
-async def test_the_readme_bot_is_complete_and_plays(server: RunningServer, tmp_path) -> None:
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
-    assert len(code.strip().splitlines()) < 25
-    script = tmp_path / "readme_bot.py"
-    script.write_text(code.replace("ws://127.0.0.1:8765", server.url))
-    opponent = asyncio.create_task(
-        _run(
-            "bot",
-            "--server",
-            server.url,
-            "--name",
-            "sparring",
-            "--accept",
-            "seeks",
-            "--games",
-            "5",
-            "--engine",
-            "random",
-            "--budget-ms",
-            "1",
-        )  # fmt: skip
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(script), stderr=asyncio.subprocess.PIPE
-    )
-    _, err = await asyncio.wait_for(process.communicate(), 300)
-    assert process.returncode == 0, err.decode()
-    code_o, out_o, err_o = await opponent
-    assert code_o == 0, err_o
-    assert out_o.count("against randy") == 5
-
-
 async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningServer) -> None:
     """On a loaded machine the accepter's first move can be queued before the seeking bot
     looks at the start of the game; the bot must play from the start snapshot and that
