@@ -214,6 +214,9 @@ def mnk_alphabeta(
         iterations, single_opening=state.ply() == 0,
     )  # fmt: skip
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
+    # With threats, nodes below the root search their best moves only (kind 5): a win or loss
+    # the search scores there is not a proof and is not reported as one (the root's VCF is).
+    pruned = bool(context.t.params[K.P_THREATS])
     return SearchResult(
         action=best_action,
         value=_value(best_score, MNK_EVAL_SCALE),
@@ -221,7 +224,7 @@ def mnk_alphabeta(
         iterations=int(info[base.NODES]),
         pv=_pv(context, player, best_action, _pv_limit(completed, best_score)),
         depth=completed,
-        proven=_proven(best_score, exact),
+        proven=None if pruned else _proven(best_score, exact),
     )
 
 

@@ -122,10 +122,6 @@ def negamax(p, depth, alpha, beta, ply, game, search):
                 killers[ply, 0] = c
             search.history[c] += depth * depth
             break
-    if kind == 5 and best < -MATE_BOUND:
-        # Some moves were not searched: a very bad score, not a proven loss; still the later
-        # the loss, the better (-(WIN - p) becomes -(MATE_BOUND - p)).
-        best += WIN - MATE_BOUND
     flag = EXACT
     if best <= alpha0:
         flag = UPPER
