@@ -8,7 +8,9 @@ kept per board in the process, for the few boards searched last: a fresh search 
 new table generation, while consecutive searches for the same game (a Searcher's
 game_key) keep the table, so one game's moves share what earlier moves learned. On m,n,k
 boards with k >= 5 the root first tries a VCF for the mover, then drops the moves after
-which the opponent has one.
+which the opponent has one; with ``threats`` (AlphaBetaOptions) the kernel answers open
+threes with their defences only and searches the best moves below the root, so only the
+root's proofs (VCF, immediate wins) are reported as proven.
 """
 
 from __future__ import annotations
