@@ -8,7 +8,9 @@ kept per board in the process, for the few boards searched last: a fresh search 
 new table generation, while consecutive searches for the same game (a Searcher's
 game_key) keep the table, so one game's moves share what earlier moves learned. On m,n,k
 boards with k >= 5 the root first tries a VCF for the mover, then drops the moves after
-which the opponent has one.
+which the opponent has one; with ``threats`` (AlphaBetaOptions) the kernel answers open
+threes with their defences only and searches the best moves below the root, so only the
+root's proofs (VCF, immediate wins) are reported as proven.
 """
 
 from __future__ import annotations
@@ -214,6 +216,9 @@ def mnk_alphabeta(
         iterations, single_opening=state.ply() == 0,
     )  # fmt: skip
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
+    # With threats, nodes below the root search their best moves only (kind 5): a win or loss
+    # the search scores there is not a proof and is not reported as one (the root's VCF is).
+    pruned = bool(context.t.params[K.P_THREATS])
     return SearchResult(
         action=best_action,
         value=_value(best_score, MNK_EVAL_SCALE),
@@ -221,7 +226,7 @@ def mnk_alphabeta(
         iterations=int(info[base.NODES]),
         pv=_pv(context, player, best_action, _pv_limit(completed, best_score)),
         depth=completed,
-        proven=_proven(best_score, exact),
+        proven=None if pruned else _proven(best_score, exact),
     )
 
 

@@ -122,8 +122,6 @@ def negamax(p, depth, alpha, beta, ply, game, search):
                 killers[ply, 0] = c
             search.history[c] += depth * depth
             break
-    if kind == 5 and best < -MATE_BOUND:
-        best = -MATE_BOUND  # some moves were not searched: a very bad score, not a proven loss
     flag = EXACT
     if best <= alpha0:
         flag = UPPER

@@ -143,8 +143,8 @@ def generate(game, search, player, ply, tt_move):  # noqa: ANN001, ANN201
     """Fill ``search.moves[ply]`` with scored moves; (n, kind, cell): kind 1 = the mover wins
     at once on ``cell``; 2 = the opponent has two wins at once (the mover loses; ``cell`` is
     one); 3 = ``cell`` is the only move (a forced block: n = 1); 4 = the moves answer a threat
-    (the search extends both by a ply); 5 = the best moves only, not all of them (a loss found
-    there is not a proof); 0 = ordinary."""
+    (the search extends both by a ply); 5 = the best moves only, not all of them (what is
+    found there is not a proof: the driver does not report it as one); 0 = ordinary."""
     raise NotImplementedError("compiled code only")
 
 

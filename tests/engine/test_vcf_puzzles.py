@@ -102,13 +102,15 @@ def test_puzzle_is_a_shortest_vcf_of_its_length(moves: list[int], length: int) -
 
 @pytest.mark.parametrize(("moves", "length"), PUZZLES)
 def test_alphabeta_finds_the_win_and_plays_it_out(moves: list[int], length: int) -> None:
-    """The search proves the win, plays a move that starts a VCF, and against the blocks
-    completes five within the 16 fours its root VCF search looks at."""
+    """The search proves the win (its root VCF), plays a move that starts a VCF, and against
+    the blocks completes five within the 16 fours its root VCF search looks at."""
     state = engine.replay(("gomoku", {}), moves)
     attacker = state.current_player()
-    for _ in range(16):
+    for ply in range(16):
         result = engine.search(state, "alphabeta", Budget(iterations=20_000), seed=1)
-        assert result.proven == "win"
+        assert result.value == 1.0
+        if ply == 0:  # later, a block that makes a four forces the reply: no VCF at the root
+            assert result.proven == "win"
         assert proves(state, result.action, 16)
         state.apply_checked(result.action)
         if state.is_terminal():
