@@ -128,7 +128,9 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
             assert isinstance(game, GameScreen)
             await until(pilot, lambda: game.model.my_turn, "our first move")
             assert game.model.seat == 0 and game.model.game == "5x5"  # the name it was created with
-            assert seeks.row_count == 0  # the accepted seek left the lobby
+            # The accepted seek leaves the lobby with the next lobby update (coalesced per
+            # tick, so it may come after the game's first events).
+            await until(pilot, lambda: seeks.row_count == 0, "the accepted seek gone")
             seated = next(m for m in pushed if isinstance(m, Seated))
             await pilot.press("1", "2", "enter")  # typed: cell 12, the centre
             await until(pilot, lambda: len(game.model.moves) == 1, "our move")

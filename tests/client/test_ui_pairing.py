@@ -122,7 +122,8 @@ async def test_x_cancels_a_posted_seek_and_leaves_the_queue(ui_server: UIServer)
             await until(pilot, lambda: "cancelled" in status_of(lobby), "the cancellation")
             removed = await _next_lobby(bob)
             assert (removed.kind, removed.seek_id) == ("seek_removed", seek_id)
-            assert lobby.query_one("#seeks", DataTable).row_count == 0
+            seeks = lobby.query_one("#seeks", DataTable)  # the same tick's update, ours
+            await until(pilot, lambda: seeks.row_count == 0, "our seek gone from the lobby")
             # x also takes us out of the quick-pairing queue.
             await pilot.press("k")
             await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
