@@ -739,6 +739,11 @@ class SQLiteStore(SQLStore):
         self._write_thread: ThreadPoolExecutor | None = None
         self._checkpoint_db: sqlite3.Connection | None = None  # one checkpoint at a time
         self._checkpointer: asyncio.Task[None] | None = None
+        # Set by close: the checkpoint loop ends after the checkpoint it is running. It is
+        # never cancelled: a cancelled await leaves its thread running the checkpoint on a
+        # connection close() then frees (a segfault, seen once in a full test run).
+        self._stopping = asyncio.Event()
+        self._checkpointing = asyncio.Lock()  # one checkpoint at a time on its connection
         self._checkpointed_at = 0  # self.commits at the last checkpoint
         self._wal_reset_due = False  # the log is long: the writer waits for a checkpoint
         self.wal_resets = 0  # (for benchmarks)
@@ -814,25 +819,35 @@ class SQLiteStore(SQLStore):
         """Copy the log into the database now and then, on the checkpointer's connection
         (a thread of its own), so that the log stays short, no commit ever waits for an
         fsync, and no read waits behind a checkpoint."""
-        while True:
-            await asyncio.sleep(CHECKPOINT_S)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), CHECKPOINT_S)
+                return
             if await self._checkpoint() > WAL_RESET_FRAMES:
                 self._wal_reset_due = True
 
     async def _checkpoint(self, *, always: bool = False) -> int:
         """One PASSIVE checkpoint; returns the frames in the log (0 if none ran)."""
-        db = self._checkpoint_db
-        if db is None or (self.commits == self._checkpointed_at and not always):
-            return 0
-        self._checkpointed_at = self.commits
-        try:
-            row = await asyncio.to_thread(
-                lambda: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        async with self._checkpointing:
+            db = self._checkpoint_db
+            if db is None or (self.commits == self._checkpointed_at and not always):
+                return 0
+            self._checkpointed_at = self.commits
+            work = asyncio.ensure_future(
+                asyncio.to_thread(lambda: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
             )
-        except sqlite3.Error as exc:  # busy, say: the next round tries again
-            log.warning("checkpoint of %s failed: %s", self.path, exc)
-            return 0
-        return int(row[1]) if row else 0
+            try:
+                row = await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # The thread runs on whatever happens to this task: hold the lock (and so
+                # the connection) until it has finished.
+                with contextlib.suppress(Exception):
+                    await work
+                raise
+            except sqlite3.Error as exc:  # busy, say: the next round tries again
+                log.warning("checkpoint of %s failed: %s", self.path, exc)
+                return 0
+            return int(row[1]) if row else 0
 
     def _migrate(self) -> None:
         """Upgrade the schema to SCHEMA_VERSION (at open, before anything is served)."""
@@ -858,10 +873,12 @@ class SQLiteStore(SQLStore):
             self._write_thread.shutdown()
             self._write_thread = None
         if self._checkpointer is not None:
-            await _cancel(self._checkpointer)
+            self._stopping.set()
+            await self._checkpointer  # ends after the checkpoint it runs, if any
             self._checkpointer = None
             await self._checkpoint()
-        await self._close_connections()
+        async with self._checkpointing:  # no checkpoint thread is left on the connection
+            await self._close_connections()
 
     # --- reads, and the writer's side of the group commit -------------------------
 
