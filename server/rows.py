@@ -107,7 +107,9 @@ class GameRecord:
                         "seat": m.seat,
                         "action": m.action,
                         "at": m.at,
-                        "stats": m.stats,
+                        "stats": None
+                        if m.stats is None
+                        else _present(m.stats),  # older rows kept nils
                         "clocks": m.clocks,
                     }
                 )
