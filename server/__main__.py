@@ -104,7 +104,7 @@ async def _acquire(db_path: str, settings: ServerSettings) -> ServerLock | None:
 
 async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None) -> int:
     from server.admin import AdminServer
-    from server.admission import raise_open_file_limit
+    from server.admission import Proxies, raise_open_file_limit
     from server.app import GameServer, running
     from server.errors import ServerError
     from server.pool import EnginePool
@@ -115,6 +115,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         return 2
     try:
         tls = tls_context(settings.tls_cert, settings.tls_key)
+        Proxies(settings.trusted_proxies)
     except ValueError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 2
