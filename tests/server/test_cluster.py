@@ -1,0 +1,125 @@
+"""A cluster of real nodes (`noughts serve --db postgresql://... --bus redis://...`) sharing
+one PostgreSQL schema and one Redis prefix of the test's own: games whose players and
+spectators sit on different nodes, an owner killed mid-game, a seek raced for, Redis
+restarted, PostgreSQL connections cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+
+from client.connection import ServerConnection
+from protocol import CreateGame, JoinGame, Move, Moved, Resume, Resumed, Snapshot, Watch
+from tests.server.cluster_nodes import Cluster, cluster_of
+from tests.server.conftest import next_event
+from tests.services import PG_URL
+
+# Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
+LONG_GAME = [0, 1, 2, 3, 11, 10, 13, 12, 20, 21, 22, 23]
+
+
+async def _play(mover: ServerConnection, token: str, game_id: str, action: int) -> Moved:
+    moved = await mover.request(Move, game_id=game_id, token=token, action=action)
+    assert isinstance(moved, Moved) and moved.action == action
+    return moved
+
+
+async def _heard(client: ServerConnection, ply: int) -> Moved:
+    """The move of ``ply`` as ``client`` hears of it (its own earlier moves skipped); a
+    move heard twice or out of order fails."""
+    while True:
+        moved = await next_event(client, Moved)
+        if moved.ply >= ply:
+            assert moved.ply == ply, f"heard ply {moved.ply} before {ply}"
+            return moved
+
+
+async def _stored_moves(schema: str, game_id: str) -> list[int]:
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": schema})
+    try:
+        rows = await conn.fetch("SELECT action FROM moves WHERE game_id = $1 ORDER BY ply", game_id)
+    finally:
+        await conn.close()
+    return [r[0] for r in rows]
+
+
+async def _two_player_game(
+    cluster: Cluster,
+) -> tuple[ServerConnection, ServerConnection, str, str, str]:
+    """ada on the first node creates a 5x5 game, bo on the second joins it."""
+    first, second = cluster.nodes[0], cluster.nodes[1]
+    ada = await first.connect("ada")
+    bo = await second.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    return ada, bo, created.game_id, created.token, joined.token
+
+
+async def test_players_and_a_spectator_on_three_nodes(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        for ply, action in enumerate(LONG_GAME[:4]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            # The other player, on the other node, hears of it, once, in order.
+            other = players[1 - ply % 2][0]
+            heard = await _heard(other, ply)
+            assert (heard.ply, heard.action) == (ply, action)
+        # A spectator on a third node joins mid-game: a snapshot, then every move.
+        third = await cluster.start("c")
+        eve = await third.connect("eve")
+        snapshot = await eve.request(Watch, game_id=game_id)
+        assert isinstance(snapshot, Snapshot) and list(snapshot.actions) == LONG_GAME[:4]
+        for ply, action in enumerate(LONG_GAME[4:8], start=4):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            seen = await _heard(eve, ply)
+            assert (seen.ply, seen.action) == (ply, action)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:8]
+        for client in (ada, bo, eve):
+            await client.close()
+        for node in cluster.nodes:
+            assert await node.stop() == 0
+
+
+async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+        order = ["ada", "bo"]
+        acknowledged = []
+        for ply, action in enumerate(LONG_GAME[:5]):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        owner = await cluster.owner_of(game_id)
+        survivor = next(n for n in cluster.nodes if n.name != owner)
+        cluster.node(owner).kill()
+        await cluster.node(owner).process.wait()
+        # The player of the dead node reconnects to the survivor and resumes by seq.
+        name = "ada" if owner == cluster.nodes[0].name else "bo"
+        lost, token = seats[name]
+        back = await survivor.connect(name, session=lost.session)
+        resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.seat == order.index(name)
+        seats[name] = (back, resumed.token or token)
+        await cluster.wait_owned(game_id, {survivor.name})
+        for ply, action in enumerate(LONG_GAME[5:], start=5):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+        for client, _ in seats.values():
+            await client.close()
+        await lost.close()
+        assert await survivor.stop() == 0
