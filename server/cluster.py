@@ -32,13 +32,16 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
+from redis.exceptions import RedisError
 
-from protocol import ErrorCode, Message, ProtocolError, decode, encode
-from server.bus import RedisBus
+from protocol import ErrorCode, LobbyEvent, Message, ProtocolError, decode, encode
+from server.bus import RedisBus, pack, unpack
+from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
 from server.errors import NodeUnavailable, ServerError
 from server.limits import TokenBucket
-from server.session import new_game_id
+from server.lobby import Lobby, SeekEntry
+from server.session import Player, new_game_id
 from server.shards import SHARDS, ShardLocks, shard_of
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ class Host(Protocol):
     store: Store
     games: dict[str, GameSession]
     subscribers: dict[str, set[Connection]]
+    lobby: Lobby
 
     def clock(self) -> Now: ...
     def _lock(self, game_id: str) -> asyncio.Lock: ...
@@ -71,6 +75,8 @@ class Host(Protocol):
     async def adopt(self, records: list[GameRecord]) -> int: ...
     def unload(self, game_id: str) -> int | None: ...
     async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None: ...
+    def _lobby_push(self, event: LobbyEvent, *, seek: SeekEntry | None = None) -> None: ...
+    def _remove_seek(self, seek: SeekEntry) -> None: ...
 
 
 def new_node_id() -> str:
@@ -151,9 +157,14 @@ class Cluster:
     # --- life -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Join: subscribe, announce this node, claim a first share of the shards."""
+        """Join: subscribe, announce this node, load the cluster's seeks, claim a first
+        share of the shards."""
         await self.bus.start(self._received)
         await self._heartbeat()
+        try:
+            await self._load_seeks()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot read the seeks (%s)", exc)
         try:
             await self.locks.open()
             await self._claim()
@@ -323,7 +334,10 @@ class Cluster:
         for shard in self.locks.held:
             owners[shard] = self.node
         changed = owners != self.owners or present.keys() != self.present.keys()
+        gone = set(self.present) - set(present)
         self.present, self.owners = present, owners
+        if gone:
+            self._forget_seeks_of(gone)
         if changed:
             self._map_changed.set()
             self._map_changed = asyncio.Event()
@@ -495,6 +509,9 @@ class Cluster:
             if payload.get("node") != self.node:
                 self._wake.set()  # shards changed hands: claim (and refresh) now
                 asyncio.get_running_loop().create_task(self._refresh_quietly())
+        elif kind == "lobby":
+            if payload.get("from") != self.node:
+                self._lobby(payload)
         elif kind == "reconnected":
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
@@ -612,3 +629,102 @@ class Cluster:
             for connection in list(followers):
                 connection.post(frame)
         self.relayed[game_id] = max(self.relayed.get(game_id, 0), int(payload["seq"]))
+
+    # --- the lobby: the cluster's seeks ------------------------------------------------------
+
+    @property
+    def _seeks_key(self) -> str:
+        return f"{self.bus.prefix}:seeks"
+
+    def _seek_data(self, seek: SeekEntry, connection: Connection) -> dict[str, Any]:
+        player = connection.player
+        assert player is not None
+        return {
+            "id": seek.id,
+            "game": seek.game,
+            "params": dict(seek.params),
+            "clock": None if seek.control is None else seek.control.to_dict(),
+            "owner": seek.owner.to_dict(),
+            "created_at": seek.created_at,
+            "color": seek.color,
+            "opponents": seek.opponents,
+            "to": seek.to,
+            "node": self.node,
+            "conn": self.key_of(connection),
+            "player": [player.player_id, player.name, player.bot, player.address],
+        }
+
+    async def post_seek(self, seek: SeekEntry, connection: Connection) -> None:
+        """A seek posted here: in the cluster's seeks (what an accepter claims), and on
+        every node's lobby."""
+        data = self._seek_data(seek, connection)
+        try:
+            await self.bus.client.hset(self._seeks_key, seek.id, pack(data))
+        except (RedisError, OSError) as exc:
+            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+        self.bus.publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
+
+    async def claim_seek(self, seek_id: str) -> bool:
+        """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
+        try:
+            won = await self.bus.client.hdel(self._seeks_key, seek_id)
+        except (RedisError, OSError) as exc:
+            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+        return bool(won)
+
+    def seek_removed(self, seek_id: str) -> None:
+        """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
+        self.server._spawn(self._delete_seek(seek_id))
+        self.bus.publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
+
+    async def _delete_seek(self, seek_id: str) -> None:
+        try:
+            await self.bus.client.hdel(self._seeks_key, seek_id)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot remove seek %s (%s)", seek_id, exc)
+
+    async def _load_seeks(self) -> None:
+        entries = await self.bus.client.hgetall(self._seeks_key)
+        for data in entries.values():
+            seek = unpack(data if isinstance(data, bytes) else data.encode())
+            if seek.get("node") in self.present and seek.get("node") != self.node:
+                self._add_seek(seek)
+
+    def _lobby(self, payload: dict[str, Any]) -> None:
+        if payload.get("op") == "add":
+            self._add_seek(payload["seek"])
+        elif payload.get("op") == "remove":
+            seek = self.server.lobby.seeks.get(payload["id"])
+            if seek is not None:
+                self.server._remove_seek(seek)
+
+    def _add_seek(self, data: dict[str, Any]) -> None:
+        """A seek posted on another node, in this node's lobby: its owner's connection
+        is a RemoteConnection (an accepter here seats it through its node)."""
+        if data["id"] in self.server.lobby.seeks:
+            return
+        envelope = {"from": data["node"], "conn": data["conn"], "player": data["player"]}
+        settings = self.server.settings
+        bucket = TokenBucket(settings.rate_per_s, settings.burst, 0.0, time.monotonic())
+        owner = RemoteConnection(self, envelope | {"watching": []}, bucket)
+        seek = SeekEntry(
+            id=data["id"],
+            game=data["game"],
+            params=dict(data["params"]),
+            control=None if data["clock"] is None else TimeControl.parse(data["clock"]),
+            owner=Player.from_dict(data["owner"]),
+            owner_connection=owner,
+            created_at=float(data["created_at"]),
+            color=data["color"],
+            opponents=data["opponents"],
+            to=data["to"],
+        )
+        self.server.lobby.add(seek)
+        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    def _forget_seeks_of(self, nodes: set[str]) -> None:
+        """Nodes gone without a word (killed): their seeks leave every lobby."""
+        for seek in list(self.server.lobby.seeks.values()):
+            if seek.owner_connection.node in nodes:
+                self.server._remove_seek(seek)
+                self.server._spawn(self._delete_seek(seek.id))

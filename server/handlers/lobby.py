@@ -110,6 +110,8 @@ class LobbyRequests(GameEvents):
             opponents=request.opponents,
             to=to,
         )
+        if self.cluster is not None:
+            await self.cluster.post_seek(seek, connection)  # on every node's lobby
         self.lobby.add(seek)
         connection.send(SeekPosted(rid=request.rid, seek_id=seek.id))
         self._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
@@ -132,6 +134,11 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that seek is for human players only")
         self._check_open_games(me.player_id)
         game_id = self._new_game_id()
+        if self.cluster is not None:
+            # Of two accepters on any nodes, one takes it (the other: unknown_seek).
+            if not await self.cluster.claim_seek(seek.id):
+                raise UnknownSeek(f"no seek {request.seek_id!r}: accepted, cancelled or gone")
+            self.cluster.seek_removed(seek.id)
         self._remove_seek(seek)
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
         session = GameSession.new(

@@ -115,6 +115,28 @@ class Cluster:
                 raise TimeoutError(f"game {game_id} not taken by {by} in {timeout} s")
             await asyncio.sleep(0.05)
 
+    async def wait_balanced(self, timeout: float = 15) -> None:
+        """Wait until every running node holds some shards (its fair share is coming)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
+        running = {n.name for n in self.nodes if n.process.returncode is None}
+        while True:
+            conn = await asyncpg.connect(PG_URL, server_settings={"search_path": self.schema})
+            try:
+                names = await conn.fetch(
+                    "SELECT DISTINCT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+                    "USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted "
+                    "AND l.classid = (hashtext('noughts-shards:' || current_schema()) "
+                    "& 2147483647)::bigint::oid"
+                )
+            finally:
+                await conn.close()
+            if running <= {str(r[0]).split()[1] for r in names}:
+                return
+            if loop.time() > give_up:
+                raise TimeoutError(f"not every node of {running} holds shards")
+            await asyncio.sleep(0.05)
+
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
 

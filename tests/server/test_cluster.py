@@ -5,12 +5,29 @@ restarted, PostgreSQL connections cut."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import asyncpg
 
-from client.connection import ServerConnection
-from protocol import CreateGame, JoinGame, Move, Moved, Resume, Resumed, Snapshot, Watch
+from client.connection import RequestFailed, ServerConnection
+from protocol import (
+    AcceptSeek,
+    CreateGame,
+    JoinGame,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Move,
+    Moved,
+    Resume,
+    Resumed,
+    Seated,
+    Seek,
+    SeekPosted,
+    Snapshot,
+    Watch,
+)
 from tests.server.cluster_nodes import Cluster, cluster_of
 from tests.server.conftest import next_event
 from tests.services import PG_URL
@@ -123,3 +140,55 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
             await client.close()
         await lost.close()
         assert await survivor.stop() == 0
+
+
+async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
+    """Wait until ``client``'s lobby lists ``seek_id`` (it subscribed before)."""
+    while True:
+        event = await asyncio.wait_for(client.lobby_events.get(), 10)
+        if isinstance(event, LobbyState) and any(s["seek_id"] == seek_id for s in event.seeks):
+            return
+        if isinstance(event, LobbyEvent) and event.kind == "seek_added":
+            if event.seek is not None and event.seek["seek_id"] == seek_id:
+                return
+
+
+async def test_two_accepters_on_two_nodes_race_for_one_seek(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b, c = [await cluster.start(name) for name in "abc"]
+        await cluster.wait_balanced()
+        ada = await a.connect("ada")
+        bo, cy = await b.connect("bo"), await c.connect("cy")
+        for accepter in (bo, cy):
+            await accepter.request(LobbySubscribe)
+        posted = await ada.request(Seek, game="tictactoe")
+        assert isinstance(posted, SeekPosted)
+        for accepter in (bo, cy):  # the seek reached both nodes' lobbies
+            await _sees_seek(accepter, posted.seek_id)
+        results = await asyncio.gather(
+            bo.request(AcceptSeek, seek_id=posted.seek_id),
+            cy.request(AcceptSeek, seek_id=posted.seek_id),
+            return_exceptions=True,
+        )
+        won = [r for r in results if isinstance(r, Seated)]
+        lost = [r for r in results if isinstance(r, RequestFailed)]
+        assert len(won) == 1 and len(lost) == 1, results
+        assert lost[0].code == "unknown_seek"
+        # The seek's owner, on a third node, is seated in the game and hears its start.
+        seated = await asyncio.wait_for(_seated(ada), 10)
+        assert seated.game_id == won[0].game_id and seated.seat == 1 - won[0].seat
+        start = await next_event(ada, Snapshot)
+        assert start.game_id == won[0].game_id and start.status == "live"
+        for client in (ada, bo, cy):
+            await client.close()
+
+
+async def _seated(client: ServerConnection) -> Seated:
+    """The ``seated`` a client gets without asking (its seek accepted)."""
+    while True:
+        if client.seats:
+            game_id, (seat, token) = next(iter(client.seats.items()))
+            return Seated(game_id=game_id, seat=seat, token=token)
+        await asyncio.sleep(0.01)
