@@ -94,6 +94,8 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
                 await self.store.quarantine(record.row.id, f"cannot restore it: {exc!r}")
                 continue
             self._register(session)
+            if self.cluster is not None:
+                self.cluster.adopted(session)  # its followers here catch up
             grace_s = self.settings.grace_s
             emitted = session.restored_presence(now, grace_s)
             for seat, player in enumerate(session.players):

@@ -138,14 +138,17 @@ class RedisBus:
             batch = [await self._outgoing.get()]
             while not self._outgoing.empty() and len(batch) < 1024:
                 batch.append(self._outgoing.get_nowait())
-            try:
-                pipe = self._client.pipeline(transaction=False)
-                for channel, data in batch:
-                    pipe.publish(channel, data)
-                await pipe.execute()
-            except (RedisError, OSError) as exc:
-                self.lost += len(batch)
-                log.warning("bus: %d messages not published (%s)", len(batch), exc)
+            for attempt in (1, 2):  # the second on a new connection (Redis restarted)
+                try:
+                    pipe = self._client.pipeline(transaction=False)
+                    for channel, data in batch:
+                        pipe.publish(channel, data)
+                    await pipe.execute()
+                    break
+                except (RedisError, OSError) as exc:
+                    if attempt == 2:
+                        self.lost += len(batch)
+                        log.warning("bus: %d messages not published (%s)", len(batch), exc)
 
     # --- receiving -------------------------------------------------------------------------
 

@@ -316,6 +316,19 @@ class Cluster:
             log.warning("cluster: cannot announce shards (%s)", exc)
         self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
 
+    def adopted(self, session: GameSession) -> None:
+        """This node took ``session`` from the database: its followers here, which
+        followed it on the bus, get what they missed (the restored game keeps no event
+        log to resume from: a snapshot), before its first event from here."""
+        last = self.relayed.pop(session.id, None)
+        self._relay_owner.pop(session.id, None)
+        self._recovering.pop(session.id, None)
+        followers = self.server.subscribers.get(session.id)
+        if followers and (last is None or last < session.seq):
+            frame = encode(session.snapshot(self.server.clock()))
+            for connection in list(followers):
+                connection.post(frame)
+
     # --- presence ------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
@@ -350,6 +363,10 @@ class Cluster:
                 await self._heartbeat()
             except Exception as exc:
                 log.warning("cluster: heartbeat failed (%s)", exc)
+            now = time.monotonic()
+            for game_id, asked in list(self._recovering.items()):
+                if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
+                    self._recover(game_id)
 
     def _owners_changed(self) -> None:
         """Forwards waiting on a node that no longer owns their game are sent again; games
@@ -528,6 +545,7 @@ class Cluster:
         if game_id in self._recovering:
             return  # the catch-up being fetched includes it
         if last is not None and seq > last + 1:
+            log.debug("cluster: gap in %s: %s after %s", game_id, seq, last)
             self._recover(game_id)
             return
         if last is not None and seq <= last:
@@ -550,6 +568,7 @@ class Cluster:
         if owner is None:
             return  # asked again when an owner is announced
         self._relay_owner[game_id] = owner
+        log.info("cluster: catching up game %s from %s", game_id, owner)
         followers = self.server.subscribers.get(game_id, ())
         # The players here (a new owner restored the game with every seat away).
         present = {c.player_id for c in followers if game_id not in c.watching and c.player_id}
@@ -614,10 +633,14 @@ class Cluster:
             reply.update(frames=frames, seq=session.seq)
             for player_id in payload.get("present", ()):
                 self.server._spawn(self.server.remote_presence(game_id, player_id, True))
+        log.info(
+            "cluster: since %s for %s: %s", payload["since"], game_id, reply.get("seq", "moved")
+        )
         self.send_to(payload["from"], reply)
 
     def _caught_up(self, payload: dict[str, Any]) -> None:
         game_id = payload["game"]
+        log.debug("cluster: caught up %s: %s", game_id, payload.get("seq", "moved"))
         if payload.get("moved"):
             return  # still recovering: asked again once the owners change
         self._recovering.pop(game_id, None)

@@ -6,9 +6,14 @@ restarted, PostgreSQL connections cut."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import socket
 from pathlib import Path
 
 import asyncpg
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
@@ -192,3 +197,85 @@ async def _seated(client: ServerConnection) -> Seated:
             game_id, (seat, token) = next(iter(client.seats.items()))
             return Seated(game_id=game_id, seat=seat, token=token)
         await asyncio.sleep(0.01)
+
+
+async def _redis_server(port: int, directory: Path) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no", "--dir", str(directory),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    client = aioredis.Redis(host="127.0.0.1", port=port)
+    try:
+        for _ in range(200):
+            try:
+                await client.ping()
+                return process
+            except (RedisError, OSError):
+                await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+    process.kill()
+    raise TimeoutError(f"redis-server on port {port} did not start")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    port = _free_port()
+    redis = await _redis_server(port, tmp_path)
+    try:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            cluster.bus = f"redis://127.0.0.1:{port}/0"
+            await cluster.start("a")
+            await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+            players = [(ada, ada_token), (bo, bo_token)]
+            owner = await cluster.owner_of(game_id)
+            local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
+            ply = 0
+            while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
+                mover, token = players[ply % 2]
+                await _play(mover, token, game_id, LONG_GAME[ply])
+                ply += 1
+            await _heard(players[1 - local][0], ply - 1)
+            redis.kill()
+            await redis.wait()
+            # Redis is down: the owner's player moves (stored, acknowledged, not published).
+            mover, token = players[local]
+            await _play(mover, token, game_id, LONG_GAME[ply])
+            redis = await _redis_server(port, tmp_path)
+            # Back: the other node asks the owner for what it missed, by seq.
+            other, other_token = players[1 - local]
+            heard = await _heard(other, ply)
+            assert heard.action == LONG_GAME[ply]
+            # And the game goes on across the nodes.
+            await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
+            await _heard(mover, ply + 1)
+            assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
+            await ada.close()
+            await bo.close()
+    finally:
+        redis.kill()
+        await redis.wait()
+
+
+async def _play_retrying(mover: ServerConnection, token: str, game_id: str, action: int) -> Moved:
+    """A move, sent again while the cluster answers ``unavailable`` (the bus coming back)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 20
+    while True:
+        try:
+            return await _play(mover, token, game_id, action)
+        except RequestFailed as exc:
+            if exc.code != "unavailable" or loop.time() > give_up:
+                raise
