@@ -139,6 +139,7 @@ class Cluster:
         self.present: dict[str, Any] = {}  # live node -> its announced state
         self.owners: dict[int, str] = {}  # shard -> the node announcing it
         self.releasing: set[int] = set()
+        self.taking: set[int] = set()  # locked, their games being restored: not served yet
         self.draining = False
         self._map_changed = asyncio.Event()
         self._wake = asyncio.Event()
@@ -207,11 +208,11 @@ class Cluster:
     def serves(self, game_id: str) -> bool:
         """This node owns the game's shard (and is not handing it over)."""
         shard = shard_of(game_id)
-        return shard in self.locks.held and shard not in self.releasing
+        return shard in self.locks.held and shard not in self.releasing | self.taking
 
     def new_game_id(self) -> str:
         """A new game's id, in a shard this node owns (it will own the game)."""
-        if not self.locks.held.difference(self.releasing):
+        if not self.locks.held - self.releasing - self.taking:
             raise NodeUnavailable(
                 "this node holds no games right now (the cluster is rebalancing): retry soon"
             )
@@ -232,6 +233,8 @@ class Cluster:
             self._wake.clear()
             try:
                 if not self.locks.connected:
+                    if self.locks.held:  # closed under us (the server cut it, say)
+                        self._lose_all(ConnectionError("the lock connection closed"))
                     await self.locks.open()
                 await self._claim()
             except _LOCK_ERRORS as exc:
@@ -258,14 +261,25 @@ class Cluster:
         offset = hash(self.node) % SHARDS  # nodes starting together try different shards
         free.sort(key=lambda s: (s - offset) % SHARDS)
         taken: set[int] = set()
-        for shard in free:
-            if len(mine) >= target and shard not in self._free_before:
-                continue  # beyond the fair share: only a shard nobody took for a period
-            if await self.locks.try_claim(shard):
-                taken.add(shard)
-        self._free_before = set(free) - taken
-        if taken:
-            await self._take(taken)
+        try:
+            for shard in free:
+                if len(mine) >= target and shard not in self._free_before:
+                    continue  # beyond the fair share: only a shard nobody took for a period
+                self.taking.add(shard)
+                if await self.locks.try_claim(shard):
+                    taken.add(shard)
+                else:
+                    self.taking.discard(shard)
+            self._free_before = set(free) - taken
+            if taken:
+                try:
+                    await self._take(taken)
+                except ServerError as exc:  # the games cannot be read: not ours after all
+                    log.warning("cluster: cannot restore shards %s (%s)", sorted(taken), exc)
+                    for shard in taken:
+                        await self.locks.release(shard)
+        finally:
+            self.taking.clear()
 
     async def _take(self, shards: set[int]) -> None:
         """Restore the games of shards just taken, then tell the cluster."""
@@ -440,8 +454,12 @@ class Cluster:
                 continue
             finally:
                 self._pending.pop(fid, None)
-            if done.get("moved"):
-                await self._refresh_quietly()
+            if done.get("moved"):  # shards changing hands: once the map says where
+                changed = self._map_changed
+                try:
+                    await asyncio.wait_for(changed.wait(), min(remaining, 0.05))
+                except TimeoutError:
+                    await self._refresh_quietly()
                 continue
             spent = float(done.get("spent", 0.0))
             if spent > 0:

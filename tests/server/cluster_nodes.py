@@ -83,6 +83,10 @@ class Cluster:
 
     async def owner_of(self, game_id: str) -> str:
         """The node whose lock holds the game's shard, from PostgreSQL itself."""
+        return (await self.lock_holder(game_id))[0]
+
+    async def lock_holder(self, game_id: str) -> tuple[str, int]:
+        """The node holding the game's shard, and the pid of its lock connection."""
         from server.shards import shard_of
 
         conn = await asyncpg.connect(PG_URL, server_settings={"search_path": self.schema})
@@ -90,8 +94,8 @@ class Cluster:
             key = await conn.fetchval(
                 "SELECT hashtext('noughts-shards:' || current_schema()) & 2147483647"
             )
-            name = await conn.fetchval(
-                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+            row = await conn.fetchrow(
+                "SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a "
                 "USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted "
                 "AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid",
                 key,
@@ -99,8 +103,8 @@ class Cluster:
             )
         finally:
             await conn.close()
-        assert name is not None, f"no node holds game {game_id}"
-        return str(name).split()[1]
+        assert row is not None, f"no node holds game {game_id}"
+        return str(row[0]).split()[1], int(row[1])
 
     async def wait_owned(self, game_id: str, by: set[str], timeout: float = 15) -> str:
         """Wait until one of ``by`` holds the game's shard; its name."""
@@ -113,6 +117,19 @@ class Cluster:
                     return owner
             if loop.time() > give_up:
                 raise TimeoutError(f"game {game_id} not taken by {by} in {timeout} s")
+            await asyncio.sleep(0.05)
+
+    async def wait_new_holder(self, game_id: str, pid: int, timeout: float = 15) -> str:
+        """Wait until a lock connection other than ``pid`` holds the game's shard."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + timeout
+        while True:
+            with contextlib.suppress(AssertionError):
+                name, holder = await self.lock_holder(game_id)
+                if holder != pid:
+                    return name
+            if loop.time() > give_up:
+                raise TimeoutError(f"game {game_id}'s shard not taken again in {timeout} s")
             await asyncio.sleep(0.05)
 
     async def wait_balanced(self, timeout: float = 15) -> None:

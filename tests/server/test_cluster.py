@@ -269,13 +269,63 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
         await redis.wait()
 
 
-async def _play_retrying(mover: ServerConnection, token: str, game_id: str, action: int) -> Moved:
-    """A move, sent again while the cluster answers ``unavailable`` (the bus coming back)."""
+async def _play_retrying(
+    mover: ServerConnection, token: str, game_id: str, action: int, errors: list[str] | None = None
+) -> Moved:
+    """A move, sent again while the cluster answers ``unavailable`` (a service coming back);
+    the errors seen go to ``errors``."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + 20
     while True:
         try:
             return await _play(mover, token, game_id, action)
         except RequestFailed as exc:
+            if errors is not None:
+                errors.append(exc.code)
             if exc.code != "unavailable" or loop.time() > give_up:
                 raise
+            await asyncio.sleep(0.1)  # a client's pause before it retries
+
+
+async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        await cluster.wait_balanced()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        acknowledged = []
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        owner, pid = await cluster.lock_holder(game_id)
+        # Every connection of the owner node, and only its own, is cut.
+        conn = await asyncpg.connect(PG_URL)
+        try:
+            cut = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = $1",
+                f"noughts {owner}",
+            )
+        finally:
+            await conn.close()
+        assert cut >= 2  # its writer and its lock connection at least
+        errors: list[str] = []
+        mover, token = players[1]
+        await _play_retrying(mover, token, game_id, LONG_GAME[3], errors)
+        acknowledged.append(LONG_GAME[3])
+        # The owner lost its shards with its lock connection; one node holds them again.
+        await cluster.wait_new_holder(game_id, pid)
+        for ply, action in enumerate(LONG_GAME[4:], start=4):
+            mover, token = players[ply % 2]
+            await _play_retrying(mover, token, game_id, action, errors)
+            acknowledged.append(action)
+        assert set(errors) <= {"unavailable"}, errors  # what failed said why, and was retried
+        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+        await ada.close()
+        await bo.close()
+        for node in cluster.nodes:
+            assert await node.stop() == 0
