@@ -247,12 +247,9 @@ class Cluster:
         while another live node is under it."""
         held = await self.locks.held_by_anyone()
         mine = self.locks.held
-        target = math.ceil(SHARDS / max(1, len(self.present | {self.node: None})))
-        others = [
-            len(state.get("shards", ()))
-            for node, state in self.present.items()
-            if node != self.node
-        ]
+        serving = {n: st for n, st in self.present.items() if not st.get("draining")}
+        target = math.ceil(SHARDS / len(serving.keys() | {self.node}))
+        others = [len(st.get("shards", ())) for n, st in serving.items() if n != self.node]
         if len(mine) > target and any(count < target for count in others):
             extra = sorted(mine, reverse=True)[: len(mine) - target]
             await self._release(set(extra))

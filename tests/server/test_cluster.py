@@ -329,3 +329,38 @@ async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
         await bo.close()
         for node in cluster.nodes:
             assert await node.stop() == 0
+
+
+async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        await cluster.wait_balanced()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+        order = ["ada", "bo"]
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+        owner, pid = await cluster.lock_holder(game_id)
+        survivor = next(n for n in cluster.nodes if n.name != owner)
+        name = "ada" if owner == cluster.nodes[0].name else "bo"
+        leaving, _ = seats[name]
+        assert await cluster.node(owner).stop() == 0  # SIGTERM: drain
+        await asyncio.wait_for(leaving.closed.wait(), 10)
+        assert leaving.websocket is not None
+        assert leaving.websocket.close_code == 1012  # service restart: reconnect
+        assert "reconnect" in (leaving.websocket.close_reason or "")
+        assert await cluster.wait_new_holder(game_id, pid) == survivor.name
+        back = await survivor.connect(name, session=leaving.session)
+        resumed = await back.request(Resume, game_id=game_id, since=leaving.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.token is not None
+        seats[name] = (back, resumed.token)
+        for ply, action in enumerate(LONG_GAME[3:], start=3):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME
+        for client, _ in seats.values():
+            await client.close()
