@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from client.connection import ConnectionLost, RequestFailed, ServerConnection  # noqa: E402
-from protocol import CreateGame, JoinGame, Message, Move, Resume  # noqa: E402
+from protocol import CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
 from server.shards import shard_of  # noqa: E402
 
 CELLS = {"tictactoe": 9, "5x5": 25, "gomoku": 225}
@@ -156,7 +156,9 @@ class Tally:
     errors: list[str] = field(default_factory=list)
     games: int = 0
     resumed: int = 0
+    resynced: int = 0  # moves whose fate a failover hid, looked up in the record
     first_move_after: dict[str, float] = field(default_factory=dict)  # game -> ack time
+    current: dict[int, str] = field(default_factory=dict)  # pair -> its game in play
 
 
 class Player:
@@ -205,6 +207,7 @@ class Player:
 
 
 async def play(
+    pair: int,
     players: tuple[Player, Player],
     game: str,
     interval: float,
@@ -230,6 +233,7 @@ async def play(
             await asyncio.sleep(0.2)
             continue
         game_id = created.game_id
+        tally.current[pair] = game_id
         tokens = [created.token, joined.token]
         tally.games += 1
         empty = list(range(cells))
@@ -243,14 +247,28 @@ async def play(
             sent = time.perf_counter()
             try:
                 await mover.request(
-                    Move, resume=game_id, game_id=game_id, token=tokens[ply % 2], action=action
+                    Move,
+                    resume=game_id,
+                    game_id=game_id,
+                    token=tokens[ply % 2],
+                    action=action,
+                    ply=ply,
                 )
             except RequestFailed as exc:
                 if exc.code == "unavailable":
                     tally.unavailable += 1
                     continue  # sent again at the next tick
-                if exc.code in ("game_over", "not_your_turn", "illegal_move"):
-                    break  # over (a line), or the move went through before a failover
+                if exc.code in ("stale_move", "not_your_turn"):
+                    # A move sent again after a failover (or one that timed out) had been
+                    # played after all, or not: the stored record says where the game is.
+                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    played = [m["action"] for m in record.game["moves"]]
+                    ply = len(played)
+                    empty = [c for c in empty if c not in played]
+                    tally.resynced += 1
+                    continue
+                if exc.code == "game_over":
+                    break  # a line
                 if exc.code == "bad_token":  # restored elsewhere: the seat's new token
                     resumed = await mover.request(Resume, resume=game_id, game_id=game_id, since=0)
                     tokens[ply % 2] = resumed.token or tokens[ply % 2]
@@ -318,8 +336,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await o.connect()
         interval = args.games / args.rate
         tasks = [
-            asyncio.create_task(play(p, args.game, interval, tally, stop, owners, rng))
-            for p in pairs
+            asyncio.create_task(play(i, p, args.game, interval, tally, stop, owners, rng))
+            for i, p in enumerate(pairs)
         ]
         await asyncio.sleep(args.warmup)
         tally.local.clear()
@@ -345,6 +363,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             move_ms_owner_node=_percentiles(tally.local),
             move_ms_forwarded=_percentiles(tally.forwarded),
             unavailable_retries=tally.unavailable,
+            resynced_after_failover=tally.resynced,
             errors=tally.errors[:20],
             error_count=len(tally.errors),
         )
@@ -384,8 +403,7 @@ async def _kill_one(
     """kill -9 one node, start another in its place; how long its games took to move."""
     victim = rng.choice(bench.alive())
     shards = {s for s, n in owners.items() if n == victim.name}
-    live = {g for g, _, _ in tally.acknowledged[-2000:]}
-    affected = {g for g in live if shard_of(g) in shards}
+    affected = {g for g in tally.current.values() if shard_of(g) in shards}
     for game_id in affected:
         tally.first_move_after.pop(game_id, None)
     victim.cpu_s += _process_cpu_s(victim.process.pid)  # its slot keeps what it spent

@@ -148,7 +148,8 @@ class Cluster:
         self._connections: dict[str, Connection] = {}
         self._key_counter = itertools.count(1)
         self._forward_ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str]] = {}
+        # forward id -> (its reply, the node asked, the game's shard)
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, int]] = {}
         self.relayed: dict[str, int] = {}  # remote game -> last seq relayed here
         self._relay_owner: dict[str, str] = {}  # remote game -> the node it came from
         self._recovering: dict[str, float] = {}  # remote game -> when it was asked
@@ -198,7 +199,7 @@ class Cluster:
     async def close(self) -> None:
         if not self.draining:
             await self.drain()
-        for future, _ in self._pending.values():
+        for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(NodeUnavailable("this node is stopping: reconnect"))
         await self.bus.close()
@@ -260,8 +261,14 @@ class Cluster:
         taken: set[int] = set()
         try:
             for shard in free:
-                if len(mine) >= target and shard not in self._free_before:
-                    continue  # beyond the fair share: only a shard nobody took for a period
+                # Beyond the fair share: a shard its announced owner no longer locks (dead,
+                # or cut off: a node announces a release before it unlocks), or that nobody
+                # took for a whole period.
+                orphan = (
+                    shard in self._free_before or self.owners.get(shard, self.node) != self.node
+                )
+                if len(mine) >= target and not orphan:
+                    continue
                 self.taking.add(shard)
                 if await self.locks.try_claim(shard):
                     taken.add(shard)
@@ -300,6 +307,8 @@ class Cluster:
                 if seq is not None and self.server.subscribers.get(game_id):
                     self.relayed[game_id] = seq
                     self._relay_owner[game_id] = self.node
+            if not self.draining:
+                await self._heartbeat()  # announced as not ours before they are free
             for shard in shards:
                 await self.locks.release(shard)
         finally:
@@ -343,7 +352,7 @@ class Cluster:
     # --- presence ------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        state = {"shards": sorted(self.locks.held), "draining": self.draining}
+        state = {"shards": sorted(self.locks.held - self.releasing), "draining": self.draining}
         await self.bus.heartbeat(state, self.presence_ttl_s)
         await self._refresh()
 
@@ -383,8 +392,10 @@ class Cluster:
         """Forwards waiting on a node that no longer owns their game are sent again; games
         whose owner changed are caught up (what the old one committed last, the new
         one's restore)."""
-        for _fid, (future, target) in list(self._pending.items()):
-            if not future.done() and target not in self.present:
+        for future, target, shard in list(self._pending.values()):
+            if not future.done() and (
+                target not in self.present or self.owners.get(shard) != target
+            ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
             if self.owner_of(game_id) != owner:
@@ -430,7 +441,7 @@ class Cluster:
                 continue
             fid = next(self._forward_ids)
             future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[fid] = (future, owner)
+            self._pending[fid] = (future, owner, shard_of(game_id))
             tokens = connection.bucket.tokens
             self.send_to(
                 owner,
