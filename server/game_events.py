@@ -20,7 +20,14 @@ import engine
 from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode
 from server.clock import TimeControl
 from server.connection import Connection
-from server.errors import BadRequest, EngineUnavailable, LimitExceeded, ServerError, StorageError
+from server.errors import (
+    BadRequest,
+    EngineUnavailable,
+    LimitExceeded,
+    NodeUnavailable,
+    ServerError,
+    StorageError,
+)
 from server.lobby_feed import LobbyFeed
 from server.pool import SearchRequest
 from server.session import Emitted, GameSession, Player
@@ -287,8 +294,13 @@ class GameEvents(LobbyFeed):
         self._maybe_ai_turn(session)
 
     async def _create(self, session: GameSession) -> None:
-        """Store a new (registered) game; if the store refuses, it leaves memory: it never
-        existed."""
+        """Store a new (registered) game, with its lock held; if the store refuses, it
+        leaves memory: it never existed. In a cluster, a game whose shard this node is
+        handing over is refused (a release takes each game's lock: one stored before it
+        is restored by the next owner)."""
+        if self.cluster is not None and not self.cluster.serves(session.id):
+            self._evict(session.id)
+            raise NodeUnavailable("this node is handing its games over: retry")
         try:
             await self.store.create_game(session.to_row())
         except StorageError:

@@ -55,7 +55,8 @@ class GameRequests(GameEvents):
             return
         token = session.take_seat(seat, me.as_player())
         self._register(session)
-        await self._create(session)
+        async with self._lock(session.id):
+            await self._create(session)
         self._subscribe(session.id, connection)
         connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
         connection.send(session.snapshot(self.clock()))
