@@ -13,6 +13,8 @@ to 127.0.0.1 only.
     python bench/load.py kill --games 100 --kills 20         # kill -9 at random moments
     python bench/load.py capacity --connections 10000        # idle connections, memory
     python bench/load.py attack --kind http-flood            # issue 11's attacks: bench/attack.py
+    python bench/load.py throughput --nodes 2 --db postgresql://... --bus redis://...
+                                                             # a cluster: bench/cluster.py
 
 What is measured:
 
@@ -1831,6 +1833,10 @@ def main(argv: list[str] | None = None) -> int:
         import attack
 
         return attack.main(argv[1:])
+    if any(a == "--nodes" or a.startswith("--nodes=") for a in argv):
+        import cluster  # several nodes: bench/cluster.py, with options of its own
+
+        return cluster.main(argv)
     args = build_parser().parse_args(argv)
     if args.mode == "capacity":
         modes = ["none", "deflate"] if args.compression == "both" else [args.compression]

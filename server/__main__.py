@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import re
 import signal
 import ssl
 import sys
@@ -106,7 +107,9 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     from server.admin import AdminServer
     from server.admission import Proxies, raise_open_file_limit
     from server.app import GameServer, running
+    from server.cluster import new_node_id
     from server.errors import ServerError
+    from server.pgstore import PostgresStore, is_postgres_url
     from server.pool import EnginePool
     from server.remote_engine import RemoteEngine
 
@@ -119,7 +122,19 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     except ValueError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 2
-    store = open_store(db_path, settings.db_max_mb)
+    # With --bus, a server on PostgreSQL is a node of the cluster of every server using
+    # the same database and bus (server/cluster.py); on SQLite, --bus is the engine queue.
+    node = None
+    if settings.bus and is_postgres_url(db_path):
+        node = settings.node or new_node_id()
+        if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", node):
+            print(f"noughts serve: --node {node!r}: letters, digits and '-' only", file=sys.stderr)
+            return 2
+    store = (
+        PostgresStore(db_path, node=node)
+        if node is not None
+        else open_store(db_path, settings.db_max_mb)
+    )
     try:
         await store.open()
     except ServerError as exc:
@@ -167,6 +182,21 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
     game_server = GameServer(store, pool, settings=settings)
+    if node is not None:
+        from server.bus import RedisBus
+        from server.cluster import Cluster
+        from server.shards import ShardLocks
+
+        assert settings.bus is not None and isinstance(store, PostgresStore)
+        bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
+        game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect))
+        try:
+            await game_server.cluster.start()
+        except ServerError as exc:
+            print(f"noughts serve: {exc}", file=sys.stderr)
+            await store.close()
+            return 1
+        logging.info("node %s of the cluster on %s", node, settings.bus)
     try:
         async with running(game_server, settings.host, settings.port, tls) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
@@ -195,7 +225,8 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             if lock is not None:
                 lock.announce(url)
             # The first line on stdout is the address: the embedded client reads it.
-            print(f"noughts server listening on {url} (db: {store.describe()})", flush=True)
+            where = f"db: {store.describe()}" + ("" if node is None else f", node: {node}")
+            print(f"noughts server listening on {url} ({where})", flush=True)
             await stop
             logging.info("shutting down")
             if admin is not None:
@@ -210,6 +241,8 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 1
     finally:
+        if game_server.cluster is not None:
+            await game_server.cluster.close()
         await store.close()
         if isinstance(pool, EnginePool):
             pool.close()

@@ -47,6 +47,7 @@ from server.connection import Connection
 from server.errors import BadRequest
 from server.handlers import GameRequests, LobbyRequests, RecordRequests, SessionRequests
 from server.limits import TokenBucket
+from server.rows import GameRecord
 from server.session import GameSession
 from server.transport import GuardedConnection, guarded_connections, install_descriptor_log, storms
 
@@ -60,6 +61,8 @@ CLOSE_RESTART = 1012
 # codec's cap (MAX_CLIENT_FRAME) and this get a `too_large` error and the connection lives.
 MAX_WEBSOCKET_FRAME = 4 * MAX_CLIENT_FRAME
 HEALTH_PATH = "/healthz"
+# Requests about one game: in a cluster, served by the game's owner node.
+FORWARDED = frozenset({JoinGame, Move, Resign, Abort, Draw, Claim, Rematch, GetGame, Watch, Resume})
 
 
 class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
@@ -73,20 +76,34 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
         stored rows cannot be read or replayed is quarantined (a log line) and the server
         starts without it."""
         self._schedule_sweep()
+        if self.cluster is not None:
+            return 0  # a cluster node restores the games of each shard it takes
+        return await self.adopt(await self.store.unfinished_games())
+
+    async def adopt(self, records: list[GameRecord]) -> int:
+        """Serve these stored games from now on (a start, or a cluster node taking a
+        shard): each replayed, its seats away until their players come back."""
         now = self.clock()
-        records = await self.store.unfinished_games()
         restored = 0
         for record in records:
+            if record.row.id in self.games:
+                continue
             try:
                 session = GameSession.restore(record, now)
             except Exception as exc:
                 await self.store.quarantine(record.row.id, f"cannot restore it: {exc!r}")
                 continue
             self._register(session)
+            if self.cluster is not None:
+                self.cluster.adopted(session)  # its followers here catch up
+            grace_s = self.settings.grace_s
+            emitted = session.restored_presence(now, grace_s)
+            for seat, player in enumerate(session.players):
+                here = self.players.get(player.player_id or "") if player else None
+                if here is not None and here.online:  # (a cluster node taking a shard)
+                    emitted += session.set_online(seat, True, now, grace_s)
             async with self._lock(session.id):
-                await self._commit_quietly(
-                    session, session.restored_presence(now, self.settings.grace_s)
-                )
+                await self._commit_quietly(session, emitted)
             self._maybe_ai_turn(session)
             restored += 1
         if restored:
@@ -150,6 +167,11 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise BadRequest(f"{message.TYPE} is not a request the server accepts")
+        cluster = self.cluster
+        if cluster is not None and connection.node is None and type(message) in FORWARDED:
+            if not cluster.serves(message.game_id):  # type: ignore[attr-defined]
+                await cluster.forward(connection, message)  # to the game's owner node
+                return
         await handler(self, connection, message)
 
     async def on_ping(self, connection: Connection, request: Ping) -> None:
@@ -212,6 +234,8 @@ async def running(
         yield server
     finally:
         server.close(close_connections=False)  # no new connections from here on
+        if game_server.cluster is not None:
+            await game_server.cluster.drain()  # its games to the other nodes, at once
         await asyncio.gather(
             *(
                 c.websocket.close(CLOSE_RESTART, "server restarting: reconnect")

@@ -88,6 +88,10 @@ class PlayerSession:
 class Connection:
     """A connected client: its player after hello, what it follows, its outgoing queue."""
 
+    # The cluster node this client is connected to, when it is not this one (a
+    # RemoteConnection, server/cluster.py); None for a websocket here.
+    node: str | None = None
+
     def __init__(
         self,
         server: Handler,
@@ -180,6 +184,10 @@ class Connection:
 
     def send(self, message: Message) -> None:
         self.post(encode(message))
+
+    def follow(self, game_id: str, seq: int) -> None:
+        """Subscribed to a game's events on another node (RemoteConnection only)."""
+        raise NotImplementedError
 
     def send_error(
         self, code: ErrorCode, text: str, rid: int | None = None, game_id: str | None = None

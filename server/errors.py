@@ -107,3 +107,10 @@ class EngineUnavailable(ServerError):
     """No engine worker can serve the AI: none is up, or none was free in time."""
 
     code = ErrorCode.ENGINE_UNAVAILABLE
+
+
+class NodeUnavailable(ServerError):
+    """A cluster's node cannot serve the request now (its game's owner does not answer,
+    or shards are changing hands): retry soon."""
+
+    code = ErrorCode.UNAVAILABLE

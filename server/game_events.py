@@ -20,7 +20,14 @@ import engine
 from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode
 from server.clock import TimeControl
 from server.connection import Connection
-from server.errors import BadRequest, EngineUnavailable, LimitExceeded, ServerError, StorageError
+from server.errors import (
+    BadRequest,
+    EngineUnavailable,
+    LimitExceeded,
+    NodeUnavailable,
+    ServerError,
+    StorageError,
+)
 from server.lobby_feed import LobbyFeed
 from server.pool import SearchRequest
 from server.session import Emitted, GameSession, Player
@@ -68,9 +75,14 @@ class GameEvents(LobbyFeed):
                     connection.post(encode(event.message, rid=rid))
                 else:
                     connection.post(frame)
-            if reply_to is not None and rid is not None and index == 0:
-                if reply_to not in followers:  # a seat holder that has not resumed yet
-                    reply_to.post(encode(event.message, rid=rid))
+            replied = reply_to is not None and rid is not None and index == 0
+            if replied and reply_to not in followers:  # a seat holder not resumed yet
+                assert reply_to is not None
+                reply_to.post(encode(event.message, rid=rid))
+            if self.cluster is not None:  # the followers on other nodes
+                seq = getattr(event.message, "seq", session.seq)
+                target = self.cluster.target_of(reply_to) if replied else ""
+                self.cluster.published(session, seq, frame, target)
             if isinstance(event.message, Ended):
                 self._game_over(session)
         self._schedule(session)
@@ -135,6 +147,42 @@ class GameEvents(LobbyFeed):
         self._evictions[session.id] = loop.call_later(
             self.settings.keep_finished_s, self._evict, session.id
         )
+
+    def unload(self, game_id: str) -> int | None:
+        """A cluster node hands the game to another (server/cluster.py): it leaves memory
+        as an evicted game does, but its followers here stay (they follow it on the bus
+        from now on). Returns its seq, None if it was not loaded."""
+        session = self.games.get(game_id)
+        if session is None:
+            return None
+        ai_turn = self._ai_tasks.pop(game_id, None)
+        if ai_turn is not None:
+            ai_turn.cancel()
+        followers = self.subscribers.pop(game_id, set())
+        watching = {c for c in followers if game_id in c.watching}
+        self._evict(game_id)
+        if followers:
+            self.subscribers[game_id] = followers
+            for connection in followers:
+                connection.games.add(game_id)
+            for connection in watching:
+                connection.watching.add(game_id)
+        return session.seq
+
+    async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None:
+        """A player of this node's game is connected to another node (``online``), or left
+        it (cluster)."""
+        session = self.games.get(game_id)
+        seat = None if session is None else session.seat_of_player(player_id)
+        if session is None or seat is None:
+            return
+        here = self.players.get(player_id)
+        if not online and here is not None and any(game_id in c.games for c in here.connections):
+            return  # still connected here
+        async with self._lock(game_id):
+            await self._commit_quietly(
+                session, session.set_online(seat, online, self.clock(), self.settings.grace_s)
+            )
 
     def _evict(self, game_id: str) -> None:
         """A finished game leaves memory; its record stays in the store."""
@@ -246,8 +294,13 @@ class GameEvents(LobbyFeed):
         self._maybe_ai_turn(session)
 
     async def _create(self, session: GameSession) -> None:
-        """Store a new (registered) game; if the store refuses, it leaves memory: it never
-        existed."""
+        """Store a new (registered) game, with its lock held; if the store refuses, it
+        leaves memory: it never existed. In a cluster, a game whose shard this node is
+        handing over is refused (a release takes each game's lock: one stored before it
+        is restored by the next owner)."""
+        if self.cluster is not None and not self.cluster.serves(session.id):
+            self._evict(session.id)
+            raise NodeUnavailable("this node is handing its games over: retry")
         try:
             await self.store.create_game(session.to_row())
         except StorageError:
@@ -258,7 +311,9 @@ class GameEvents(LobbyFeed):
         self, game: str, params: dict[str, int], clock: dict[str, int], **kwargs: Any
     ) -> GameSession:
         control = TimeControl.parse(clock)
-        return GameSession.new(game, dict(params), self.clock(), control=control, **kwargs)
+        return GameSession.new(
+            game, dict(params), self.clock(), control=control, game_id=self._new_game_id(), **kwargs
+        )
 
     # --- AI turns ------------------------------------------------------------------------------
 

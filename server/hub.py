@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.version import software_version
 from server.admission import Admission, Proxies
@@ -24,9 +24,12 @@ from server.limits import TokenBucket
 from server.lobby import Lobby, Subscriptions
 from server.pool import EnginePool
 from server.records import RecordCache
-from server.session import EventLimits, GameSession
+from server.session import EventLimits, GameSession, new_game_id
 from server.settings import ServerSettings
 from server.store import Store
+
+if TYPE_CHECKING:
+    from server.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,8 @@ class Hub:
         self._claiming: dict[str, str] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        # A node of a cluster (server/cluster.py), or None: a lone server, and no cost.
+        self.cluster: Cluster | None = None
 
     def clock(self) -> Now:
         """The time now: monotonic seconds for durations, wall seconds for timestamps."""
@@ -121,8 +126,16 @@ class Hub:
         )
 
     def _subscribe(self, game_id: str, connection: Connection) -> None:
+        if connection.node is not None:  # on another node: it relays the game's channel
+            session = self.games.get(game_id)
+            connection.follow(game_id, 0 if session is None else session.seq)
+            return
         self.subscribers.setdefault(game_id, set()).add(connection)
         connection.games.add(game_id)
+
+    def _new_game_id(self) -> str:
+        """A new game's id: in a cluster, in a shard this node owns."""
+        return new_game_id() if self.cluster is None else self.cluster.new_game_id()
 
     def _game(self, game_id: str) -> GameSession:
         session = self.games.get(game_id)

@@ -43,6 +43,8 @@ class LobbyFeed(Hub):
     def _remove_seek(self, seek: SeekEntry) -> None:
         if self.lobby.remove(seek.id) is None:
             return
+        if self.cluster is not None and not seek.quick and seek.owner_connection.node is None:
+            self.cluster.seek_removed(seek.id)  # posted here: gone from every node's lobby
         handle = self._quick_timers.pop(seek.id, None)
         if handle is not None:
             handle.cancel()

@@ -105,8 +105,9 @@ PG_MIGRATIONS: list[str] = [
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 MIGRATION_LOCK = 0x6E6F7567  # "noug": the advisory lock nodes migrate under
-# Held by the one server writing to a database (its writer connection holds it): until games
-# have owners across nodes, a second server on the same database is refused, as for SQLite.
+# Held by the one server writing to a database (its writer connection holds it): a second
+# server on the same database is refused, as for SQLite, unless the servers form a cluster
+# (--bus), where each game has one owner node by shard locks instead (server/shards.py).
 SERVER_LOCK = 0x6E6F7568
 
 
@@ -128,10 +129,19 @@ _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 class PostgresStore(SQLStore):
     """Games in PostgreSQL: one writer connection doing group commit, a pool for reads."""
 
-    def __init__(self, dsn: str, *, schema: str | None = None, max_batch: int = 1024) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        max_batch: int = 1024,
+        node: str | None = None,
+    ) -> None:
         super().__init__(max_batch=max_batch)
         self.dsn = dsn
         self.schema = schema  # a search_path of its own (tests: one schema per test)
+        # A cluster's node (--bus): no one-server lock, and its name in application_name.
+        self.node = node
         self._pool: asyncpg.Pool | None = None
         self._writer_conn: asyncpg.Connection | None = None
 
@@ -142,17 +152,22 @@ class PostgresStore(SQLStore):
     def _server_settings(self) -> dict[str, str]:
         """What each connection sets: its name in pg_stat_activity (``noughts``, with the
         schema when it has one of its own), and that schema as its search_path."""
+        name = "noughts" if self.node is None else f"noughts {self.node}"
         if self.schema is None:
-            return {"application_name": "noughts"}
-        return {"application_name": f"noughts {self.schema}", "search_path": self.schema}
+            return {"application_name": name}
+        return {"application_name": f"{name} {self.schema}", "search_path": self.schema}
 
-    async def _connect(self) -> asyncpg.Connection:
+    async def connect(self) -> asyncpg.Connection:
+        """A connection of this store's own (its name, its schema): the writer's, and a
+        cluster node's lock connection (server/shards.py)."""
         return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
 
     async def _connect_writer(self) -> asyncpg.Connection:
         """The writer's connection, holding the server lock of the schema it writes to (the
         one it resolves, whether set here or by the URL's ``search_path``)."""
-        conn = await self._connect()
+        conn = await self.connect()
+        if self.node is not None:
+            return conn  # a cluster's node: games are owned by shard (server/shards.py)
         lock = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))"
         if not await conn.fetchval(lock, SERVER_LOCK):
             await conn.close()

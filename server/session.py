@@ -177,13 +177,14 @@ class GameSession:
         control: TimeControl | None = None,
         private: bool = False,
         rematch_of: str | None = None,
+        game_id: str | None = None,
     ) -> GameSession:
         try:
             game = engine.make_game(game_name, **params)
         except engine.EngineError as exc:
             raise BadRequest(str(exc)) from exc
         return cls(
-            new_game_id(),
+            game_id or new_game_id(),
             game,
             game.new_initial_state(),
             now.wall,

@@ -425,8 +425,32 @@ class ServerSettings:
     # --- cluster -------------------------------------------------------------------------
     bus: str | None = setting(
         None,
-        "the cluster's Redis, redis://HOST:PORT/N: the engine queue (--engine queue)",
+        "the cluster's Redis, redis://HOST:PORT/N: with --db postgresql://, this server is "
+        "a node of the cluster of every server using both (games shared, owned by shard); "
+        "also the engine queue (--engine queue)",
         flag="bus",
+        group=CLUSTER,
+    )
+    node: str | None = setting(
+        None,
+        "this node's name in the cluster (letters, digits, '-', at most 32; default: random)",
+        flag="node",
+        group=CLUSTER,
+    )
+    claim_s: float = setting(
+        0.5,
+        "seconds between a node's claims of shards (its fair share, and those nobody held "
+        "for a whole period, as a dead node's): about the time a failover takes",
+        group=CLUSTER,
+    )
+    heartbeat_s: float = setting(0.5, "seconds between a node's presence heartbeats", group=CLUSTER)
+    presence_ttl_s: float = setting(
+        2.0, "seconds a node counts as alive after its last heartbeat", group=CLUSTER
+    )
+    forward_timeout_s: float = setting(
+        5.0,
+        "seconds a request forwarded to its game's owner node may take (owners changing "
+        "included); then it fails with unavailable",
         group=CLUSTER,
     )
     bus_prefix: str = setting(

@@ -38,7 +38,7 @@ import logging
 import os
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -176,8 +176,9 @@ class Store(ABC):
     async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]: ...
 
     @abstractmethod
-    async def unfinished_games(self) -> list[GameRecord]:
-        """Every open or live game with its moves: what a restart restores."""
+    async def unfinished_games(self, keep: Callable[[str], bool] | None = None) -> list[GameRecord]:
+        """Every open or live game with its moves (``keep``: those whose id it keeps, as a
+        cluster node restores the games of a shard it takes): what a restart restores."""
 
     # --- players: sessions and names ------------------------------------------------
 
@@ -606,9 +607,9 @@ class SQLStore(Store):
         ]
         return GameRecord(row, moves, events)
 
-    async def unfinished_games(self) -> list[GameRecord]:
-        """Every open or live game with its moves; one whose rows cannot be read is
-        quarantined and left out, so that the others are served."""
+    async def unfinished_games(self, keep: Callable[[str], bool] | None = None) -> list[GameRecord]:
+        """Every open or live game with its moves (``keep``: of the ids it keeps); one whose
+        rows cannot be read is quarantined and left out, so that the others are served."""
         rows = await self._fetchall(
             f"SELECT {self._GAME_COLUMNS} FROM games WHERE status IN ('open', 'live')"
             " ORDER BY created_at",
@@ -616,6 +617,8 @@ class SQLStore(Store):
         )
         records = []
         for r in rows:
+            if keep is not None and not keep(r[0]):
+                continue
             try:
                 records.append(await self._record(self._game_row(r)))
             except CorruptRow as exc:

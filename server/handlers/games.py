@@ -55,7 +55,8 @@ class GameRequests(GameEvents):
             return
         token = session.take_seat(seat, me.as_player())
         self._register(session)
-        await self._create(session)
+        async with self._lock(session.id):
+            await self._create(session)
         self._subscribe(session.id, connection)
         connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
         connection.send(session.snapshot(self.clock()))
@@ -157,6 +158,7 @@ class GameRequests(GameEvents):
             self.clock(),
             control=session.control,
             rematch_of=session.id,
+            game_id=self._new_game_id(),
         )
         for seat, player in enumerate(session.players):
             assert player is not None
@@ -228,6 +230,10 @@ class GameRequests(GameEvents):
                     await self.store.update_game(session.to_row())
             self._subscribe(session.id, connection)
             self._send_since(connection, session, request.since)
+            if seat is not None and connection.node is not None and not session.online[seat]:
+                # Connected to another node of the cluster, and back in its game.
+                back = session.set_online(seat, True, self.clock(), self.settings.grace_s)
+                await self._commit(session, back)
             connection.send(
                 Resumed(
                     rid=request.rid, game_id=session.id, seq=session.seq, seat=seat, token=token

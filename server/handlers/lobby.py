@@ -110,6 +110,8 @@ class LobbyRequests(GameEvents):
             opponents=request.opponents,
             to=to,
         )
+        if self.cluster is not None:
+            await self.cluster.post_seek(seek, connection)  # on every node's lobby
         self.lobby.add(seek)
         connection.send(SeekPosted(rid=request.rid, seek_id=seek.id))
         self._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
@@ -131,9 +133,17 @@ class LobbyRequests(GameEvents):
         if seek.opponents == "humans" and me.bot:
             raise NotAllowed("that seek is for human players only")
         self._check_open_games(me.player_id)
+        game_id = self._new_game_id()
+        if self.cluster is not None:
+            # Of two accepters on any nodes, one takes it (the other: unknown_seek).
+            if not await self.cluster.claim_seek(seek.id):
+                raise UnknownSeek(f"no seek {request.seek_id!r}: accepted, cancelled or gone")
+            self.cluster.seek_removed(seek.id)
         self._remove_seek(seek)
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
-        session = GameSession.new(seek.game, seek.params, self.clock(), control=seek.control)
+        session = GameSession.new(
+            seek.game, seek.params, self.clock(), control=seek.control, game_id=game_id
+        )
         session.take_seat(owner_seat, seek.owner)
         session.take_seat(1 - owner_seat, me.as_player())
         await self._start_game(
@@ -179,7 +189,13 @@ class LobbyRequests(GameEvents):
             return
         self._remove_seek(partner)
         seat = secrets.randbelow(2)
-        session = GameSession.new(entry.game, entry.params, self.clock(), control=entry.control)
+        session = GameSession.new(
+            entry.game,
+            entry.params,
+            self.clock(),
+            control=entry.control,
+            game_id=self._new_game_id(),
+        )
         session.take_seat(seat, partner.owner)
         session.take_seat(1 - seat, entry.owner)
         await self._start_game(
@@ -193,7 +209,13 @@ class LobbyRequests(GameEvents):
         if entry is None or entry.owner_connection.closed:
             return
         seat = secrets.randbelow(2)
-        session = GameSession.new(entry.game, entry.params, self.clock(), control=entry.control)
+        session = GameSession.new(
+            entry.game,
+            entry.params,
+            self.clock(),
+            control=entry.control,
+            game_id=self._new_game_id(),
+        )
         try:
             ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
         except ServerError as exc:  # no engine now: the waiting player is told, not left waiting

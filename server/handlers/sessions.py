@@ -213,6 +213,8 @@ class SessionRequests(GameEvents):
         if player is None:
             return
         player.connections.discard(connection)
+        if self.cluster is not None:  # its games owned by other nodes
+            self.cluster.disconnected(connection)
         if player.online:
             return
         now = self.clock()

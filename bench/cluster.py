@@ -1,0 +1,471 @@
+"""The cluster's figures: ``bench/load.py throughput|kill --nodes N --db postgresql://...
+--bus redis://...`` (this module; load.py hands the run over when --nodes is above 1).
+
+Starts N real nodes (``python -m server --db URL --bus URL``) on one fresh PostgreSQL schema
+and one fresh Redis key prefix, with each game's two players connected to different nodes,
+and reports (figures, not a test; exit 1 only if an acknowledged move was lost or a run saw
+errors other than the cluster's ``unavailable`` while a node was down):
+
+- throughput: a human move's round trip (``move`` sent to its acknowledgement), p50/p99/
+  p99.9, split by where the mover sits: on the game's owner node, or on another node (the
+  request forwarded to the owner and the acknowledgement routed back); moves/s; the
+  nodes' CPU per move (all nodes together);
+- kill: every ``--every`` seconds one node is killed (-9) and a new one started in its
+  place; its clients reconnect to another node and resume. For each kill, the time from
+  the kill to the first acknowledged move of each game the dead node owned (median and
+  worst over its games); at the end every acknowledged move is looked up in the database.
+
+    python bench/load.py throughput --nodes 2 --db postgresql://postgres@127.0.0.1/test \\
+        --bus redis://127.0.0.1:6379/0 --games 100 --rate 1000 --duration 10
+    python bench/load.py kill --nodes 2 --db postgresql://postgres@127.0.0.1/test \\
+        --bus redis://127.0.0.1:6379/0 --games 20 --kills 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import secrets
+import signal
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from client.connection import ConnectionLost, RequestFailed, ServerConnection  # noqa: E402
+from protocol import CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
+from server.shards import shard_of  # noqa: E402
+
+CELLS = {"tictactoe": 9, "5x5": 25, "gomoku": 225}
+# Every scripted player comes from 127.0.0.1 and moves as fast as it is told: the caps per
+# address and per connection are lifted, as bench/load.py does (their tests prove them).
+LIFTED = [
+    "--max-connections", "20000", "--max-per-ip", "20000", "--max-handshakes-per-ip", "20000",
+    "--rate", "100000", "--burst", "100000", "--new-sessions-per-ip", "1000000",
+    "--new-sessions-burst-per-ip", "20000", "--max-games-per-ip", "20000",
+]  # fmt: skip
+
+
+def _process_cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
+    except OSError:
+        return 0.0
+    utime, stime = fields.split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+class QuietConnection(ServerConnection):
+    """A scripted player: replies only (events are not queued: nobody reads them)."""
+
+    def received(self, message: Message, replied: bool) -> None:
+        pass
+
+
+@dataclass
+class Node:
+    index: int
+    name: str
+    process: asyncio.subprocess.Process
+    url: str
+    cpu_s: float = 0.0  # CPU of the processes of this slot that ended (killed)
+
+
+@dataclass
+class Bench:
+    db: str  # with its own search_path
+    schema: str
+    bus: str
+    prefix: str
+    log_dir: Path
+    nodes: list[Node] = field(default_factory=list)
+    started = 0
+
+    async def start_node(self, index: int) -> Node:
+        self.started += 1
+        name = f"bench{index}-{self.started}-{self.prefix}"
+        log = (self.log_dir / f"{name}.log").open("wb")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+            "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
+            "--log-level", "WARNING", *LIFTED,
+            stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
+        )  # fmt: skip
+        log.close()
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+        if not line.startswith("noughts server listening on "):
+            raise RuntimeError(f"node {name} did not start: {line!r}")
+        node = Node(index, name, process, line.split()[4])
+        if index < len(self.nodes):
+            node.cpu_s = self.nodes[index].cpu_s
+            self.nodes[index] = node
+        else:
+            self.nodes.append(node)
+        return node
+
+    def alive(self) -> list[Node]:
+        return [n for n in self.nodes if n.process.returncode is None]
+
+    async def owners(self) -> dict[int, str]:
+        """shard -> the node whose lock holds it (PostgreSQL's view)."""
+        conn = await asyncpg.connect(self.db)
+        try:
+            rows = await conn.fetch(
+                "SELECT l.objid::bigint, a.application_name FROM pg_locks l "
+                "JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' "
+                "AND l.objsubid = 2 AND l.granted AND l.classid = "
+                "(hashtext('noughts-shards:' || current_schema()) & 2147483647)::bigint::oid"
+            )
+        finally:
+            await conn.close()
+        return {int(r[0]): str(r[1]).split()[1] for r in rows}
+
+    async def wait_balanced(self, timeout: float = 30) -> None:
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            owners = await self.owners()
+            names = {n.name for n in self.alive()}
+            if len(owners) == 64 and names <= set(owners.values()):
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError("the nodes did not share the shards in time")
+
+    def cpu_s(self) -> float:
+        return sum(n.cpu_s + _process_cpu_s(n.process.pid) for n in self.nodes)
+
+
+@dataclass
+class Tally:
+    local: list[float] = field(default_factory=list)  # ms, mover on the owner node
+    forwarded: list[float] = field(default_factory=list)  # ms, mover on another node
+    acknowledged: list[tuple[str, int, int]] = field(default_factory=list)
+    unavailable: int = 0
+    errors: list[str] = field(default_factory=list)
+    games: int = 0
+    resumed: int = 0
+    resynced: int = 0  # moves whose fate a failover hid, looked up in the record
+    first_move_after: dict[str, float] = field(default_factory=dict)  # game -> ack time
+    current: dict[int, str] = field(default_factory=dict)  # pair -> its game in play
+
+
+class Player:
+    """One scripted player, on one node, reconnecting to another if that node dies."""
+
+    def __init__(self, bench: Bench, node: int, name: str) -> None:
+        self.bench = bench
+        self.node = node
+        self.name = name
+        self.connection: ServerConnection | None = None
+        self.session: str | None = None
+
+    async def connect(self) -> ServerConnection:
+        while True:
+            alive = self.bench.alive()
+            nodes = [n for n in alive if n.index == self.node] or alive
+            try:
+                self.connection = await QuietConnection.connect(
+                    nodes[0].url, name=self.name, session=self.session
+                )
+                self.session = self.connection.session
+                return self.connection
+            except (OSError, ConnectionLost, TimeoutError):
+                await asyncio.sleep(0.05)
+
+    @property
+    def node_name(self) -> str:
+        alive = self.bench.alive()
+        nodes = [n for n in alive if n.index == self.node] or alive
+        return nodes[0].name if self.connection and nodes else ""
+
+    async def request(self, kind: type, resume: str | None = None, **fields: Any) -> Any:
+        """A request; after a lost connection: reconnect, resume game ``resume``, send again."""
+        while True:
+            connection = self.connection or await self.connect()
+            try:
+                return await connection.request(kind, **fields)
+            except ConnectionLost:
+                with contextlib.suppress(Exception):
+                    await connection.close()
+                self.connection = None
+                connection = await self.connect()
+                if resume is not None:
+                    with contextlib.suppress(RequestFailed, ConnectionLost):
+                        await connection.request(Resume, game_id=resume, since=0)
+
+
+async def play(
+    pair: int,
+    players: tuple[Player, Player],
+    game: str,
+    interval: float,
+    tally: Tally,
+    stop: asyncio.Event,
+    owners: dict[int, str],
+    rng: random.Random,
+) -> None:
+    """Games one after another between two players on different nodes, a move every
+    ``interval`` seconds."""
+    cells = CELLS[game]
+    next_at = time.monotonic() + rng.random() * interval
+    while not stop.is_set():
+        try:
+            created = await players[0].request(CreateGame, game=game, opponent="human", seat=0)
+            joined = await players[1].request(JoinGame, game_id=created.game_id)
+        except RequestFailed as exc:
+            if exc.code == "unavailable":
+                tally.unavailable += 1
+                await asyncio.sleep(0.05)
+                continue
+            tally.errors.append(f"start: {exc.code}: {exc.message}")
+            await asyncio.sleep(0.2)
+            continue
+        game_id = created.game_id
+        tally.current[pair] = game_id
+        tokens = [created.token, joined.token]
+        tally.games += 1
+        empty = list(range(cells))
+        rng.shuffle(empty)
+        ply = 0
+        while empty and not stop.is_set():
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            mover = players[ply % 2]
+            action = empty[-1]
+            sent = time.perf_counter()
+            try:
+                await mover.request(
+                    Move,
+                    resume=game_id,
+                    game_id=game_id,
+                    token=tokens[ply % 2],
+                    action=action,
+                    ply=ply,
+                )
+            except RequestFailed as exc:
+                if exc.code == "unavailable":
+                    tally.unavailable += 1
+                    continue  # sent again at the next tick
+                if exc.code in ("stale_move", "not_your_turn"):
+                    # A move sent again after a failover (or one that timed out) had been
+                    # played after all, or not: the stored record says where the game is.
+                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    played = [m["action"] for m in record.game["moves"]]
+                    ply = len(played)
+                    empty = [c for c in empty if c not in played]
+                    tally.resynced += 1
+                    continue
+                if exc.code == "game_over":
+                    break  # a line
+                if exc.code == "bad_token":  # restored elsewhere: the seat's new token
+                    resumed = await mover.request(Resume, resume=game_id, game_id=game_id, since=0)
+                    tokens[ply % 2] = resumed.token or tokens[ply % 2]
+                    tally.resumed += 1
+                    continue
+                tally.errors.append(f"move: {exc.code}: {exc.message}")
+                break
+            elapsed = (time.perf_counter() - sent) * 1000
+            owner = owners.get(shard_of(game_id))
+            (tally.local if owner == mover.node_name else tally.forwarded).append(elapsed)
+            tally.acknowledged.append((game_id, ply, action))
+            tally.first_move_after.setdefault(game_id, time.monotonic())
+            empty.pop()
+            ply += 1
+
+
+def _percentiles(samples: list[float]) -> dict[str, float | None]:
+    if not samples:
+        return {"n": 0, "p50": None, "p99": None, "p99.9": None}
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"n": len(ordered), "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999)}
+
+
+async def _lost(bench: Bench, acknowledged: list[tuple[str, int, int]]) -> int:
+    conn = await asyncpg.connect(bench.db)
+    try:
+        rows = await conn.fetch("SELECT game_id, ply, action FROM moves")
+    finally:
+        await conn.close()
+    stored = {(r[0], r[1]): r[2] for r in rows}
+    return sum(1 for game_id, ply, action in acknowledged if stored.get((game_id, ply)) != action)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    base = args.db
+    schema = f"cluster_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = await asyncpg.connect(base)
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    db = f"{base}{'&' if '?' in base else '?'}search_path={schema}"
+    log_dir = Path(f"/tmp/noughts-bench-{schema}")
+    log_dir.mkdir()
+    bench = Bench(db, schema, args.bus, "b" + secrets.token_hex(4), log_dir)
+    rng = random.Random(args.seed)
+    report: dict[str, Any] = {"mode": args.mode, "nodes": args.nodes, "games": args.games}
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for index in range(args.nodes):
+            await bench.start_node(index)
+        await bench.wait_balanced()
+        owners = await bench.owners()
+        tally = Tally()
+        pairs = []
+        for g in range(args.games):
+            first = g % args.nodes
+            pairs.append(
+                (Player(bench, first, f"x{g}"), Player(bench, (first + 1) % args.nodes, f"o{g}"))
+            )
+        for x, o in pairs:
+            await x.connect()
+            await o.connect()
+        interval = args.games / args.rate
+        tasks = [
+            asyncio.create_task(play(i, p, args.game, interval, tally, stop, owners, rng))
+            for i, p in enumerate(pairs)
+        ]
+        await asyncio.sleep(args.warmup)
+        tally.local.clear()
+        tally.forwarded.clear()
+        cpu_before, moves_before = bench.cpu_s(), len(tally.acknowledged)
+        started = time.monotonic()
+        kills: list[dict[str, Any]] = []
+        if args.mode == "kill":
+            for _ in range(args.kills):
+                await asyncio.sleep(args.every)
+                kills.append(await _kill_one(bench, tally, rng, owners))
+        else:
+            await asyncio.sleep(args.duration)
+        elapsed = time.monotonic() - started
+        moves = len(tally.acknowledged) - moves_before
+        cpu = bench.cpu_s() - cpu_before
+        stop.set()
+        await asyncio.wait(tasks, timeout=10)
+        report.update(
+            offered_moves_per_s=args.rate,
+            moves_per_s=round(moves / elapsed, 1),
+            cpu_us_per_move_all_nodes=round(cpu / max(1, moves) * 1e6, 1),
+            move_ms_owner_node=_percentiles(tally.local),
+            move_ms_forwarded=_percentiles(tally.forwarded),
+            unavailable_retries=tally.unavailable,
+            resynced_after_failover=tally.resynced,
+            errors=tally.errors[:20],
+            error_count=len(tally.errors),
+        )
+        if kills:
+            worst = [k["worst_s"] for k in kills if k["worst_s"] is not None]
+            medians = [k["median_s"] for k in kills if k["median_s"] is not None]
+            report["kills"] = kills
+            report["kill_to_playable_s"] = {
+                "median_of_medians": round(statistics.median(medians), 3) if medians else None,
+                "median_of_worst": round(statistics.median(worst), 3) if worst else None,
+                "worst": round(max(worst), 3) if worst else None,
+            }
+        report["acknowledged_moves"] = len(tally.acknowledged)
+        report["lost_acknowledged_moves"] = await _lost(bench, tally.acknowledged)
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for node in bench.nodes:
+            if node.process.returncode is None:
+                node.process.send_signal(signal.SIGTERM)
+        for node in bench.nodes:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(node.process.wait(), 20)
+            if node.process.returncode is None:
+                node.process.kill()
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await admin.close()
+        report["logs"] = str(log_dir)
+    return report
+
+
+async def _kill_one(
+    bench: Bench, tally: Tally, rng: random.Random, owners: dict[int, str]
+) -> dict[str, Any]:
+    """kill -9 one node, start another in its place; how long its games took to move."""
+    victim = rng.choice(bench.alive())
+    shards = {s for s, n in owners.items() if n == victim.name}
+    affected = {g for g in tally.current.values() if shard_of(g) in shards}
+    for game_id in affected:
+        tally.first_move_after.pop(game_id, None)
+    victim.cpu_s += _process_cpu_s(victim.process.pid)  # its slot keeps what it spent
+    killed_at = time.monotonic()
+    victim.process.send_signal(signal.SIGKILL)
+    await victim.process.wait()
+    await bench.start_node(victim.index)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(g in tally.first_move_after for g in affected):
+            break
+        await asyncio.sleep(0.02)
+    waits = [tally.first_move_after[g] - killed_at for g in affected if g in tally.first_move_after]
+    await bench.wait_balanced()
+    owners.clear()
+    owners.update(await bench.owners())
+    return {
+        "node": victim.name,
+        "games": len(affected),
+        "playable": len(waits),
+        "median_s": round(statistics.median(waits), 3) if waits else None,
+        "worst_s": round(max(waits), 3) if waits else None,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python bench/load.py {throughput,kill} --nodes N",
+        description="The cluster's figures: N nodes on one PostgreSQL and one Redis, each "
+        "game's players on different nodes.",
+    )
+    parser.add_argument("mode", choices=["throughput", "kill"])
+    parser.add_argument("--nodes", type=int, default=2, help="nodes to start (default: 2)")
+    parser.add_argument("--db", required=True, help="postgresql://... (a fresh schema is used)")
+    parser.add_argument("--bus", required=True, help="redis://HOST:PORT/N (a fresh prefix)")
+    parser.add_argument("--games", type=int, default=100, help="games at once (default: 100)")
+    parser.add_argument(
+        "--rate", type=float, default=1000.0, help="moves/s offered in all (default: 1000)"
+    )
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds (throughput)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds not counted")
+    parser.add_argument("--kills", type=int, default=20, help="nodes killed (kill mode)")
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between kills")
+    parser.add_argument("--game", default="gomoku", choices=sorted(CELLS))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.nodes < 2:
+        print("--nodes: at least 2 (one node: the other modes of bench/load.py)", file=sys.stderr)
+        return 2
+    report = asyncio.run(run(args))
+    report["ok"] = report["lost_acknowledged_moves"] == 0 and report["error_count"] == 0
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            if key != "kills":
+                print(f"{key}: {value}")
+        for kill in report.get("kills", ()):
+            print(f"  kill {kill}")
+    return 0 if report["ok"] else 1

@@ -1,0 +1,246 @@
+"""The cluster's bus: Redis pub/sub between the nodes of one cluster, and their presence.
+
+Channels and keys, all under the cluster's prefix (``--bus-prefix``):
+
+- ``{prefix}:game:{id}``: a game's committed events, published by its owner node in
+  ``seq`` order; every node subscribes to the pattern and relays each event to its own
+  followers of that game (players and spectators connected to it).
+- ``{prefix}:inbox:{node}``: what is sent to one node: requests forwarded to the owner
+  of their game, and the replies routed back to the node of the client that asked.
+- ``{prefix}:cluster``: notices that the nodes' shards changed (re-read presence now).
+- ``{prefix}:lobby``: changes to the cluster's seeks.
+- ``{prefix}:presence:{node}``: a node's heartbeat, a key with a lifetime (PX) holding the
+  shards it owns; ``{prefix}:nodes`` lists the nodes that ever joined.
+
+Everything one node publishes goes out through one Redis connection, in the order it
+was published: a reply routed to a client's node arrives before the game events
+published after it (Redis delivers a connection's publications in order). What is
+lost while Redis is down is recovered by sequence number (server/cluster.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from server.errors import ServerError
+
+log = logging.getLogger(__name__)
+
+RECONNECT_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # waits between attempts to reach Redis again
+MAX_PAYLOAD = 1 << 20  # a bus message larger than this is a bug or an attack: dropped
+
+# What the node's reader hands on: (kind, name, payload) with kind "game" (name: the
+# game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage.
+Receiver = Callable[[str, str, Any], None]
+
+
+class BusUnavailable(ServerError):
+    """Redis cannot be reached (at start: one line, and the server does not start)."""
+
+
+def pack(payload: Any) -> bytes:
+    return msgpack.packb(payload, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+class RedisBus:
+    """One node's end of the bus: a publisher (one connection, in order), a subscriber
+    (its inbox, the cluster's channels and every game's channel) and its presence key."""
+
+    def __init__(self, url: str, *, prefix: str, node: str) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.node = node
+        self._client: aioredis.Redis | None = None
+        self._outgoing: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._receiver: Receiver | None = None
+        self.connected = False  # the subscriber is subscribed (readiness)
+        self.lost = 0  # publications dropped while Redis was down
+
+    # --- names ------------------------------------------------------------------------
+
+    def game_channel(self, game_id: str) -> str:
+        return f"{self.prefix}:game:{game_id}"
+
+    def inbox(self, node: str) -> str:
+        return f"{self.prefix}:inbox:{node}"
+
+    @property
+    def cluster_channel(self) -> str:
+        return f"{self.prefix}:cluster"
+
+    @property
+    def lobby_channel(self) -> str:
+        return f"{self.prefix}:lobby"
+
+    def presence_key(self, node: str) -> str:
+        return f"{self.prefix}:presence:{node}"
+
+    @property
+    def nodes_key(self) -> str:
+        return f"{self.prefix}:nodes"
+
+    # --- life -------------------------------------------------------------------------
+
+    async def start(self, receiver: Receiver) -> None:
+        """Connect, subscribe, and start the reader and the publisher; BusUnavailable if
+        Redis does not answer."""
+        self._receiver = receiver
+        self._client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3)
+        try:
+            await self._client.ping()
+        except (RedisError, OSError) as exc:
+            await self._client.aclose()
+            raise BusUnavailable(f"cannot reach the bus at {self.url}: {exc}") from exc
+        subscribed = asyncio.get_running_loop().create_future()
+        self._tasks = [
+            asyncio.create_task(self._read(subscribed), name="bus-reader"),
+            asyncio.create_task(self._publish_loop(), name="bus-publisher"),
+        ]
+        await subscribed
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self._client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self._client.delete(self.presence_key(self.node))
+            await self._client.aclose()
+            self._client = None
+
+    # --- publishing -----------------------------------------------------------------------
+
+    def publish(self, channel: str, payload: Any) -> None:
+        """Send ``payload`` on ``channel`` after everything this node published before."""
+        self._outgoing.put_nowait((channel, pack(payload)))
+
+    async def _publish_loop(self) -> None:
+        """Everything queued goes out in one pipeline (no transaction), in order; while
+        Redis is down it is dropped (and counted): sequence numbers recover it."""
+        assert self._client is not None
+        while True:
+            batch = [await self._outgoing.get()]
+            while not self._outgoing.empty() and len(batch) < 1024:
+                batch.append(self._outgoing.get_nowait())
+            for attempt in (1, 2):  # the second on a new connection (Redis restarted)
+                try:
+                    pipe = self._client.pipeline(transaction=False)
+                    for channel, data in batch:
+                        pipe.publish(channel, data)
+                    await pipe.execute()
+                    break
+                except (RedisError, OSError) as exc:
+                    if attempt == 2:
+                        self.lost += len(batch)
+                        log.warning("bus: %d messages not published (%s)", len(batch), exc)
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def _read(self, subscribed: asyncio.Future[None]) -> None:
+        """Subscribe and hand every message to the receiver, reconnecting after an outage
+        (then the receiver hears ``reconnected``: what it follows may have moved on)."""
+        assert self._receiver is not None
+        receiver = self._receiver
+        game_prefix = f"{self.prefix}:game:"
+        channels = {
+            self.inbox(self.node): "inbox",
+            self.cluster_channel: "cluster",
+            self.lobby_channel: "lobby",
+        }
+        attempt = 0
+        while True:
+            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(*channels)
+                await pubsub.psubscribe(game_prefix + "*")
+                if subscribed.done():
+                    log.info("bus: subscribed again to %s", self.url)
+                    receiver("reconnected", "", None)
+                else:
+                    subscribed.set_result(None)
+                self.connected = True
+                attempt = 0
+                while True:
+                    message = await pubsub.get_message(timeout=None)
+                    if message is None:
+                        continue
+                    data = message["data"]
+                    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+                        continue
+                    channel = message["channel"].decode()
+                    try:
+                        payload = unpack(data)
+                        if channel.startswith(game_prefix):
+                            receiver("game", channel[len(game_prefix) :], payload)
+                        else:
+                            receiver(channels.get(channel, "?"), channel, payload)
+                    except Exception:
+                        log.exception("bus: a message on %s could not be handled", channel)
+            except (RedisError, OSError) as exc:
+                self.connected = False
+                if not subscribed.done():
+                    subscribed.set_exception(
+                        BusUnavailable(f"cannot subscribe to the bus at {self.url}: {exc}")
+                    )
+                    return
+                log.warning("bus: lost %s (%s); reconnecting", self.url, exc)
+                await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
+                attempt += 1
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+    # --- presence ---------------------------------------------------------------------------
+
+    async def heartbeat(self, state: dict[str, Any], ttl_s: float) -> None:
+        """This node is alive for ``ttl_s`` more seconds, with ``state`` (its shards)."""
+        assert self._client is not None
+        pipe = self._client.pipeline(transaction=False)
+        pipe.set(self.presence_key(self.node), pack(state), px=int(ttl_s * 1000))
+        pipe.sadd(self.nodes_key, self.node)
+        await pipe.execute()
+
+    async def nodes(self) -> dict[str, Any]:
+        """The live nodes and the state each last announced (this one included); nodes
+        whose key expired leave the list."""
+        assert self._client is not None
+        members = await self._client.smembers(self.nodes_key)
+        names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in members)
+        if not names:
+            return {}
+        values = await self._client.mget([self.presence_key(n) for n in names])
+        alive: dict[str, Any] = {}
+        dead = []
+        for name, value in zip(names, values, strict=True):
+            if isinstance(value, bytes):
+                alive[name] = unpack(value)
+            else:
+                dead.append(name)
+        if dead:
+            await self._client.srem(self.nodes_key, *dead)
+        return alive
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The publisher's connection, for the lobby's keys (server/cluster.py)."""
+        assert self._client is not None
+        return self._client

@@ -1,0 +1,779 @@
+"""A node of a cluster (``noughts serve --db postgresql://... --bus redis://...``).
+
+Several nodes share one PostgreSQL database and one Redis (server/bus.py). Every game
+has one owner node: the node holding its shard's advisory lock (server/shards.py), the
+only one that applies its requests and commits its events, as a lone server does.
+Clients connect to any node:
+
+- A request about a game owned elsewhere is forwarded to its owner's inbox with the
+  client's identity; the owner serves it through a ``RemoteConnection`` whose frames go
+  back to the client's node, which posts them to the client. The client's node waits for
+  the owner's ``done`` (a client's requests are served in order, as on one node).
+- The owner publishes each committed event on the game's channel (after the commit: the
+  durability rule is the same); every node posts it to its own followers of the game,
+  once, in ``seq`` order. A gap in the sequence (a message lost in a Redis outage, an
+  owner that died between commit and publish), an owner that changed, or a bus that
+  reconnected: the node asks the owner for the events since the last it relayed (or a
+  snapshot), as a reconnecting client resumes.
+- Each node claims its fair share of the shards (SHARDS over the live nodes), and any
+  shard nobody has held for a whole claim period (a dead node's: its locks dropped with
+  its connection). Taking a shard restores its games from the database (the restart
+  path); releasing one (rebalancing, drain) unloads them after their work in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+import asyncpg
+from redis.exceptions import RedisError
+
+from protocol import ErrorCode, LobbyEvent, Message, ProtocolError, decode, encode
+from server.bus import RedisBus, pack, unpack
+from server.clock import TimeControl
+from server.connection import Connection, PlayerSession
+from server.errors import NodeUnavailable, ServerError
+from server.limits import TokenBucket
+from server.lobby import Lobby, SeekEntry
+from server.session import Player, new_game_id
+from server.shards import SHARDS, ShardLocks, shard_of
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from server.clock import Now
+    from server.rows import GameRecord
+    from server.session import GameSession
+    from server.settings import ServerSettings
+    from server.store import Store
+
+log = logging.getLogger(__name__)
+
+_LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+
+class Host(Protocol):
+    """What a node's cluster part needs from its game server (server/app.py's GameServer),
+    defined here so that this module does not import the server."""
+
+    settings: ServerSettings
+    store: Store
+    games: dict[str, GameSession]
+    subscribers: dict[str, set[Connection]]
+    lobby: Lobby
+
+    def clock(self) -> Now: ...
+    def _lock(self, game_id: str) -> asyncio.Lock: ...
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
+    async def dispatch(self, connection: Connection, message: Message) -> None: ...
+    async def adopt(self, records: list[GameRecord]) -> int: ...
+    def unload(self, game_id: str) -> int | None: ...
+    async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None: ...
+    def _lobby_push(self, event: LobbyEvent, *, seek: SeekEntry | None = None) -> None: ...
+    def _remove_seek(self, seek: SeekEntry) -> None: ...
+
+
+def new_node_id() -> str:
+    return "n-" + secrets.token_hex(4)
+
+
+class RemoteConnection(Connection):
+    """A client connected to another node, as the owner of a game serves it: what the
+    handlers send it goes back through that node's inbox."""
+
+    def __init__(self, cluster: Cluster, envelope: dict[str, Any], bucket: TokenBucket) -> None:
+        # Not Connection.__init__: there is no websocket here, only what handlers use.
+        self.cluster = cluster
+        self.origin: str = envelope["from"]
+        self.node = self.origin
+        self.key: str = envelope["conn"]
+        player_id, name, bot, address = envelope["player"]
+        self.player = PlayerSession(player_id, name, bool(bot))
+        self.player.address = address
+        self.bucket = bucket
+        self.games = set()
+        self.watching = set(envelope["watching"])
+        self.lobby = False
+        self.closed = False
+
+    def post(self, frame: bytes) -> None:
+        self.cluster.send_to(self.origin, {"op": "out", "conn": self.key, "frames": [frame]})
+
+    def follow(self, game_id: str, seq: int) -> None:
+        """The handler subscribed this client to ``game_id``: its node relays the game's
+        events from now on."""
+        self.cluster.send_to(
+            self.origin,
+            {
+                "op": "follow",
+                "conn": self.key,
+                "game": game_id,
+                "seq": seq,
+                "watching": game_id in self.watching,
+            },
+        )
+
+    def describe(self) -> str:
+        return f"{self.player.name if self.player else '?'}@{self.node}"
+
+
+class Cluster:
+    """This node's part in the cluster: shards, forwarding, relaying events."""
+
+    def __init__(self, server: Host, bus: RedisBus, locks: ShardLocks) -> None:
+        self.server = server
+        self.bus = bus
+        self.locks = locks
+        self.node = bus.node
+        settings = server.settings
+        self.claim_s = settings.claim_s
+        self.heartbeat_s = settings.heartbeat_s
+        self.presence_ttl_s = settings.presence_ttl_s
+        self.forward_timeout_s = settings.forward_timeout_s
+        self.present: dict[str, Any] = {}  # live node -> its announced state
+        self.owners: dict[int, str] = {}  # shard -> the node announcing it
+        self.releasing: set[int] = set()
+        self.taking: set[int] = set()  # locked, their games being restored: not served yet
+        self.draining = False
+        self._map_changed = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._free_before: set[int] = set()  # shards unheld at the last claim
+        self._keys: dict[Connection, str] = {}
+        self._connections: dict[str, Connection] = {}
+        self._key_counter = itertools.count(1)
+        self._forward_ids = itertools.count(1)
+        # forward id -> (its reply, the node asked, the game's shard)
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, int]] = {}
+        self.relayed: dict[str, int] = {}  # remote game -> last seq relayed here
+        self._relay_owner: dict[str, str] = {}  # remote game -> the node it came from
+        self._recovering: dict[str, float] = {}  # remote game -> when it was asked
+        self._tasks: list[asyncio.Task[None]] = []
+        self.forwarded = 0  # requests this node forwarded (metrics, bench)
+
+    # --- life -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join: subscribe, announce this node, load the cluster's seeks, claim a first
+        share of the shards."""
+        await self.bus.start(self._received)
+        await self._heartbeat()
+        try:
+            await self._load_seeks()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot read the seeks (%s)", exc)
+        try:
+            await self.locks.open()
+            await self._claim()
+        except _LOCK_ERRORS as exc:
+            log.warning("cluster: cannot take shards yet (%s); retrying", exc)
+            self.locks.abandon()
+        self._tasks = [
+            asyncio.create_task(self._claim_loop(), name="cluster-claims"),
+            asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
+        ]
+
+    async def drain(self) -> None:
+        """Graceful stop: hand every shard over now (the others are told at once)."""
+        self.draining = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        try:
+            await self._release(set(self.locks.held))
+        except _LOCK_ERRORS as exc:
+            log.warning("cluster: releasing shards failed (%s); they drop with the connection", exc)
+        await self.locks.close()
+        try:
+            await self._heartbeat()
+        except Exception as exc:
+            log.warning("cluster: cannot announce the drain (%s)", exc)
+        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+
+    async def close(self) -> None:
+        if not self.draining:
+            await self.drain()
+        for future, _, _ in self._pending.values():
+            if not future.done():
+                future.set_exception(NodeUnavailable("this node is stopping: reconnect"))
+        await self.bus.close()
+
+    # --- ownership ----------------------------------------------------------------------
+
+    def serves(self, game_id: str) -> bool:
+        """This node owns the game's shard (and is not handing it over)."""
+        shard = shard_of(game_id)
+        return shard in self.locks.held and shard not in self.releasing | self.taking
+
+    def new_game_id(self) -> str:
+        """A new game's id, in a shard this node owns (it will own the game)."""
+        if not self.locks.held - self.releasing - self.taking:
+            raise NodeUnavailable(
+                "this node holds no games right now (the cluster is rebalancing): retry soon"
+            )
+        while True:
+            game_id = new_game_id()
+            if self.serves(game_id):
+                return game_id
+
+    def owner_of(self, game_id: str) -> str | None:
+        return self.owners.get(shard_of(game_id))
+
+    async def _claim_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.claim_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                if not self.locks.connected:
+                    if self.locks.held:  # closed under us (the server cut it, say)
+                        self._lose_all(ConnectionError("the lock connection closed"))
+                    await self.locks.open()
+                await self._claim()
+            except _LOCK_ERRORS as exc:
+                self._lose_all(exc)
+            except Exception:
+                log.exception("cluster: the claim loop failed; it runs again")
+
+    async def _claim(self) -> None:
+        """Take the fair share and the orphans; give back what is over the fair share
+        while another live node is under it."""
+        held = await self.locks.held_by_anyone()
+        mine = self.locks.held
+        serving = {n: st for n, st in self.present.items() if not st.get("draining")}
+        target = math.ceil(SHARDS / len(serving.keys() | {self.node}))
+        others = [len(st.get("shards", ())) for n, st in serving.items() if n != self.node]
+        if len(mine) > target and any(count < target for count in others):
+            extra = sorted(mine, reverse=True)[: len(mine) - target]
+            await self._release(set(extra))
+            return
+        free = [s for s in range(SHARDS) if s not in held]
+        offset = hash(self.node) % SHARDS  # nodes starting together try different shards
+        free.sort(key=lambda s: (s - offset) % SHARDS)
+        taken: set[int] = set()
+        try:
+            for shard in free:
+                # Beyond the fair share: a shard its announced owner no longer locks (dead,
+                # or cut off: a node announces a release before it unlocks), or that nobody
+                # took for a whole period.
+                orphan = (
+                    shard in self._free_before or self.owners.get(shard, self.node) != self.node
+                )
+                if len(mine) >= target and not orphan:
+                    continue
+                self.taking.add(shard)
+                if await self.locks.try_claim(shard):
+                    taken.add(shard)
+                else:
+                    self.taking.discard(shard)
+            self._free_before = set(free) - taken
+            if taken:
+                try:
+                    await self._take(taken)
+                except ServerError as exc:  # the games cannot be read: not ours after all
+                    log.warning("cluster: cannot restore shards %s (%s)", sorted(taken), exc)
+                    for shard in taken:
+                        await self.locks.release(shard)
+        finally:
+            self.taking.clear()
+
+    async def _take(self, shards: set[int]) -> None:
+        """Restore the games of shards just taken, then tell the cluster."""
+        records = await self.server.store.unfinished_games(
+            lambda game_id: shard_of(game_id) in shards and game_id not in self.server.games
+        )
+        restored = await self.server.adopt(records)
+        log.info("cluster: took shards %s (%d games)", sorted(shards), restored)
+        await self._announce()
+
+    async def _release(self, shards: set[int]) -> None:
+        """Hand shards over: no new requests are served for their games, the work in
+        flight ends (each game's lock), the games leave memory, the locks go."""
+        if not shards:
+            return
+        self.releasing |= shards
+        try:
+            for game_id in [g for g in self.server.games if shard_of(g) in shards]:
+                async with self.server._lock(game_id):
+                    seq = self.server.unload(game_id)
+                if seq is not None and self.server.subscribers.get(game_id):
+                    self.relayed[game_id] = seq
+                    self._relay_owner[game_id] = self.node
+            if not self.draining:
+                await self._heartbeat()  # announced as not ours before they are free
+            for shard in shards:
+                await self.locks.release(shard)
+        finally:
+            self.releasing -= shards
+        log.info("cluster: released shards %s", sorted(shards))
+        if not self.draining:
+            await self._announce()
+
+    def _lose_all(self, exc: BaseException) -> None:
+        """The lock connection failed: every shard is lost with it (fencing). Games leave
+        memory at once; the claim loop reconnects and claims again."""
+        lost = set(self.locks.held)
+        self.locks.abandon()
+        log.error("cluster: lost the lock connection (%s); dropping %d shards", exc, len(lost))
+        for game_id in [g for g in self.server.games if shard_of(g) in lost]:
+            seq = self.server.unload(game_id)
+            if seq is not None and self.server.subscribers.get(game_id):
+                self.relayed[game_id] = seq
+                self._relay_owner[game_id] = self.node
+
+    async def _announce(self) -> None:
+        try:
+            await self._heartbeat()
+        except Exception as exc:
+            log.warning("cluster: cannot announce shards (%s)", exc)
+        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+
+    def adopted(self, session: GameSession) -> None:
+        """This node took ``session`` from the database: its followers here, which
+        followed it on the bus, get what they missed (the restored game keeps no event
+        log to resume from: a snapshot), before its first event from here."""
+        last = self.relayed.pop(session.id, None)
+        self._relay_owner.pop(session.id, None)
+        self._recovering.pop(session.id, None)
+        followers = self.server.subscribers.get(session.id)
+        if followers and (last is None or last < session.seq):
+            frame = encode(session.snapshot(self.server.clock()))
+            for connection in list(followers):
+                connection.post(frame)
+
+    # --- presence ------------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        state = {"shards": sorted(self.locks.held - self.releasing), "draining": self.draining}
+        await self.bus.heartbeat(state, self.presence_ttl_s)
+        await self._refresh()
+
+    async def _refresh(self) -> None:
+        present = await self.bus.nodes()
+        owners: dict[int, str] = {}
+        for node, state in present.items():
+            if node == self.node:
+                continue
+            for shard in state.get("shards", ()):
+                owners[int(shard)] = node
+        for shard in self.locks.held:
+            owners[shard] = self.node
+        changed = owners != self.owners or present.keys() != self.present.keys()
+        gone = set(self.present) - set(present)
+        self.present, self.owners = present, owners
+        if gone:
+            self._forget_seeks_of(gone)
+        if changed:
+            self._map_changed.set()
+            self._map_changed = asyncio.Event()
+            self._owners_changed()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self._heartbeat()
+            except Exception as exc:
+                log.warning("cluster: heartbeat failed (%s)", exc)
+            now = time.monotonic()
+            for game_id, asked in list(self._recovering.items()):
+                if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
+                    self._recover(game_id)
+
+    def _owners_changed(self) -> None:
+        """Forwards waiting on a node that no longer owns their game are sent again; games
+        whose owner changed are caught up (what the old one committed last, the new
+        one's restore)."""
+        for future, target, shard in list(self._pending.values()):
+            if not future.done() and (
+                target not in self.present or self.owners.get(shard) != target
+            ):
+                future.set_result({"moved": True})
+        for game_id, owner in list(self._relay_owner.items()):
+            if self.owner_of(game_id) != owner:
+                self._recover(game_id)
+
+    # --- forwarding: the client's node ----------------------------------------------------
+
+    def key_of(self, connection: Connection) -> str:
+        key = self._keys.get(connection)
+        if key is None:
+            key = self._keys[connection] = str(next(self._key_counter))
+            self._connections[key] = connection
+        return key
+
+    def send_to(self, node: str, payload: dict[str, Any]) -> None:
+        payload["from"] = self.node
+        self.bus.publish(self.bus.inbox(node), payload)
+
+    async def forward(self, connection: Connection, message: Message) -> None:
+        """Serve ``message`` at its game's owner; return once it is served there."""
+        game_id: str = message.game_id  # type: ignore[attr-defined]
+        player = connection.player
+        assert player is not None
+        deadline = time.monotonic() + self.forward_timeout_s
+        frame = encode(message)
+        while True:
+            if self.serves(game_id):
+                await self.server.dispatch(connection, message)  # it came here meanwhile
+                return
+            owner = self.owner_of(game_id)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise NodeUnavailable(
+                    f"the node serving game {game_id} does not answer: retry soon", game_id
+                )
+            if owner is None or owner == self.node:
+                changed = self._map_changed
+                self._wake.set()
+                try:
+                    await asyncio.wait_for(changed.wait(), min(remaining, self.heartbeat_s))
+                except TimeoutError:
+                    await self._refresh_quietly()
+                continue
+            fid = next(self._forward_ids)
+            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[fid] = (future, owner, shard_of(game_id))
+            tokens = connection.bucket.tokens
+            self.send_to(
+                owner,
+                {
+                    "op": "req",
+                    "fid": fid,
+                    "conn": self.key_of(connection),
+                    "player": [player.player_id, player.name, player.bot, player.address],
+                    "watching": sorted(connection.watching),
+                    "tokens": tokens,
+                    "frame": frame,
+                },
+            )
+            self.forwarded += 1
+            try:
+                done = await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                continue
+            finally:
+                self._pending.pop(fid, None)
+            if done.get("moved"):  # shards changing hands: once the map says where
+                changed = self._map_changed
+                try:
+                    await asyncio.wait_for(changed.wait(), min(remaining, 0.05))
+                except TimeoutError:
+                    await self._refresh_quietly()
+                continue
+            spent = float(done.get("spent", 0.0))
+            if spent > 0:
+                connection.bucket.charge(time.monotonic(), spent, owe=True)
+            return
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self._refresh()
+        except Exception as exc:
+            log.warning("cluster: cannot read presence (%s)", exc)
+
+    def disconnected(self, connection: Connection) -> None:
+        """A client of this node left: forget its key; the owners of the remote games it
+        holds a seat in hear that it is away."""
+        key = self._keys.pop(connection, None)
+        if key is not None:
+            self._connections.pop(key, None)
+        player = connection.player
+        for game_id in connection.games:
+            if game_id in self.server.games:
+                continue
+            followers = self.server.subscribers.get(game_id)
+            if followers is not None and not followers:
+                del self.server.subscribers[game_id]
+                self.relayed.pop(game_id, None)
+                self._relay_owner.pop(game_id, None)
+            if player is None or game_id in connection.watching or player.online:
+                continue
+            owner = self.owner_of(game_id)
+            if owner is not None and owner != self.node:
+                self.send_to(owner, {"op": "away", "game": game_id, "player": player.player_id})
+
+    # --- forwarding: the owner -----------------------------------------------------------------
+
+    async def _serve(self, envelope: dict[str, Any]) -> None:
+        settings = self.server.settings
+        tokens = float(envelope.get("tokens", settings.burst))
+        bucket = TokenBucket(settings.rate_per_s, settings.burst, tokens, time.monotonic())
+        proxy = RemoteConnection(self, envelope, bucket)
+        moved = False
+        rid: int | None = None
+        try:
+            message = decode(envelope["frame"])
+            rid = getattr(message, "rid", None)
+            if not self.serves(message.game_id):  # type: ignore[attr-defined]
+                moved = True
+            else:
+                await self.server.dispatch(proxy, message)
+        except ProtocolError as exc:
+            proxy.send_error(exc.code, exc.message, rid)
+        except ServerError as exc:
+            proxy.send_error(exc.code, exc.message, rid, exc.game_id)
+        except Exception:
+            log.exception("serving a request forwarded by %s failed", proxy.node)
+            proxy.send_error(ErrorCode.INTERNAL, "internal server error", rid)
+        spent = max(0.0, tokens - bucket.tokens)
+        self.send_to(
+            proxy.origin, {"op": "done", "fid": envelope["fid"], "moved": moved, "spent": spent}
+        )
+
+    def published(self, session: GameSession, seq: int, frame: bytes, target: str) -> None:
+        """An event of a game this node owns is committed (and sent to its followers
+        here): on the game's channel for the other nodes' followers."""
+        self.bus.publish(self.bus.game_channel(session.id), [self.node, seq, frame, target])
+
+    def target_of(self, connection: Connection | None) -> str:
+        """How a game's channel names the one client whose copy of an event went to it
+        with its request's ``rid``."""
+        if isinstance(connection, RemoteConnection):
+            return f"{connection.node}/{connection.key}"
+        return ""
+
+    # --- the bus: what this node receives --------------------------------------------------
+
+    def _received(self, kind: str, name: str, payload: Any) -> None:
+        if kind == "game":
+            self._relay(name, payload)
+        elif kind == "inbox":
+            self._inbox(payload)
+        elif kind == "cluster":
+            if payload.get("node") != self.node:
+                self._wake.set()  # shards changed hands: claim (and refresh) now
+                asyncio.get_running_loop().create_task(self._refresh_quietly())
+        elif kind == "lobby":
+            if payload.get("from") != self.node:
+                self._lobby(payload)
+        elif kind == "reconnected":
+            for game_id in list(self._relay_owner):
+                self._recover(game_id)
+
+    def _relay(self, game_id: str, payload: list[Any]) -> None:
+        """An event of a game owned elsewhere: to this node's followers, in order."""
+        node, seq, frame, target = payload
+        if node == self.node or game_id in self.server.games:
+            return
+        followers = self.server.subscribers.get(game_id)
+        if not followers:
+            return
+        last = self.relayed.get(game_id)
+        if game_id in self._recovering:
+            return  # the catch-up being fetched includes it
+        if last is not None and seq > last + 1:
+            log.debug("cluster: gap in %s: %s after %s", game_id, seq, last)
+            self._recover(game_id)
+            return
+        if last is not None and seq <= last:
+            return
+        self.relayed[game_id] = seq
+        self._relay_owner[game_id] = node
+        mine = f"{self.node}/"
+        skip = self._connections.get(target[len(mine) :]) if target.startswith(mine) else None
+        for connection in list(followers):
+            if connection is not skip:
+                connection.post(frame)
+
+    def _recover(self, game_id: str) -> None:
+        """Ask the game's owner for the events after the last one relayed here."""
+        if game_id in self.server.games or not self.server.subscribers.get(game_id):
+            self._relay_owner.pop(game_id, None)
+            return
+        owner = self.owner_of(game_id)
+        self._recovering[game_id] = time.monotonic()
+        if owner is None:
+            return  # asked again when an owner is announced
+        self._relay_owner[game_id] = owner
+        log.info("cluster: catching up game %s from %s", game_id, owner)
+        followers = self.server.subscribers.get(game_id, ())
+        # The players here (a new owner restored the game with every seat away).
+        present = {c.player_id for c in followers if game_id not in c.watching and c.player_id}
+        self.send_to(
+            owner,
+            {
+                "op": "since",
+                "game": game_id,
+                "since": self.relayed.get(game_id, 0),
+                "present": sorted(present),
+            },
+        )
+
+    def _inbox(self, payload: dict[str, Any]) -> None:
+        op = payload.get("op")
+        if op == "out":
+            connection = self._connections.get(payload["conn"])
+            if connection is not None:
+                for frame in payload["frames"]:
+                    connection.post(frame)
+        elif op == "done":
+            pending = self._pending.get(payload["fid"])
+            if pending is not None and not pending[0].done():
+                pending[0].set_result(payload)
+        elif op == "follow":
+            self._follow(payload)
+        elif op == "req":
+            self.server._spawn(self._serve(payload))
+        elif op == "since":
+            self._send_since(payload)
+        elif op == "frames":
+            self._caught_up(payload)
+        elif op == "away":
+            self.server._spawn(
+                self.server.remote_presence(payload["game"], payload["player"], False)
+            )
+
+    def _follow(self, payload: dict[str, Any]) -> None:
+        connection = self._connections.get(payload["conn"])
+        game_id = payload["game"]
+        if connection is None or connection.closed:
+            return
+        connection.games.add(game_id)
+        if payload.get("watching"):
+            connection.watching.add(game_id)
+        self.server.subscribers.setdefault(game_id, set()).add(connection)
+        if game_id not in self.relayed or game_id not in self._relay_owner:
+            self.relayed[game_id] = int(payload["seq"])
+        self._relay_owner[game_id] = payload["from"]
+
+    def _send_since(self, payload: dict[str, Any]) -> None:
+        game_id = payload["game"]
+        session = self.server.games.get(game_id)
+        reply: dict[str, Any] = {"op": "frames", "game": game_id}
+        if session is None or not self.serves(game_id):
+            reply["moved"] = True
+        else:
+            since = int(payload["since"])
+            frames = session.events_since(since) if since > 0 else None
+            if frames is None:
+                frames = [encode(session.snapshot(self.server.clock()))]
+            reply.update(frames=frames, seq=session.seq)
+            for player_id in payload.get("present", ()):
+                self.server._spawn(self.server.remote_presence(game_id, player_id, True))
+        log.info(
+            "cluster: since %s for %s: %s", payload["since"], game_id, reply.get("seq", "moved")
+        )
+        self.send_to(payload["from"], reply)
+
+    def _caught_up(self, payload: dict[str, Any]) -> None:
+        game_id = payload["game"]
+        log.debug("cluster: caught up %s: %s", game_id, payload.get("seq", "moved"))
+        if payload.get("moved"):
+            return  # still recovering: asked again once the owners change
+        self._recovering.pop(game_id, None)
+        self._relay_owner[game_id] = payload["from"]
+        followers = self.server.subscribers.get(game_id, ())
+        if game_id in self.server.games:
+            return
+        for frame in payload["frames"]:
+            for connection in list(followers):
+                connection.post(frame)
+        self.relayed[game_id] = max(self.relayed.get(game_id, 0), int(payload["seq"]))
+
+    # --- the lobby: the cluster's seeks ------------------------------------------------------
+
+    @property
+    def _seeks_key(self) -> str:
+        return f"{self.bus.prefix}:seeks"
+
+    def _seek_data(self, seek: SeekEntry, connection: Connection) -> dict[str, Any]:
+        player = connection.player
+        assert player is not None
+        return {
+            "id": seek.id,
+            "game": seek.game,
+            "params": dict(seek.params),
+            "clock": None if seek.control is None else seek.control.to_dict(),
+            "owner": seek.owner.to_dict(),
+            "created_at": seek.created_at,
+            "color": seek.color,
+            "opponents": seek.opponents,
+            "to": seek.to,
+            "node": self.node,
+            "conn": self.key_of(connection),
+            "player": [player.player_id, player.name, player.bot, player.address],
+        }
+
+    async def post_seek(self, seek: SeekEntry, connection: Connection) -> None:
+        """A seek posted here: in the cluster's seeks (what an accepter claims), and on
+        every node's lobby."""
+        data = self._seek_data(seek, connection)
+        try:
+            await self.bus.client.hset(self._seeks_key, seek.id, pack(data))
+        except (RedisError, OSError) as exc:
+            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+        self.bus.publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
+
+    async def claim_seek(self, seek_id: str) -> bool:
+        """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
+        try:
+            won = await self.bus.client.hdel(self._seeks_key, seek_id)
+        except (RedisError, OSError) as exc:
+            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+        return bool(won)
+
+    def seek_removed(self, seek_id: str) -> None:
+        """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
+        self.server._spawn(self._delete_seek(seek_id))
+        self.bus.publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
+
+    async def _delete_seek(self, seek_id: str) -> None:
+        try:
+            await self.bus.client.hdel(self._seeks_key, seek_id)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot remove seek %s (%s)", seek_id, exc)
+
+    async def _load_seeks(self) -> None:
+        entries = await self.bus.client.hgetall(self._seeks_key)
+        for data in entries.values():
+            seek = unpack(data if isinstance(data, bytes) else data.encode())
+            if seek.get("node") in self.present and seek.get("node") != self.node:
+                self._add_seek(seek)
+
+    def _lobby(self, payload: dict[str, Any]) -> None:
+        if payload.get("op") == "add":
+            self._add_seek(payload["seek"])
+        elif payload.get("op") == "remove":
+            seek = self.server.lobby.seeks.get(payload["id"])
+            if seek is not None:
+                self.server._remove_seek(seek)
+
+    def _add_seek(self, data: dict[str, Any]) -> None:
+        """A seek posted on another node, in this node's lobby: its owner's connection
+        is a RemoteConnection (an accepter here seats it through its node)."""
+        if data["id"] in self.server.lobby.seeks:
+            return
+        envelope = {"from": data["node"], "conn": data["conn"], "player": data["player"]}
+        settings = self.server.settings
+        bucket = TokenBucket(settings.rate_per_s, settings.burst, 0.0, time.monotonic())
+        owner = RemoteConnection(self, envelope | {"watching": []}, bucket)
+        seek = SeekEntry(
+            id=data["id"],
+            game=data["game"],
+            params=dict(data["params"]),
+            control=None if data["clock"] is None else TimeControl.parse(data["clock"]),
+            owner=Player.from_dict(data["owner"]),
+            owner_connection=owner,
+            created_at=float(data["created_at"]),
+            color=data["color"],
+            opponents=data["opponents"],
+            to=data["to"],
+        )
+        self.server.lobby.add(seek)
+        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    def _forget_seeks_of(self, nodes: set[str]) -> None:
+        """Nodes gone without a word (killed): their seeks leave every lobby."""
+        for seek in list(self.server.lobby.seeks.values()):
+            if seek.owner_connection.node in nodes:
+                self.server._remove_seek(seek)
+                self.server._spawn(self._delete_seek(seek.id))

@@ -1,0 +1,366 @@
+"""A cluster of real nodes (`noughts serve --db postgresql://... --bus redis://...`) sharing
+one PostgreSQL schema and one Redis prefix of the test's own: games whose players and
+spectators sit on different nodes, an owner killed mid-game, a seek raced for, Redis
+restarted, PostgreSQL connections cut."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from client.connection import RequestFailed, ServerConnection
+from protocol import (
+    AcceptSeek,
+    CreateGame,
+    JoinGame,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Move,
+    Moved,
+    Resume,
+    Resumed,
+    Seated,
+    Seek,
+    SeekPosted,
+    Snapshot,
+    Watch,
+)
+from tests.server.cluster_nodes import Cluster, cluster_of
+from tests.server.conftest import next_event
+from tests.services import PG_URL
+
+# Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
+LONG_GAME = [0, 1, 2, 3, 11, 10, 13, 12, 20, 21, 22, 23]
+
+
+async def _play(mover: ServerConnection, token: str, game_id: str, action: int) -> Moved:
+    moved = await mover.request(Move, game_id=game_id, token=token, action=action)
+    assert isinstance(moved, Moved) and moved.action == action
+    return moved
+
+
+async def _heard(client: ServerConnection, ply: int) -> Moved:
+    """The move of ``ply`` as ``client`` hears of it (its own earlier moves skipped); a
+    move heard twice or out of order fails."""
+    while True:
+        moved = await next_event(client, Moved)
+        if moved.ply >= ply:
+            assert moved.ply == ply, f"heard ply {moved.ply} before {ply}"
+            return moved
+
+
+async def _stored_moves(schema: str, game_id: str) -> list[int]:
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": schema})
+    try:
+        rows = await conn.fetch("SELECT action FROM moves WHERE game_id = $1 ORDER BY ply", game_id)
+    finally:
+        await conn.close()
+    return [r[0] for r in rows]
+
+
+async def _two_player_game(
+    cluster: Cluster,
+) -> tuple[ServerConnection, ServerConnection, str, str, str]:
+    """ada on the first node creates a 5x5 game, bo on the second joins it."""
+    first, second = cluster.nodes[0], cluster.nodes[1]
+    ada = await first.connect("ada")
+    bo = await second.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    return ada, bo, created.game_id, created.token, joined.token
+
+
+async def test_players_and_a_spectator_on_three_nodes(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        for ply, action in enumerate(LONG_GAME[:4]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            # The other player, on the other node, hears of it, once, in order.
+            other = players[1 - ply % 2][0]
+            heard = await _heard(other, ply)
+            assert (heard.ply, heard.action) == (ply, action)
+        # A spectator on a third node joins mid-game: a snapshot, then every move.
+        third = await cluster.start("c")
+        eve = await third.connect("eve")
+        snapshot = await eve.request(Watch, game_id=game_id)
+        assert isinstance(snapshot, Snapshot) and list(snapshot.actions) == LONG_GAME[:4]
+        for ply, action in enumerate(LONG_GAME[4:8], start=4):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            seen = await _heard(eve, ply)
+            assert (seen.ply, seen.action) == (ply, action)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:8]
+        for client in (ada, bo, eve):
+            await client.close()
+        for node in cluster.nodes:
+            assert await node.stop() == 0
+
+
+async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+        order = ["ada", "bo"]
+        acknowledged = []
+        for ply, action in enumerate(LONG_GAME[:5]):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        owner = await cluster.owner_of(game_id)
+        survivor = next(n for n in cluster.nodes if n.name != owner)
+        cluster.node(owner).kill()
+        await cluster.node(owner).process.wait()
+        # The player of the dead node reconnects to the survivor and resumes by seq.
+        name = "ada" if owner == cluster.nodes[0].name else "bo"
+        lost, token = seats[name]
+        back = await survivor.connect(name, session=lost.session)
+        resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.seat == order.index(name)
+        seats[name] = (back, resumed.token or token)
+        await cluster.wait_owned(game_id, {survivor.name})
+        for ply, action in enumerate(LONG_GAME[5:], start=5):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+        for client, _ in seats.values():
+            await client.close()
+        await lost.close()
+        assert await survivor.stop() == 0
+
+
+async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
+    """Wait until ``client``'s lobby lists ``seek_id`` (it subscribed before)."""
+    while True:
+        event = await asyncio.wait_for(client.lobby_events.get(), 10)
+        if isinstance(event, LobbyState) and any(s["seek_id"] == seek_id for s in event.seeks):
+            return
+        if isinstance(event, LobbyEvent) and event.kind == "seek_added":
+            if event.seek is not None and event.seek["seek_id"] == seek_id:
+                return
+
+
+async def test_two_accepters_on_two_nodes_race_for_one_seek(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b, c = [await cluster.start(name) for name in "abc"]
+        await cluster.wait_balanced()
+        ada = await a.connect("ada")
+        bo, cy = await b.connect("bo"), await c.connect("cy")
+        for accepter in (bo, cy):
+            await accepter.request(LobbySubscribe)
+        posted = await ada.request(Seek, game="tictactoe")
+        assert isinstance(posted, SeekPosted)
+        for accepter in (bo, cy):  # the seek reached both nodes' lobbies
+            await _sees_seek(accepter, posted.seek_id)
+        results = await asyncio.gather(
+            bo.request(AcceptSeek, seek_id=posted.seek_id),
+            cy.request(AcceptSeek, seek_id=posted.seek_id),
+            return_exceptions=True,
+        )
+        won = [r for r in results if isinstance(r, Seated)]
+        lost = [r for r in results if isinstance(r, RequestFailed)]
+        assert len(won) == 1 and len(lost) == 1, results
+        assert lost[0].code == "unknown_seek"
+        # The seek's owner, on a third node, is seated in the game and hears its start.
+        seated = await asyncio.wait_for(_seated(ada), 10)
+        assert seated.game_id == won[0].game_id and seated.seat == 1 - won[0].seat
+        start = await next_event(ada, Snapshot)
+        assert start.game_id == won[0].game_id and start.status == "live"
+        for client in (ada, bo, cy):
+            await client.close()
+
+
+async def _seated(client: ServerConnection) -> Seated:
+    """The ``seated`` a client gets without asking (its seek accepted)."""
+    while True:
+        if client.seats:
+            game_id, (seat, token) = next(iter(client.seats.items()))
+            return Seated(game_id=game_id, seat=seat, token=token)
+        await asyncio.sleep(0.01)
+
+
+async def _redis_server(port: int, directory: Path) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no", "--dir", str(directory),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    client = aioredis.Redis(host="127.0.0.1", port=port)
+    try:
+        for _ in range(200):
+            try:
+                await client.ping()
+                return process
+            except (RedisError, OSError):
+                await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+    process.kill()
+    raise TimeoutError(f"redis-server on port {port} did not start")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    port = _free_port()
+    redis = await _redis_server(port, tmp_path)
+    try:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            cluster.bus = f"redis://127.0.0.1:{port}/0"
+            await cluster.start("a")
+            await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+            players = [(ada, ada_token), (bo, bo_token)]
+            owner = await cluster.owner_of(game_id)
+            local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
+            ply = 0
+            while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
+                mover, token = players[ply % 2]
+                await _play(mover, token, game_id, LONG_GAME[ply])
+                ply += 1
+            await _heard(players[1 - local][0], ply - 1)
+            redis.kill()
+            await redis.wait()
+            # Redis is down: the owner's player moves (stored, acknowledged, not published).
+            mover, token = players[local]
+            await _play(mover, token, game_id, LONG_GAME[ply])
+            redis = await _redis_server(port, tmp_path)
+            # Back: the other node asks the owner for what it missed, by seq.
+            other, other_token = players[1 - local]
+            heard = await _heard(other, ply)
+            assert heard.action == LONG_GAME[ply]
+            # And the game goes on across the nodes.
+            await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
+            await _heard(mover, ply + 1)
+            assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
+            await ada.close()
+            await bo.close()
+    finally:
+        redis.kill()
+        await redis.wait()
+
+
+async def _play_retrying(
+    mover: ServerConnection, token: str, game_id: str, action: int, errors: list[str] | None = None
+) -> Moved:
+    """A move, sent again while the cluster answers ``unavailable`` (a service coming back);
+    the errors seen go to ``errors``."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 20
+    while True:
+        try:
+            return await _play(mover, token, game_id, action)
+        except RequestFailed as exc:
+            if errors is not None:
+                errors.append(exc.code)
+            if exc.code != "unavailable" or loop.time() > give_up:
+                raise
+            await asyncio.sleep(0.1)  # a client's pause before it retries
+
+
+async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        await cluster.wait_balanced()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        acknowledged = []
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            acknowledged.append(action)
+        owner, pid = await cluster.lock_holder(game_id)
+        # Every connection of the owner node, and only its own, is cut.
+        conn = await asyncpg.connect(PG_URL)
+        try:
+            cut = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = $1",
+                f"noughts {owner}",
+            )
+        finally:
+            await conn.close()
+        assert cut >= 2  # its writer and its lock connection at least
+        errors: list[str] = []
+        mover, token = players[1]
+        await _play_retrying(mover, token, game_id, LONG_GAME[3], errors)
+        acknowledged.append(LONG_GAME[3])
+        # The owner lost its shards with its lock connection; one node holds them again.
+        await cluster.wait_new_holder(game_id, pid)
+        for ply, action in enumerate(LONG_GAME[4:], start=4):
+            mover, token = players[ply % 2]
+            await _play_retrying(mover, token, game_id, action, errors)
+            acknowledged.append(action)
+        assert set(errors) <= {"unavailable"}, errors  # what failed said why, and was retried
+        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+        await ada.close()
+        await bo.close()
+        for node in cluster.nodes:
+            assert await node.stop() == 0
+
+
+async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start("a")
+        await cluster.start("b")
+        await cluster.wait_balanced()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+        order = ["ada", "bo"]
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+        owner, pid = await cluster.lock_holder(game_id)
+        survivor = next(n for n in cluster.nodes if n.name != owner)
+        name = "ada" if owner == cluster.nodes[0].name else "bo"
+        leaving, _ = seats[name]
+        assert await cluster.node(owner).stop() == 0  # SIGTERM: drain
+        await asyncio.wait_for(leaving.closed.wait(), 10)
+        assert leaving.websocket is not None
+        assert leaving.websocket.close_code == 1012  # service restart: reconnect
+        assert "reconnect" in (leaving.websocket.close_reason or "")
+        assert await cluster.wait_new_holder(game_id, pid) == survivor.name
+        back = await survivor.connect(name, session=leaving.session)
+        resumed = await back.request(Resume, game_id=game_id, since=leaving.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.token is not None
+        seats[name] = (back, resumed.token)
+        for ply, action in enumerate(LONG_GAME[3:], start=3):
+            mover, token = seats[order[ply % 2]]
+            await _play(mover, token, game_id, action)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME
+        for client, _ in seats.values():
+            await client.close()
