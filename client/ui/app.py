@@ -3,9 +3,10 @@
 Every message from the server reaches ``on_server_message`` in order (posted by the
 link's reader); the app applies game events to its ``GameModel``s and tells the
 screens showing them. Requests run in workers (``request``), so the UI never
-waits on the network. After a reconnection the app resumes every game it follows
-from the last ``seq`` it saw and subscribes to the lobby again (PROTOCOL.md,
-resume).
+waits on the network. The link is the one ``ServerConnection`` of every client, started
+in the background: it retries until the server answers, and after a reconnection its
+session core follows every game again from the last ``seq`` seen and subscribes to the
+lobby again (PROTOCOL.md, resume).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message as TextualMessage
 
-from client.connection import ConnectionLost, RequestFailed
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.sessions import SessionStore
 from client.ui.model import GameModel, result_sentence
-from client.ui.net import ServerLink
 from protocol import (
     GAME_EVENTS,
     CreateGame,
@@ -106,12 +106,32 @@ class ServerMessage(TextualMessage):
 
 
 class LinkState(TextualMessage):
-    """The link connected, dropped or is trying again."""
+    """The link connected, dropped or is trying again: ``state`` is "connecting", "online"
+    or "offline"."""
 
     def __init__(self, state: str, detail: str) -> None:
         super().__init__()
         self.state = state
         self.detail = detail
+
+
+class Connected(TextualMessage):
+    """The server greeted the link (``again``: after a reconnection, with every game
+    followed before followed again)."""
+
+    def __init__(self, welcome: Welcome, again: bool) -> None:
+        super().__init__()
+        self.welcome = welcome
+        self.again = again
+
+
+# The connection's status as the screens show it.
+LINK_STATES = {
+    "connecting": "connecting",
+    "connected": "online",
+    "reconnecting": "offline",
+    "closed": "offline",
+}
 
 
 class NoughtsApp(App[None]):
@@ -153,13 +173,17 @@ class NoughtsApp(App[None]):
         self.sessions = sessions
         self.session_key = session_key or url
         saved = self._saved_session()
-        self.link = ServerLink(
+        self.link = ServerConnection(
             url,
             name=name[:32],
-            deliver=lambda message: self.post_message(ServerMessage(message)),
-            on_state=lambda state, detail: self.post_message(LinkState(state, detail)),
-            on_connected=self._connected,
+            client="noughts-ui",
             session=saved,
+            reconnect_for_s=None,  # for as long as the app runs
+            deliver=lambda message: self.post_message(ServerMessage(message)),
+            on_status=lambda status, detail: self.post_message(
+                LinkState(LINK_STATES[status], detail)
+            ),
+            on_welcome=lambda welcome, again: self.post_message(Connected(welcome, again)),
         )
 
     def _saved_session(self) -> str | None:
@@ -187,26 +211,22 @@ class NoughtsApp(App[None]):
         from client.ui.lobby import LobbyScreen
 
         self.push_screen(LobbyScreen())
-        self.run_worker(self.link.run(), name="link", group="link", exit_on_error=False)
+        self.link.start()
 
     async def on_unmount(self) -> None:
         await self.link.close()
 
-    async def _connected(self, welcome: Welcome, reconnect: bool) -> None:
+    def on_connected(self, message: Connected) -> None:
+        welcome = message.welcome
         self._save_session(welcome.session)
         self.resumable = {
             game["game_id"]: game for game in welcome.games if game.get("game_id") is not None
         }
         self._tell_screens("your_games_changed")
-        if reconnect:
-            for game_id, model in list(self.games.items()):
-                if game_id in self.watching:
-                    await self.link.request(Watch, game_id=game_id, since=model.seq)
-                elif model.seat is not None and not model.over:
-                    await self._resume(model)
-            if self.lobby_wanted:
-                await self.subscribe_lobby()
-            return
+        if not message.again:  # after a reconnection the link follows everything again
+            self.run_worker(self._first_connection(), group="net", exit_on_error=False)
+
+    async def _first_connection(self) -> None:
         if self.lobby_wanted or self.start.kind in ("lobby", "pairing"):  # pairing waits there
             await self.subscribe_lobby()
         if not self.started:

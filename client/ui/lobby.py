@@ -109,7 +109,7 @@ class LobbyScreen(Screen[None]):
         self.your_games_changed()
 
     def on_screen_resume(self) -> None:
-        if self.noughts.link.connection is not None:
+        if self.noughts.link.status == "connected":
             self.action_refresh()
         self.your_games_changed()
 
