@@ -166,9 +166,9 @@ class GameScreen(RequestingScreen):
         if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
             what = "a draw" if event.kind == "draw" else "a rematch"
             key = "d d" if event.kind == "draw" else "m"
-            self.notify(f"{SYMBOLS[event.seat]} offers {what}: {key} accepts, n declines.")
+            self.notify(f"{model.name(event.seat)} offers {what}: {key} accepts, n declines.")
         elif isinstance(event, Offer) and event.answer == "decline" and event.seat != model.seat:
-            self.notify(f"{SYMBOLS[event.seat]} declined the {event.kind}.")
+            self.notify(f"{model.name(event.seat)} declined the {event.kind}.")
         self.refresh_all()
         if isinstance(event, Ended) or (model.over and not self.game_over_shown):
             self.show_game_over()
@@ -266,9 +266,13 @@ class GameScreen(RequestingScreen):
         text = Text()
         if model.my_turn:
             text.append("Your move", "bold reverse")
-            text.append(" arrows + Enter, or type the cell")
             if isinstance(state, engine.UTTTState):
-                text.append(" (B4 C0: board, cell)")
+                # The legal-move hint: the boards the rules send us to (shaded on the board).
+                boards = state.allowed_boards()
+                where = " ".join(f"B{b}" for b in boards) if len(boards) < 9 else "any board"
+                text.append(f" in {where}: arrows + Enter, or type B4 C0")
+            else:
+                text.append(" arrows + Enter, or type the cell")
         elif to_move in (0, 1):
             who = player_name(model.players[to_move])
             text.append(f"{SYMBOLS[to_move]} ({who}) to move")
@@ -280,12 +284,12 @@ class GameScreen(RequestingScreen):
             text.append(
                 "\nYou offered a draw."
                 if mine
-                else f"\n{SYMBOLS[seat]} offers a draw: d d accepts, n declines.",
+                else f"\n{model.name(seat)} offers a draw: d d accepts, n declines.",
                 "yellow",
             )
         for seat in (0, 1):
             if not model.online[seat]:
-                text.append(f"\n{SYMBOLS[seat]} is away", "yellow")
+                text.append(f"\n{model.name(seat)} is away", "yellow")
                 if model.claim_at[seat] is not None and seat != model.seat:
                     text.append(" (c claims the game once the grace period is over)")
         status.update(text)

@@ -183,8 +183,8 @@ async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
             await until(pilot, lambda: len(model.moves) == 1, "our move")
             await bob.request(Draw, game_id=seated.game_id, token=seated.token)
             await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
-            assert "O offers a draw: d d accepts, n declines." in status_text(screen)
-            assert any("O offers a draw" in n for n in notes(app))
+            assert "bob (O) offers a draw: d d accepts, n declines." in status_text(screen)
+            assert any("bob (O) offers a draw" in n for n in notes(app))
             await pilot.press("n")
             await next_event(bob, Offer)  # bob's own offer, announced to him too
             declined = await next_event(bob, Offer)
@@ -222,7 +222,7 @@ async def test_the_opponent_leaves_and_after_the_grace_period_c_claims_the_win(
             assert isinstance(model.last_event, Presence)
             claim_at = model.claim_at[1]
             assert claim_at == server_clock.now + 60  # the server's grace period
-            away = "O is away (c claims the game once the grace period is over)"
+            away = "bob (O) is away (c claims the game once the grace period is over)"
             assert away in status_text(screen)
             assert "away" in clock_lines(screen)[1]
             # Within the grace period: refused, with the time left.

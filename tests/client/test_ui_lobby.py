@@ -1,5 +1,6 @@
-"""The lobby's seek filters (issue 12): by game (f) and by clock (t), each key going through
-the values among the seeks, then back to all. A real server, a real app."""
+"""Issue 12's finding and reading aids: the lobby's seek filters, by game (f) and by clock (t),
+each key going through the values among the seeks, then back to all; the board's labels in
+the move notation; the legal-move hint of uttt. A real server, a real app."""
 
 from __future__ import annotations
 
@@ -64,3 +65,28 @@ def test_every_full_screen_board_labels_its_cells_in_the_move_notation() -> None
         assert f"━B{board}━" in plain
     assert plain.endswith("B# C#: cells 0 1 2/3 4 5/6 7 8")
     assert uttt.action_to_string(4 * 9 + 0) == "B4 C0" and uttt.parse_action("B4 C0") == 36
+
+
+async def test_uttt_says_where_the_rules_send_the_player(ui_server: UIServer) -> None:
+    from textual.widgets import Static
+
+    from client.ui.game import GameScreen
+    from protocol import CreateGame, Move
+
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="uttt", opponent="human", seat=0)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("join", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            screen = app.screen
+            assert isinstance(screen, GameScreen)
+            await until(pilot, lambda: screen.model.status == "live", "the game started")
+            # X plays the centre cell of the top-left board: O is sent to board B4.
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=0)
+            await until(pilot, lambda: screen.model.my_turn, "our turn")
+            await pilot.pause()
+            status = str(screen.query_one("#game-status", Static).render())
+            assert status.startswith("Your move in B4: arrows + Enter, or type B4 C0"), status
+    finally:
+        await bob.close()
