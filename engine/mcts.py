@@ -65,6 +65,8 @@ CACHE_KEY = "mcts"
 VERIFY_SHARE = 0.15
 VERIFY_MIN_NODES = 500
 VERIFY_MIN_SECONDS = 0.001
+# Visits of a uttt leaf before its children are added (option expand).
+UTTT_EXPAND = 1
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -172,6 +174,7 @@ def _run(
     near_playouts: bool = True,
     root_keep: np.ndarray | None = None,
     anti_decisive_playouts: bool = False,
+    expand: int = 1,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -204,6 +207,7 @@ def _run(
                 path,
                 buf,
                 root_keep,
+                expand,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -430,6 +434,9 @@ def _search(
     anti_playouts = options.anti_decisive_playouts
     symmetry = options.symmetry
     game = kernel_game(state.game)
+    expand = options.expand
+    if expand is None:
+        expand = UTTT_EXPAND if game.kind == KIND_UTTT else 1
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -472,6 +479,7 @@ def _search(
         near_playouts=near_playouts,
         root_keep=root_keep,
         anti_decisive_playouts=anti_playouts,
+        expand=expand,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -530,6 +538,7 @@ def uct_search(
         symmetry=False,
         anti_decisive_playouts=False,
         verify=0.0,
+        expand=1,
     )
     return _search(
         state,
