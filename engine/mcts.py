@@ -35,7 +35,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
-from engine.kernels.layout import H_FORCED, KIND_UTTT, seed_rng
+from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
     M_ROOM,
     PROVEN_DRAW,
@@ -175,6 +175,7 @@ def _run(
     root_keep: np.ndarray | None = None,
     anti_decisive_playouts: bool = False,
     expand: int = 1,
+    capture_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -184,6 +185,8 @@ def _run(
     near = bool(game.near) and near_playouts
     # Playouts: 0 random, 1 decisive moves, 2 decisive and anti-decisive (kernels.rules.playout).
     policy = (2 if anti_decisive_playouts else 1) if decisive else 0
+    if decisive and capture_playouts:
+        policy |= PLAYOUT_CAPTURE
 
     full = False  # no more growth in this search: the copy would not fit in the budget
 
@@ -480,6 +483,7 @@ def _search(
         root_keep=root_keep,
         anti_decisive_playouts=anti_playouts,
         expand=expand,
+        capture_playouts=options.capture_playouts,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -539,6 +543,7 @@ def uct_search(
         anti_decisive_playouts=False,
         verify=0.0,
         expand=1,
+        capture_playouts=False,
     )
     return _search(
         state,

@@ -117,6 +117,7 @@ class MCTSOptions(Options):
     symmetry: bool = True
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
+    capture_playouts: bool = False
     verify: float | None = None
     expand: int | None = None
 

@@ -49,6 +49,10 @@ MOVES_NORMAL = 0
 MOVES_MOVER_WINS = 1  # the single generated move wins at once
 MOVES_MOVER_LOSES = 2  # every move lets the opponent win at once
 
+# Playout policy: 0 uniform, 1 decisive moves, 2 decisive and anti-decisive; uttt playouts
+# with this bit added also capture the small board they are sent to when they can.
+PLAYOUT_CAPTURE = 4
+
 NEAR_MIN_CELLS = 50  # mnk boards with more cells search only cells within 2 of a stone
 NEAR_RADIUS = 2
 

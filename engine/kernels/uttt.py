@@ -29,6 +29,7 @@ from engine.kernels.layout import (
     MOVES_NORMAL,
     O_WON,
     ONGOING,
+    PLAYOUT_CAPTURE,
     X_WON,
     below,
     rand_below,
@@ -331,7 +332,8 @@ def uttt_playout(st, rng, policy, buf):
     last = st[H_LAST]
     result = ONGOING
     decisive = policy >= 1
-    anti = policy >= 2
+    anti = (policy & 2) != 0
+    capture = (policy & PLAYOUT_CAPTURE) != 0
     x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
     while True:
         if decisive:
@@ -375,7 +377,11 @@ def uttt_playout(st, rng, policy, buf):
                 b = forced
                 free = ~st[OFF_FULL + b] & 511
                 x = xorshift_step(x)
-                c = NTH9[free * 9 + below(x, POP9[free])]
+                wins = THREAT9[st[OFF_SMALL + 9 * p + b]] & free if capture else 0
+                if wins:
+                    c = NTH9[wins * 9 + below(x, POP9[wins])]  # take the small board
+                else:
+                    c = NTH9[free * 9 + below(x, POP9[free])]
             else:
                 rng[0] = x
                 b, c = _random_cell(st, rng, forced, closed, avail)
