@@ -181,7 +181,7 @@ def _root_vct(
     if iterations:
         info[base.LIMIT] = int(info[base.NODES]) + max(1, int(VCT_SHARE * iterations))
     for depth in range(2, VCT_MAX_DEPTH + 1):
-        if K.vct_attack(player, depth, 0, context.game, context.search):
+        if K.vct(player, 1, depth, 0, context.game, context.search):
             return depth
         if info[base.STOP] != 0:
             break

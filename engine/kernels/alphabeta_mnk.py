@@ -536,17 +536,48 @@ def _makes_threat(p, c, g):
 
 
 @njit(cache=True)
-def vct_attack(p, depth, ply, g, s):
-    """Victory by continuous threats (Allis 1994, threat-space search) for attacker p to move,
-    within ``depth`` attacking moves, each a four or an open three (by the line shapes, k = 5):
-    True if every defence loses; info[BEST] = the first move (at the ply it was called with).
-    The defender's answers (``vct_defend``) are all the moves that could stop the threat, so a
-    True is a proof."""
+def vct(p, attacking, depth, ply, g, s):
+    """Victory by continuous threats (Allis 1994, threat-space search) for attacker p, within
+    ``depth`` attacking moves, each a four or an open three (by the line shapes, k = 5). With
+    ``attacking`` (1) p is to move, and info[BEST] gets the first move of a win; else the
+    defender (1 - p) is, and tries every move that could stop the threat (a four: its block;
+    an open three: ``_answers``, its own fours included), so a True is a proof. One
+    self-recursive function for both sides, called with the same argument types everywhere:
+    numba's cache does not reload mutually recursive functions, nor a second copy compiled
+    for a literal argument (the reloaded copy crashes; numba issues #6061, #6713)."""
     info = s.info
+    buf = s.moves[ply]
+    attack = ply - ply + 1  # 1 and 0, not literals (see above)
+    defend = ply - ply
+    if attacking == 0:
+        d = 1 - p
+        if info[FOURS + d] > 0:
+            return False  # the defender makes five
+        if info[FOURS + p] > 0:
+            if _winning_cells(p, g, buf[:2]) >= 2:
+                return True
+            n = 1  # block the four
+        else:
+            n = _candidates(g, buf)
+            threat = False
+            for i in range(n):
+                if _winning_cells_after(p, buf[i], g) >= 2:
+                    threat = True
+                    break
+            if not threat:
+                return False  # no four, no open three: the attack has run out
+            n = _answers(d, ply, n, g, s.moves, s.scores)
+        for i in range(n):
+            c = buf[i]
+            place(c, d, g, info)
+            won = vct(p, attack, depth, ply + 1, g, s)
+            remove(c, d, g, info)
+            if not won or info[STOP] != 0:
+                return False
+        return True
     tick(info, s.deadline)
     if info[STOP] != 0:
         return False
-    buf = s.moves[ply]
     if info[FOURS + p] > 0:
         _winning_cells(p, g, buf[:1])
         info[BEST] = buf[0]
@@ -558,7 +589,7 @@ def vct_attack(p, depth, ply, g, s):
             return False
         c = buf[0]
         place(c, p, g, info)
-        won = vct_defend(p, depth - 1, ply + 1, g, s)
+        won = vct(p, defend, depth - 1, ply + 1, g, s)
         remove(c, p, g, info)
         if won:
             info[BEST] = c
@@ -574,7 +605,7 @@ def vct_attack(p, depth, ply, g, s):
     for i in range(kept):
         c = base.pick(ply, i, kept, s.moves, s.scores)
         place(c, p, g, info)
-        won = vct_defend(p, depth - 1, ply + 1, g, s)
+        won = vct(p, defend, depth - 1, ply + 1, g, s)
         remove(c, p, g, info)
         if won:
             info[BEST] = c
@@ -582,39 +613,6 @@ def vct_attack(p, depth, ply, g, s):
         if info[STOP] != 0:
             return False
     return False
-
-
-@njit(cache=True)
-def vct_defend(p, depth, ply, g, s):
-    """The defender (1 - p) to move against attacker p's threat: True if every answer loses."""
-    info = s.info
-    d = 1 - p
-    buf = s.moves[ply]
-    if info[FOURS + d] > 0:
-        return False  # the defender makes five
-    if info[FOURS + p] > 0:
-        count = _winning_cells(p, g, buf[:2])
-        if count >= 2:
-            return True
-        n = 1  # block the four
-    else:
-        n = _candidates(g, buf)
-        threat = False
-        for i in range(n):
-            if _winning_cells_after(p, buf[i], g) >= 2:
-                threat = True
-                break
-        if not threat:
-            return False  # no four, no open three: the attack has run out
-        n = _answers(d, ply, n, g, s.moves, s.scores)
-    for i in range(n):
-        c = buf[i]
-        place(c, d, g, info)
-        won = vct_attack(p, depth, ply + 1, g, s)
-        remove(c, d, g, info)
-        if not won or info[STOP] != 0:
-            return False
-    return True
 
 
 @njit(cache=True)

@@ -144,9 +144,10 @@ def test_recursive_kernels_compile_once():
     for name, moves in (("gomoku", [112, 113, 98]), ("5x5", [12]), ("uttt", [40])):
         state = engine.replay((name, {}), moves)
         engine.search(state, "alphabeta", Budget(iterations=3000), seed=1)
-    # One compiled search per game (its position tuple's type), one VCF (negamax is called
-    # from compiled code only, so its copies show as root's).
+    # One compiled search per game (its position tuple's type), one VCF, one VCT (negamax is
+    # called from compiled code only, so its copies show as root's).
     assert len(AB.root.signatures) == 2 and len(K.vcf.signatures) == 1
+    assert len(K.vct.signatures) == 1
 
 
 @pytest.mark.parametrize(("name", "params"), [("mnk", {"m": 3, "n": 4, "k": 3}), ("tictactoe", {})])
