@@ -199,8 +199,7 @@ def mnk_alphabeta(
 ) -> SearchResult:
     game = state.game
     context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
-    params = context.t.params
-    params[K.P_PATTERN] = int(options.patterns and context.t.patterns)
+    context.set_patterns(options.patterns)
     _start(context, state.history(), keep, iterations, clock)
     player = state.current_player()
     info = context.info
@@ -222,7 +221,7 @@ def mnk_alphabeta(
         g, s = context.game, context.search
         context.deadline[base.D_DEADLINE] = kernel_deadline
         found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
-        if found == 0 and info[base.STOP] == 0 and params[K.P_PATTERN] and options.vct:
+        if found == 0 and info[base.STOP] == 0 and options.vct:
             found = _root_vct(context, player, deadline, iterations, clock)
         if found > 0 and info[base.STOP] == 0:
             action = int(info[K.BEST])

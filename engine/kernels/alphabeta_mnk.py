@@ -527,18 +527,35 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
 
 
 @njit(cache=True)
-def _makes_threat(p, c, g):
-    """Whether p's stone on c makes a four or an open three (by its line shapes)."""
-    for d in range(4):
-        if g.shape[p, c, d] >= OPEN_THREE:
-            return True
-    return False
+def _threat_kind(p, c, g, info):
+    """What p's stone on the empty cell c makes: 2 a four (through c, a window two short for
+    p and free of the opponent), 1 an open three (after it, a cell of such a window gives p
+    two winning cells: an open four or a double four), 0 neither."""
+    k = g.params[P_K]
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+            return 2
+    threat = 0
+    place(c, p, g, info)
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = g.win_cells[w, t]
+                if g.cells[e] == 0 and _winning_cells_after(p, e, g) >= 2:
+                    threat = 1
+                    break
+        if threat:
+            break
+    remove(c, p, g, info)
+    return threat
 
 
 @njit(cache=True)
 def vct(p, attacking, depth, ply, g, s):
     """Victory by continuous threats (Allis 1994, threat-space search) for attacker p, within
-    ``depth`` attacking moves, each a four or an open three (by the line shapes, k = 5). With
+    ``depth`` attacking moves, each a four or an open three (``_threat_kind``). With
     ``attacking`` (1) p is to move, and info[BEST] gets the first move of a win; else the
     defender (1 - p) is, and tries every move that could stop the threat (a four: its block;
     an open three: ``_answers``, its own fours included), so a True is a proof. One
@@ -598,9 +615,10 @@ def vct(p, attacking, depth, ply, g, s):
     kept = 0
     for i in range(n):
         c = buf[i]
-        if _makes_threat(p, c, g):
+        threat = _threat_kind(p, c, g, info)
+        if threat > 0:
             buf[kept] = c
-            s.scores[ply, kept] = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
+            s.scores[ply, kept] = threat  # fours first
             kept += 1
     for i in range(kept):
         c = base.pick(ply, i, kept, s.moves, s.scores)
@@ -769,16 +787,15 @@ class MNKTables:
         )
         # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
         # .patterns, k = 5).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, int(k == 5)], dtype=np.int64
-        )
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
-        # Line shapes (k = 5 only): the table, the neighbour at each slot of a cell's key per
-        # direction, and each cell's key on the empty board (the edges, as WALL).
+        # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
+        # neighbour at each slot of a cell's key per direction, and each cell's key on the
+        # empty board (the edges, as WALL).
         self.patterns = k == 5
         lines = cells if self.patterns else 1
-        self.shape_table = shapes.shape_tables() if self.patterns else np.zeros((2, 1), np.int8)
+        self.shape_table = np.zeros((2, 1), np.int8)
         self.neighbour = np.full((lines, 4, shapes.SLOTS), -1, dtype=np.int32)
         self.empty_key = np.zeros((lines, 4), dtype=np.int32)
         if self.patterns:
@@ -792,6 +809,10 @@ class MNKTables:
                             self.neighbour[c, d, j] = r * n + cc
                         else:
                             self.empty_key[c, d] |= shapes.WALL << (2 * j)
+
+    def load_shapes(self) -> None:
+        if self.patterns and self.shape_table.shape[1] == 1:
+            self.shape_table = shapes.shape_tables()
 
 
 class MNKContext:
@@ -837,6 +858,16 @@ class MNKContext:
         self.deadline = self.search.deadline
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
+
+    def set_patterns(self, on: bool) -> None:
+        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts; takes
+        effect at the next ``set_position``."""
+        on = on and self.t.patterns
+        self.t.params[P_PATTERN] = int(on)
+        if on:
+            self.t.load_shapes()
+            if self.game.shape_table is not self.t.shape_table:
+                self.game = self.game._replace(shape_table=self.t.shape_table)
 
     @property
     def nbytes(self) -> int:

@@ -76,6 +76,7 @@ def _scratch_eval(context: K.MNKContext) -> int:
 def test_mnk_kernel_tracks_the_python_rules(params):
     game = engine.make_game("mnk", **params)
     context = _mnk_context(game)
+    context.set_patterns(True)  # k = 5: the line shapes (checked by _scratch_eval)
     rng = random.Random(sum(params.values()))
     for _ in range(6):
         state = game.new_initial_state()

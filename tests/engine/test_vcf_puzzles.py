@@ -117,3 +117,107 @@ def test_alphabeta_finds_the_win_and_plays_it_out(moves: list[int], length: int)
             break
         state.apply_checked(min(winning_cells(state, attacker)))  # the defender blocks
     assert state.winner() == attacker
+
+
+# --- VCT: victory by continuous threats (fours and open threes) -------------------------------
+
+
+def line_cells(cell: int, n: int = 15) -> list[int]:
+    """The cells within four of ``cell`` along its row, column and diagonals: a five through
+    ``cell`` lies in them, so a stone there changes only their winning cells."""
+    r0, c0 = divmod(cell, n)
+    out = []
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for offset in (-4, -3, -2, -1, 1, 2, 3, 4):
+            r, c = r0 + offset * dr, c0 + offset * dc
+            if 0 <= r < n and 0 <= c < n:
+                out.append(r * n + c)
+    return out
+
+
+def new_wins(state: MNKState, player: int, cell: int) -> set[int]:
+    """The winning cells of ``player`` through its stone on ``cell`` (all of them, if it had
+    none before)."""
+    return {c for c in line_cells(cell) if state.board[c] == EMPTY and state.wins_with(c, player)}
+
+
+def open_four_cells(state: MNKState, player: int, near: list[int]) -> set[int]:
+    """The empty cells of ``near`` where ``player``, with no winning cell yet, gets two."""
+    out = set()
+    for c in near:
+        if state.board[c] == EMPTY:
+            state.board[c] = player
+            if len(new_wins(state, player, c)) >= 2:
+                out.add(c)
+            state.board[c] = EMPTY
+    return out
+
+
+def threat_moves(state: MNKState, player: int) -> list[int]:
+    """The attacker's fours first, then its open threes (a move after which it has an
+    open-four cell), among the cells in line with its stones."""
+    own = [c for c, v in enumerate(state.board) if v == player]
+    near = sorted({c for s in own for c in line_cells(s) if state.board[c] == EMPTY})
+    four, three = [], []
+    for c in near:
+        state.board[c] = player
+        if new_wins(state, player, c):
+            four.append(c)
+        elif open_four_cells(state, player, [e for e in line_cells(c) if e in near]):
+            three.append(c)
+        state.board[c] = EMPTY
+    return four + three
+
+
+def vct_attack(state: MNKState, depth: int) -> int | None:
+    """A first move of a victory by at most ``depth`` threats for the player to move (the
+    attacker), or None."""
+    p = state.current_player()
+    own = winning_cells(state, p)
+    if own:
+        return min(own)
+    if depth == 0:
+        return None
+    theirs = winning_cells(state, 1 - p)
+    if len(theirs) >= 2:
+        return None
+    for move in [min(theirs)] if theirs else threat_moves(state, p):
+        after = state.clone()
+        after.apply_action(move)
+        if vct_defence_loses(after, depth - 1, p):
+            return move
+    return None
+
+
+def vct_defence_loses(state: MNKState, depth: int, attacker: int) -> bool:
+    """Every move of the defender (to move) loses to the attacker within ``depth`` threats.
+    Exhaustive: a move far from the attacker's open-four cells (off their lines) that makes
+    no four leaves an open four to play next, which wins; every other move is searched."""
+    d = 1 - attacker
+    if winning_cells(state, d):
+        return False  # the defender makes five
+    wins = winning_cells(state, attacker)
+    if len(wins) >= 2:
+        return True
+    if wins:  # a four: any move but its block lets five be played
+        replies = [min(wins)]
+    else:
+        board = state.board
+        near = [c for c, v in enumerate(board) if v == EMPTY]
+        targets = open_four_cells(state, attacker, near)
+        if not targets:
+            return False  # no four, no open three: the attack has run out
+        reach = {c for t in targets for c in line_cells(t)} | targets
+        replies = []
+        for c in near:
+            board[c] = d
+            four = bool(new_wins(state, d, c))
+            board[c] = EMPTY
+            if four or c in reach:
+                replies.append(c)
+    for reply in replies:
+        after = state.clone()
+        after.apply_action(reply)
+        if vct_attack(after, depth) is None:
+            return False
+    return True
