@@ -6,14 +6,25 @@ The reference is exhaustive within VCF: the attacker tries every move that makes
 defender reply other than the block loses at once (the attacker completes five), unless it
 makes five itself, so only the block is searched further. The puzzles are random gomoku
 positions (no four on the board) whose shortest VCF is 3 to 5 fours, with that length
-checked: none shorter exists."""
+checked: none shorter exists.
+
+VCT puzzles (victory by continuous threats: fours and open threes): positions from self-play
+where the player to move has no VCF but a VCT. The check is exhaustive on the defender's side:
+the attacker plays the compiled VCT's moves, and every defender move is tried, but for those
+the rules settle at once (a move off the lines of the attacker's open-four cells that makes
+no four leaves an open four to play, which wins)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 import engine
 from engine import Budget
+from engine.alphabeta_driver import _mnk_context, _start
+from engine.kernels import alphabeta_base as base
+from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
 
 # (moves from the start, fours in the shortest VCF of the player to move)
@@ -153,40 +164,34 @@ def open_four_cells(state: MNKState, player: int, near: list[int]) -> set[int]:
     return out
 
 
-def threat_moves(state: MNKState, player: int) -> list[int]:
-    """The attacker's fours first, then its open threes (a move after which it has an
-    open-four cell), among the cells in line with its stones."""
-    own = [c for c, v in enumerate(state.board) if v == player]
-    near = sorted({c for s in own for c in line_cells(s) if state.board[c] == EMPTY})
-    four, three = [], []
-    for c in near:
-        state.board[c] = player
-        if new_wins(state, player, c):
-            four.append(c)
-        elif open_four_cells(state, player, [e for e in line_cells(c) if e in near]):
-            three.append(c)
-        state.board[c] = EMPTY
-    return four + three
+def kernel_vct_move(state: MNKState, depth: int) -> int | None:
+    """The first move of the compiled VCT (engine/kernels/alphabeta_mnk.py) within ``depth``
+    threats for the player to move, or None."""
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    context.deadline[base.D_DEADLINE] = 0.0
+    if K.vct(state.current_player(), 1, depth, 0, context.game, context.search):
+        return int(context.info[K.BEST])
+    return None
 
 
-def vct_attack(state: MNKState, depth: int) -> int | None:
-    """A first move of a victory by at most ``depth`` threats for the player to move (the
-    attacker), or None."""
+def vct_proof(state: MNKState, depth: int) -> bool:
+    """The player to move (the attacker) wins within ``depth`` threats, its moves those of
+    the compiled VCT, every defence tried (``vct_defence_loses``)."""
     p = state.current_player()
-    own = winning_cells(state, p)
-    if own:
-        return min(own)
+    if winning_cells(state, p):
+        return True
     if depth == 0:
-        return None
+        return False
     theirs = winning_cells(state, 1 - p)
     if len(theirs) >= 2:
-        return None
-    for move in [min(theirs)] if theirs else threat_moves(state, p):
-        after = state.clone()
-        after.apply_action(move)
-        if vct_defence_loses(after, depth - 1, p):
-            return move
-    return None
+        return False
+    move = min(theirs) if theirs else kernel_vct_move(state, depth)
+    if move is None:
+        return False
+    after = state.clone()
+    after.apply_action(move)
+    return vct_defence_loses(after, depth - 1, p)
 
 
 def vct_defence_loses(state: MNKState, depth: int, attacker: int) -> bool:
@@ -204,7 +209,8 @@ def vct_defence_loses(state: MNKState, depth: int, attacker: int) -> bool:
     else:
         board = state.board
         near = [c for c, v in enumerate(board) if v == EMPTY]
-        targets = open_four_cells(state, attacker, near)
+        lines = {c for s, v in enumerate(board) if v == attacker for c in line_cells(s)}
+        targets = open_four_cells(state, attacker, [c for c in near if c in lines])
         if not targets:
             return False  # no four, no open three: the attack has run out
         reach = {c for t in targets for c in line_cells(t)} | targets
@@ -218,6 +224,39 @@ def vct_defence_loses(state: MNKState, depth: int, attacker: int) -> bool:
     for reply in replies:
         after = state.clone()
         after.apply_action(reply)
-        if vct_attack(after, depth) is None:
+        if not vct_proof(after, depth):
             return False
     return True
+
+
+# (moves from the start, attacking moves of the VCT found) from self-play: the player to move
+# has no VCF but a VCT (Allis 1994: fours and open threes, every defence tried).
+VCT_PUZZLES = [
+    ([97, 144, 113, 125, 99, 98, 115, 112, 145, 81], 4),
+    ([144, 95, 127, 113, 128, 160, 142, 114], 3),
+    ([84, 111, 83, 142, 68, 100, 69, 114, 86, 156, 128, 85], 3),
+    ([98, 82, 126, 83, 96, 97, 112, 84, 85, 111, 69, 80, 81, 101, 154, 140, 67, 95, 139, 65, 50,
+      143, 159, 63, 79, 64, 62, 129, 115, 125, 110, 70, 158, 94], 4),
+    ([126, 110, 82, 129, 112, 98, 83, 67, 156, 141, 124, 125, 140, 172, 80, 81, 64, 96], 4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("moves", "depth"), VCT_PUZZLES)
+def test_alphabeta_finds_the_vct(moves: list[int], depth: int) -> None:
+    """No VCF (checked exhaustively to 8 fours), a VCT (proven against every defence), and
+    the search proves the win and plays a move that keeps it within the same threats."""
+    state = engine.replay(("gomoku", {}), moves)
+    attacker = state.current_player()
+    assert vcf(state, 8) is None
+    assert vct_proof(state, depth)
+    result = engine.search(state, "alphabeta", Budget(iterations=100_000), seed=1)
+    assert result.proven == "win"
+    after = state.clone()
+    after.apply_checked(result.action)
+    assert vct_defence_loses(after, depth - 1, attacker)
+
+
+def test_vct_needs_a_threat() -> None:
+    """The reference can say no: two stones each, no three to make, no VCT."""
+    state = engine.replay(("gomoku", {}), [112, 0, 113, 14])
+    assert not vct_proof(state, 3)
