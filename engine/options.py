@@ -159,11 +159,16 @@ class AlphaBetaOptions(Options):
     """alphabeta: how deep to search at most, the compiled kernels or the Python reference
     searcher (``compiled=False``), and on m,n,k boards with k >= 5 the threat-space move
     generation (``threats``: answer the opponent's open threes; False plays as the search
-    did before it, for matches against that one)."""
+    did before it, for matches against that one); on k = 5 boards the evaluation and move
+    ordering by line shapes (``patterns``; off: by counts of stones in windows, which
+    measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
+    victory by continuous fours and open threes)."""
 
     max_depth: int | None = None
     compiled: bool = True
     threats: bool = True
+    patterns: bool = False
+    vct: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)
