@@ -226,3 +226,27 @@ def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
             else:
                 assert child.winner() in (None, state.current_player())
     assert proofs >= 20
+
+
+def test_new_options_are_checked() -> None:
+    for bad in ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True}):
+        with pytest.raises(engine.EngineError, match="option (expand|prior)"):
+            MCTSOptions(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prior", [0, 8])
+def test_reported_visits_are_real_playouts(prior: int) -> None:
+    """Each iteration passes through one root child; the virtual visits of progressive bias
+    are not reported as visits."""
+    state = _random_position(3, 20)
+    result = mcts_search(
+        state,
+        deadline=None,
+        iterations=3000,
+        seed=1,
+        clock=lambda: 0.0,
+        options=MCTSOptions(prior=prior),
+        cache={},
+    )
+    assert result.proven is None and result.visits is not None
+    assert sum(v for _, v in result.visits) == 3000
