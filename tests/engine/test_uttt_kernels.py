@@ -5,6 +5,7 @@ progressive-bias prior; and MCTS-Solver's proofs on late positions against exact
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import numpy as np
 import pytest
@@ -31,9 +32,9 @@ from engine.kernels.uttt import (
 )
 from engine.mcts import mcts_search
 from engine.options import MCTSOptions
-from engine.uttt import EMPTY, LINES, OPEN
+from engine.uttt import EMPTY, LINES, OPEN, UTTTGame, UTTTState
 
-GAME = engine.make_game("uttt")
+GAME = cast(UTTTGame, engine.make_game("uttt"))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,7 +42,7 @@ def _compiled() -> None:
     engine.warm_up([("uttt", "mcts")])
 
 
-def _random_position(seed: int, plies: int) -> engine.State:
+def _random_position(seed: int, plies: int) -> UTTTState:
     rng = random.Random(seed)
     state = GAME.new_initial_state()
     for _ in range(plies):
@@ -51,7 +52,7 @@ def _random_position(seed: int, plies: int) -> engine.State:
     return state
 
 
-def _masks(state) -> tuple[list[int], list[int], list[int]]:  # noqa: ANN001
+def _masks(state: UTTTState) -> tuple[list[int], list[int], list[int]]:
     """Each player's 9-bit mask per small board and the occupied cells, from the reference."""
     small = [[0] * 9, [0] * 9]
     full = [0] * 9
@@ -63,7 +64,7 @@ def _masks(state) -> tuple[list[int], list[int], list[int]]:  # noqa: ANN001
     return small[0], small[1], full
 
 
-def _captures(state, player: int) -> bool:  # noqa: ANN001
+def _captures(state: UTTTState, player: int) -> bool:
     """Whether ``player`` (to move in ``state``) can win a small board with one move."""
     for action in state.legal_actions():
         child = state.clone()
@@ -73,7 +74,7 @@ def _captures(state, player: int) -> bool:  # noqa: ANN001
     return False
 
 
-def _reference_prior(state, action: int) -> int:  # noqa: ANN001
+def _reference_prior(state: UTTTState, action: int) -> int:
     player = state.current_player()
     child = state.clone()
     child.apply_action(action)
@@ -148,7 +149,7 @@ def test_apply_then_status_matches_reference_to_the_end() -> None:
         assert int(s[H_STATUS]) in (1, 2, 3)
 
 
-def _value(state, memo: dict[tuple[int, ...], int]) -> int:  # noqa: ANN001
+def _value(state: UTTTState, memo: dict[tuple[int, ...], int]) -> int:
     """Exact negamax value for the player to move: 1 win, 0 draw, -1 loss."""
     key = tuple(state.history())
     if key in memo:
@@ -169,11 +170,11 @@ def _value(state, memo: dict[tuple[int, ...], int]) -> int:  # noqa: ANN001
     return best
 
 
-def _late_positions(count: int, empties: int) -> list[engine.State]:
+def _late_positions(count: int, empties: int) -> list[UTTTState]:
     """Positions of random games where at most ``empties`` cells of the open boards are
     left (small exact trees)."""
     rng = random.Random(2008)
-    out = []
+    out: list[UTTTState] = []
     while len(out) < count:
         state = GAME.new_initial_state()
         while not state.is_terminal():
@@ -231,7 +232,7 @@ def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
 def test_new_options_are_checked() -> None:
     for bad in ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True}):
         with pytest.raises(engine.EngineError, match="option (expand|prior)"):
-            MCTSOptions(**bad)  # type: ignore[arg-type]
+            MCTSOptions(**bad)
 
 
 @pytest.mark.parametrize("prior", [0, 8])
