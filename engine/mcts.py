@@ -47,7 +47,7 @@ from engine.kernels.tree import (
     mcts_run,
     subtree_size,
 )
-from engine.options import MCTS_C, UCB1_C, UTTT_C, MCTSOptions, UCTOptions
+from engine.options import UCB1_C, MCTSOptions, UCTOptions
 from engine.result import Proof, SearchResult
 from engine.symmetry import representative_moves
 
@@ -448,8 +448,6 @@ def _search(
     symmetry = options.symmetry
     game = kernel_game(state.game)
     uttt = game.kind == KIND_UTTT
-    if c is None:
-        c = UTTT_C if uttt else MCTS_C
     expand = options.expand
     if expand is None:
         expand = UTTT_EXPAND if uttt else 1

@@ -32,11 +32,9 @@ __all__ = [
 # UCB1's constant for rewards in [0, 1] (Auer, Cesa-Bianchi & Fischer 2002): plain uct.
 UCB1_C = math.sqrt(2.0)
 # mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
-# score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md); the m,n,k default.
+# score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
 MCTS_C = 0.7
-# mcts on uttt with progressive bias (option prior): 0.65 for 0.5 against 0.7 in 40 games at
-# 100 ms (bench/README.md).
-UTTT_C = 0.5
+
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
@@ -107,22 +105,22 @@ class NoOptions(Options):
 
 @dataclass(frozen=True, slots=True)
 class MCTSOptions(Options):
-    """mcts (engine/mcts.py): UCB1's exploration constant (None: UTTT_C on uttt, else
-    MCTS_C) and the enhancements, each of which can be switched off on its own; ``verify`` is the share of the budget spent checking the
+    """mcts (engine/mcts.py): UCB1's exploration constant and the enhancements, each of which
+    can be switched off on its own; ``verify`` is the share of the budget spent checking the
     chosen move with alpha-beta (None: 0.15 on m,n,k boards under 50 cells, else 0);
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
     playouts take the small board they are sent to when they can."""
 
-    c: float | None = None
+    c: float = MCTS_C
     solver: bool = True
     decisive: bool = True
     reuse: bool = True
     symmetry: bool = True
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
-    capture_playouts: bool = True
+    capture_playouts: bool = False
     prior: int | None = None
     verify: float | None = None
     expand: int | None = None
@@ -236,8 +234,8 @@ def _check_types(options: Options) -> None:
             raise EngineError(f"option {f.name} must be {names}, not {value!r}")
 
 
-def _check_c(c: float | None) -> None:
-    if c is not None and c < 0:
+def _check_c(c: float) -> None:
+    if c < 0:
         raise EngineError(f"option c (UCB1 exploration) must be a number >= 0, not {c!r}")
 
 
