@@ -9,7 +9,10 @@ tree reuse between the moves of one game through the Searcher's per-game ``cache
 position that a board symmetry maps to itself, one root move of each class of equivalent
 moves (``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24); on
 m,n,k boards, an alpha-beta check of the chosen root move in the last part of the budget
-(option ``verify``, a share of the budget; ``_verify``). Final move: the most visited.
+(option ``verify``, a share of the budget; ``_verify``); on uttt, progressive bias by prior
+knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``prior``
+virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
+``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
