@@ -9,7 +9,10 @@ tree reuse between the moves of one game through the Searcher's per-game ``cache
 position that a board symmetry maps to itself, one root move of each class of equivalent
 moves (``engine.symmetry``; the 5x5 reply to the centre has 5 classes instead of 24); on
 m,n,k boards, an alpha-beta check of the chosen root move in the last part of the budget
-(option ``verify``, a share of the budget; ``_verify``). Final move: the most visited.
+(option ``verify``, a share of the budget; ``_verify``); on uttt, progressive bias by prior
+knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``prior``
+virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
+``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -65,8 +68,10 @@ CACHE_KEY = "mcts"
 VERIFY_SHARE = 0.15
 VERIFY_MIN_NODES = 500
 VERIFY_MIN_SECONDS = 0.001
-# Visits of a uttt leaf before its children are added (option expand).
-UTTT_EXPAND = 1
+# uttt defaults of the options expand and prior, measured in arena matches against the mcts
+# of a3f180e at 100 ms (bench/README.md); other games: 1 and 0 (as before).
+UTTT_EXPAND = 4
+UTTT_PRIOR = 8
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -176,6 +181,7 @@ def _run(
     anti_decisive_playouts: bool = False,
     expand: int = 1,
     capture_playouts: bool = False,
+    prior: int = 0,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -211,6 +217,7 @@ def _run(
                 buf,
                 root_keep,
                 expand,
+                prior,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -379,7 +386,11 @@ def _choose(tree: _Tree) -> int:
     return best
 
 
-def _result(tree: _Tree, best: int, algorithm: str, iterations: int) -> SearchResult:
+def _result(
+    tree: _Tree, best: int, algorithm: str, iterations: int, prior: int = 0
+) -> SearchResult:
+    """The search's result; the root moves' visits without the ``prior`` virtual visits each
+    child started with (progressive bias)."""
     action = int(tree.action[best])
     proof = _ROOT_PROOF.get(int(tree.proven[0]))
     if proof is not None:
@@ -402,7 +413,9 @@ def _result(tree: _Tree, best: int, algorithm: str, iterations: int) -> SearchRe
         if tree.visits[node] == 0 and not won:
             break
         pv.append(int(tree.action[node]))
-    visits = tuple(sorted((int(tree.action[j]), int(tree.visits[j])) for j in tree.children(0)))
+    visits = tuple(
+        sorted((int(tree.action[j]), max(0, int(tree.visits[j]) - prior)) for j in tree.children(0))
+    )
     return SearchResult(
         action=action,
         value=float(max(-1.0, min(1.0, value))),
@@ -437,9 +450,13 @@ def _search(
     anti_playouts = options.anti_decisive_playouts
     symmetry = options.symmetry
     game = kernel_game(state.game)
+    uttt = game.kind == KIND_UTTT
     expand = options.expand
     if expand is None:
-        expand = UTTT_EXPAND if game.kind == KIND_UTTT else 1
+        expand = UTTT_EXPAND if uttt else 1
+    prior = options.prior
+    if prior is None:
+        prior = UTTT_PRIOR if uttt else 0
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -484,13 +501,14 @@ def _search(
         anti_decisive_playouts=anti_playouts,
         expand=expand,
         capture_playouts=options.capture_playouts,
+        prior=prior,
     )
     best = _choose(tree)
     if verify_share > 0.0:
         nodes = None if iterations is None else int(verify_share * iterations)
         nodes = None if nodes is None else max(VERIFY_MIN_NODES, nodes)
         best = _verify(tree, state, best, deadline, nodes, clock, cache)
-    result = _result(tree, best, algorithm, done)
+    result = _result(tree, best, algorithm, done, prior)
     if reuse:
         # Keep the tree; the next search of this game copies out the part below the moves
         # played since (work done inside that search's budget).
@@ -544,6 +562,7 @@ def uct_search(
         verify=0.0,
         expand=1,
         capture_playouts=False,
+        prior=0,
     )
     return _search(
         state,

@@ -34,6 +34,7 @@ UCB1_C = math.sqrt(2.0)
 # mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
 # score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
 MCTS_C = 0.7
+
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
@@ -107,8 +108,10 @@ class MCTSOptions(Options):
     """mcts (engine/mcts.py): UCB1's exploration constant and the enhancements, each of which
     can be switched off on its own; ``verify`` is the share of the budget spent checking the
     chosen move with alpha-beta (None: 0.15 on m,n,k boards under 50 cells, else 0);
-    ``expand`` is the number of visits a leaf gets before its children are added (None: the
-    game's default, engine/mcts.py)."""
+    ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
+    the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
+    both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
+    playouts take the small board they are sent to when they can."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -118,12 +121,15 @@ class MCTSOptions(Options):
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
     capture_playouts: bool = False
+    prior: int | None = None
     verify: float | None = None
     expand: int | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
+        if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:
+            raise EngineError(f"option prior is 0..{MAX_EXPAND} virtual visits, not {self.prior}")
         if self.expand is not None and not 1 <= self.expand <= MAX_EXPAND:
             raise EngineError(f"option expand is 1..{MAX_EXPAND} visits, not {self.expand}")
         if self.verify is not None and not 0.0 <= self.verify < 1.0:

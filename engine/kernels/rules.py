@@ -8,6 +8,7 @@ from engine.kernels.layout import (
     H_STATUS,
     KIND_MNK,
     KIND_TTT,
+    KIND_UTTT,
     ONGOING,
     TTT_STATE_SIZE,
     UTTT_STATE_SIZE,
@@ -33,6 +34,7 @@ from engine.kernels.uttt import (
     uttt_apply,
     uttt_init,
     uttt_legal,
+    uttt_move_prior,
     uttt_playout,
     uttt_random_move,
     uttt_tree_moves,
@@ -66,6 +68,14 @@ def tree_moves(st, out, decisive):
     if st[H_KIND] == KIND_MNK:
         return mnk_tree_moves(st, out, decisive)
     return uttt_tree_moves(st, out, decisive)
+
+
+@njit(cache=True)
+def move_prior(st, action):
+    """A move's prior for progressive bias in the tree (uttt only, else 0)."""
+    if st[H_KIND] == KIND_UTTT:
+        return uttt_move_prior(st, action)
+    return 0
 
 
 @njit(cache=True)

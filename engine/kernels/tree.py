@@ -27,7 +27,7 @@ from engine.kernels.layout import (
     MOVES_MOVER_WINS,
     rand_below,
 )
-from engine.kernels.rules import apply, playout, tree_moves
+from engine.kernels.rules import apply, move_prior, playout, tree_moves
 
 UNKNOWN = 0
 PROVEN_WIN = 1  # the player who moved into the node wins with best play
@@ -104,6 +104,7 @@ def mcts_run(
     buf,
     root_keep,
     expand_at,
+    prior,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -114,7 +115,10 @@ def mcts_run(
     ``decisive``: decisive and anti-decisive moves at expansion; ``playout_policy``: the
     playouts' (``rules.playout``: 0 random, 1 decisive, 2 decisive and anti-decisive).
     A leaf is expanded once it has ``expand_at`` visits (the root at once); until then its
-    iterations are playouts from it."""
+    iterations are playouts from it. ``prior`` > 0: progressive bias by prior knowledge
+    (Gelly & Silver 2007; Chaslot et al. 2008): each new child starts with ``prior`` virtual
+    visits scored by its ``rules.move_prior`` (+1: 3/4 of a win, 0: half, -1: a quarter,
+    -2: none)."""
     capacity = parent.shape[0]
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -182,7 +186,7 @@ def mcts_run(
                 status = 2 - mover_in
         elif (
             first[node] == 0
-            and (node == 0 or visits[node] >= expand_at)
+            and (node == 0 or visits[node] >= expand_at + prior)
             and meta[M_NODES] < capacity
         ):
             # Expansion: all children at once, in random order.
@@ -208,6 +212,9 @@ def mcts_run(
                 j = n_nodes + i
                 parent[j] = node  # the other fields of a new slot are still zero
                 action[j] = buf[i]
+                if prior > 0:
+                    visits[j] = prior
+                    wins[j] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
             if n_moves > 0:
                 first[node] = n_nodes
                 count[node] = n_moves

@@ -243,6 +243,40 @@ def uttt_tree_moves(st, out, decisive):
 
 
 @njit(cache=True)
+def uttt_move_prior(st, action):
+    """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board,
+    -1 if it gives the opponent a free move (sends them to a closed board), -1 if the
+    opponent can capture a small board at once in reply; a move that ends the game scores
+    its capture alone."""
+    b = action // 9
+    c = action - 9 * b
+    p = st[H_TO_MOVE]
+    o = 1 - p
+    small = st[OFF_SMALL + 9 * p + b] | (1 << c)
+    full = st[OFF_FULL + b] | (1 << c)
+    captures = WIN9[small] != 0
+    closed = st[H_CLOSED]
+    if captures or full == 511:
+        closed |= 1 << b
+    if closed == 511 or (captures and WIN9[st[H_META0 + p] | (1 << b)]):
+        return 1 if captures else 0
+    score = 1 if captures else 0
+    if (closed >> c) & 1:
+        score -= 1  # a free move for the opponent
+        open_boards = ~closed & 511
+    else:
+        open_boards = 1 << c
+    # The opponent's captures in reply, on the boards it may play (board b as after the move).
+    for x in range(9):
+        if (open_boards >> x) & 1:
+            free = ~(full if x == b else st[OFF_FULL + x]) & 511
+            if THREAT9[st[OFF_SMALL + 9 * o + x]] & free:
+                score -= 1
+                break
+    return score
+
+
+@njit(cache=True)
 def uttt_random_move(st, rng):
     f = st[H_FORCED]
     if f >= 0:

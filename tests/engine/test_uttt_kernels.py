@@ -1,0 +1,253 @@
+"""The uttt bitboard kernels against the reference rules (engine/uttt.py) on random positions
+drawn by hypothesis: the per-board masks, move generation, random moves, game end and the
+progressive-bias prior; and MCTS-Solver's proofs on late positions against exact negamax."""
+
+from __future__ import annotations
+
+import random
+from typing import cast
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import engine
+from engine.kernels import compiled_legal_actions, compiled_outcome, kernel_game, root_state
+from engine.kernels.layout import (
+    H_CLOSED,
+    H_FORCED,
+    H_META0,
+    H_STATUS,
+    H_THREAT0,
+    H_TO_MOVE,
+    seed_rng,
+)
+from engine.kernels.uttt import (
+    OFF_FULL,
+    OFF_SMALL,
+    uttt_apply,
+    uttt_move_prior,
+    uttt_random_move,
+)
+from engine.mcts import mcts_search
+from engine.options import MCTSOptions
+from engine.uttt import EMPTY, LINES, OPEN, UTTTGame, UTTTState
+
+GAME = cast(UTTTGame, engine.make_game("uttt"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled() -> None:
+    engine.warm_up([("uttt", "mcts")])
+
+
+def _random_position(seed: int, plies: int) -> UTTTState:
+    rng = random.Random(seed)
+    state = GAME.new_initial_state()
+    for _ in range(plies):
+        if state.is_terminal():
+            break
+        state.apply_action(rng.choice(state.legal_actions()))
+    return state
+
+
+def _masks(state: UTTTState) -> tuple[list[int], list[int], list[int]]:
+    """Each player's 9-bit mask per small board and the occupied cells, from the reference."""
+    small = [[0] * 9, [0] * 9]
+    full = [0] * 9
+    for action, owner in enumerate(state.board):
+        if owner != EMPTY:
+            b, c = divmod(action, 9)
+            small[owner][b] |= 1 << c
+            full[b] |= 1 << c
+    return small[0], small[1], full
+
+
+def _captures(state: UTTTState, player: int) -> bool:
+    """Whether ``player`` (to move in ``state``) can win a small board with one move."""
+    for action in state.legal_actions():
+        child = state.clone()
+        child.apply_action(action)
+        if child.board_winners()[action // 9] == player:
+            return True
+    return False
+
+
+def _reference_prior(state: UTTTState, action: int) -> int:
+    player = state.current_player()
+    child = state.clone()
+    child.apply_action(action)
+    captures = int(child.board_winners()[action // 9] == player)
+    if child.is_terminal():
+        return captures
+    free = int(child.forced < 0)
+    return captures - free - int(_captures(child, 1 - player))
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), plies=st.integers(0, 81))
+def test_bitboards_match_the_reference_rules(seed: int, plies: int) -> None:
+    state = _random_position(seed, plies)
+    s = root_state(state, kernel_game(GAME))
+    x, o, full = _masks(state)
+    assert [int(v) for v in s[OFF_SMALL : OFF_SMALL + 9]] == x
+    assert [int(v) for v in s[OFF_SMALL + 9 : OFF_SMALL + 18]] == o
+    assert [int(v) for v in s[OFF_FULL : OFF_FULL + 9]] == full
+    winners = state.board_winners()
+    assert int(s[H_CLOSED]) == sum(1 << b for b in range(9) if winners[b] != OPEN)
+    for p in (0, 1):
+        assert int(s[H_META0 + p]) == sum(1 << b for b in range(9) if winners[b] == p)
+        # Boards with an empty cell where p would hold a whole line of that board.
+        mine = (x, o)[p]
+        threats = 0
+        for b in range(9):
+            for c in range(9):
+                owned = mine[b] | 1 << c
+                if not full[b] >> c & 1 and any(all(owned >> i & 1 for i in ln) for ln in LINES):
+                    threats |= 1 << b
+        assert int(s[H_THREAT0 + p]) == threats
+    assert compiled_legal_actions(s) == state.legal_actions()
+    assert compiled_outcome(s) == (state.is_terminal(), state.winner())
+    if not state.is_terminal():
+        assert int(s[H_FORCED]) == state.forced
+        assert int(s[H_TO_MOVE]) == state.current_player()
+        legal = set(state.legal_actions())
+        rng = seed_rng(seed)
+        drawn = {int(uttt_random_move(s, rng)) for _ in range(4 * len(legal))}
+        assert drawn <= legal
+        for action in sorted(legal):
+            assert uttt_move_prior(s, action) == _reference_prior(state, action), action
+
+
+def test_random_moves_are_uniform() -> None:
+    """A free move (any open board) draws every legal move about equally often."""
+    seed = 0
+    state = _random_position(seed, 30)
+    while state.is_terminal() or state.forced >= 0:
+        seed += 1
+        state = _random_position(seed, 30)
+    s = root_state(state, kernel_game(GAME))
+    legal = state.legal_actions()
+    rng = seed_rng(1)
+    draws = 400 * len(legal)
+    counts = np.bincount([uttt_random_move(s, rng) for _ in range(draws)], minlength=81)
+    assert set(np.flatnonzero(counts)) == set(legal)
+    assert counts[legal].min() > 300 and counts[legal].max() < 500
+
+
+def test_apply_then_status_matches_reference_to_the_end() -> None:
+    rng = random.Random(14)
+    for _ in range(30):
+        state = GAME.new_initial_state()
+        s = root_state(state, kernel_game(GAME))
+        while not state.is_terminal():
+            action = rng.choice(state.legal_actions())
+            state.apply_action(action)
+            uttt_apply(s, action)
+        assert compiled_outcome(s) == (True, state.winner())
+        assert int(s[H_STATUS]) in (1, 2, 3)
+
+
+def _value(state: UTTTState, memo: dict[tuple[int, ...], int]) -> int:
+    """Exact negamax value for the player to move: 1 win, 0 draw, -1 loss."""
+    key = tuple(state.history())
+    if key in memo:
+        return memo[key]
+    best = -1
+    for action in state.legal_actions():
+        child = state.clone()
+        child.apply_action(action)
+        if child.is_terminal():
+            v = 0 if child.winner() is None else 1
+        else:
+            v = -_value(child, memo)
+        if v > best:
+            best = v
+            if best == 1:
+                break
+    memo[key] = best
+    return best
+
+
+def _late_positions(count: int, empties: int) -> list[UTTTState]:
+    """Positions of random games where at most ``empties`` cells of the open boards are
+    left (small exact trees)."""
+    rng = random.Random(2008)
+    out: list[UTTTState] = []
+    while len(out) < count:
+        state = GAME.new_initial_state()
+        while not state.is_terminal():
+            winners = state.board_winners()
+            left = sum(
+                1
+                for a, owner in enumerate(state.board)
+                if owner == EMPTY and winners[a // 9] == OPEN
+            )
+            if left <= empties:
+                out.append(state)
+                break
+            state.apply_action(rng.choice(state.legal_actions()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"expand": 4, "capture_playouts": True, "prior": 8},
+        {"decisive": False, "expand": 2},
+    ],
+)
+def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
+    """MCTS-Solver (Winands et al. 2008) with each enhancement: every proven root matches
+    exact negamax, and a proven win or draw is kept by the move played."""
+    proofs = 0
+    memo: dict[tuple[int, ...], int] = {}
+    for trial, state in enumerate(_late_positions(30, 12)):
+        result = mcts_search(
+            state,
+            deadline=None,
+            iterations=20_000,
+            seed=trial,
+            clock=lambda: 0.0,
+            options=MCTSOptions(**options),
+            cache={},
+        )
+        if result.proven is None:
+            continue
+        proofs += 1
+        exact = _value(state, memo)
+        assert result.proven == {1: "win", 0: "draw", -1: "loss"}[exact]
+        if exact >= 0:
+            child = state.clone()
+            child.apply_action(result.action)
+            if not child.is_terminal():
+                assert _value(child, memo) == -exact
+            else:
+                assert child.winner() in (None, state.current_player())
+    assert proofs >= 20
+
+
+def test_new_options_are_checked() -> None:
+    for bad in ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True}):
+        with pytest.raises(engine.EngineError, match="option (expand|prior)"):
+            MCTSOptions(**bad)
+
+
+@pytest.mark.parametrize("prior", [0, 8])
+def test_reported_visits_are_real_playouts(prior: int) -> None:
+    """Each iteration passes through one root child; the virtual visits of progressive bias
+    are not reported as visits."""
+    state = _random_position(3, 20)
+    result = mcts_search(
+        state,
+        deadline=None,
+        iterations=3000,
+        seed=1,
+        clock=lambda: 0.0,
+        options=MCTSOptions(prior=prior),
+        cache={},
+    )
+    assert result.proven is None and result.visits is not None
+    assert sum(v for _, v in result.visits) == 3000
