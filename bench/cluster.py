@@ -66,6 +66,9 @@ def _process_cpu_s(pid: int) -> float:
     return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
 
 
+UNANSWERED: list[str] = []  # requests no node answered within 15 s (then sent again)
+
+
 class QuietConnection(ServerConnection):
     """A scripted player: replies only (events are not queued: nobody reads them)."""
 
@@ -159,6 +162,7 @@ class Tally:
     resynced: int = 0  # moves whose fate a failover hid, looked up in the record
     first_move_after: dict[str, float] = field(default_factory=dict)  # game -> ack time
     current: dict[int, str] = field(default_factory=dict)  # pair -> its game in play
+    where: dict[int, str] = field(default_factory=dict)
 
 
 class Player:
@@ -170,6 +174,7 @@ class Player:
         self.name = name
         self.connection: ServerConnection | None = None
         self.session: str | None = None
+        self.unanswered = UNANSWERED
 
     async def connect(self) -> ServerConnection:
         while True:
@@ -195,15 +200,20 @@ class Player:
         while True:
             connection = self.connection or await self.connect()
             try:
-                return await connection.request(kind, **fields)
-            except ConnectionLost:
+                return await asyncio.wait_for(connection.request(kind, **fields), 15)
+            except (ConnectionLost, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError):  # reported; then as a lost connection
+                    game = fields.get("game_id")
+                    self.unanswered.append(f"{kind.TYPE} {game} on {self.node_name}")
                 with contextlib.suppress(Exception):
                     await connection.close()
                 self.connection = None
                 connection = await self.connect()
                 if resume is not None:
-                    with contextlib.suppress(RequestFailed, ConnectionLost):
-                        await connection.request(Resume, game_id=resume, since=0)
+                    with contextlib.suppress(RequestFailed, ConnectionLost, TimeoutError):
+                        await asyncio.wait_for(
+                            connection.request(Resume, game_id=resume, since=0), 15
+                        )
 
 
 async def play(
@@ -243,6 +253,7 @@ async def play(
             next_at += interval
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             mover = players[ply % 2]
+            tally.where[pair] = f"{game_id} move {ply}"
             action = empty[-1]
             sent = time.perf_counter()
             try:
@@ -269,6 +280,10 @@ async def play(
                     continue
                 if exc.code == "game_over":
                     break  # a line
+                if exc.code == "unknown_game":  # over and unloaded (a node restores live games)
+                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    if record.game["status"] == "finished":
+                        break
                 if exc.code == "bad_token":  # restored elsewhere: the seat's new token
                     resumed = await mover.request(Resume, resume=game_id, game_id=game_id, since=0)
                     tokens[ply % 2] = resumed.token or tokens[ply % 2]
@@ -365,7 +380,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             unavailable_retries=tally.unavailable,
             resynced_after_failover=tally.resynced,
             errors=tally.errors[:20],
-            error_count=len(tally.errors),
+            error_count=len(tally.errors) + len(UNANSWERED),
+            unanswered=UNANSWERED[:20],
         )
         if kills:
             worst = [k["worst_s"] for k in kills if k["worst_s"] is not None]
@@ -417,6 +433,9 @@ async def _kill_one(
             break
         await asyncio.sleep(0.02)
     waits = [tally.first_move_after[g] - killed_at for g in affected if g in tally.first_move_after]
+    stuck = [g for g in affected if g not in tally.first_move_after]
+    if stuck:
+        print(f"stuck after kill of {victim.name}: {stuck} {tally.where}", file=sys.stderr)
     await bench.wait_balanced()
     owners.clear()
     owners.update(await bench.owners())
