@@ -162,7 +162,6 @@ class Tally:
     resynced: int = 0  # moves whose fate a failover hid, looked up in the record
     first_move_after: dict[str, float] = field(default_factory=dict)  # game -> ack time
     current: dict[int, str] = field(default_factory=dict)  # pair -> its game in play
-    where: dict[int, str] = field(default_factory=dict)
 
 
 class Player:
@@ -253,7 +252,6 @@ async def play(
             next_at += interval
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             mover = players[ply % 2]
-            tally.where[pair] = f"{game_id} move {ply}"
             action = empty[-1]
             sent = time.perf_counter()
             try:
@@ -428,14 +426,14 @@ async def _kill_one(
     await victim.process.wait()
     await bench.start_node(victim.index)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(g in tally.first_move_after for g in affected):
-            break
+
+    def waiting() -> set[str]:  # its games in play that have not moved since
+        current = set(tally.current.values())
+        return {g for g in affected if g not in tally.first_move_after and g in current}
+
+    while time.monotonic() < deadline and waiting():
         await asyncio.sleep(0.02)
     waits = [tally.first_move_after[g] - killed_at for g in affected if g in tally.first_move_after]
-    stuck = [g for g in affected if g not in tally.first_move_after]
-    if stuck:
-        print(f"stuck after kill of {victim.name}: {stuck} {tally.where}", file=sys.stderr)
     await bench.wait_balanced()
     owners.clear()
     owners.update(await bench.owners())
@@ -443,6 +441,7 @@ async def _kill_one(
         "node": victim.name,
         "games": len(affected),
         "playable": len(waits),
+        "ended": len(affected) - len(waits) - len(waiting()),  # over before moving again
         "median_s": round(statistics.median(waits), 3) if waits else None,
         "worst_s": round(max(waits), 3) if waits else None,
     }

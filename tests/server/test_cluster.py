@@ -393,3 +393,22 @@ async def _http_get(port: int, path: str) -> str:
     body = await asyncio.wait_for(reader.read(), 10)
     writer.close()
     return body.decode()
+
+
+async def test_processes_share_one_port_each_a_node(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--processes", "2")
+        await cluster.wait_balanced(names={node.name, f"{node.name}-1"})
+        ada, bo = await node.connect("ada"), await node.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        joined = await bo.request(JoinGame, game_id=created.game_id)
+        players = [(ada, created.token), (bo, joined.token)]
+        for ply, action in enumerate(LONG_GAME[:4]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, created.game_id, action)
+        assert await _stored_moves(pg_schema, created.game_id) == LONG_GAME[:4]
+        await ada.close()
+        await bo.close()
+        assert await node.stop() == 0  # and its other process with it
