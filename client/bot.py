@@ -28,6 +28,7 @@ from typing import Any
 
 import engine
 from client.connection import RequestFailed, ServerConnection
+from client.game_view import GameModel
 from protocol import (
     AcceptSeek,
     Claim,
@@ -37,7 +38,6 @@ from protocol import (
     LobbySubscribe,
     Message,
     Move,
-    Moved,
     Presence,
     Seek,
     Snapshot,
@@ -176,9 +176,8 @@ class Bot:
         """Play one game to its end, from its ``start`` snapshot if we already have it."""
         assert self.connection is not None
         connection = self.connection
-        state: engine.State | None = None
-        players: list[Any] = [None, None]
-        clocks: list[int] | None = None
+        held = connection.seats.get(game_id)
+        model = GameModel(game_id, seat=held[0] if held else None)
         claim_at: float | None = None
         loop = asyncio.get_running_loop()
         while True:
@@ -196,15 +195,10 @@ class Bot:
             if getattr(event, "game_id", None) != game_id:
                 continue
             held = connection.seats.get(game_id)
-            seat = held[0] if held else -1
-            if isinstance(event, Snapshot):
-                state = engine.replay((event.game, dict(event.params)), event.actions)
-                players, clocks = list(event.players), event.clocks
-            elif isinstance(event, Moved) and state is not None:
-                if event.ply == state.ply():
-                    state.apply_action(event.action)
-                clocks = event.clocks
-            elif isinstance(event, Presence) and event.seat != seat:
+            model.seat = held[0] if held else None
+            model.apply(event, loop.time())
+            seat = -1 if model.seat is None else model.seat
+            if isinstance(event, Presence) and event.seat != seat:
                 # The opponent left: claim the game once its seat is no longer held.
                 if event.online or event.claim_at is None:
                     claim_at = None
@@ -214,18 +208,19 @@ class Bot:
                     claim_at = loop.time() + wait
             elif isinstance(event, Ended):
                 connection.forget(game_id)
-                opponent = players[1 - seat] if seat in (0, 1) else None
+                opponent = model.players[1 - seat] if seat in (0, 1) else None
                 return GameResult(
                     game_id,
                     seat,
                     event.result,
                     event.reason,
                     event.winner,
-                    state.ply() if state else 0,
+                    model.state.ply() if model.state else 0,
                     opponent["name"] if opponent else "?",
                 )
-            if state is not None and not state.is_terminal() and state.current_player() == seat:
-                await self._move(game_id, Turn(game_id, seat, state.clone(), players, clocks))
+            if model.my_turn and model.state is not None:
+                turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+                await self._move(game_id, turn)
 
     async def _move(self, game_id: str, turn: Turn) -> None:
         assert self.connection is not None

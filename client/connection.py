@@ -1,54 +1,60 @@
-"""The network half of every client: one websocket session, requests matched to replies.
+"""The network half of every client: one websocket connection under the session core.
 
-``ServerConnection`` knows nothing of terminals: the plain client, the Textual UI and
-bots all drive it. Replies are matched by ``rid``; game events (snapshots, moves,
-offers, presence, endings) land in ``events`` and lobby changes in ``lobby_events``.
+``ServerConnection`` is the thin asyncio layer around ``client.session_core.ClientSession``
+(websockets' way: a sans-I/O core, I/O around it). It knows nothing of terminals: the
+plain client, the Textual UI, the spectator and bots all drive it. Replies are matched by
+``rid``; game events (snapshots, moves, offers, presence, endings) land in ``events``
+and lobby changes in ``lobby_events``, or, with ``deliver``, every message goes to that
+callback instead.
 
-With ``reconnect=True`` a dropped connection is reopened by itself: hello with the
-same session, then ``resume`` for every game followed, from the last ``seq`` seen, so
-``events`` carries on without a gap or a duplicate. Requests in flight when the
-connection dropped fail with ConnectionLost (the caller may send them again).
+With ``reconnect=True`` a dropped connection is reopened by itself, after waits drawn by
+the one reconnection policy (``Backoff``: exponential, full jitter): hello with the same
+session, then what the core sends again (``resume`` of each game played from the last
+``seq`` seen, ``watch`` of each game watched, the lobby), so ``events`` carries on
+without a gap or a duplicate. Requests in flight when the connection dropped fail with
+ConnectionLost (the caller may send them again). ``start`` does the same from the first
+connection on (the UI: it waits for a server that is not up yet).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-from collections.abc import AsyncIterator
+import random
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-import msgpack
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from client.session_core import (
+    Backoff,
+    ClientSession,
+    Failed,
+    NotResumed,
+    Received,
+    Refused,
+    Reply,
+    SessionEvent,
+    Welcomed,
+)
 from protocol import (
     GAME_EVENTS,
     MAX_SERVER_FRAME,
-    PROTOCOL_VERSION,
     Error,
-    Hello,
     LobbyEvent,
     LobbyState,
-    LobbySubscribe,
     Message,
-    ProtocolError,
-    Resume,
-    Resumed,
-    Seated,
-    Snapshot,
     Welcome,
-    decode_server,
-    encode,
 )
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
-# Waits between attempts to reconnect (seconds); the last one repeats.
-BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+# Errors that mean "the server cannot be reached now": try again later.
+UNREACHABLE = (OSError, InvalidHandshake, TimeoutError)
 
 
 def server_url(text: str) -> str:
@@ -88,20 +94,8 @@ class ConnectionLost(Exception):
     """The connection closed while a request waited for its reply."""
 
 
-def _unreadable(frame: bytes | str, exc: ProtocolError) -> Error:
-    """An error standing for a server frame the codec refused, with the frame's ``rid``
-    when one can be read from it."""
-    rid = None
-    with contextlib.suppress(Exception):
-        body = msgpack.unpackb(frame, raw=False, strict_map_key=False)
-        if type(body.get("rid")) is int:
-            rid = body["rid"]
-    text = f"cannot read a frame from the server: {exc.message}"
-    return Error(code=exc.code.value, message=text[:1024], rid=rid)
-
-
 class ServerConnection:
-    """A connected, greeted client session."""
+    """A client session with a server over one websocket at a time."""
 
     def __init__(
         self,
@@ -110,170 +104,187 @@ class ServerConnection:
         name: str = "anonymous",
         bot: bool = False,
         client: str = "noughts",
+        session: str | None = None,
         reconnect: bool = False,
-        reconnect_for_s: float = 300.0,
+        reconnect_for_s: float | None = 300.0,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+        deliver: Callable[[Message], object] | None = None,
+        on_status: Callable[[str, str], object] | None = None,
+        on_welcome: Callable[[Welcome, bool], object] | None = None,
     ) -> None:
+        """``reconnect_for_s``: how long to keep trying after a drop (None: until closed).
+        ``deliver``: called with every message instead of queueing it. ``on_status``:
+        called with each (status, detail); ``on_welcome`` with each welcome and whether it
+        is a reconnection's (the games followed are being followed again)."""
         self.url = url
-        self.name = name
-        self.bot = bot
-        self.client = client
+        self.core = ClientSession(name=name, bot=bot, client=client, session=session)
         self.reconnect = reconnect
         self.reconnect_for_s = reconnect_for_s
+        self.backoff = backoff or Backoff()
+        self.rng = rng or random.Random()
+        self.deliver = deliver
+        self.on_status = on_status
+        self.on_welcome = on_welcome
         self.websocket: ClientConnection | None = None
         self.events: asyncio.Queue[Message] = asyncio.Queue()
         self.lobby_events: asyncio.Queue[Message] = asyncio.Queue()
         self.errors: asyncio.Queue[Error] = asyncio.Queue()  # errors not tied to a request
-        # "connected", "reconnecting" or "closed", each change also put on this queue.
+        # "connecting", "connected", "reconnecting" or "closed", each change also put on
+        # ``status_changes``; ``status_detail`` says why, for a person.
         self.status = "closed"
+        self.status_detail = ""
         self.status_changes: asyncio.Queue[str] = asyncio.Queue()
-        self.welcome: Welcome | None = None
-        self.session: str | None = None
-        self.last_seq: dict[str, int] = {}  # game_id -> last event seq delivered
-        self.seats: dict[str, tuple[int, str]] = {}  # game_id -> (seat, token)
-        self.in_lobby = False
         self.closed = asyncio.Event()
-        self._rids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Message]] = {}
+        self._welcomed: asyncio.Future[Welcome] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
 
     @classmethod
-    async def connect(
-        cls,
-        url: str,
-        *,
-        name: str = "anonymous",
-        bot: bool = False,
-        client: str = "noughts",
-        session: str | None = None,
-        reconnect: bool = False,
-    ) -> ServerConnection:
-        connection = cls(url, name=name, bot=bot, client=client, reconnect=reconnect)
-        connection.session = session
+    async def connect(cls, url: str, **options: Any) -> ServerConnection:
+        """Connect and greet the server (errors of the first attempt raise), then, with
+        ``reconnect=True``, reconnect after every drop."""
+        connection = cls(url, **options)
         await connection._open()
+        if connection.reconnect:
+            connection._supervisor = asyncio.get_running_loop().create_task(
+                connection._supervise(connected=True)
+            )
         return connection
 
-    # --- opening, greeting, reconnecting ---------------------------------------------------
+    def start(self) -> None:
+        """Connect in the background, trying again (``backoff``) until connected, then
+        reconnect after every drop, until ``close``: for a client that waits for its
+        server (the UI). Progress comes through ``on_status``."""
+        self.reconnect = True
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise(connected=False))
 
-    async def _open(self) -> None:
-        self.websocket = await websockets.connect(
-            self.url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=10
-        )
-        self._reader = asyncio.get_running_loop().create_task(self._read(self.websocket))
-        try:
-            self.welcome = await self._hello()
-        except BaseException:
-            await self.websocket.close()
-            raise
-        self.session = self.welcome.session
-        for game in self.welcome.games:
-            self.seats[game["game_id"]] = (game["seat"], game["token"])
-        self._set_status("connected")
-        if self.reconnect and self._supervisor is None:
-            self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+    # --- what the core knows -----------------------------------------------------------------
 
-    async def _hello(self) -> Welcome:
-        fields: dict[str, Any] = {
-            "version": PROTOCOL_VERSION,
-            "name": self.name,
-            "bot": self.bot,
-            "client": self.client,
-        }
-        if self.session is not None:
-            try:
-                return await self.request(Hello, session=self.session, **fields)
-            except RequestFailed as exc:
-                if exc.code != "bad_token":
-                    raise
-                # The server no longer knows the session (a new database): start afresh.
-                self.session = None
-        return await self.request(Hello, **fields)
+    @property
+    def welcome(self) -> Welcome | None:
+        return self.core.welcome
 
-    def _set_status(self, status: str) -> None:
+    @property
+    def session(self) -> str | None:
+        return self.core.session
+
+    @property
+    def player_id(self) -> str | None:
+        return self.core.welcome.player_id if self.core.welcome else None
+
+    @property
+    def seats(self) -> dict[str, tuple[int, str]]:
+        return self.core.seats
+
+    @property
+    def last_seq(self) -> dict[str, int]:
+        return self.core.last_seq
+
+    def token_for(self, game_id: str) -> str | None:
+        return self.core.token_for(game_id)
+
+    def forget(self, game_id: str) -> None:
+        """Stop following a game after a reconnection (no longer watched, or left)."""
+        self.core.forget(game_id)
+
+    # --- opening, greeting, reconnecting -------------------------------------------------------
+
+    def _set_status(self, status: str, detail: str = "") -> None:
+        self.status_detail = detail
         if status != self.status:
             self.status = status
             self.status_changes.put_nowait(status)
+        if self.on_status is not None:
+            self.on_status(status, detail)
 
-    async def _supervise(self) -> None:
-        """Reopen a dropped connection and resume every followed game."""
+    async def _open(self) -> Welcome:
+        websocket = await websockets.connect(
+            self.url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=10
+        )
+        self.websocket = websocket
+        self._welcomed = asyncio.get_running_loop().create_future()
+        self.core.connection_made()
+        self._reader = asyncio.get_running_loop().create_task(self._read(websocket))
+        try:
+            await self._flush()
+            welcome = await asyncio.wait_for(asyncio.shield(self._welcomed), 30)
+        except BaseException:
+            await websocket.close()
+            raise
+        return welcome
+
+    async def _supervise(self, *, connected: bool) -> None:
+        """Reconnect after every drop (and connect at first unless ``connected``), waiting
+        ``backoff`` between attempts, until closed or ``reconnect_for_s`` without success."""
         loop = asyncio.get_running_loop()
+        attempt = 0
+        down_since = loop.time()
+        if not connected:
+            self._set_status("connecting", self.url)
         while not self._closing:
-            assert self._reader is not None
-            await asyncio.shield(self._reader)
-            if self._closing:
-                return
-            self._set_status("reconnecting")
-            give_up_at = loop.time() + self.reconnect_for_s
-            for attempt in itertools.count():
-                await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+            if connected:
+                assert self._reader is not None
+                await asyncio.shield(self._reader)
                 if self._closing:
                     return
-                try:
-                    await self._open()
-                    await self._resume_all()
-                    break
-                except (OSError, InvalidHandshake, ConnectionLost, TimeoutError) as exc:
-                    log.info("reconnecting to %s: %s", self.url, exc)
-                    if loop.time() > give_up_at:
-                        self._set_status("closed")
-                        self.closed.set()
-                        return
-
-    async def _resume_all(self) -> None:
-        # Every game followed, and every unfinished game of ours the welcome names: one
-        # still open (waiting for an opponent) has no seq recorded yet, and only a
-        # follower receives the snapshot of its start.
-        games = dict.fromkeys(self.last_seq, 0)
-        if self.welcome is not None:
-            games.update(dict.fromkeys((g["game_id"] for g in self.welcome.games), 0))
-        for game_id in games:
+                connected, attempt, down_since = False, 0, loop.time()
+                self._set_status("reconnecting", "connection lost; reconnecting…")
+                await asyncio.sleep(self.backoff.delay(attempt, self.rng))
+                attempt += 1
             try:
-                await self.request(Resume, game_id=game_id, since=self.last_seq.get(game_id, 0))
+                await self._open()
+                connected = True
+                continue
             except RequestFailed as exc:
-                log.info("cannot resume %s: %s", game_id, exc.message)
-        if self.in_lobby:
-            await self.request(LobbySubscribe)
+                self._set_status("closed", f"the server refused us: {exc.message}")
+                self.closed.set()
+                return
+            except (*UNREACHABLE, ConnectionLost) as exc:
+                log.info("connecting to %s: %s", self.url, exc)
+                if self.reconnect_for_s is not None and loop.time() - down_since > (
+                    self.reconnect_for_s
+                ):
+                    self._set_status("closed", f"cannot reach {self.url} ({exc})")
+                    self.closed.set()
+                    return
+                wait = self.backoff.delay(attempt, self.rng)
+                attempt += 1
+                self._set_status(
+                    "reconnecting", f"cannot reach {self.url} ({exc}); retrying in {wait:.1f} s"
+                )
+                await asyncio.sleep(wait)
 
     # --- requests ------------------------------------------------------------------------
 
     async def request(self, kind: type[M], **fields: Any) -> Any:
-        """Send a request and wait for its reply; raises RequestFailed on an error reply."""
-        rid = next(self._rids)
+        """Send a request and wait for its reply; raises RequestFailed on an error reply,
+        ConnectionLost when not connected or when the connection drops first."""
+        if self.websocket is None or not self.core.connected:
+            raise ConnectionLost("not connected to the server")
+        rid = self.core.send_request(kind, **fields)
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         try:
-            await self._send(encode(kind(rid=rid, **fields)))  # type: ignore[call-arg]
+            await self._flush()
             reply = await future
         finally:
             self._pending.pop(rid, None)
         if isinstance(reply, Error):
             raise RequestFailed(reply)
-        if isinstance(reply, LobbyState):
-            self.in_lobby = True
         return reply
 
-    async def send(self, kind: type[M], **fields: Any) -> int:
-        """Send a request without waiting for its reply; returns its rid."""
-        rid = next(self._rids)
-        await self._send(encode(kind(rid=rid, **fields)))  # type: ignore[call-arg]
-        return rid
-
-    async def _send(self, frame: bytes) -> None:
-        if self.websocket is None:
-            raise ConnectionLost("not connected")
-        try:
-            await self.websocket.send(frame)
-        except ConnectionClosed as exc:
-            raise ConnectionLost("the connection to the server closed") from exc
-
-    def token_for(self, game_id: str) -> str | None:
-        held = self.seats.get(game_id)
-        return None if held is None else held[1]
-
-    def forget(self, game_id: str) -> None:
-        """Stop resuming a game after a reconnection (it is over, or no longer watched)."""
-        self.last_seq.pop(game_id, None)
+    async def _flush(self) -> None:
+        websocket = self.websocket
+        for frame in self.core.data_to_send():
+            if websocket is None:
+                raise ConnectionLost("not connected to the server")
+            try:
+                await websocket.send(frame)
+            except ConnectionClosed as exc:
+                raise ConnectionLost("the connection to the server closed") from exc
 
     # --- incoming ------------------------------------------------------------------------
 
@@ -281,52 +292,58 @@ class ServerConnection:
         lost = "the connection to the server closed"
         try:
             async for frame in websocket:
-                try:
-                    message = decode_server(frame)
-                except ProtocolError as exc:
-                    # Never dropped in silence: the request it answers fails with this
-                    # error, or it goes to ``errors`` (a frame over the websocket's size
-                    # cap closes the connection instead, and says so below).
-                    message = _unreadable(frame, exc)
-                    log.warning("%s", message.message)
-                self._deliver(message)
+                self.core.receive_frame(frame)
+                with contextlib.suppress(ConnectionLost):
+                    await self._flush()  # what the core answers (a resume after a welcome)
+                self._dispatch(self.core.events_received())
         except ConnectionClosed as exc:
             lost = f"{lost}: {exc}"
         finally:
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(ConnectionLost(lost))
+            self.websocket = None
+            self.core.connection_lost(lost)
+            self._dispatch(self.core.events_received())
+            if self._welcomed is not None and not self._welcomed.done():
+                self._welcomed.set_exception(ConnectionLost(lost))
+                self._welcomed.exception()  # retrieved: _open may have stopped waiting
             if not self.reconnect or self._closing:
-                self._set_status("closed")
+                self._set_status("closed", lost)
                 self.closed.set()
 
-    def _deliver(self, message: Message) -> None:
-        rid = getattr(message, "rid", None)
-        if isinstance(message, Seated):
-            self.seats[message.game_id] = (message.seat, message.token)
-        elif isinstance(message, Resumed) and message.seat is not None and message.token:
-            self.seats[message.game_id] = (message.seat, message.token)
-        future = self._pending.get(rid) if rid is not None else None
-        replied = future is not None and not future.done()
-        if future is not None and replied:
-            future.set_result(message)
-        if isinstance(message, GAME_EVENTS):
-            game_id: str = message.game_id  # type: ignore[attr-defined]
-            seq: int = message.seq  # type: ignore[attr-defined]
-            if isinstance(message, Snapshot):
-                if message.status != "open":
-                    self.last_seq[game_id] = seq
-            elif seq <= self.last_seq.get(game_id, 0):
-                return  # already delivered before a reconnection
-            else:
-                self.last_seq[game_id] = seq
-        self.received(message, replied)
+    def _dispatch(self, events: list[SessionEvent]) -> None:
+        for event in events:
+            if isinstance(event, Reply | Failed):
+                future = self._pending.get(event.rid)
+                if future is None or future.done():
+                    continue
+                if isinstance(event, Reply):
+                    future.set_result(event.message)
+                else:
+                    future.set_exception(ConnectionLost(event.reason))
+            elif isinstance(event, Received):
+                self.received(event.message, event.replied)
+            elif isinstance(event, Welcomed):
+                self._set_status("connected", event.welcome.server)
+                if self._welcomed is not None and not self._welcomed.done():
+                    self._welcomed.set_result(event.welcome)
+                if self.on_welcome is not None:
+                    self.on_welcome(event.welcome, event.again)
+            elif isinstance(event, Refused):
+                if self._welcomed is not None and not self._welcomed.done():
+                    self._welcomed.set_exception(RequestFailed(event.error))
+            elif isinstance(event, NotResumed):
+                log.info("cannot resume %s: %s", event.game_id, event.error.message)
+                error = event.error
+                self.received(
+                    Error(code=error.code, message=error.message, game_id=event.game_id), False
+                )
 
     def received(self, message: Message, replied: bool) -> None:
         """Every message from the server (duplicates after a reconnection left out), after a
-        waiting request got it as its reply (``replied``). Queues game events, lobby events
-        and unrequested errors; the Textual UI overrides it to route messages to its screens."""
-        if isinstance(message, Error) and not replied:
+        waiting request got it as its reply (``replied``): to ``deliver`` if given, else
+        game events, lobby messages and unrequested errors to their queues."""
+        if self.deliver is not None:
+            self.deliver(message)
+        elif isinstance(message, Error) and not replied:
             self.errors.put_nowait(message)
         elif isinstance(message, GAME_EVENTS):
             self.events.put_nowait(message)
@@ -375,16 +392,17 @@ class ServerConnection:
 
     async def close(self) -> None:
         self._closing = True
-        if self.websocket is not None:
-            await self.websocket.close()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        websocket = self.websocket
+        if websocket is not None:
+            await websocket.close()
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, timeout=5)
             except (TimeoutError, asyncio.CancelledError):
                 self._reader.cancel()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
         self._set_status("closed")
         self.closed.set()

@@ -9,12 +9,13 @@ makes it the client for scripts, screen readers and tests.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import engine
 from client.connection import RequestFailed, ServerConnection
-from engine.result import PROOFS
+from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks
 from protocol import (
     Abort,
     Claim,
@@ -32,20 +33,6 @@ from protocol import (
     Seated,
     Snapshot,
 )
-
-SYMBOLS = ("X", "O")
-
-
-def format_clocks(clocks: list[int] | tuple[int, ...] | None) -> str:
-    """Both clocks as `  [X 2:59.5  O 3:00.0]`, or nothing for an untimed game."""
-    if not clocks:
-        return ""
-    parts = []
-    for seat, ms in enumerate(clocks):
-        seconds = ms / 1000
-        parts.append(f"{SYMBOLS[seat]} {int(seconds // 60)}:{seconds % 60:04.1f}")
-    return "  [" + "  ".join(parts) + "]"
-
 
 ReadLine = Callable[[str], Awaitable[str | None]]
 # Typed at the prompt: request and its fields (besides the game and the seat's token).
@@ -65,51 +52,6 @@ async def read_stdin(prompt: str) -> str | None:
         return await asyncio.to_thread(input, prompt)
     except EOFError:
         return None
-
-
-def describe_stats(stats: dict[str, Any]) -> str:
-    """One line on what the AI's search did: algorithm, effort, value, principal variation."""
-    parts = [str(stats.get("algorithm", "ai"))]
-    iterations = stats.get("iterations")
-    elapsed = stats.get("elapsed_ms")
-    if iterations is not None:
-        parts.append(f"{iterations:,} iterations")
-    if elapsed is not None:
-        parts.append(f"in {elapsed:.0f} ms")
-    value = ai_value(stats)
-    if value is not None:
-        parts.append(f"value {value}")
-    return ", ".join(parts)
-
-
-def ai_value(stats: dict[str, Any], *, chance: bool = True) -> str | None:
-    """The AI's value of its move, for the AI: "proven win/draw/loss" once its search proved
-    the result (a proven draw is not "win 50%"), else the value in [-1, 1] and, with
-    ``chance``, the winning chance it stands for; None if the stats carry neither."""
-    proven = stats.get("proven")
-    if proven in PROOFS:
-        return f"proven {proven}"
-    value = stats.get("value")
-    if not isinstance(value, int | float):
-        return None
-    return f"{value:+.2f}" + (f" (win {100 * (value + 1) / 2:.0f}%)" if chance else "")
-
-
-def result_text(ended: Ended, my_seat: int | None) -> str:
-    reasons = {
-        "line": "by a line",
-        "draw": "no moves left",
-        "resign": "by resignation",
-        "flag": "on time",
-        "abort": "aborted",
-        "agreement": "by agreement",
-    }
-    why = reasons.get(ended.reason, ended.reason)
-    if ended.winner is None:
-        return f"Draw ({why})."
-    if my_seat is None:
-        return f"{SYMBOLS[ended.winner]} wins ({why})."
-    return f"You {'win' if ended.winner == my_seat else 'lose'} ({why})."
 
 
 class PlainGame:
@@ -132,8 +74,7 @@ class PlainGame:
         self.game_id: str | None = None
         self.seat: int | None = None
         self.token: str | None = None
-        self.state: engine.State | None = None
-        self.players: list[Any] = [None, None]
+        self.model: GameModel | None = None  # from the game's first snapshot on
         self.ended: Ended | None = None
 
     async def create(self, **fields: Any) -> None:
@@ -179,17 +120,15 @@ class PlainGame:
             )
 
     def _apply(self, event: Message) -> None:
-        if isinstance(event, Snapshot):
-            self.state = engine.replay(engine.make_game(event.game, **event.params), event.actions)
-            self.players = list(event.players)
-        elif isinstance(event, Moved) and self.state is not None:
-            if event.ply == self.state.ply():
-                self.state.apply_action(event.action)
+        if self.model is None:
+            assert self.game_id is not None
+            self.model = GameModel(self.game_id, seat=self.seat, token=self.token)
+        self.model.apply(event, time.monotonic())
 
     def _show_board(self) -> None:
-        assert self.state is not None
+        assert self.model is not None and self.model.state is not None
         self.write("")
-        self.write(self.state.render())
+        self.write(self.model.state.render())
 
     async def run(self) -> Ended | None:
         """Play until the game ends or the user quits; returns the ending, if any."""
@@ -205,14 +144,16 @@ class PlainGame:
             elif isinstance(event, Offer):
                 self._report_offer(event)
             elif isinstance(event, Presence):
-                who = "You" if event.seat == self.seat else SYMBOLS[event.seat]
+                assert self.model is not None
+                who = self.model.who(event.seat)
                 if event.online:
                     self.write(f"{who} came back.")
                 else:
                     self.write(f"{who} left the game; its seat is held for a while.")
             elif isinstance(event, Ended):
+                assert self.model is not None
                 self.ended = event
-                self.write(f"Game over: {result_text(event, self.seat)}")
+                self.write(f"Game over: {self.model.result_sentence()}")
                 self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
                 return event
             if not self.connection.events.empty():
@@ -238,10 +179,9 @@ class PlainGame:
         self._show_board()
 
     def _report_move(self, moved: Moved) -> None:
-        assert self.state is not None
-        who = "You" if moved.seat == self.seat else SYMBOLS[moved.seat]
-        text = self.state.action_to_string(moved.action)
-        line = f"{who} played {text}."
+        assert self.model is not None and self.model.moves
+        who = self.model.who(moved.seat)
+        line = f"{who} played {self.model.moves[-1].text}."
         if moved.stats:
             line += f"  [{describe_stats(moved.stats)}]"
         self.write(line + format_clocks(moved.clocks))
@@ -250,18 +190,20 @@ class PlainGame:
     def _report_offer(self, offer: Offer) -> None:
         if offer.seat == self.seat:
             return  # our own offer or answer, already known
-        who = SYMBOLS[offer.seat]
+        assert self.model is not None
+        who = self.model.name(offer.seat)
         if offer.answer == "offer":
             self.write(f"{who} offers a {offer.kind}: type 'draw' to accept, 'decline' to refuse.")
         else:
             self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
     async def _maybe_prompt(self) -> bool | None:
-        state = self.state
-        if state is None or state.is_terminal() or state.current_player() != self.seat:
+        model = self.model
+        if model is None or model.state is None or not model.my_turn:
             return None
+        state = model.state
         while True:
-            line = await self.read_line(f"{SYMBOLS[self.seat]} to move> ")
+            line = await self.read_line(f"{SYMBOLS[state.current_player()]} to move> ")
             if line is None or line.strip().lower() in ("q", "quit", "exit"):
                 self.write(
                     f"Leaving the game: noughts play{self.where} --join {self.game_id} takes "
@@ -272,7 +214,7 @@ class PlainGame:
             if not text:
                 continue
             if text in ("help", "?"):
-                moves = ", ".join(state.action_to_string(a) for a in state.legal_actions())
+                moves = ", ".join(state.action_to_string(a) for a in model.legal_moves())
                 self.write(f"Legal moves: {moves}")
                 continue
             if text == "resign":

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import engine
-from client.plain import SYMBOLS, describe_stats
+from client.game_view import SYMBOLS, describe_stats
 
 
 class ReplayCursor:

@@ -129,21 +129,16 @@ async def connect_with_session(
     sessions: SessionStore, key: str, url: str, *, name: str, **kwargs: Any
 ) -> ServerConnection:
     """``ServerConnection.connect`` as the player saved under ``key`` and ``name`` (a session
-    the server no longer knows, ``bad_token``, starts afresh); the session is saved. A file
+    the server no longer knows starts afresh: the session core's rule); the session is saved. A file
     that cannot be written is one line on stderr: the next run will be a new player.
     SessionInUse if another process plays under that key and name (``claim``)."""
     import sys
 
-    from client.connection import RequestFailed, ServerConnection
+    from client.connection import ServerConnection
 
     sessions.claim(key, name)
     saved = sessions.load(key, name)
-    try:
-        connection = await ServerConnection.connect(url, name=name, session=saved, **kwargs)
-    except RequestFailed as exc:
-        if exc.code != "bad_token" or saved is None:
-            raise
-        connection = await ServerConnection.connect(url, name=name, **kwargs)
+    connection = await ServerConnection.connect(url, name=name, session=saved, **kwargs)
     assert connection.session is not None
     try:
         sessions.save(key, name, connection.session)

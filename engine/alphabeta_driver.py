@@ -35,6 +35,8 @@ TT_BITS_SMALL = 16
 ROOT_VCF_DEPTH = 16  # fours in a row tried at the root (k >= 5)
 LEAF_VCF_DEPTH = 2  # and at the leaves
 DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
+VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
+VCT_SHARE = 0.2  # of the budget left after the VCF
 DEADLINE_MARGIN_S = 0.0003
 EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 MNK_EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / scale)
@@ -161,6 +163,31 @@ def _mnk_context(game: Any) -> K.MNKContext:
     return K.MNKContext(tables, TT_BITS_BIG if game.cells > 49 else TT_BITS_SMALL)
 
 
+def _root_vct(
+    context: K.MNKContext,
+    player: int,
+    deadline: float | None,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> int:
+    """Victory by continuous threats (fours and open threes, Allis 1994) for the mover, by
+    iterative deepening on the number of attacking moves, within VCT_SHARE of what is left
+    of the budget (time or nodes). Returns the attacking moves of the win found (0: none);
+    info[BEST] is its first move."""
+    info = context.info
+    if deadline is not None:
+        start = clock()
+        context.deadline[base.D_DEADLINE] = start + VCT_SHARE * max(0.0, deadline - start)
+    if iterations:
+        info[base.LIMIT] = int(info[base.NODES]) + max(1, int(VCT_SHARE * iterations))
+    for depth in range(2, VCT_MAX_DEPTH + 1):
+        if K.vct(player, 1, depth, 0, context.game, context.search):
+            return depth
+        if info[base.STOP] != 0:
+            break
+    return 0
+
+
 def mnk_alphabeta(
     state: Any,
     deadline: float | None,
@@ -172,6 +199,7 @@ def mnk_alphabeta(
 ) -> SearchResult:
     game = state.game
     context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
+    context.set_patterns(options.patterns)
     _start(context, state.history(), keep, iterations, clock)
     player = state.current_player()
     info = context.info
@@ -190,9 +218,11 @@ def mnk_alphabeta(
     empties = game.cells - state.ply()
     # Victory by continuous fours first (gomoku and other k >= 5 boards).
     if game.k >= 5 and kind in (0, 4):  # 4: the mover answers a three, unless it wins first
-        args = context.vcf_arguments()
+        g, s = context.game, context.search
         context.deadline[base.D_DEADLINE] = kernel_deadline
-        found = K.vcf(player, ROOT_VCF_DEPTH, 0, *args)
+        found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
+        if found == 0 and info[base.STOP] == 0 and options.vct:
+            found = _root_vct(context, player, deadline, iterations, clock)
         if found > 0 and info[base.STOP] == 0:
             action = int(info[K.BEST])
             pv = _pv(context, player, action, 2 * found - 1)
@@ -201,10 +231,12 @@ def mnk_alphabeta(
                 proven="win",
             )  # fmt: skip
         info[base.STOP] = 0
+        info[base.LIMIT] = iterations or 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
         # Threat-space defence: drop the moves after which the opponent wins by fours.
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
-        K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, *args)
+        K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
         info[base.STOP] = 0
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:

@@ -35,7 +35,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
-from engine.kernels.layout import H_FORCED, KIND_UTTT, seed_rng
+from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
     M_ROOM,
     PROVEN_DRAW,
@@ -65,6 +65,8 @@ CACHE_KEY = "mcts"
 VERIFY_SHARE = 0.15
 VERIFY_MIN_NODES = 500
 VERIFY_MIN_SECONDS = 0.001
+# Visits of a uttt leaf before its children are added (option expand).
+UTTT_EXPAND = 1
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -172,6 +174,8 @@ def _run(
     near_playouts: bool = True,
     root_keep: np.ndarray | None = None,
     anti_decisive_playouts: bool = False,
+    expand: int = 1,
+    capture_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -181,6 +185,8 @@ def _run(
     near = bool(game.near) and near_playouts
     # Playouts: 0 random, 1 decisive moves, 2 decisive and anti-decisive (kernels.rules.playout).
     policy = (2 if anti_decisive_playouts else 1) if decisive else 0
+    if decisive and capture_playouts:
+        policy |= PLAYOUT_CAPTURE
 
     full = False  # no more growth in this search: the copy would not fit in the budget
 
@@ -204,6 +210,7 @@ def _run(
                 path,
                 buf,
                 root_keep,
+                expand,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -430,6 +437,9 @@ def _search(
     anti_playouts = options.anti_decisive_playouts
     symmetry = options.symmetry
     game = kernel_game(state.game)
+    expand = options.expand
+    if expand is None:
+        expand = UTTT_EXPAND if game.kind == KIND_UTTT else 1
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -472,6 +482,8 @@ def _search(
         near_playouts=near_playouts,
         root_keep=root_keep,
         anti_decisive_playouts=anti_playouts,
+        expand=expand,
+        capture_playouts=options.capture_playouts,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -530,6 +542,8 @@ def uct_search(
         symmetry=False,
         anti_decisive_playouts=False,
         verify=0.0,
+        expand=1,
+        capture_playouts=False,
     )
     return _search(
         state,

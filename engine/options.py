@@ -34,6 +34,7 @@ UCB1_C = math.sqrt(2.0)
 # mcts: tuned by arena matches against uct at 50 ms on uttt (rewards in [0, 1], draws 0.5):
 # score 0.55 with sqrt(2), 0.655 with 1.0, 0.71 with 0.7 (bench/README.md).
 MCTS_C = 0.7
+MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -105,7 +106,9 @@ class NoOptions(Options):
 class MCTSOptions(Options):
     """mcts (engine/mcts.py): UCB1's exploration constant and the enhancements, each of which
     can be switched off on its own; ``verify`` is the share of the budget spent checking the
-    chosen move with alpha-beta (None: 0.15 on m,n,k boards under 50 cells, else 0)."""
+    chosen move with alpha-beta (None: 0.15 on m,n,k boards under 50 cells, else 0);
+    ``expand`` is the number of visits a leaf gets before its children are added (None: the
+    game's default, engine/mcts.py)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -114,11 +117,15 @@ class MCTSOptions(Options):
     symmetry: bool = True
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
+    capture_playouts: bool = False
     verify: float | None = None
+    expand: int | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
+        if self.expand is not None and not 1 <= self.expand <= MAX_EXPAND:
+            raise EngineError(f"option expand is 1..{MAX_EXPAND} visits, not {self.expand}")
         if self.verify is not None and not 0.0 <= self.verify < 1.0:
             raise EngineError(
                 f"option verify is a share of the budget in [0, 1), not {self.verify}"
@@ -152,11 +159,16 @@ class AlphaBetaOptions(Options):
     """alphabeta: how deep to search at most, the compiled kernels or the Python reference
     searcher (``compiled=False``), and on m,n,k boards with k >= 5 the threat-space move
     generation (``threats``: answer the opponent's open threes; False plays as the search
-    did before it, for matches against that one)."""
+    did before it, for matches against that one); on k = 5 boards the evaluation and move
+    ordering by line shapes (``patterns``; off: by counts of stones in windows, which
+    measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
+    victory by continuous fours and open threes)."""
 
     max_depth: int | None = None
     compiled: bool = True
     threats: bool = True
+    patterns: bool = False
+    vct: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

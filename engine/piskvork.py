@@ -53,20 +53,28 @@ class TimeControl:
     timeout_match: int = 0  # per game; 0 = no limit
     time_left: int | None = None  # left of timeout_match, sent before each move
 
-    # A move spends at most 1/MOVES_AHEAD of what is left of the match (the budget shrinks
-    # geometrically, so the clock never runs out), within a turn less its safety margin:
-    # MARGIN_FRACTION of the turn plus MARGIN_MS for the pipes, the process and Python's
-    # part of the move.
+    # A move spends at most 1/N of what is left of the match, N the moves it expects still to
+    # play: MOVES_AHEAD on the empty board, one fewer every STONES_PER_MOVE stones, never fewer
+    # than MIN_MOVES_AHEAD (so the budget shrinks geometrically and the clock never runs
+    # out, and the middle game, where games are decided, gets more than the opening); within
+    # a turn less its safety margin: MARGIN_FRACTION of the turn plus MARGIN_MS for the
+    # pipes, the process and Python's part of the move.
     MOVES_AHEAD = 20
+    STONES_PER_MOVE = 4
+    MIN_MOVES_AHEAD = 8
     MARGIN_FRACTION = 0.1
     MARGIN_MS = 50.0
     MIN_MS = 5.0
 
-    def budget_ms(self) -> float:
+    def moves_ahead(self, stones: int) -> int:
+        """The brain's moves expected still to play with ``stones`` on the board."""
+        return max(self.MIN_MOVES_AHEAD, self.MOVES_AHEAD - stones // self.STONES_PER_MOVE)
+
+    def budget_ms(self, stones: int = 0) -> float:
         turn = float(self.timeout_turn) if self.timeout_turn > 0 else 0.0
         budget = turn * (1.0 - self.MARGIN_FRACTION) - self.MARGIN_MS
         if self.timeout_match > 0 and self.time_left is not None:
-            share = self.time_left / self.MOVES_AHEAD - self.MARGIN_MS
+            share = self.time_left / self.moves_ahead(stones) - self.MARGIN_MS
             budget = min(budget, share) if turn > 0 else share
         return max(self.MIN_MS, budget)
 
@@ -277,7 +285,7 @@ class PiskvorkBrain:
         if isinstance(state, str):
             return [f"ERROR {state}"]
         self.thinking = state
-        return [Think(state, self.time.budget_ms())]
+        return [Think(state, self.time.budget_ms(len(self.stones)))]
 
     def position(self) -> MNKState | str:
         """The stones as a game (moves alternating, the brain to move next), or why not."""

@@ -35,13 +35,15 @@ class SearchResult:
         return (self.value + 1.0) / 2.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain builtins only (lists for tuples), for storage and the wire."""
+        """Plain builtins only (lists for tuples), for storage and the wire; a field that is
+        None is left out, as everywhere on the wire (PROTOCOL.md, "nil")."""
         # Shallow: dataclasses.asdict deep-copies each of up to 225 visit pairs (about
         # 1 ms on gomoku, paid in the worker after the deadline on every AI move).
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["pv"] = list(self.pv)
-        data["visits"] = None if self.visits is None else [list(v) for v in self.visits]
-        return data
+        if self.visits is not None:
+            data["visits"] = [list(v) for v in self.visits]
+        return {name: value for name, value in data.items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:

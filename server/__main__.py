@@ -105,7 +105,7 @@ async def _acquire(db_path: str, settings: ServerSettings) -> ServerLock | None:
 
 async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None) -> int:
     from server.admin import AdminServer
-    from server.admission import raise_open_file_limit
+    from server.admission import Proxies, raise_open_file_limit
     from server.app import GameServer, running
     from server.cluster import new_node_id
     from server.errors import ServerError
@@ -118,6 +118,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         return 2
     try:
         tls = tls_context(settings.tls_cert, settings.tls_key)
+        Proxies(settings.trusted_proxies)
     except ValueError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 2

@@ -28,15 +28,62 @@ def address_key(host: str | None) -> str:
     the /64 prefix of an IPv6 address, or the text itself if it is neither."""
     if not host:
         return "?"
+    ip = _ip(host)
+    if ip is None:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, IPV6_PREFIX), strict=False))
+    return str(ip)
+
+
+class Proxies:
+    """The reverse proxies (nginx, HAProxy) trusted to name the client they forward, in
+    ``X-Forwarded-For``. Behind one, every connection comes from the proxy's address;
+    the per-address caps count the address the proxy names instead. The client is the
+    rightmost address of the chain not itself a trusted proxy (each proxy appends the
+    address it received from, so everything left of that may be the client's own
+    invention); a connection from any other address is taken at its word, its header
+    ignored."""
+
+    def __init__(self, networks: tuple[str, ...] = ()) -> None:
+        """ValueError, naming it, for an entry that is no address or network."""
+        parsed = []
+        for network in networks:
+            try:
+                parsed.append(ipaddress.ip_network(network.strip(), strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"trusted proxy {network!r} is not an address or a network (CIDR)"
+                ) from None
+        self.networks = tuple(parsed)
+
+    def trusts(self, host: str | None) -> bool:
+        ip = _ip(host)
+        return ip is not None and any(ip in network for network in self.networks)
+
+    def client(self, peer: str | None, forwarded_for: list[str]) -> str | None:
+        """The client's address: ``peer`` unless it is a trusted proxy naming another."""
+        if not self.trusts(peer):
+            return peer
+        chain = [hop.strip() for value in forwarded_for for hop in value.split(",")]
+        for hop in reversed(chain):
+            if _ip(hop) is None:
+                return peer  # a garbled chain names no one: count the proxy
+            if not self.trusts(hop):
+                return hop
+        return peer
+
+
+def _ip(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    if not host:
+        return None
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return host
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, IPV6_PREFIX), strict=False))
-    return str(ip)
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 class Stage(enum.Enum):
@@ -71,7 +118,9 @@ class Admission:
         max_open_per_address: int,
         max_handshakes_per_address: int,
         max_sockets: int,
+        proxies: Proxies | None = None,
     ) -> None:
+        self.proxies = proxies or Proxies()
         self.max_open = max_open
         self.max_open_per_address = max_open_per_address
         self.max_handshakes_per_address = max_handshakes_per_address
@@ -88,7 +137,8 @@ class Admission:
             raise Refused(
                 f"the server is at its limit of {self.max_sockets} sockets (file descriptors)"
             )
-        if self.handshakes[address] >= self.max_handshakes_per_address:
+        trusted = self.proxies.trusts(host)  # a proxy: its clients are counted at the handshake
+        if self.handshakes[address] >= self.max_handshakes_per_address and not trusted:
             raise Refused(
                 f"at most {self.max_handshakes_per_address} handshakes in progress per address"
             )
@@ -96,17 +146,19 @@ class Admission:
         self.sockets += 1
         return Ticket(address)
 
-    def open_websocket(self, ticket: Ticket) -> None:
-        """The socket's websocket handshake is accepted: it takes an open slot. Raises
-        Refused over a cap (the ticket stays a handshake, to be given back on close)."""
+    def open_websocket(self, ticket: Ticket, client: str | None = None) -> None:
+        """The socket's websocket handshake is accepted: it takes an open slot, counted
+        under ``client`` (the address a trusted proxy named) if given. Raises Refused over
+        a cap (the ticket stays a handshake, to be given back on close)."""
         if ticket.stage is not Stage.HANDSHAKE:
             raise Refused("the connection closed during its handshake")
-        address = ticket.address
+        address = ticket.address if client is None else address_key(client)
         if self.open_total >= self.max_open:
             raise Refused(f"the server holds at most {self.max_open} connections")
         if self.open[address] >= self.max_open_per_address:
             raise Refused(f"at most {self.max_open_per_address} connections per address")
-        self._drop(self.handshakes, address)
+        self._drop(self.handshakes, ticket.address)
+        ticket.address = address
         self.open[address] += 1
         self.open_total += 1
         ticket.stage = Stage.OPEN

@@ -132,8 +132,12 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
         websocket = cast(GuardedConnection, websocket)  # serve() creates only these
         if websocket.ticket is None:  # refused at accept: the socket is closing
             return websocket.respond(HTTPStatus.SERVICE_UNAVAILABLE, "too_many: refused\n")
+        remote = websocket.remote_address
+        peer = str(remote[0]) if remote else None
+        forwarded = request.headers.get_all("X-Forwarded-For")
+        client = self.admission.proxies.client(peer, forwarded) if forwarded else None
         try:
-            self.admission.open_websocket(websocket.ticket)
+            self.admission.open_websocket(websocket.ticket, client)
         except Refused as refused:
             storms.warning(
                 "refused at handshake",

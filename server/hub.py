@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.version import software_version
-from server.admission import Admission
+from server.admission import Admission, Proxies
 from server.clock import Now
 from server.connection import Connection, PlayerSession
 from server.errors import LimitExceeded, RateLimited, UnknownGame
@@ -81,6 +81,7 @@ class Hub:
             max_open_per_address=self.settings.max_connections_per_ip,
             max_handshakes_per_address=self.settings.max_handshakes_per_ip,
             max_sockets=self.settings.max_connections + self.settings.max_handshakes_per_ip,
+            proxies=Proxies(self.settings.trusted_proxies),
         )  # its socket budget is set by serve(), from the descriptor limit
         # Players and sessions: who is at each address, new sessions per address, names
         # being claimed by a hello in flight (name key -> player id), the expiry sweep.

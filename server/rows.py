@@ -82,8 +82,10 @@ class GameRecord:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as the wire carries it: a nil field is left out, at every depth
+        (PROTOCOL.md, "nil")."""
         r = self.row
-        return {
+        record = {
             "id": r.id,
             "game": r.game,
             "params": r.params,
@@ -98,16 +100,26 @@ class GameRecord:
             "clock": r.clock or {},
             "rematch_of": r.rematch_of,
             "moves": [
-                {
-                    "ply": m.ply,
-                    "seq": m.seq,
-                    "seat": m.seat,
-                    "action": m.action,
-                    "at": m.at,
-                    "stats": m.stats,
-                    "clocks": m.clocks,
-                }
+                _present(
+                    {
+                        "ply": m.ply,
+                        "seq": m.seq,
+                        "seat": m.seat,
+                        "action": m.action,
+                        "at": m.at,
+                        "stats": None
+                        if m.stats is None
+                        else _present(m.stats),  # older rows kept nils
+                        "clocks": m.clocks,
+                    }
+                )
                 for m in self.moves
             ],
             "events": self.events,
         }
+        return _present(record)
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` without the ones that are None."""
+    return {name: value for name, value in fields.items() if value is not None}

@@ -165,6 +165,15 @@ class ServerSettings:
         flag="allow-origin",
         group=ADMISSION,
     )
+    trusted_proxies: tuple[str, ...] = setting(
+        (),
+        "address or network (CIDR) of a reverse proxy in front of this server (nginx, "
+        "HAProxy) whose X-Forwarded-For names the client: the per-address caps then count "
+        "the client's address, not the proxy's; repeat the option or separate with commas. "
+        "From any other address the header is ignored",
+        flag="trusted-proxy",
+        group=ADMISSION,
+    )
     send_buffer: int = setting(
         512 * 1024,
         "bytes waiting to be sent to a client (pongs included) before it is closed as too "

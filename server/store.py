@@ -45,6 +45,7 @@ from typing import Any
 
 import aiosqlite
 
+from protocol.paths import default_db_path  # noqa: F401 - one for server and client
 from server.errors import Quarantined, StorageError, StorageFull
 from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow, SessionRow
 
@@ -219,16 +220,6 @@ class Store(ABC):
     async def expire_sessions(self, unplayed_before: float, played_before: float) -> None:
         """Delete sessions last used before these times (by whether they ever played),
         and free their names."""
-
-
-def default_db_path() -> Path:
-    """NOUGHTS_DB if set, else noughts.db in the user's data directory."""
-    env = os.environ.get("NOUGHTS_DB")
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
 
 
 # One encoder for every column: json.dumps with separators builds a new one each call.

@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 PG_URL = os.environ.get("NOUGHTS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_INSTALL = "Debian: apt-get install postgresql, or point NOUGHTS_TEST_PG at one"
 INSTALL_HINT = (
     "PostgreSQL is not reachable at $NOUGHTS_TEST_PG ({url}): install and start it "
-    "(Debian: apt-get install postgresql) or point NOUGHTS_TEST_PG at one"
+    f"({PG_INSTALL})"
 )
 
 
@@ -45,10 +46,20 @@ async def pg_schema() -> AsyncIterator[str]:
 
 
 REDIS_URL = os.environ.get("NOUGHTS_TEST_REDIS", "redis://127.0.0.1:6379/0")
+REDIS_INSTALL = "Debian: apt-get install redis-server, or point NOUGHTS_TEST_REDIS at one"
 REDIS_HINT = (
     "Redis is not reachable at $NOUGHTS_TEST_REDIS ({url}): install and start it "
-    "(Debian: apt-get install redis-server) or point NOUGHTS_TEST_REDIS at one"
+    f"({REDIS_INSTALL})"
 )
+REDIS_SERVER_HINT = "redis-server is not installed (Debian: apt-get install redis-server)"
+
+# The services a test may skip for, each with the text its skip reason carries: the run's
+# summary counts the tests each one kept from running (tests/conftest.py).
+MISSING = {
+    "PostgreSQL": PG_INSTALL,
+    "Redis": REDIS_INSTALL,
+    "the redis-server binary": REDIS_SERVER_HINT,
+}
 
 
 @pytest.fixture

@@ -130,19 +130,6 @@ def parse_player(text: str) -> PlayerSpec:
     return PlayerSpec(text, algorithm, budget_ms, iterations, options)
 
 
-def parse_params(items: list[str] | None) -> dict[str, int]:
-    params: dict[str, int] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        try:
-            params[key.strip()] = int(value)
-        except ValueError:
-            sep = ""
-        if not sep or not key.strip():
-            raise ArenaError(f"bad --param {item!r}: expected NAME=INTEGER, e.g. m=5")
-    return params
-
-
 def parse_sprt(text: str | None) -> tuple[float, float] | None:
     if text is None:
         return None
@@ -719,7 +706,9 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
                 f"player {label} ({spec.text}): algorithm {spec.algorithm!r} is not available "
                 f"in this engine (available: {', '.join(engine.ALGORITHMS)})"
             )
-    params = parse_params(args.param)
+    from client.commands.common import parse_params
+
+    params = parse_params(args.param or [], "noughts arena")
     try:
         game = engine.make_game(args.game, **params)
     except engine.EngineError as exc:

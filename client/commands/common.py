@@ -11,8 +11,8 @@ from pathlib import Path
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
 from client.sessions import SessionStore, connect_with_session, embedded_session_key
+from protocol.paths import DB_ENV, default_db_path
 
-DB_ENV = "NOUGHTS_DB"
 SERVER_ENV = "NOUGHTS_SERVER"
 
 
@@ -49,15 +49,6 @@ def default_name() -> str:
         return getpass.getuser()[:32] or "player"
     except (OSError, KeyError):
         return "player"
-
-
-def default_db_path() -> Path:
-    env = os.environ.get(DB_ENV)
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
 
 
 def session_key(args: argparse.Namespace) -> str:

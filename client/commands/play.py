@@ -19,9 +19,9 @@ from client.commands.common import (
     check_budget,
     connect,
     parse_clock,
+    parse_params,
     session_key,
 )
-from client.commands.common import parse_params as common_parse_params
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
 from protocol import Message
@@ -115,6 +115,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     where.add_argument("--watch", metavar="GAME_ID", help="watch a live game as a spectator")
     where.add_argument("--replay", metavar="GAME_ID", help="open a stored game in the replay view")
     parser.add_argument(
+        "--no-bell",
+        dest="bell",
+        action="store_false",
+        help="no terminal bell when the opponent moves, a game starts or your clock runs low "
+        "(ctrl+g turns it off and on in the game)",
+    )
+    parser.add_argument(
         "--plain",
         action="store_true",
         help="line-oriented client (the default when stdout is not a terminal)",
@@ -122,15 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_params(items: list[str]) -> dict[str, int]:
-    return common_parse_params(items, "noughts play")
-
-
 def pairing_request(args: argparse.Namespace) -> tuple[type[Message], dict[str, Any]] | None:
     """The lobby request --quick, --seek, --challenge or --accept asks for, if any."""
     from protocol import AcceptSeek, QuickPair, Seek
 
-    game = {"game": args.game, "params": parse_params(args.param)}
+    game = {"game": args.game, "params": parse_params(args.param, "noughts play")}
     clock = parse_clock(args.clock, "noughts play")
     if args.quick:
         return QuickPair, {
@@ -189,7 +192,7 @@ def create_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The `create` request for a game against the AI, or with an open seat (--human)."""
     return {
         "game": args.game,
-        "params": parse_params(args.param),
+        "params": parse_params(args.param, "noughts play"),
         "opponent": "human" if args.human else "ai",
         "seat": {"x": 0, "o": 1, "random": -1}[args.seat],
         "algorithm": args.ai,
@@ -237,7 +240,9 @@ async def _play_ui(args: argparse.Namespace) -> int:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1
     if args.server:
-        await NoughtsApp(args.server, name=name, start=start, sessions=sessions).run_async()
+        await NoughtsApp(
+            args.server, name=name, start=start, sessions=sessions, bell=args.bell
+        ).run_async()
         return 0
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
@@ -248,7 +253,9 @@ async def _play_ui(args: argparse.Namespace) -> int:
             db, workers=EMBEDDED_WORKERS, log_path=log_path, warm=warm_targets(args), status=status
         ) as url:
             key = embedded_session_key(db)
-            app = NoughtsApp(url, name=name, start=start, sessions=sessions, session_key=key)
+            app = NoughtsApp(
+                url, name=name, start=start, sessions=sessions, session_key=key, bell=args.bell
+            )
             await app.run_async()
     except (EmbeddedServerError, OSError) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)

@@ -3,28 +3,37 @@
 Every message from the server reaches ``on_server_message`` in order (posted by the
 link's reader); the app applies game events to its ``GameModel``s and tells the
 screens showing them. Requests run in workers (``request``), so the UI never
-waits on the network. After a reconnection the app resumes every game it follows
-from the last ``seq`` it saw and subscribes to the lobby again (PROTOCOL.md,
-resume).
+waits on the network. The link is the one ``ServerConnection`` of every client, started
+in the background: it retries until the server answers, and after a reconnection its
+session core follows every game again from the last ``seq`` seen and subscribes to the
+lobby again (PROTOCOL.md, resume).
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message as TextualMessage
+from textual.screen import Screen
 
-from client.connection import ConnectionLost, RequestFailed
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
+from client.game_view import GameModel, clock_title, game_title, player_name, result_sentence
 from client.sessions import SessionStore
-from client.ui.model import GameModel, result_sentence
-from client.ui.net import ServerLink
+from client.ui.dialogs import ChallengeDialog
+from client.ui.game import GameScreen
+from client.ui.lobby import LobbyScreen
+from client.ui.messages import OpenGame, RequestingScreen, RingBell, SendRequest, StopFollowing
+from client.ui.replay import ReplayScreen
 from protocol import (
     GAME_EVENTS,
+    AcceptSeek,
     CreateGame,
     Ended,
     Error,
@@ -33,55 +42,15 @@ from protocol import (
     LobbyState,
     LobbySubscribe,
     Message,
+    Moved,
     Resume,
     Seated,
+    Snapshot,
     Watch,
     Welcome,
 )
 
-# Layout of the lobby, game, replay and dialogs (inline: nothing to package besides code).
-CSS = """
-
-#game-body { height: 1fr; }
-#board-column { width: auto; min-width: 52; padding: 0 1; }
-#side-column { width: 1fr; min-width: 30; padding: 0 1; }
-#game-title { height: 1; padding: 0 1; margin-bottom: 1; background: $boost; }
-#board { margin: 0 0 1 0; }
-#game-status, #replay-move { height: auto; min-height: 2; }
-#move-input { width: 44; }
-#players { height: auto; border: round $primary; padding: 0 1; }
-#moves { height: 1fr; min-height: 5; }
-#ai-panel { height: auto; border: round $secondary; padding: 0 1; }
-#verdict-note { height: auto; }
-#link-status { dock: top; height: 1; background: $warning; color: $text; display: none; }
-#link-status.offline { background: $error; }
-#size-note { dock: top; height: auto; background: $error; color: $text; display: none; }
-GameScreen.too-small #size-note { display: block; }
-GameScreen.narrow #side-column { display: none; }
-GameScreen.narrow #board-column { width: 1fr; min-width: 0; }
-GameScreen.compact #game-title { margin-bottom: 0; }
-GameScreen.compact #board { margin: 0; }
-GameScreen.compact #game-status { min-height: 1; }
-GameScreen.compact #move-input { height: 1; border: none; padding: 0 1; }
-
-#lobby-title { height: 1; padding: 0 1; }
-#lobby-top { height: 1fr; }
-.lobby-pane { height: 1fr; padding: 0 1; }
-.pane-title { text-style: bold; color: $accent; }
-#lobby-status { height: auto; padding: 0 1; color: $text-muted; }
-
-NewGameDialog, GameOverScreen { align: center middle; }
-#dialog { width: 56; height: auto; max-height: 100%; border: thick $primary;
-          background: $surface; padding: 0 2; overflow-y: auto; }
-#dialog Label { margin-top: 1; }
-#dialog Select, #dialog Input { width: 100%; }
-#dialog-title, #game-over-title { text-style: bold; width: 100%; content-align: center middle; }
-#dialog-error { color: $error; }
-#dialog-buttons, #game-over-buttons { height: auto; margin-top: 1; }
-#dialog-buttons Button, #game-over-buttons Button { margin-right: 2; }
-#game-over { width: 60; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
-#result { text-style: bold; margin: 1 0; }
-"""
+S = TypeVar("S", bound=Screen[Any])
 
 
 @dataclass(frozen=True)
@@ -106,7 +75,8 @@ class ServerMessage(TextualMessage):
 
 
 class LinkState(TextualMessage):
-    """The link connected, dropped or is trying again."""
+    """The link connected, dropped or is trying again: ``state`` is "connecting", "online"
+    or "offline"."""
 
     def __init__(self, state: str, detail: str) -> None:
         super().__init__()
@@ -114,16 +84,37 @@ class LinkState(TextualMessage):
         self.detail = detail
 
 
+class Connected(TextualMessage):
+    """The server greeted the link (``again``: after a reconnection, with every game
+    followed before followed again)."""
+
+    def __init__(self, welcome: Welcome, again: bool) -> None:
+        super().__init__()
+        self.welcome = welcome
+        self.again = again
+
+
+# The connection's status as the screens show it.
+LINK_STATES = {
+    "connecting": "connecting",
+    "connected": "online",
+    "reconnecting": "offline",
+    "closed": "offline",
+}
+
+
 class NoughtsApp(App[None]):
     """noughts in the terminal: lobby, games, spectating and replays."""
 
     TITLE = "noughts"
-    CSS = CSS
+    CSS_PATH = Path(__file__).with_name("noughts.tcss")  # absolute: subclasses live elsewhere
     BINDINGS = [
         # Listed by ? (not in the footer, full enough without it).
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
         # Not a priority: "?" typed into a move box stays there.
         Binding("question_mark", "toggle_keys", "Keys"),
+        # ctrl+g: the bell's own control character (BEL, ^G).
+        Binding("ctrl+g", "toggle_bell", "Bell on/off", show=False),
     ]
 
     def __init__(
@@ -135,6 +126,7 @@ class NoughtsApp(App[None]):
         clock: Callable[[], float] = time.monotonic,
         sessions: SessionStore | None = None,
         session_key: str | None = None,
+        bell: bool = True,
     ) -> None:
         """``sessions`` keeps the player's session between runs, under ``session_key`` (the
         server's URL unless told otherwise: an embedded server's port changes every run)."""
@@ -152,14 +144,20 @@ class NoughtsApp(App[None]):
         self.started = False
         self.sessions = sessions
         self.session_key = session_key or url
+        self.challenges_seen: set[str] = set()
+        self.bell_on = bell  # the terminal bell: the opponent moved, a game began, time is short
         saved = self._saved_session()
-        self.link = ServerLink(
+        self.link = ServerConnection(
             url,
             name=name[:32],
-            deliver=lambda message: self.post_message(ServerMessage(message)),
-            on_state=lambda state, detail: self.post_message(LinkState(state, detail)),
-            on_connected=self._connected,
+            client="noughts-ui",
             session=saved,
+            reconnect_for_s=None,  # for as long as the app runs
+            deliver=lambda message: self.post_message(ServerMessage(message)),
+            on_status=lambda status, detail: self.post_message(
+                LinkState(LINK_STATES[status], detail)
+            ),
+            on_welcome=lambda welcome, again: self.post_message(Connected(welcome, again)),
         )
 
     def _saved_session(self) -> str | None:
@@ -184,29 +182,26 @@ class NoughtsApp(App[None]):
     # --- start-up and the link -------------------------------------------------------------
 
     def on_mount(self) -> None:
-        from client.ui.lobby import LobbyScreen
-
-        self.push_screen(LobbyScreen())
-        self.run_worker(self.link.run(), name="link", group="link", exit_on_error=False)
+        self.push_screen(LobbyScreen(self.player_name, self.url))
+        self.link.start()
 
     async def on_unmount(self) -> None:
         await self.link.close()
 
-    async def _connected(self, welcome: Welcome, reconnect: bool) -> None:
+    def on_connected(self, message: Connected) -> None:
+        welcome = message.welcome
         self._save_session(welcome.session)
         self.resumable = {
             game["game_id"]: game for game in welcome.games if game.get("game_id") is not None
         }
-        self._tell_screens("your_games_changed")
-        if reconnect:
-            for game_id, model in list(self.games.items()):
-                if game_id in self.watching:
-                    await self.link.request(Watch, game_id=game_id, since=model.seq)
-                elif model.seat is not None and not model.over:
-                    await self._resume(model)
-            if self.lobby_wanted:
-                await self.subscribe_lobby()
-            return
+        for screen in self.screen_stack:
+            if isinstance(screen, LobbyScreen):
+                screen.player_id = welcome.player_id  # attributes down
+        self._games_changed()
+        if not message.again:  # after a reconnection the link follows everything again
+            self._spawn(self._first_connection)
+
+    async def _first_connection(self) -> None:
         if self.lobby_wanted or self.start.kind in ("lobby", "pairing"):  # pairing waits there
             await self.subscribe_lobby()
         if not self.started:
@@ -235,18 +230,16 @@ class NoughtsApp(App[None]):
             elif start.kind == "replay" and start.game_id:
                 await self.open_replay(start.game_id)
             elif start.kind == "pairing" and start.request is not None:
-                reply = await self.link.request(start.request, **start.fields)
+                request = start.request
+                reply = await self.link.request(request, **start.fields)
                 if not isinstance(reply, Seated):
-                    from client.ui.lobby import LobbyScreen
-
                     self.notify(
                         f"Waiting for an opponent ({reply.seek_id}); x in the lobby cancels.",
                         title="Seeking",
                         timeout=20,
                     )
-                    for screen in self.screen_stack:
-                        if isinstance(screen, LobbyScreen):
-                            screen.waiting(start.request, reply, start.fields)
+                    for lobby in self._screens(LobbyScreen):
+                        lobby.waiting(request, reply, start.fields)
         except RequestFailed as exc:
             self.notify(exc.message, title="The server refused", severity="error", timeout=10)
 
@@ -261,14 +254,18 @@ class NoughtsApp(App[None]):
 
     def on_link_state(self, message: LinkState) -> None:
         self.link_state = (message.state, message.detail)
-        self._tell_screens("link_changed", message.state, message.detail)
+        for screen in self._screens(RequestingScreen):
+            screen.link_changed(message.state, message.detail)
 
-    def _tell_screens(self, method: str, *args: Any) -> None:
-        """Call ``method`` on every screen of the stack that has it."""
-        for screen in list(self.screen_stack):
-            update = getattr(screen, method, None)
-            if update is not None:
-                update(*args)
+    def _screens(self, kind: type[S]) -> list[S]:
+        """The screens of the stack of one kind (attributes down: the app calls their
+        typed methods)."""
+        return [screen for screen in self.screen_stack if isinstance(screen, kind)]
+
+    def _games_changed(self) -> None:
+        games = self.my_games()
+        for lobby in self._screens(LobbyScreen):
+            lobby.set_my_games(games)
 
     # --- messages from the server -------------------------------------------------------
 
@@ -279,13 +276,39 @@ class NoughtsApp(App[None]):
         elif isinstance(message, GAME_EVENTS):
             self._game_event(message)
         elif isinstance(message, LobbyState | LobbyEvent):
-            for screen in self.screen_stack:
-                update = getattr(screen, "lobby_message", None)
-                if update is not None:
-                    update(message)
+            for lobby in self._screens(LobbyScreen):
+                lobby.lobby_message(message)
+            self._challenged(message)
         elif isinstance(message, Error) and message.rid is None:
             where = f"Game {message.game_id}: " if message.game_id else ""
             self.notify(f"{where}{message.message}", title=message.code, severity="error")
+
+    def _challenged(self, message: LobbyState | LobbyEvent) -> None:
+        """A challenge to us in the lobby: a notification with accept and decline, once."""
+        if isinstance(message, LobbyState):
+            seeks = list(message.seeks)
+        else:
+            seeks = [message.seek] if message.kind == "seek_added" and message.seek else []
+        me = self.link.player_id
+        for seek in seeks:
+            seek_id = str(seek.get("seek_id"))
+            if me is None or seek.get("to") != me or seek_id in self.challenges_seen:
+                continue
+            self.challenges_seen.add(seek_id)
+            self.ring()
+            challenger = player_name(seek.get("player"))
+            ours = {"x": "O", "o": "X"}.get(seek.get("color", "random"), "X or O (drawn by lot)")
+            game = game_title(seek.get("game", "?"), seek.get("params") or {})
+            clock = clock_title(seek.get("clock") or {})
+            text = f"{challenger} challenges you to {game}, {clock}; you would play {ours}."
+
+            def answered(accept: bool | None, seek_id: str = seek_id) -> None:
+                if accept:
+                    self.request(AcceptSeek, seek_id=seek_id)
+                else:
+                    self.notify("Challenge declined: it stays in the lobby until withdrawn.")
+
+            self.push_screen(ChallengeDialog(text), answered)
 
     def _seated(self, seated: Seated) -> None:
         """A seat of ours: a game we created, joined or accepted, or a pairing or rematch."""
@@ -294,7 +317,9 @@ class NoughtsApp(App[None]):
             model = GameModel(seated.game_id)
             self.games[seated.game_id] = model
         model.seat, model.token = seated.seat, seated.token
-        self._tell_screens("seated", seated.game_id)
+        for lobby in self._screens(LobbyScreen):
+            lobby.seated(seated.game_id)
+        self._games_changed()
         self._show_game(model)  # a rematch or a new pairing replaces the game on screen
 
     def _game_event(self, message: Message) -> None:
@@ -302,26 +327,73 @@ class NoughtsApp(App[None]):
         model = self.games.get(game_id)
         if model is None:
             return  # a game we no longer follow
+        was_open = model.status == "open"
         if not model.apply(message, self.clock()):
-            self.run_worker(self._resume(model), group="net", exit_on_error=False)
+            self._spawn(functools.partial(self._resume, model))
             return
+        if model.seat is not None and not model.over:
+            if isinstance(message, Moved) and message.seat != model.seat:
+                self.ring()  # the opponent moved
+            elif model.status == "live" and (
+                was_open or (isinstance(message, Snapshot) and not message.actions)
+            ):
+                self.ring()  # our game began
+        for lobby in self._screens(LobbyScreen):
+            lobby.game_changed(model, message)
+        for game in self._screens(GameScreen):
+            game.game_changed(model, message)
         if model.over:
             self.resumable.pop(game_id, None)
-        self._tell_screens("game_changed", model, message)
+            self._games_changed()
         if isinstance(message, Ended) and not any(
-            getattr(screen, "model", None) is model for screen in self.screen_stack
+            game.model is model for game in self._screens(GameScreen)
         ):
             # A game of ours ended while its screen was closed: say how.
             sentence = result_sentence(model.result, model.reason, model.seat)
             self.notify(f"Game {game_id} is over. {sentence}", title="Game over", timeout=10)
 
-    # --- actions the screens ask for --------------------------------------------------------
+    # --- what the screens ask for (messages up) ------------------------------------------------
+
+    def on_send_request(self, message: SendRequest) -> None:
+        self.request(message.kind, message.on_reply, message.on_error, **message.fields)
+
+    def on_open_game(self, message: OpenGame) -> None:
+        opening = {"resume": self.resume_game, "watch": self.watch_game, "replay": self.open_replay}
+
+        async def open_game() -> None:
+            try:
+                await opening[message.how](message.game_id)
+            except RequestFailed as exc:
+                if message.on_error is not None:
+                    message.on_error(exc)
+                else:
+                    self.notify(exc.message, title="The server refused", severity="error")
+            except ConnectionLost as exc:
+                self.notify(str(exc), title="Offline", severity="warning")
+
+        self._spawn(open_game)
+
+    def on_stop_following(self, message: StopFollowing) -> None:
+        self.stop_following(message.game_id)
+
+    def on_ring_bell(self, message: RingBell) -> None:
+        self.ring()
+
+    def ring(self) -> None:
+        """The terminal bell, unless turned off (--no-bell, ctrl+g)."""
+        if self.bell_on:
+            self.bell()
+
+    def action_toggle_bell(self) -> None:
+        self.bell_on = not self.bell_on
+        self.notify(f"The bell is {'on' if self.bell_on else 'off'} (ctrl+g turns it "
+                    f"{'off' if self.bell_on else 'on'}).")  # fmt: skip
 
     def request(
         self,
         kind: type[Message],
-        on_reply: Callable[[Any], None] | None = None,
-        on_error: Callable[[RequestFailed], None] | None = None,
+        on_reply: Callable[[Any], object] | None = None,
+        on_error: Callable[[RequestFailed], object] | None = None,
         **fields: Any,
     ) -> None:
         """Send a request from a worker; errors become notifications unless ``on_error``."""
@@ -341,7 +413,12 @@ class NoughtsApp(App[None]):
             if on_reply is not None:
                 on_reply(reply)
 
-        self.run_worker(send(), group="net", exit_on_error=False)
+        self._spawn(send)
+
+    def _spawn(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` in a worker. The function, not a coroutine: a worker that never starts
+        (the app is closing) then leaves no coroutine unawaited."""
+        self.run_worker(work, group="net", exit_on_error=False)
 
     def action_toggle_keys(self) -> None:
         """``?`` shows or hides every key of the current screen: Textual's keys panel, drawn
@@ -351,6 +428,7 @@ class NoughtsApp(App[None]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+        self.screen.refresh_bindings()  # the game screen lists every key while it is shown
 
     async def subscribe_lobby(self) -> None:
         self.lobby_wanted = True
@@ -358,16 +436,12 @@ class NoughtsApp(App[None]):
             reply = await self.link.request(LobbySubscribe)
         except RequestFailed as exc:
             reply = None
-            for screen in self.screen_stack:
-                update = getattr(screen, "lobby_unavailable", None)
-                if update is not None:
-                    update(exc.message)
+            for lobby in self._screens(LobbyScreen):
+                lobby.lobby_unavailable(exc.message)
         if reply is not None:
             self.post_message(ServerMessage(reply))
 
     async def watch_game(self, game_id: str) -> None:
-        from client.ui.game import GameScreen
-
         model = self.games.get(game_id) or GameModel(game_id)
         self.games[game_id] = model
         self.watching.add(game_id)
@@ -377,7 +451,10 @@ class NoughtsApp(App[None]):
             self.watching.discard(game_id)
             del self.games[game_id]
             raise
-        self.push_screen(GameScreen(model))
+        self.push_screen(self._game_screen(model))
+
+    def _game_screen(self, model: GameModel) -> GameScreen:
+        return GameScreen(model, clock=self.clock, link_state=self.link_state)
 
     def my_games(self) -> list[tuple[str, int, GameModel | None]]:
         """Our unfinished games, (game_id, seat, its model if we follow it): those we
@@ -408,17 +485,16 @@ class NoughtsApp(App[None]):
                 raise
             if resumed.token is not None:
                 model.seat, model.token = resumed.seat, resumed.token
+            self._games_changed()
         self._show_game(model)
 
     def _show_game(self, model: GameModel) -> None:
         """Put ``model``'s screen on top, in place of the game and dialogs shown there."""
-        from client.ui.game import GameScreen
-
         if not self.screen_stack:
             return  # the app is closing: a seat granted now is kept in self.games only
         while isinstance(self.screen, GameScreen) or getattr(self.screen, "is_modal", False):
             self.pop_screen()
-        self.push_screen(GameScreen(model))
+        self.push_screen(self._game_screen(model))
 
     def stop_following(self, game_id: str) -> None:
         """The game's screen closed: forget it (and stop watching it)."""
@@ -430,9 +506,8 @@ class NoughtsApp(App[None]):
         model = self.games.get(game_id)
         if model is not None and (model.over or model.seat is None):
             del self.games[game_id]
+        self._games_changed()
 
     async def open_replay(self, game_id: str) -> None:
-        from client.ui.replay import ReplayScreen
-
         reply = await self.link.request(GetGame, game_id=game_id)
         self.push_screen(ReplayScreen(reply.game))

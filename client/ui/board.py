@@ -168,7 +168,7 @@ def _draw_uttt(
     playable = set(state.allowed_boards())
     drawing = Drawing(Text())
     out = drawing.text
-    out.append("┏" + "┳".join("━" * 9 for _ in range(3)) + "┓\n", FRAME_STYLE)
+    out.append(_uttt_frame("┏", "┳", "┓", 0) + "\n", FRAME_STYLE)
     y = 1
     for r in range(9):
         out.append("┃", FRAME_STYLE)
@@ -203,10 +203,19 @@ def _draw_uttt(
         out.append("\n")
         y += 1
         if r in (2, 5):
-            out.append("┣" + "╋".join("━" * 9 for _ in range(3)) + "┫\n", FRAME_STYLE)
+            out.append(_uttt_frame("┣", "╋", "┫", r + 1) + "\n", FRAME_STYLE)
             y += 1
-    out.append("┗" + "┻".join("━" * 9 for _ in range(3)) + "┛", FRAME_STYLE)
+    out.append("┗" + "┻".join("━" * 9 for _ in range(3)) + "┛\n", FRAME_STYLE)
+    # The notation of moves (the engine's, as the move list and the exports write them and the
+    # move box reads them): B board C cell, the cells of a board numbered as below.
+    out.append("B# C#: cells 0 1 2/3 4 5/6 7 8", LABEL_STYLE)
     return drawing
+
+
+def _uttt_frame(left: str, middle: str, right: str, row: int) -> str:
+    """A frame line above the small boards of ``row`` (0, 3, 6), each named as moves name it
+    (B0..B8)."""
+    return left + middle.join(f"━B{row + i}" + "━" * 6 for i in range(3)) + right
 
 
 class BoardView(Widget, can_focus=True):

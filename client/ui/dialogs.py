@@ -1,4 +1,5 @@
-"""Dialogs that ask what to play: against the AI, a seek, quick pairing."""
+"""Dialogs that ask what to play (against the AI, a seek, quick pairing) and whether to take
+a challenge."""
 
 from __future__ import annotations
 
@@ -160,3 +161,30 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ChallengeDialog(ModalScreen[bool]):
+    """Someone challenges us: accept (y) or decline (n); dismissed with the answer."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Accept"),
+        Binding("n,escape", "answer(False)", "Decline"),
+    ]
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("A challenge", id="dialog-title")
+            yield Label(self.text, id="challenge-text")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Accept (y)", id="accept", variant="primary")
+                yield Button("Decline (n)", id="decline")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "accept")
+
+    def action_answer(self, accept: bool) -> None:
+        self.dismiss(accept)

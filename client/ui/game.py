@@ -2,36 +2,37 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 import engine
 from client.connection import RequestFailed
-from client.plain import ai_value
-from client.replay import _pv_strings
-from client.ui.board import PIECE_STYLES, BoardView
-from client.ui.model import (
+from client.game_view import (
     SYMBOLS,
     GameModel,
+    ai_value,
     clock_title,
     format_ms,
     game_title,
     player_name,
     result_sentence,
 )
+from client.replay import _pv_strings
+from client.ui.board import PIECE_STYLES, BoardView
+from client.ui.messages import OpenGame, RequestingScreen, RingBell, StopFollowing
 from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer, Rematch, Resign
 
-if TYPE_CHECKING:
-    from client.ui.app import NoughtsApp
-
-BOARD_COLUMN_MIN, SIDE_COLUMN_MIN = 52, 30  # columns, as in app.CSS
+BOARD_COLUMN_MIN, SIDE_COLUMN_MIN = 52, 30  # columns, as in noughts.tcss
+LOW_CLOCK_MS = 10_000  # our clock under this on our turn: the bell rings (once a turn)
 CONFIRM_S = 3.0  # resign, abort and draw take a second press of their key within this
 
 
@@ -65,7 +66,7 @@ def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
     return text
 
 
-class GameScreen(Screen[None]):
+class GameScreen(RequestingScreen):
     """A game: the board, players and clocks, the move list, the AI's thoughts."""
 
     BINDINGS = [
@@ -79,23 +80,49 @@ class GameScreen(Screen[None]):
         Binding("escape", "escape", "Lobby"),
     ]
 
-    def __init__(self, model: GameModel) -> None:
+    def __init__(
+        self,
+        model: GameModel,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        link_state: tuple[str, str] = ("online", ""),
+    ) -> None:
+        """``clock``: local time, for the clocks between readings; ``link_state``: the
+        link's, until the app says it changed."""
         super().__init__()
         self.model = model
+        self.clock = clock
+        self.link_state = link_state
         self.sending = False
+        self.low_clock_rung_at: int | None = None  # the ply of our turn the bell rang for
         self.game_over_shown = False
         self.confirming: str | None = None  # the action a second press of its key confirms
         self._confirm_round = 0
-
-    @property
-    def noughts(self) -> NoughtsApp:
-        return self.app  # type: ignore[return-value]
 
     # What only a seat may do: a spectator's footer does not offer it.
     SEAT_ACTIONS = frozenset({"resign", "draw", "decline", "abort", "claim", "rematch"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.model.seat is not None or action not in self.SEAT_ACTIONS
+        """Only what the game's state allows now: the footer shows nothing else, and its key
+        does nothing (issue 12); while ? shows the keys, all of them. A spectator has no seat's
+        action."""
+        model = self.model
+        if action in self.SEAT_ACTIONS and model.seat is None:
+            return False
+        if self.query("HelpPanel"):
+            return True
+        playing = not model.over and model.state is not None and model.status == "live"
+        away = [seat for seat in (0, 1) if seat != model.seat and not model.online[seat]]
+        allowed = {
+            "resign": playing,
+            "draw": playing,
+            "abort": not model.over and len(model.moves) < 2,  # before the first moves
+            "decline": any(seat != model.seat for seat in model.offers.values()),
+            "claim": playing and bool(away),
+            "rematch": model.over,
+            "toggle_ai": model.has_ai(),
+        }.get(action)
+        return True if allowed is None else allowed
 
     def compose(self) -> ComposeResult:
         yield Static(id="game-title")
@@ -122,12 +149,12 @@ class GameScreen(Screen[None]):
     def on_mount(self) -> None:
         if not self.query("#moves"):
             return  # replaced before it was drawn (two seats in a row): nothing to set up
-        table = self.query_one("#moves", DataTable)
-        table.add_columns("#", "", "move", "AI value")
+        self.query_one("#moves", DataTable).add_columns("#", "", "move")
+        self.ai_column = False  # the moves' "AI value" column, in games with an AI only
         self.query_one("#ai-panel").display = False
         self.ai_panel_wanted = True
         self.refresh_all()
-        self.link_changed(*self.noughts.link_state)
+        self._show_link()
         self.set_interval(0.1, self.tick)
         self.query_one(BoardView).focus()
 
@@ -139,9 +166,9 @@ class GameScreen(Screen[None]):
         if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
             what = "a draw" if event.kind == "draw" else "a rematch"
             key = "d d" if event.kind == "draw" else "m"
-            self.notify(f"{SYMBOLS[event.seat]} offers {what}: {key} accepts, n declines.")
+            self.notify(f"{model.name(event.seat)} offers {what}: {key} accepts, n declines.")
         elif isinstance(event, Offer) and event.answer == "decline" and event.seat != model.seat:
-            self.notify(f"{SYMBOLS[event.seat]} declined the {event.kind}.")
+            self.notify(f"{model.name(event.seat)} declined the {event.kind}.")
         self.refresh_all()
         if isinstance(event, Ended) or (model.over and not self.game_over_shown):
             self.show_game_over()
@@ -181,9 +208,8 @@ class GameScreen(Screen[None]):
             else ""
         )
 
-    def link_changed(self, state: str, detail: str) -> None:
-        if not self.is_mounted:
-            return
+    def _show_link(self) -> None:
+        state, detail = self.link_state
         widget = self.query_one("#link-status", Static)
         widget.display = state != "online"
         widget.update(
@@ -217,10 +243,11 @@ class GameScreen(Screen[None]):
         self._refresh_moves()
         self._refresh_players()
         self._refresh_ai()
+        self.refresh_bindings()  # the footer follows the game's state
         move_input = self.query_one("#move-input", Input)
         move_input.display = model.seat is not None and not model.over
         if isinstance(model.state, engine.UTTTState):
-            move_input.placeholder = "type board,cell (e.g. 4,0), Enter plays"
+            move_input.placeholder = "type B4 C0 or 4,0, Enter plays"
         else:
             move_input.placeholder = "type row,col or a cell number, Enter plays"
 
@@ -239,9 +266,13 @@ class GameScreen(Screen[None]):
         text = Text()
         if model.my_turn:
             text.append("Your move", "bold reverse")
-            text.append(" arrows + Enter, or type the cell")
             if isinstance(state, engine.UTTTState):
-                text.append(" (board,cell)")
+                # The legal-move hint: the boards the rules send us to (shaded on the board).
+                boards = state.allowed_boards()
+                where = " ".join(f"B{b}" for b in boards) if len(boards) < 9 else "any board"
+                text.append(f" in {where}: arrows + Enter, or type B4 C0")
+            else:
+                text.append(" arrows + Enter, or type the cell")
         elif to_move in (0, 1):
             who = player_name(model.players[to_move])
             text.append(f"{SYMBOLS[to_move]} ({who}) to move")
@@ -253,27 +284,32 @@ class GameScreen(Screen[None]):
             text.append(
                 "\nYou offered a draw."
                 if mine
-                else f"\n{SYMBOLS[seat]} offers a draw: d d accepts, n declines.",
+                else f"\n{model.name(seat)} offers a draw: d d accepts, n declines.",
                 "yellow",
             )
         for seat in (0, 1):
             if not model.online[seat]:
-                text.append(f"\n{SYMBOLS[seat]} is away", "yellow")
+                text.append(f"\n{model.name(seat)} is away", "yellow")
                 if model.claim_at[seat] is not None and seat != model.seat:
                     text.append(" (c claims the game once the grace period is over)")
         status.update(text)
 
     def _refresh_moves(self) -> None:
         table = self.query_one("#moves", DataTable)
+        if self.model.has_ai() and not self.ai_column:
+            self.ai_column = True
+            table.clear(columns=True)
+            table.add_columns("#", "", "move", "AI value")
         have = table.row_count
         for entry in self.model.moves[have:]:
-            value = (entry.stats and ai_value(entry.stats, chance=False)) or ""
-            table.add_row(
+            cells: list[Any] = [
                 str(entry.ply + 1),
                 Text(SYMBOLS[entry.seat], PIECE_STYLES[entry.seat]),
                 entry.text,
-                value,
-            )
+            ]
+            if self.ai_column:
+                cells.append((entry.stats and ai_value(entry.stats, chance=False)) or "")
+            table.add_row(*cells)
         if table.row_count < have:  # a snapshot replaced the moves
             table.clear()
             self._refresh_moves()
@@ -285,7 +321,7 @@ class GameScreen(Screen[None]):
 
     def _players_text(self) -> Text:
         model = self.model
-        now = self.noughts.clock()
+        now = self.clock()
         text = Text()
         for seat in (0, 1):
             marker = "▶ " if model.to_move == seat and not model.over else "  "
@@ -307,8 +343,7 @@ class GameScreen(Screen[None]):
     def _refresh_ai(self) -> None:
         panel = self.query_one("#ai-panel", Static)
         stats = self.model.last_stats()
-        has_ai = any((p or {}).get("kind") == "ai" for p in self.model.players)
-        panel.display = bool(has_ai and self.ai_panel_wanted)
+        panel.display = self.model.has_ai() and self.ai_panel_wanted
         if not stats:
             panel.update(Text("What the AI thought appears here after its move.", "dim"))
             return
@@ -321,8 +356,15 @@ class GameScreen(Screen[None]):
         panel.update(text)
 
     def tick(self) -> None:
-        if self.model.clock_ticking():
+        model = self.model
+        if model.clock_ticking():
             self._refresh_players()
+            left = model.remaining_ms(model.seat, self.clock()) if model.seat is not None else None
+            ply = len(model.moves)
+            if model.my_turn and left is not None and left < LOW_CLOCK_MS:
+                if self.low_clock_rung_at != ply:
+                    self.low_clock_rung_at = ply
+                    self.post_message(RingBell())
 
     # --- playing -----------------------------------------------------------------------------
 
@@ -390,7 +432,7 @@ class GameScreen(Screen[None]):
             self.sending = False
             self.notify(exc.message, title="The server refused that move", severity="error")
 
-        self.noughts.request(
+        self.request(
             Move,
             on_reply=done,
             on_error=refused,
@@ -405,7 +447,7 @@ class GameScreen(Screen[None]):
         if model.seat is None or model.token is None:
             self.notify("Only the players can do that.", severity="warning")
             return False
-        self.noughts.request(kind, game_id=model.game_id, token=model.token, **fields)
+        self.request(kind, game_id=model.game_id, token=model.token, **fields)
         return True
 
     def _confirmed(self, action: str, key: str, what: str) -> bool:
@@ -475,7 +517,7 @@ class GameScreen(Screen[None]):
             ai = [p for p in model.players if (p or {}).get("kind") == "ai"]
             if exc.code in ("unknown_type", "bad_request", "unknown_game") and ai:
                 ai_player = ai[0] or {}
-                self.noughts.request(
+                self.request(
                     CreateGame,
                     game=model.game,
                     params=model.params,
@@ -488,7 +530,7 @@ class GameScreen(Screen[None]):
             else:
                 self.notify(exc.message, title="No rematch", severity="error")
 
-        self.noughts.request(
+        self.request(
             Rematch,
             on_error=unsupported,
             game_id=model.game_id,
@@ -510,7 +552,7 @@ class GameScreen(Screen[None]):
                 severity="warning",
             )
         else:
-            self.noughts.stop_following(model.game_id)
+            self.post_message(StopFollowing(model.game_id))
         self.dismiss()
 
     def show_game_over(self) -> None:
@@ -523,10 +565,9 @@ class GameScreen(Screen[None]):
         if choice == "rematch":
             self.action_rematch()
         elif choice == "replay":
-            game_id = self.model.game_id
-            self.noughts.run_worker(self.noughts.open_replay(game_id), exit_on_error=False)
+            self.post_message(OpenGame(self.model.game_id, "replay"))
         elif choice == "lobby":
-            self.noughts.stop_following(self.model.game_id)
+            self.post_message(StopFollowing(self.model.game_id))
             self.dismiss()
 
 

@@ -4,18 +4,18 @@ to, recent games to replay."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
 
 from client.connection import RequestFailed
+from client.game_view import SYMBOLS, GameModel, clock_title, game_title, player_name
 from client.ui.dialogs import NewGameDialog
-from client.ui.model import SYMBOLS, clock_title, game_title, player_name
+from client.ui.messages import OpenGame, RequestingScreen
 from protocol import (
     AcceptSeek,
     CancelSeek,
@@ -32,16 +32,13 @@ from protocol import (
     SeekPosted,
 )
 
-if TYPE_CHECKING:
-    from client.ui.app import NoughtsApp
-
 
 def _names(game: dict[str, Any]) -> tuple[str, str]:
     players = game.get("players") or [None, None]
     return player_name(players[0]), player_name(players[1])
 
 
-class LobbyScreen(Screen[None]):
+class LobbyScreen(RequestingScreen):
     """Seeks and live games as the server pushes them, our unfinished games; keys to play,
     seek, pair, resume, watch and replay."""
 
@@ -61,12 +58,21 @@ class LobbyScreen(Screen[None]):
         Binding(
             "x", "cancel_seek", "Cancel", tooltip="cancel my seeks, leave the quick-pairing queue"
         ),
+        # Listed by ? (the footer is full without them).
+        Binding("f", "filter('game')", "Game filter", tooltip="seeks of one game", show=False),
+        Binding("t", "filter('clock')", "Clock filter", tooltip="one time control", show=False),
         Binding("g", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, player_name: str = "player", url: str = "") -> None:
         super().__init__()
+        self.player_name = player_name
+        self.url = url
+        # Set by the app (attributes down): the link's state, our player id, our games.
+        self.link_state = ("connecting", url)
+        self.player_id: str | None = None
+        self.my_games: list[tuple[str, int, GameModel | None]] = []
         self.seeks: dict[str, dict[str, Any]] = {}
         self.live: dict[str, dict[str, Any]] = {}
         self.finished: list[dict[str, Any]] = []
@@ -75,16 +81,14 @@ class LobbyScreen(Screen[None]):
         self.has_lobby = True
         self.has_lobby_state = False  # the server's lobby_state arrived
         self.records: dict[str, dict[str, Any]] = {}  # our games' stored records, by id
-
-    @property
-    def noughts(self) -> NoughtsApp:
-        return self.app  # type: ignore[return-value]
+        # The seeks shown: only those of this game and this clock (as titled), if set.
+        self.filters: dict[str, str | None] = {"game": None, "clock": None}
 
     def compose(self) -> ComposeResult:
         yield Static(id="lobby-title")
         with Horizontal(id="lobby-top"):
             with Vertical(classes="lobby-pane"):
-                yield Label("Open seeks", classes="pane-title")
+                yield Label("Open seeks", classes="pane-title", id="seeks-title")
                 yield DataTable(id="seeks", cursor_type="row", zebra_stripes=True)
             with Vertical(classes="lobby-pane"):
                 yield Label("Live games", classes="pane-title")
@@ -105,29 +109,28 @@ class LobbyScreen(Screen[None]):
         self.query_one("#finished", DataTable).add_columns("game", "X", "O", "result", "when")
         self.query_one("#mine", DataTable).add_columns("game", "you", "opponent", "moves", "")
         self.query_one("#seeks", DataTable).focus()
-        self.link_changed(*self.noughts.link_state)
+        self._show_link()
         self.your_games_changed()
 
     def on_screen_resume(self) -> None:
-        if self.noughts.link.connection is not None:
+        if self.link_state[0] == "online":
             self.action_refresh()
         self.your_games_changed()
 
     # --- the server ---------------------------------------------------------------------------
 
-    def link_changed(self, state: str, detail: str) -> None:
-        if not self.is_mounted:
-            return
+    def _show_link(self) -> None:
+        state, detail = self.link_state
         title = Text()
         title.append("noughts lobby", "bold")
-        title.append(f"  ·  {self.noughts.player_name}  ·  ")
+        title.append(f"  ·  {self.player_name}  ·  ")
         if state == "online":
-            title.append(f"connected to {self.noughts.url}", "green")
+            title.append(f"connected to {self.url}", "green")
             self.action_refresh()
         elif state == "offline":
             title.append(f"offline: {detail}", "bold red")
         else:
-            title.append(f"connecting to {self.noughts.url}…", "yellow")
+            title.append(f"connecting to {self.url}…", "yellow")
         self.query_one("#lobby-title", Static).update(title)
 
     def lobby_message(self, message: Message) -> None:
@@ -169,7 +172,7 @@ class LobbyScreen(Screen[None]):
         for seek_id in list(self.queued):
             # Paired or given the AI, the entry is gone already (unknown_seek is expected);
             # seated by something else, leave the queue rather than start a second game.
-            self.noughts.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
+            self.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
         self.queued.clear()
         if self.my_seeks:
             self.set_status("Your seek is still open: x cancels it.")
@@ -178,31 +181,66 @@ class LobbyScreen(Screen[None]):
         self.your_games_changed()
 
     def waiting(self, request: type[Message], posted: SeekPosted, fields: dict[str, Any]) -> None:
-        """A seek or quick-pairing entry posted for us (from the dialogs or the command line)."""
+        """A seek or quick-pairing entry posted for us (from the command line)."""
         if request is QuickPair:
             self._queued(posted, int(fields.get("ai_after_s", 20)))
         else:
             self._posted(posted)
 
-    def game_changed(self, model: Any, event: Message) -> None:
+    def game_changed(self, model: GameModel, event: Message) -> None:
         if self.is_mounted and model.over:
             self.your_games_changed()
 
+    def set_my_games(self, games: list[tuple[str, int, GameModel | None]]) -> None:
+        self.my_games = games
+        self.your_games_changed()
+
     # --- tables -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _facets(seek: dict[str, Any]) -> dict[str, str]:
+        """What the filters look at: the game and the clock, as the table titles them."""
+        return {
+            "game": game_title(seek.get("game", "?"), seek.get("params") or {}),
+            "clock": clock_title(seek.get("clock") or {}),
+        }
+
+    def action_filter(self, facet: str) -> None:
+        """The next value of a filter: every game (or clock) among the seeks, then all."""
+        values = sorted({self._facets(seek)[facet] for seek in self.seeks.values()})
+        options: list[str | None] = [None, *values]
+        current = self.filters[facet]
+        at = options.index(current) if current in options else 0
+        self.filters[facet] = options[(at + 1) % len(options)]
+        self._show_seeks()
 
     def _show_seeks(self) -> None:
         table = self.query_one("#seeks", DataTable)
         selected = self._selected_key(table)
         table.clear()
-        my_id = self.noughts.link.player_id
-        for seek_id, seek in sorted(self.seeks.items(), key=lambda kv: kv[1].get("created_at", 0)):
+        my_id = self.player_id
+        shown = [
+            (seek_id, seek)
+            for seek_id, seek in sorted(
+                self.seeks.items(), key=lambda kv: kv[1].get("created_at", 0)
+            )
+            if all(
+                wanted is None or self._facets(seek)[facet] == wanted
+                for facet, wanted in self.filters.items()
+            )
+        ]
+        title = "Open seeks"
+        wanted = [value for value in self.filters.values() if value is not None]
+        if wanted:
+            title += f" · {', '.join(wanted)} ({len(shown)} of {len(self.seeks)}; f, t: filters)"
+        self.query_one("#seeks-title", Label).update(title)
+        for seek_id, seek in shown:
             owner = seek.get("player") or {}
             mine = owner.get("player_id") == my_id or seek_id in self.my_seeks
             colour = {"x": "X", "o": "O"}.get(seek.get("color", "random"), "random")
             table.add_row(
                 player_name(owner) + (" (you)" if mine else ""),
-                game_title(seek.get("game", "?"), seek.get("params") or {}),
-                clock_title(seek.get("clock") or {}),
+                *self._facets(seek).values(),
                 colour,
                 "challenge"
                 if seek.get("to")
@@ -244,7 +282,7 @@ class LobbyScreen(Screen[None]):
         table = self.query_one("#mine", DataTable)
         selected = self._selected_key(table)
         table.clear()
-        games = self.noughts.my_games()
+        games = self.my_games
         for game_id, seat, model in games:
             if model is not None:
                 game, params, players = model.game, model.params, model.players
@@ -288,7 +326,7 @@ class LobbyScreen(Screen[None]):
             self.records[game_id] = dict(reply.game)
             self.your_games_changed()
 
-        self.noughts.request(GetGame, on_reply=got, on_error=lambda exc: None, game_id=game_id)
+        self.request(GetGame, on_reply=got, on_error=lambda exc: None, game_id=game_id)
 
     @staticmethod
     def _selected_key(table: DataTable[Any]) -> str | None:
@@ -321,11 +359,9 @@ class LobbyScreen(Screen[None]):
             self._show_live()
 
         quiet = lambda exc: None  # noqa: E731 - an old server or a drop: the tables stay
-        self.noughts.request(
-            ListGames, on_reply=got_finished, on_error=quiet, status="finished", limit=30
-        )
+        self.request(ListGames, on_reply=got_finished, on_error=quiet, status="finished", limit=30)
         if not self.has_lobby:
-            self.noughts.request(ListGames, on_reply=got_live, on_error=quiet, status="live")
+            self.request(ListGames, on_reply=got_live, on_error=quiet, status="live")
 
     def action_new(self, kind: str) -> None:
         def chosen(fields: dict[str, Any] | None) -> None:
@@ -333,14 +369,14 @@ class LobbyScreen(Screen[None]):
                 return
             if kind == "ai":
                 self.set_status("Starting a game against the AI…")
-                self.noughts.request(CreateGame, on_error=self._refused, **fields)
+                self.request(CreateGame, on_error=self._refused, **fields)
             elif kind == "seek":
                 self.set_status("Posting the seek…")
-                self.noughts.request(Seek, on_reply=self._posted, on_error=self._refused, **fields)
+                self.request(Seek, on_reply=self._posted, on_error=self._refused, **fields)
             else:
                 after = int(fields.get("ai_after_s", 0))
                 self.set_status("Joining the quick-pairing queue…")
-                self.noughts.request(
+                self.request(
                     QuickPair,
                     on_reply=lambda reply: self._queued(reply, after),
                     on_error=self._refused,
@@ -372,46 +408,33 @@ class LobbyScreen(Screen[None]):
             if key in self.my_seeks:
                 self.set_status("That is your own seek: x cancels it.")
                 return
-            self.noughts.request(AcceptSeek, on_error=self._refused, seek_id=key)
+            self.request(AcceptSeek, on_error=self._refused, seek_id=key)
         elif focused.id == "mine":
-            self.noughts.run_worker(self._resume(key), exit_on_error=False)
+            self._resume(key)
         elif focused.id == "live":
-            if any(game_id == key for game_id, _, _ in self.noughts.my_games()):
-                self.noughts.run_worker(self._resume(key), exit_on_error=False)
+            if any(game_id == key for game_id, _, _ in self.my_games):
+                self._resume(key)
                 return  # our own game: play it, do not watch it
-            self.noughts.run_worker(self._watch(key), exit_on_error=False)
+            self.post_message(OpenGame(key, "watch", on_error=self._refused))
         elif focused.id == "finished":
-            self.noughts.run_worker(self._replay(key), exit_on_error=False)
+            self.post_message(OpenGame(key, "replay", on_error=self._refused))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
-
-    async def _watch(self, game_id: str) -> None:
-        try:
-            await self.noughts.watch_game(game_id)
-        except RequestFailed as exc:
-            self._refused(exc)
-
-    async def _replay(self, game_id: str) -> None:
-        try:
-            await self.noughts.open_replay(game_id)
-        except RequestFailed as exc:
-            self._refused(exc)
 
     def _refused(self, exc: RequestFailed) -> None:
         self.notify(exc.message, title="The server refused", severity="error")
         self.set_status(f"The server refused: {exc.message}")
         self.action_refresh()
 
-    async def _resume(self, game_id: str) -> None:
+    def _resume(self, game_id: str) -> None:
         self.set_status(f"Resuming game {game_id}…")
-        try:
-            await self.noughts.resume_game(game_id)
-        except RequestFailed as exc:
+
+        def refused(exc: RequestFailed) -> None:
             self._refused(exc)
             self.your_games_changed()
-            return
-        self.set_status("")
+
+        self.post_message(OpenGame(game_id, "resume", on_error=refused))
 
     def action_cancel_seek(self) -> None:
         if not self.my_seeks and not self.queued:
@@ -423,7 +446,7 @@ class LobbyScreen(Screen[None]):
         if self.queued:
             what.append("You left the quick-pairing queue.")
         for seek_id in [*self.my_seeks, *self.queued]:
-            self.noughts.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
+            self.request(CancelSeek, on_error=lambda exc: None, seek_id=seek_id)
             self.seeks.pop(seek_id, None)
         self.my_seeks.clear()
         self.queued.clear()

@@ -12,11 +12,17 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from client.plain import ai_value
+from client.game_view import (
+    SYMBOLS,
+    ai_value,
+    game_title,
+    move_verdicts,
+    player_name,
+    result_sentence,
+)
 from client.replay import ReplayCursor
 from client.ui.board import PIECE_STYLES, BoardView
 from client.ui.game import describe_ai
-from client.ui.model import SYMBOLS, game_title, move_verdicts, player_name, result_sentence
 
 VERDICT_STYLES = {"won": "bold green", "drawn": "yellow", "lost": "bold red"}
 

@@ -8,6 +8,14 @@ counts also give the line-counting evaluation (each window open to one player
 only scores ``WEIGHT[count]`` for that player) incrementally, and the move
 ordering: a cell scores by the windows it extends and the windows it blocks.
 
+On boards with k = 5 (gomoku) the evaluation and the move ordering read line shapes
+instead (engine/kernels/patterns.py, as Rapfi and Embryo do): every cell keeps, per
+direction, the key of the four cells on each side, updated by ``place``/``remove`` for the
+32 cells a stone touches, and the shape each player makes there (a table lookup). The
+evaluation is the sum over empty cells of the worth of those shapes (``SHAPE_VALUE``); a
+cell's ordering score is its shapes for the mover and, at 3/4, for the opponent, with the
+winning combinations (open four, double four, four-three, double open three) on top.
+
 What the search asks of a game (engine/kernels/alphabeta_base.py): at every
 node, leaves included, a win in one ends the node, two opponent threats lose
 it, one threat forces the block (``generate``). On big boards only cells within
@@ -27,6 +35,7 @@ from numba import njit
 from numba.extending import overload
 
 from engine.kernels import alphabeta_base as base
+from engine.kernels import patterns as shapes
 from engine.kernels.alphabeta_base import (
     GEN,
     HASH,
@@ -47,12 +56,26 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH = range(7)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
+
+NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
+# The evaluation's worth of a shape a player can make on an empty cell (one direction).
+SHAPE_VALUE = np.array([0, 1, 4, 10, 12, 30, 25, 120, 250], dtype=np.int64)
+# The move ordering's worth of a shape at a cell, and of the winning combinations.
+ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
+WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
+OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
 MNKArrays = namedtuple(
     "MNKArrays",
     ["cells", "counts", "near", "params", "cell_win", "cell_win_n", "near_list", "near_n",
-     "weights", "zobrist", "win_cells"],
+     "weights", "zobrist", "win_cells",
+     "line_key",  # int32[cells, 4]: the neighbours of each cell per direction (patterns.py)
+     "shape",  # int8[2, cells, 4]: what each player makes on the cell along each direction
+     "shape_table",  # int8[2, 4**8]: line key -> shape, for X and O
+     "neighbour",  # int32[cells, 4, 8]: the cell at each slot of the key, -1 off the board
+     "shape_count",  # int64[2, 9]: (empty cell, direction) pairs of each shape per player
+     "shape_value"],  # int64[9]: SHAPE_VALUE
 )  # fmt: skip
 
 
@@ -85,51 +108,107 @@ def _threat_counts(x, o, info, sign):
 
 
 @njit(cache=True)
-def place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-          zobrist, k):  # fmt: skip
+def _cell_terms(c, g, info, sign):
+    """Add (sign 1) or take out (sign -1) the shapes of cell c from the evaluation and the
+    shape counts: they count while the cell is empty."""
+    for q in range(2):
+        for d in range(4):
+            v = g.shape[q, c, d]
+            g.shape_count[q, v] += sign
+            worth = g.shape_value[v] * sign
+            info[EVAL] += worth if q == 0 else -worth
+    return 0
+
+
+@njit(cache=True)
+def _restone(c, p, g, info, sign):
+    """Add (sign 1) or take out (-1) p's stone on c from the keys of the cells it sees, and
+    re-read their shapes (the pattern evaluation's incremental update)."""
+    for d in range(4):
+        for j in range(8):
+            e = g.neighbour[c, d, j]
+            if e < 0:
+                continue
+            g.line_key[e, d] += sign * ((p + 1) << (2 * (7 - j)))
+            key = g.line_key[e, d]
+            empty = g.cells[e] == 0
+            for q in range(2):
+                new = g.shape_table[q, key]
+                old = g.shape[q, e, d]
+                if new != old:
+                    g.shape[q, e, d] = new
+                    if empty:
+                        g.shape_count[q, old] -= 1
+                        g.shape_count[q, new] += 1
+                        worth = g.shape_value[new] - g.shape_value[old]
+                        info[EVAL] += worth if q == 0 else -worth
+    return 0
+
+
+@njit(cache=True)
+def place(c, p, g, info):
     """Put a stone of player p (0/1) on cell c; returns True if it completes a window (a win)."""
-    board[c] = p + 1
-    info[HASH] ^= zobrist[p, c]
+    g.cells[c] = p + 1
+    info[HASH] ^= g.zobrist[p, c]
     info[STONES] += 1
+    k = info[KLEN]
+    pattern = g.params[P_PATTERN] != 0
     won = False
     delta = 0
-    for j in range(cell_win_n[c]):
-        w = cell_win[c, j]
-        before = _contribution(counts[w, 0], counts[w, 1], weights)
+    counts = g.counts
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if not pattern:
+            delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
         _threat_counts(counts[w, 0], counts[w, 1], info, -1)
         counts[w, p] += 1
         if counts[w, p] == k:
             won = True
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
-        delta += _contribution(counts[w, 0], counts[w, 1], weights) - before
-    info[EVAL] += delta
-    for j in range(near_n[c]):
-        near[near_list[c, j]] += 1
+        if not pattern:
+            delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
+    if pattern:
+        _cell_terms(c, g, info, -1)
+        _restone(c, p, g, info, 1)
+    else:
+        info[EVAL] += delta
+    for j in range(g.near_n[c]):
+        g.near[g.near_list[c, j]] += 1
     return won
 
 
 @njit(cache=True)
-def remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-           zobrist):  # fmt: skip
-    board[c] = 0
-    info[HASH] ^= zobrist[p, c]
+def remove(c, p, g, info):
+    """Take back ``place``."""
+    g.cells[c] = 0
+    info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
+    pattern = g.params[P_PATTERN] != 0
     delta = 0
-    for j in range(cell_win_n[c]):
-        w = cell_win[c, j]
-        before = _contribution(counts[w, 0], counts[w, 1], weights)
+    counts = g.counts
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if not pattern:
+            delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
         _threat_counts(counts[w, 0], counts[w, 1], info, -1)
         counts[w, p] -= 1
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
-        delta += _contribution(counts[w, 0], counts[w, 1], weights) - before
-    info[EVAL] += delta
-    for j in range(near_n[c]):
-        near[near_list[c, j]] -= 1
+        if not pattern:
+            delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
+    if pattern:
+        _cell_terms(c, g, info, 1)
+        _restone(c, p, g, info, -1)
+    else:
+        info[EVAL] += delta
+    for j in range(g.near_n[c]):
+        g.near[g.near_list[c, j]] -= 1
 
 
 @njit(cache=True)
-def _candidates(board, near, params, out):
+def _candidates(g, out):
     """Empty cells worth a look: all of them on small boards, near a stone on big ones."""
+    params = g.params
+    board = g.cells
     cells = params[P_CELLS]
     n = 0
     restrict = params[P_RESTRICT] == 1
@@ -138,7 +217,7 @@ def _candidates(board, near, params, out):
         if board[c] != 0:
             any_stone = True
             continue
-        if restrict and near[c] == 0:
+        if restrict and g.near[c] == 0:
             continue
         out[n] = c
         n += 1
@@ -149,20 +228,57 @@ def _candidates(board, near, params, out):
 
 
 @njit(cache=True)
-def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights, win_cells, moves,
-             scores, tt_move, killers, history):  # fmt: skip
+def shape_score(q, c, g):
+    """How much cell c is worth to player q by its line shapes (move ordering): the shapes'
+    ORDER_VALUE, plus the combinations that win: an open four or two fours, a four and an
+    open three, two open threes (freestyle has no forbidden moves)."""
+    score = 0
+    fours = 0
+    open_fours = 0
+    open_threes = 0
+    for d in range(4):
+        v = g.shape[q, c, d]
+        score += ORDER_VALUE[v]
+        if v >= OPEN_FOUR:
+            open_fours += 1
+        elif v == FOUR:
+            fours += 1
+        elif v == OPEN_THREE:
+            open_threes += 1
+    if open_fours > 0 or fours >= 2:
+        score += WINNING_SHAPES
+    elif fours > 0 and open_threes > 0:
+        score += FOUR_THREE
+    elif open_threes >= 2:
+        score += DOUBLE_THREE
+    return score
+
+
+@njit(cache=True)
+def generate(p, ply, g, s, tt_move):
     """Fill moves[ply] with scored candidates for player p. Returns (n, kind, cell):
     kind 1 = p wins at once on ``cell``; kind 2 = the opponent has two winning cells (p loses);
     kind 3 = the opponent threatens ``cell``, the only move left (n = 1); kind 0 = ordinary.
     With params[P_THREATS], a node where the opponent has a three that makes an open four (or
     a double four) keeps only the moves that answer it (``_answers``): kind 4; other nodes
     below the root keep their params[P_WIDTH] best moves: kind 5 when that drops some."""
+    params = g.params
     k = params[P_K]
+    board, counts, cell_win, cell_win_n, weights = (
+        g.cells,
+        g.counts,
+        g.cell_win,
+        g.cell_win_n,
+        g.weights,
+    )
+    win_cells = g.win_cells
+    moves, scores, killers, history = s.moves, s.scores, s.killers, s.history
     buf = moves[ply]
-    n = _candidates(board, near, params, buf)
+    n = _candidates(g, buf)
     threat = -1
     threats = 0
     look = params[P_THREATS] != 0
+    pattern = params[P_PATTERN] != 0
     open_fours = 0  # candidates where the opponent would get two winning cells
     for i in range(n):
         c = buf[i]
@@ -192,6 +308,8 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
                                 open_fours += 1
                             break
                 own += weights[b + 1] >> 1
+        if pattern:
+            own = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
         score = own + history[c]
         if c == tt_move:
             score += INF >> 2
@@ -205,7 +323,7 @@ def generate(p, ply, board, counts, near, params, cell_win, cell_win_n, weights,
         scores[ply, 0] = 0
         return 1, 3, threat
     if open_fours > 0:
-        n = _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves, scores)
+        n = _answers(p, ply, n, g, moves, scores)
         return n, 4, -1
     width = params[P_WIDTH]
     if look and ply > 0 and n > width:
@@ -229,16 +347,17 @@ def _best(ply, n, width, moves, scores):
 
 
 @njit(cache=True)
-def _winning_cells_after(q, c, board, counts, k, cell_win, cell_win_n, win_cells):
+def _winning_cells_after(q, c, g):
     """How many distinct cells q would win on after playing the empty cell c (0, 1, or 2 for
     two or more: an open four or a double four, which wins unless the other side wins first)."""
+    k = g.params[P_K]
     first = -1
-    for j in range(cell_win_n[c]):
-        w = cell_win[c, j]
-        if counts[w, q] == k - 2 and counts[w, 1 - q] == 0:
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, q] == k - 2 and g.counts[w, 1 - q] == 0:
             for t in range(k):
-                e = win_cells[w, t]
-                if e != c and board[e] == 0:
+                e = g.win_cells[w, t]
+                if e != c and g.cells[e] == 0:
                     if first < 0:
                         first = e
                     elif e != first:
@@ -247,18 +366,20 @@ def _winning_cells_after(q, c, board, counts, k, cell_win, cell_win_n, win_cells
 
 
 @njit(cache=True)
-def _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves, scores):
+def _answers(p, ply, n, g, moves, scores):
     """Threat-space defence (Allis 1994): the opponent q has cells t where it makes an open
     four (or a double four). p's only moves that do not lose to it are the fours of p (p
     keeps the initiative) and the cells of the windows that make q's winning cells after t
     (t itself included): a stone anywhere else leaves t winning. Keeps those of moves[ply][:n]
     in place (with their scores) and returns how many."""
     q = 1 - p
+    k = g.params[P_K]
+    counts, cell_win, cell_win_n, win_cells = g.counts, g.cell_win, g.cell_win_n, g.win_cells
     buf = moves[ply]
-    defence = np.zeros(board.size, dtype=np.uint8)
+    defence = np.zeros(g.cells.size, dtype=np.uint8)
     for i in range(n):
         t = buf[i]
-        if _winning_cells_after(q, t, board, counts, k, cell_win, cell_win_n, win_cells) >= 2:
+        if _winning_cells_after(q, t, g) >= 2:
             for j in range(cell_win_n[t]):
                 w = cell_win[t, j]
                 if counts[w, q] == k - 2 and counts[w, p] == 0:
@@ -282,15 +403,16 @@ def _answers(p, ply, n, board, counts, k, cell_win, cell_win_n, win_cells, moves
 
 
 @njit(cache=True)
-def _winning_cells(p, board, counts, params, win_cells, out):
+def _winning_cells(p, g, out):
     """The distinct empty cells where p wins at once (at most ``out.size``); returns how many."""
-    k = params[P_K]
+    k = g.params[P_K]
+    win_cells = g.win_cells
     n = 0
     for w in range(win_cells.shape[0]):
-        if counts[w, p] == k - 1 and counts[w, 1 - p] == 0:
+        if g.counts[w, p] == k - 1 and g.counts[w, 1 - p] == 0:
             for t in range(k):
                 e = win_cells[w, t]
-                if board[e] == 0:
+                if g.cells[e] == 0:
                     seen = False
                     for i in range(n):
                         if out[i] == e:
@@ -302,73 +424,81 @@ def _winning_cells(p, board, counts, params, win_cells, out):
 
 
 @njit(cache=True)
-def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, cell_win_n,
-        near_list, near_n, weights, zobrist, win_cells, moves, scores, killers,
-        history):  # fmt: skip
+def _four_cells(p, g, out, forced):
+    """The cells where p makes a four (empty cells of windows two short for p, free of the
+    opponent), only ``forced`` if it is >= 0; returns how many (distinct)."""
+    k = g.params[P_K]
+    win_cells = g.win_cells
+    n = 0
+    for w in range(win_cells.shape[0]):
+        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = win_cells[w, t]
+                if g.cells[e] == 0 and (forced < 0 or e == forced):
+                    seen = False
+                    for i in range(n):
+                        if out[i] == e:
+                            seen = True
+                    if not seen:
+                        out[n] = e
+                        n += 1
+    return n
+
+
+@njit(cache=True)
+def _four_wins(c, p, g):
+    """After p played the four c: the cell where p now wins, or -2 if there are two (the
+    defender cannot block both), -1 if none."""
+    k = g.params[P_K]
+    first = -1
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, p] == k - 1 and g.counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = g.win_cells[w, t]
+                if g.cells[e] == 0:
+                    if first < 0:
+                        first = e
+                    elif e != first:
+                        return -2
+    return first
+
+
+@njit(cache=True)
+def vcf(p, depth, ply, g, s):
     """Victory by continuous fours for attacker p within ``depth`` fours: returns the number of
     attacker moves to the win (1 = wins at once) or 0; info[BEST] = the first move."""
-    tick(info, deadline)
+    info = s.info
+    tick(info, s.deadline)
     if info[STOP] != 0:
         return 0
-    k = params[P_K]
-    buf = moves[ply]
+    buf = s.moves[ply]
     if info[FOURS + p] > 0:
-        _winning_cells(p, board, counts, params, win_cells, buf[:1])
+        _winning_cells(p, g, buf[:1])
         info[BEST] = buf[0]
         return 1
     forced = -1
     if info[FOURS + 1 - p] > 0:
-        if _winning_cells(1 - p, board, counts, params, win_cells, buf[:2]) >= 2:
+        if _winning_cells(1 - p, g, buf[:2]) >= 2:
             return 0
         forced = buf[0]
     if depth <= 0 or info[THREES + p] == 0:
         return 0
-    # The cells that make a four: empty cells of windows two short for p, free of 1 - p.
-    n = 0
-    for w in range(win_cells.shape[0]):
-        if counts[w, p] == k - 2 and counts[w, 1 - p] == 0:
-            for t in range(k):
-                e = win_cells[w, t]
-                if board[e] == 0 and (forced < 0 or e == forced):
-                    seen = False
-                    for i in range(n):
-                        if buf[i] == e:
-                            seen = True
-                    if not seen:
-                        buf[n] = e
-                        n += 1
+    n = _four_cells(p, g, buf, forced)
     for i in range(n):
         c = buf[i]
-        place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-              zobrist, k)  # fmt: skip
-        # The cells where p now wins: empty cells of the fours through c.
-        first = -1
-        second = -1
-        for j in range(cell_win_n[c]):
-            w = cell_win[c, j]
-            if counts[w, p] == k - 1 and counts[w, 1 - p] == 0:
-                for t in range(k):
-                    e = win_cells[w, t]
-                    if board[e] == 0:
-                        if first < 0:
-                            first = e
-                        elif e != first:
-                            second = e
+        place(c, p, g, info)
+        block = _four_wins(c, p, g)
         result = 0
-        if second >= 0:
+        if block == -2:
             result = 2  # two winning cells: the defender blocks one, p plays the other
-        elif first >= 0:
-            place(first, 1 - p, board, counts, near, info, cell_win, cell_win_n, near_list,
-                  near_n, weights, zobrist, k)  # fmt: skip
-            deeper = vcf(p, depth - 1, ply + 2, board, counts, near, info, deadline, params,
-                         cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
-                         moves, scores, killers, history)  # fmt: skip
-            remove(first, 1 - p, board, counts, near, info, cell_win, cell_win_n, near_list,
-                   near_n, weights, zobrist)  # fmt: skip
+        elif block >= 0:
+            place(block, 1 - p, g, info)
+            deeper = vcf(p, depth - 1, ply + 2, g, s)
+            remove(block, 1 - p, g, info)
             if deeper > 0:
                 result = deeper + 1
-        remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
-               weights, zobrist)  # fmt: skip
+        remove(c, p, g, info)
         if result > 0:
             info[BEST] = c
             return result
@@ -378,24 +508,18 @@ def vcf(p, depth, ply, board, counts, near, info, deadline, params, cell_win, ce
 
 
 @njit(cache=True)
-def refuted_by_vcf(p, root_moves, n, flags, depth, board, counts, near, info, deadline, params,
-                   cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells, moves,
-                   scores, killers, history):  # fmt: skip
+def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
     """flags[i] = 1 where playing root_moves[i] lets the opponent win by continuous fours (a
     sound proof of loss: threat-space defence at the root). Stops early at the deadline."""
-    k = params[P_K]
+    info = s.info
     ply = np.int64(1)  # not a literal (see root)
     for i in range(n):
         c = root_moves[i]
         flags[i] = 0
-        won = place(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n,
-                    weights, zobrist, k)  # fmt: skip
-        if not won and vcf(1 - p, depth, ply, board, counts, near, info, deadline, params,
-                           cell_win, cell_win_n, near_list, near_n, weights, zobrist, win_cells,
-                           moves, scores, killers, history) > 0:  # fmt: skip
+        won = place(c, p, g, info)
+        if not won and vcf(1 - p, depth, ply, g, s) > 0:
             flags[i] = 1
-        remove(c, p, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-               zobrist)  # fmt: skip
+        remove(c, p, g, info)
         if info[STOP] != 0:
             flags[i] = 0
             break
@@ -403,11 +527,116 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, board, counts, near, info, de
 
 
 @njit(cache=True)
-def _replay(history, board, counts, near, info, cell_win, cell_win_n, near_list, near_n, weights,
-            zobrist, k):  # fmt: skip
+def _threat_kind(p, c, g, info):
+    """What p's stone on the empty cell c makes: 2 a four (through c, a window two short for
+    p and free of the opponent), 1 an open three (after it, a cell of such a window gives p
+    two winning cells: an open four or a double four), 0 neither."""
+    k = g.params[P_K]
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+            return 2
+    threat = 0
+    place(c, p, g, info)
+    for j in range(g.cell_win_n[c]):
+        w = g.cell_win[c, j]
+        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+            for t in range(k):
+                e = g.win_cells[w, t]
+                if g.cells[e] == 0 and _winning_cells_after(p, e, g) >= 2:
+                    threat = 1
+                    break
+        if threat:
+            break
+    remove(c, p, g, info)
+    return threat
+
+
+@njit(cache=True)
+def vct(p, attacking, depth, ply, g, s):
+    """Victory by continuous threats (Allis 1994, threat-space search) for attacker p, within
+    ``depth`` attacking moves, each a four or an open three (``_threat_kind``). With
+    ``attacking`` (1) p is to move, and info[BEST] gets the first move of a win; else the
+    defender (1 - p) is, and tries every move that could stop the threat (a four: its block;
+    an open three: ``_answers``, its own fours included), so a True is a proof. One
+    self-recursive function for both sides, called with the same argument types everywhere:
+    numba's cache does not reload mutually recursive functions, nor a second copy compiled
+    for a literal argument (the reloaded copy crashes; numba issues #6061, #6713)."""
+    info = s.info
+    buf = s.moves[ply]
+    attack = ply - ply + 1  # 1 and 0, not literals (see above)
+    defend = ply - ply
+    if attacking == 0:
+        d = 1 - p
+        if info[FOURS + d] > 0:
+            return False  # the defender makes five
+        if info[FOURS + p] > 0:
+            if _winning_cells(p, g, buf[:2]) >= 2:
+                return True
+            n = 1  # block the four
+        else:
+            n = _candidates(g, buf)
+            threat = False
+            for i in range(n):
+                if _winning_cells_after(p, buf[i], g) >= 2:
+                    threat = True
+                    break
+            if not threat:
+                return False  # no four, no open three: the attack has run out
+            n = _answers(d, ply, n, g, s.moves, s.scores)
+        for i in range(n):
+            c = buf[i]
+            place(c, d, g, info)
+            won = vct(p, attack, depth, ply + 1, g, s)
+            remove(c, d, g, info)
+            if not won or info[STOP] != 0:
+                return False
+        return True
+    tick(info, s.deadline)
+    if info[STOP] != 0:
+        return False
+    if info[FOURS + p] > 0:
+        _winning_cells(p, g, buf[:1])
+        info[BEST] = buf[0]
+        return True
+    if depth <= 0:
+        return False
+    if info[FOURS + 1 - p] > 0:  # the defender's four: block it, and the threat must remain
+        if _winning_cells(1 - p, g, buf[:2]) >= 2:
+            return False
+        c = buf[0]
+        place(c, p, g, info)
+        won = vct(p, defend, depth - 1, ply + 1, g, s)
+        remove(c, p, g, info)
+        if won:
+            info[BEST] = c
+        return won
+    n = _candidates(g, buf)
+    kept = 0
+    for i in range(n):
+        c = buf[i]
+        threat = _threat_kind(p, c, g, info)
+        if threat > 0:
+            buf[kept] = c
+            s.scores[ply, kept] = threat  # fours first
+            kept += 1
+    for i in range(kept):
+        c = base.pick(ply, i, kept, s.moves, s.scores)
+        place(c, p, g, info)
+        won = vct(p, defend, depth - 1, ply + 1, g, s)
+        remove(c, p, g, info)
+        if won:
+            info[BEST] = c
+            return True
+        if info[STOP] != 0:
+            return False
+    return False
+
+
+@njit(cache=True)
+def _replay(history, g, info):
     for ply in range(history.size):
-        place(history[ply], ply & 1, board, counts, near, info, cell_win, cell_win_n, near_list,
-              near_n, weights, zobrist, k)  # fmt: skip
+        place(history[ply], ply & 1, g, info)
 
 
 # --- the operations the search asks of a game (alphabeta_base), for MNKArrays ----------------
@@ -422,11 +651,7 @@ def _place_mnk(game, search, action, player, ply):  # noqa: ANN001, ANN202
     if _is_mnk(game):
 
         def impl(game, search, action, player, ply):  # noqa: ANN001, ANN202
-            g = game
-            won = place(action, player, g.cells, g.counts, g.near, search.info, g.cell_win,
-                        g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist,
-                        g.params[P_K])  # fmt: skip
-            return 1 if won else 0
+            return 1 if place(action, player, game, search.info) else 0
 
         return impl
     return None
@@ -437,9 +662,7 @@ def _remove_mnk(game, search, action, player, ply):  # noqa: ANN001, ANN202
     if _is_mnk(game):
 
         def impl(game, search, action, player, ply):  # noqa: ANN001, ANN202
-            g = game
-            remove(action, player, g.cells, g.counts, g.near, search.info, g.cell_win,
-                   g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist)  # fmt: skip
+            remove(action, player, game, search.info)
 
         return impl
     return None
@@ -480,15 +703,14 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
             if info[FOURS + p] > 0:
                 return True, WIN - (ply + 1)
             if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
-                g = game
-                s = search
-                found = vcf(p, info[VCF_DEPTH], ply, g.cells, g.counts, g.near, s.info,
-                            s.deadline, g.params, g.cell_win, g.cell_win_n, g.near_list,
-                            g.near_n, g.weights, g.zobrist, g.win_cells, s.moves, s.scores,
-                            s.killers, s.history)  # fmt: skip
+                found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            return True, info[EVAL] if p == 0 else -info[EVAL]
+            score = info[EVAL] if p == 0 else -info[EVAL]
+            if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
+                # The mover has an open three and the opponent no four: an open four next.
+                score += OPEN_THREE_TEMPO
+            return True, score
 
         return impl
     return None
@@ -499,11 +721,7 @@ def _generate_mnk(game, search, player, ply, tt_move):  # noqa: ANN001, ANN202
     if _is_mnk(game):
 
         def impl(game, search, player, ply, tt_move):  # noqa: ANN001, ANN202
-            g = game
-            s = search
-            return generate(player, ply, g.cells, g.counts, g.near, g.params, g.cell_win,
-                            g.cell_win_n, g.weights, g.win_cells, s.moves, s.scores, tt_move,
-                            s.killers, s.history)  # fmt: skip
+            return generate(player, ply, game, search, tt_move)
 
         return impl
     return None
@@ -567,10 +785,34 @@ class MNKTables:
         self.zobrist = np.array(
             [[z - (1 << 64) if z >= 1 << 63 else z for z in row] for row in zobrist], dtype=np.int64
         )
-        # P_THREATS: set per search by the driver (AlphaBetaOptions.threats, k >= 5).
-        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH], dtype=np.int64)
+        # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
+        # .patterns, k = 5).
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
+        # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
+        # neighbour at each slot of a cell's key per direction, and each cell's key on the
+        # empty board (the edges, as WALL).
+        self.patterns = k == 5
+        lines = cells if self.patterns else 1
+        self.shape_table = np.zeros((2, 1), np.int8)
+        self.neighbour = np.full((lines, 4, shapes.SLOTS), -1, dtype=np.int32)
+        self.empty_key = np.zeros((lines, 4), dtype=np.int32)
+        if self.patterns:
+            for c in range(cells):
+                r0, c0 = divmod(c, n)
+                for d, (dr, dc) in enumerate(((0, 1), (1, 0), (1, 1), (1, -1))):
+                    for offset in (*range(-shapes.HALF, 0), *range(1, shapes.HALF + 1)):
+                        r, cc = r0 + offset * dr, c0 + offset * dc
+                        j = shapes.slot(offset)
+                        if 0 <= r < m and 0 <= cc < n:
+                            self.neighbour[c, d, j] = r * n + cc
+                        else:
+                            self.empty_key[c, d] |= shapes.WALL << (2 * j)
+
+    def load_shapes(self) -> None:
+        if self.patterns and self.shape_table.shape[1] == 1:
+            self.shape_table = shapes.shape_tables()
 
 
 class MNKContext:
@@ -605,11 +847,27 @@ class MNKContext:
             weights=t.weights,
             zobrist=t.zobrist,
             win_cells=t.win_cells,
+            line_key=t.empty_key.copy(),
+            shape=np.zeros((2, *t.empty_key.shape), dtype=np.int8),
+            shape_table=t.shape_table,
+            neighbour=t.neighbour,
+            shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
+            shape_value=SHAPE_VALUE,
         )
         self.info = self.search.info
         self.deadline = self.search.deadline
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
+
+    def set_patterns(self, on: bool) -> None:
+        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts; takes
+        effect at the next ``set_position``."""
+        on = on and self.t.patterns
+        self.t.params[P_PATTERN] = int(on)
+        if on:
+            self.t.load_shapes()
+            if self.game.shape_table is not self.t.shape_table:
+                self.game = self.game._replace(shape_table=self.t.shape_table)
 
     @property
     def nbytes(self) -> int:
@@ -624,9 +882,14 @@ class MNKContext:
         info[EVAL] = info[HASH] = info[STONES] = 0
         info[FOURS] = info[FOURS + 1] = info[THREES] = info[THREES + 1] = 0
         info[KLEN] = self.t.k
+        g.line_key[:] = self.t.empty_key
+        g.shape_count[:] = 0
+        if g.params[P_PATTERN]:  # the empty board's shapes (X's and O's are the same)
+            for q in (0, 1):
+                g.shape[q] = g.shape_table[q][g.line_key]
+                g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
         moves = np.array(history, dtype=np.int64)
-        _replay(moves, g.cells, g.counts, g.near, info, g.cell_win, g.cell_win_n, g.near_list,
-                g.near_n, g.weights, g.zobrist, self.t.k)  # fmt: skip
+        _replay(moves, g, info)
 
     def new_search(self, keep_table: bool) -> None:
         history = self.search.history
@@ -637,15 +900,6 @@ class MNKContext:
             history >>= 2  # age the history between the moves of one game
         self.search.killers[:] = -1
         self.info[GEN] = self.generation
-
-    def vcf_arguments(self) -> tuple[Any, ...]:
-        """The arrays ``vcf`` and ``refuted_by_vcf`` take after their own arguments."""
-        g, s = self.game, self.search
-        return (
-            g.cells, g.counts, g.near, s.info, s.deadline, g.params, g.cell_win, g.cell_win_n,
-            g.near_list, g.near_n, g.weights, g.zobrist, g.win_cells, s.moves, s.scores,
-            s.killers, s.history,
-        )  # fmt: skip
 
     def tt_move(self) -> int:
         s = self.search
@@ -659,10 +913,7 @@ class MNKContext:
         """(candidate moves ordered by the static scores, kind, cell) as ``generate`` gives;
         ``rng`` breaks ties between equal scores."""
         g, s = self.game, self.search
-        n, kind, cell = generate(
-            player, 0, g.cells, g.counts, g.near, g.params, g.cell_win, g.cell_win_n,
-            g.weights, g.win_cells, s.moves, s.scores, self.tt_move(), s.killers, s.history,
-        )  # fmt: skip
+        n, kind, cell = generate(player, 0, g, s, self.tt_move())
         moves = [int(x) for x in s.moves[0, :n]]
         scores = [int(x) for x in s.scores[0, :n]]
         if rng is not None:

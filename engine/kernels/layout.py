@@ -49,6 +49,10 @@ MOVES_NORMAL = 0
 MOVES_MOVER_WINS = 1  # the single generated move wins at once
 MOVES_MOVER_LOSES = 2  # every move lets the opponent win at once
 
+# Playout policy: 0 uniform, 1 decisive moves, 2 decisive and anti-decisive; uttt playouts
+# with this bit added also capture the small board they are sent to when they can.
+PLAYOUT_CAPTURE = 4
+
 NEAR_MIN_CELLS = 50  # mnk boards with more cells search only cells within 2 of a stone
 NEAR_RADIUS = 2
 
@@ -62,15 +66,29 @@ TTT_STATE_SIZE = HEADER
 
 
 @njit(cache=True)
-def rand_below(rng, n):
-    """xorshift64* (Vigna 2016) step; returns an int in [0, n) by Lemire's multiply-shift."""
-    x = rng[0]
+def xorshift_step(x):
+    """xorshift64 step (Vigna 2016): the next generator state, for loops that keep it in a
+    register instead of ``rand_below``'s array."""
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    rng[0] = x
+    return x
+
+
+@njit(cache=True)
+def below(x, n):
+    """An int in [0, n) from the state ``x``: xorshift64* output (Vigna 2016) scaled by Lemire's
+    multiply-shift."""
     r = (x * np.uint64(0x2545F4914F6CDD1D)) >> np.uint64(32)
     return np.int64((r * np.uint64(n)) >> np.uint64(32))
+
+
+@njit(cache=True)
+def rand_below(rng, n):
+    """One generator step on ``rng[0]``; an int in [0, n) (``below``)."""
+    x = xorshift_step(rng[0])
+    rng[0] = x
+    return below(x, n)
 
 
 def seed_rng(seed: int) -> np.ndarray:

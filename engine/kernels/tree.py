@@ -103,6 +103,7 @@ def mcts_run(
     path,
     buf,
     root_keep,
+    expand_at,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -111,7 +112,9 @@ def mcts_run(
     The root's children are the moves ``a`` with ``root_keep[a] != 0`` (one move of each
     class of moves a symmetry of the position makes equivalent, ``engine.symmetry``).
     ``decisive``: decisive and anti-decisive moves at expansion; ``playout_policy``: the
-    playouts' (``rules.playout``: 0 random, 1 decisive, 2 decisive and anti-decisive)."""
+    playouts' (``rules.playout``: 0 random, 1 decisive, 2 decisive and anti-decisive).
+    A leaf is expanded once it has ``expand_at`` visits (the root at once); until then its
+    iterations are playouts from it."""
     capacity = parent.shape[0]
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -177,7 +180,11 @@ def mcts_run(
                 status = mover_in + 1
             else:
                 status = 2 - mover_in
-        elif first[node] == 0 and (node == 0 or visits[node] > 0) and meta[M_NODES] < capacity:
+        elif (
+            first[node] == 0
+            and (node == 0 or visits[node] >= expand_at)
+            and meta[M_NODES] < capacity
+        ):
             # Expansion: all children at once, in random order.
             n_moves, code = tree_moves(st, buf, decisive)
             if node == 0 and code != MOVES_MOVER_WINS:

@@ -29,8 +29,11 @@ from engine.kernels.layout import (
     MOVES_NORMAL,
     O_WON,
     ONGOING,
+    PLAYOUT_CAPTURE,
     X_WON,
+    below,
     rand_below,
+    xorshift_step,
 )
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
@@ -319,12 +322,19 @@ def uttt_playout(st, rng, policy, buf):
     # when a board closes).
     meta_threat0 = THREAT9[meta0] & ~closed & 511
     meta_threat1 = THREAT9[meta1] & ~closed & 511
+    # Empty cells of the open boards: a free move is the avail-th of them, found in one pass.
+    avail = 0
+    for bx in range(9):
+        if not (closed >> bx) & 1:
+            avail += POP9[~st[OFF_FULL + bx] & 511]
     ply0 = st[H_PLY]
     ply = ply0
     last = st[H_LAST]
     result = ONGOING
     decisive = policy >= 1
-    anti = policy >= 2
+    anti = (policy & 2) != 0
+    capture = (policy & PLAYOUT_CAPTURE) != 0
+    x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
     while True:
         if decisive:
             if p == 0:
@@ -349,8 +359,9 @@ def uttt_playout(st, rng, policy, buf):
                 # Uniform over the safe moves by rejection sampling: a few uniform legal
                 # moves tested one by one (most are safe) before listing every safe move.
                 b = -1
+                rng[0] = x
                 for _ in range(SAFE_TRIES):
-                    b, c = _random_cell(st, rng, forced, closed)
+                    b, c = _random_cell(st, rng, forced, closed, avail)
                     if _is_safe(st, 9 * b + c, opp):
                         break
                     b = -1
@@ -361,26 +372,39 @@ def uttt_playout(st, rng, policy, buf):
                         break
                     b = a // 9
                     c = a - 9 * b
+                x = rng[0]
             elif forced >= 0:
                 b = forced
                 free = ~st[OFF_FULL + b] & 511
-                c = NTH9[free * 9 + rand_below(rng, POP9[free])]
+                x = xorshift_step(x)
+                wins = THREAT9[st[OFF_SMALL + 9 * p + b]] & free if capture else 0
+                if wins:
+                    c = NTH9[wins * 9 + below(x, POP9[wins])]  # take the small board
+                else:
+                    c = NTH9[free * 9 + below(x, POP9[free])]
             else:
-                b, c = _random_cell(st, rng, forced, closed)
+                rng[0] = x
+                b, c = _random_cell(st, rng, forced, closed, avail)
+                x = rng[0]
         elif forced >= 0:
             b = forced
             free = ~st[OFF_FULL + b] & 511
-            c = NTH9[free * 9 + rand_below(rng, POP9[free])]
+            x = xorshift_step(x)
+            c = NTH9[free * 9 + below(x, POP9[free])]
         else:
-            b, c = _random_cell(st, rng, forced, closed)
+            rng[0] = x
+            b, c = _random_cell(st, rng, forced, closed, avail)
+            x = rng[0]
         # uttt_apply, inlined.
         bit = 1 << b
         small = st[OFF_SMALL + 9 * p + b] | (1 << c)
         st[OFF_SMALL + 9 * p + b] = small
         full = st[OFF_FULL + b] | (1 << c)
         st[OFF_FULL + b] = full
+        avail -= 1
         if WIN9[small]:
             closed |= bit
+            avail -= POP9[~full & 511]
             if p == 0:
                 meta0 |= bit
                 if WIN9[meta0]:
@@ -404,13 +428,14 @@ def uttt_playout(st, rng, policy, buf):
         if status != ONGOING:
             result = status
             break
+    rng[0] = x
     # The boards where each player has a line-completing cell (uttt_apply's H_THREAT masks).
     threat0 = 0
     threat1 = 0
-    for x in range(9):
-        free = ~st[OFF_FULL + x] & 511
-        threat0 |= (1 << x) * ((THREAT9[st[OFF_SMALL + x]] & free) != 0)
-        threat1 |= (1 << x) * ((THREAT9[st[OFF_SMALL + 9 + x]] & free) != 0)
+    for bx in range(9):
+        free = ~st[OFF_FULL + bx] & 511
+        threat0 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + bx]] & free) != 0)
+        threat1 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + 9 + bx]] & free) != 0)
     st[H_TO_MOVE] = p
     st[H_FORCED] = forced
     st[H_CLOSED] = closed
@@ -426,17 +451,14 @@ def uttt_playout(st, rng, policy, buf):
 
 
 @njit(cache=True)
-def _random_cell(st, rng, forced, closed):
-    """(board, cell) of a uniformly random legal move."""
+def _random_cell(st, rng, forced, closed, avail):
+    """(board, cell) of a uniformly random legal move; ``avail``: the empty cells of the open
+    boards."""
     if forced >= 0:
         free = ~st[OFF_FULL + forced] & 511
         return forced, NTH9[free * 9 + rand_below(rng, POP9[free])]
     open_boards = ~closed & 511
-    total = 0
-    for b in range(9):
-        if (open_boards >> b) & 1:
-            total += POP9[~st[OFF_FULL + b] & 511]
-    j = rand_below(rng, total)
+    j = rand_below(rng, avail)
     for b in range(9):
         if (open_boards >> b) & 1:
             free = ~st[OFF_FULL + b] & 511

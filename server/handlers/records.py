@@ -31,7 +31,6 @@ class RecordRequests(GameEvents):
                     "players": r.players,
                     "result": r.result,
                     "reason": r.reason,
-                    "ply": None,
                     "created_at": r.created_at,
                     "clock": r.clock or {},
                 }

@@ -233,6 +233,10 @@ class SessionRequests(GameEvents):
 
 
 def _address(websocket: ServerConnection) -> str:
-    """The key a connection's address is counted under (server/admission.py)."""
+    """The key a connection's address is counted under (server/admission.py): its
+    admission ticket's, which names the client a trusted proxy forwarded."""
+    ticket = getattr(websocket, "ticket", None)
+    if ticket is not None:
+        return str(ticket.address)
     remote = websocket.remote_address
     return address_key(str(remote[0]) if remote else None)

@@ -93,4 +93,4 @@ def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> N
     assert played.returncode == 0, played.stderr
     # alphabeta proves 3x3 drawn from its first move: a draw offer is accepted at once.
     assert "Draw offer sent" in played.stdout
-    assert "Game over: Draw (by agreement)." in played.stdout
+    assert "Game over: Draw: draw agreed." in played.stdout

@@ -1,11 +1,13 @@
-"""ServerConnection's own reconnection (reconnect=True), against a real server."""
+"""ServerConnection's reconnection (reconnect=True), against a real server."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from client.connection import ServerConnection
 from protocol import CreateGame, JoinGame, Snapshot
+from server.pool import EnginePool
 from tests.client.ui_support import UIServer
 
 
@@ -36,3 +38,68 @@ async def test_a_game_still_open_when_the_connection_dropped_starts_after_it(
     finally:
         await ada.close()
         await bob.close()
+
+
+async def test_clients_come_back_to_a_server_restarted_on_the_same_port(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """The server stops (port 0 first), then starts again on the same port and database:
+    both players reconnect by themselves, with their seats, each with its own jittered
+    waits, and the game goes on without a gap or a duplicate."""
+    import random
+
+    from client.connection import ConnectionLost
+    from client.session_core import Backoff
+    from protocol import Move, Moved
+    from server.app import GameServer, running
+    from server.store import SQLiteStore
+
+    backoff = Backoff(base_s=0.05, cap_s=0.5)
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    async with running(GameServer(store, ui_pool)) as ws_server:
+        port = next(iter(ws_server.sockets)).getsockname()[1]
+        url = f"ws://127.0.0.1:{port}"
+        ada, bob = [
+            await ServerConnection.connect(
+                url, name=name, reconnect=True, backoff=backoff, rng=random.Random(seed)
+            )
+            for name, seed in (("ada", 1), ("bob", 2))
+        ]
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await bob.request(JoinGame, game_id=seated.game_id)
+        await ada.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=0)
+    await store.close()
+    try:
+        for client in (ada, bob):
+            while client.status != "reconnecting":
+                await asyncio.wait_for(client.status_changes.get(), 30)
+        try:
+            await ada.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            raise AssertionError("a request while the server is down must fail")
+        except ConnectionLost:
+            pass
+        store = SQLiteStore(tmp_path / "games.db")
+        await store.open()
+        async with running(GameServer(store, ui_pool), port=port):
+            for client in (ada, bob):
+                while client.status != "connected":
+                    await asyncio.wait_for(client.status_changes.get(), 30)
+            # The seats are theirs again (a restarted server gives new tokens).
+            assert ada.seats[seated.game_id][0] == 0 and bob.seats[seated.game_id][0] == 1
+            token = bob.token_for(seated.game_id)
+            await bob.request(Move, game_id=seated.game_id, token=token, action=0, ply=1)
+            seen: list[int] = []
+            while True:
+                event = await ada.next_event(timeout=30)
+                if getattr(event, "seq", None) is not None:
+                    seen.append(event.seq)  # type: ignore[attr-defined]
+                if isinstance(event, Moved) and event.ply == 1:
+                    break
+            assert seen == sorted(set(seen)), "events in order, none twice"
+            token = ada.token_for(seated.game_id)
+            await ada.request(Move, game_id=seated.game_id, token=token, action=8, ply=2)
+            await ada.close()
+            await bob.close()
+    finally:
+        await store.close()

@@ -100,7 +100,7 @@ async def test_a_replay_scrubbed_forwards_and_back(ui_server: UIServer) -> None:
 async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_the_game(
     ui_server: UIServer,
 ) -> None:
-    from client.ui.net import UIConnection
+    from client.connection import ServerConnection
     from protocol import Message, Move, Seated, Seek
 
     app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
@@ -112,9 +112,8 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
         await until(pilot, lambda: app.lobby_wanted, "the lobby subscription")
         seeks = lobby.query_one("#seeks", DataTable)
         assert seeks.row_count == 0
-        bob = await UIConnection.connect(ui_server.url, name="bob")
         pushed: list[Message] = []
-        bob.deliver = pushed.append  # type: ignore[assignment]
+        bob = await ServerConnection.connect(ui_server.url, name="bob", deliver=pushed.append)
         try:
             posted = await bob.request(Seek, game="5x5", color="o")
             await until(pilot, lambda: seeks.row_count == 1, "the seek in the lobby")
@@ -145,12 +144,11 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
 async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move(
     ui_server: UIServer,
 ) -> None:
-    from client.ui.net import UIConnection
+    from client.connection import ServerConnection
     from protocol import CreateGame, Message, Move
 
-    bob = await UIConnection.connect(ui_server.url, name="bob")
     pushed: list[Message] = []
-    bob.deliver = pushed.append  # type: ignore[assignment]
+    bob = await ServerConnection.connect(ui_server.url, name="bob", deliver=pushed.append)
     try:
         seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
         app = NoughtsApp(ui_server.url, name="ada", start=Start("join", game_id=seated.game_id))
@@ -165,8 +163,8 @@ async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move
             # The network fails, and the server stays unreachable for a while.
             url = app.link.url
             app.link.url = "ws://127.0.0.1:9"
-            assert app.link.connection is not None
-            app.link.connection.websocket.transport.abort()
+            assert app.link.status == "connected"
+            app.link.drop()
             await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
             status = game.query_one("#link-status")
             assert status.display and "Offline" in str(status.render())

@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 import engine
-from client.plain import ai_value
+from client.game_view import ai_value
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView, action_at, cell_of, home_cell
 from client.ui.dialogs import NewGameDialog

@@ -13,12 +13,47 @@ from engine.game import winning_actions
 from engine.kernels import alphabeta as AB
 from engine.kernels import alphabeta_mnk as K
 from engine.kernels import alphabeta_uttt as U
+from engine.kernels import patterns
+
+
+def _scratch_shape(board, m: int, n: int, cell: int, step: tuple[int, int], player: int) -> int:
+    """The shape ``player`` makes on the empty ``cell`` along ``step``, read off the board."""
+    r0, c0 = divmod(cell, n)
+    line = []
+    for offset in range(-4, 5):
+        r, c = r0 + offset * step[0], c0 + offset * step[1]
+        if offset == 0:
+            line.append(patterns.OWN)
+        elif not (0 <= r < m and 0 <= c < n) or board[r * n + c] not in (0, player + 1):
+            line.append(patterns.BLOCKED)
+        else:
+            line.append(patterns.OWN if board[r * n + c] == player + 1 else patterns.EMPTY)
+    return patterns.line_shape(tuple(line))
 
 
 def _scratch_eval(context: K.MNKContext) -> int:
-    """The line-counting evaluation recomputed from the board, from X's side."""
+    """The evaluation recomputed from the board, from X's side: by line shapes on k = 5
+    boards (the shapes of every empty cell, and their counts, checked on the way), else by
+    counting the stones of the windows."""
     t = context.t
     total = 0
+    g = context.game
+    if g.params[K.P_PATTERN]:
+        counts = [[0] * patterns.SHAPES for _ in range(2)]
+        steps = ((0, 1), (1, 0), (1, 1), (1, -1))
+        m, n = int(g.params[K.P_M]), int(g.params[K.P_N])
+        for cell in range(t.cells):
+            if g.cells[cell] != 0:
+                continue
+            for d, step in enumerate(steps):
+                for player in (0, 1):
+                    shape = _scratch_shape(g.cells, m, n, cell, step, player)
+                    assert g.shape[player, cell, d] == shape
+                    counts[player][shape] += 1
+                    worth = int(K.SHAPE_VALUE[shape])
+                    total += worth if player == 0 else -worth
+        assert g.shape_count.tolist() == counts
+        return total
     for window in t.win_cells:
         x = sum(1 for c in window if context.game.cells[c] == 1)
         o = sum(1 for c in window if context.game.cells[c] == 2)
@@ -41,6 +76,7 @@ def _scratch_eval(context: K.MNKContext) -> int:
 def test_mnk_kernel_tracks_the_python_rules(params):
     game = engine.make_game("mnk", **params)
     context = _mnk_context(game)
+    context.set_patterns(True)  # k = 5: the line shapes (checked by _scratch_eval)
     rng = random.Random(sum(params.values()))
     for _ in range(6):
         state = game.new_initial_state()
@@ -73,9 +109,7 @@ def test_mnk_kernel_tracks_the_python_rules(params):
         context.set_position(state.history()[:-1])
         last = state.history()[-1]
         g = context.game
-        won = K.place(last, (state.ply() - 1) & 1, g.cells, g.counts, g.near, context.info,
-                      g.cell_win, g.cell_win_n, g.near_list, g.near_n, g.weights, g.zobrist,
-                      game.k)  # fmt: skip
+        won = K.place(last, (state.ply() - 1) & 1, g, context.info)
         assert won == (state.winner() is not None)
 
 
@@ -111,9 +145,10 @@ def test_recursive_kernels_compile_once():
     for name, moves in (("gomoku", [112, 113, 98]), ("5x5", [12]), ("uttt", [40])):
         state = engine.replay((name, {}), moves)
         engine.search(state, "alphabeta", Budget(iterations=3000), seed=1)
-    # One compiled search per game (its position tuple's type), one VCF (negamax is called
-    # from compiled code only, so its copies show as root's).
+    # One compiled search per game (its position tuple's type), one VCF, one VCT (negamax is
+    # called from compiled code only, so its copies show as root's).
     assert len(AB.root.signatures) == 2 and len(K.vcf.signatures) == 1
+    assert len(K.vct.signatures) == 1
 
 
 @pytest.mark.parametrize(("name", "params"), [("mnk", {"m": 3, "n": 4, "k": 3}), ("tictactoe", {})])

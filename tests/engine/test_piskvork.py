@@ -139,6 +139,9 @@ def test_time_control() -> None:
     assert time.budget_ms() == TimeControl.MIN_MS
     time.timeout_turn, time.time_left = 0, 40_000  # 0: as fast as possible, within the match
     assert time.budget_ms() == 40_000 / 20 - 50
+    # later in the game, a bigger share of what is left: fewer moves to come
+    assert time.budget_ms(stones=40) == 40_000 / 10 - 50
+    assert time.budget_ms(stones=200) == 40_000 / TimeControl.MIN_MOVES_AHEAD - 50
     brain = started()
     for line in ("INFO timeout_turn 2000", "INFO timeout_match 60000", "INFO time_left 3000"):
         assert brain.feed(line) == []

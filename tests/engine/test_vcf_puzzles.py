@@ -6,14 +6,25 @@ The reference is exhaustive within VCF: the attacker tries every move that makes
 defender reply other than the block loses at once (the attacker completes five), unless it
 makes five itself, so only the block is searched further. The puzzles are random gomoku
 positions (no four on the board) whose shortest VCF is 3 to 5 fours, with that length
-checked: none shorter exists."""
+checked: none shorter exists.
+
+VCT puzzles (victory by continuous threats: fours and open threes): positions from self-play
+where the player to move has no VCF but a VCT. The check is exhaustive on the defender's side:
+the attacker plays the compiled VCT's moves, and every defender move is tried, but for those
+the rules settle at once (a move off the lines of the attacker's open-four cells that makes
+no four leaves an open four to play, which wins)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 import engine
 from engine import Budget
+from engine.alphabeta_driver import _mnk_context, _start
+from engine.kernels import alphabeta_base as base
+from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
 
 # (moves from the start, fours in the shortest VCF of the player to move)
@@ -117,3 +128,135 @@ def test_alphabeta_finds_the_win_and_plays_it_out(moves: list[int], length: int)
             break
         state.apply_checked(min(winning_cells(state, attacker)))  # the defender blocks
     assert state.winner() == attacker
+
+
+# --- VCT: victory by continuous threats (fours and open threes) -------------------------------
+
+
+def line_cells(cell: int, n: int = 15) -> list[int]:
+    """The cells within four of ``cell`` along its row, column and diagonals: a five through
+    ``cell`` lies in them, so a stone there changes only their winning cells."""
+    r0, c0 = divmod(cell, n)
+    out = []
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for offset in (-4, -3, -2, -1, 1, 2, 3, 4):
+            r, c = r0 + offset * dr, c0 + offset * dc
+            if 0 <= r < n and 0 <= c < n:
+                out.append(r * n + c)
+    return out
+
+
+def new_wins(state: MNKState, player: int, cell: int) -> set[int]:
+    """The winning cells of ``player`` through its stone on ``cell`` (all of them, if it had
+    none before)."""
+    return {c for c in line_cells(cell) if state.board[c] == EMPTY and state.wins_with(c, player)}
+
+
+def open_four_cells(state: MNKState, player: int, near: list[int]) -> set[int]:
+    """The empty cells of ``near`` where ``player``, with no winning cell yet, gets two."""
+    out = set()
+    for c in near:
+        if state.board[c] == EMPTY:
+            state.board[c] = player
+            if len(new_wins(state, player, c)) >= 2:
+                out.add(c)
+            state.board[c] = EMPTY
+    return out
+
+
+def kernel_vct_move(state: MNKState, depth: int) -> int | None:
+    """The first move of the compiled VCT (engine/kernels/alphabeta_mnk.py) within ``depth``
+    threats for the player to move, or None."""
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    context.deadline[base.D_DEADLINE] = 0.0
+    if K.vct(state.current_player(), 1, depth, 0, context.game, context.search):
+        return int(context.info[K.BEST])
+    return None
+
+
+def vct_proof(state: MNKState, depth: int) -> bool:
+    """The player to move (the attacker) wins within ``depth`` threats, its moves those of
+    the compiled VCT, every defence tried (``vct_defence_loses``)."""
+    p = state.current_player()
+    if winning_cells(state, p):
+        return True
+    if depth == 0:
+        return False
+    theirs = winning_cells(state, 1 - p)
+    if len(theirs) >= 2:
+        return False
+    move = min(theirs) if theirs else kernel_vct_move(state, depth)
+    if move is None:
+        return False
+    after = state.clone()
+    after.apply_action(move)
+    return vct_defence_loses(after, depth - 1, p)
+
+
+def vct_defence_loses(state: MNKState, depth: int, attacker: int) -> bool:
+    """Every move of the defender (to move) loses to the attacker within ``depth`` threats.
+    Exhaustive: a move far from the attacker's open-four cells (off their lines) that makes
+    no four leaves an open four to play next, which wins; every other move is searched."""
+    d = 1 - attacker
+    if winning_cells(state, d):
+        return False  # the defender makes five
+    wins = winning_cells(state, attacker)
+    if len(wins) >= 2:
+        return True
+    if wins:  # a four: any move but its block lets five be played
+        replies = [min(wins)]
+    else:
+        board = state.board
+        near = [c for c, v in enumerate(board) if v == EMPTY]
+        lines = {c for s, v in enumerate(board) if v == attacker for c in line_cells(s)}
+        targets = open_four_cells(state, attacker, [c for c in near if c in lines])
+        if not targets:
+            return False  # no four, no open three: the attack has run out
+        reach = {c for t in targets for c in line_cells(t)} | targets
+        replies = []
+        for c in near:
+            board[c] = d
+            four = bool(new_wins(state, d, c))
+            board[c] = EMPTY
+            if four or c in reach:
+                replies.append(c)
+    for reply in replies:
+        after = state.clone()
+        after.apply_action(reply)
+        if not vct_proof(after, depth):
+            return False
+    return True
+
+
+# (moves from the start, attacking moves of the VCT found) from self-play: the player to move
+# has no VCF but a VCT (Allis 1994: fours and open threes, every defence tried).
+VCT_PUZZLES = [
+    ([97, 144, 113, 125, 99, 98, 115, 112, 145, 81], 4),
+    ([144, 95, 127, 113, 128, 160, 142, 114], 3),
+    ([84, 111, 83, 142, 68, 100, 69, 114, 86, 156, 128, 85], 3),
+    ([98, 82, 126, 83, 96, 97, 112, 84, 85, 111, 69, 80, 81, 101, 154, 140, 67, 95, 139, 65, 50,
+      143, 159, 63, 79, 64, 62, 129, 115, 125, 110, 70, 158, 94], 4),
+    ([126, 110, 82, 129, 112, 98, 83, 67, 156, 141, 124, 125, 140, 172, 80, 81, 64, 96], 4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("moves", "depth"), VCT_PUZZLES)
+def test_alphabeta_finds_the_vct(moves: list[int], depth: int) -> None:
+    """No VCF (checked exhaustively to 8 fours), a VCT (proven against every defence), and
+    the search proves the win and plays a move that keeps it within the same threats."""
+    state = engine.replay(("gomoku", {}), moves)
+    attacker = state.current_player()
+    assert vcf(state, 8) is None
+    assert vct_proof(state, depth)
+    result = engine.search(state, "alphabeta", Budget(iterations=100_000), seed=1)
+    assert result.proven == "win"
+    after = state.clone()
+    after.apply_checked(result.action)
+    assert vct_defence_loses(after, depth - 1, attacker)
+
+
+def test_vct_needs_a_threat() -> None:
+    """The reference can say no: two stones each, no three to make, no VCT."""
+    state = engine.replay(("gomoku", {}), [112, 0, 113, 14])
+    assert not vct_proof(state, 3)

@@ -62,8 +62,9 @@ async def test_a_get_costs_more_than_a_move_and_a_finished_record_is_encoded_onc
     assert "get costs 25" in refused.message
     await reader.send_message(Ping(rid=4))
     assert await reader.receive() == Pong(rid=4)  # cheap requests still pass
-    # The reply's size is charged too: a record of about 1 KiB at 100 tokens a KiB.
-    settings.cost_get, settings.cost_per_kib = 1, 100.0
+    # The reply's size is charged too: a record of over 0.1 KiB at 1,000 tokens a KiB
+    # costs more than the 59 tokens left.
+    settings.cost_get, settings.cost_per_kib = 1, 1000.0
     spender = await RawClient.connect(server.url)
     assert isinstance(await _get(spender, 1, game_id), Record)  # served, then owed
     await spender.send_message(Ping(rid=2))

@@ -25,7 +25,7 @@ from server.pool import SearchRequest
 from server.remote_engine import GROUP, RemoteEngine, jobs_key
 from server.store import SQLiteStore
 from tests.server.conftest import next_event
-from tests.services import REDIS_URL
+from tests.services import REDIS_SERVER_HINT, REDIS_URL
 
 Spawn = Callable[..., Awaitable[asyncio.subprocess.Process]]
 
@@ -187,7 +187,7 @@ class OwnRedis:
 @pytest.fixture
 async def own_redis(tmp_path: Path) -> AsyncIterator[OwnRedis]:
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+        pytest.skip(REDIS_SERVER_HINT)
     server = OwnRedis(tmp_path)
     await server.start()
     yield server

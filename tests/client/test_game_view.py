@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import engine
-from client.ui.model import (
+from client.game_view import (
     GameModel,
     clock_title,
     format_ms,

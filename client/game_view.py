@@ -1,8 +1,11 @@
-"""What the UI knows about one game, built from the server's events; no Textual, no I/O.
+"""One game as every client sees it, built from the server's events; no terminal, no I/O.
 
-``GameModel`` replays the events of PROTOCOL.md (snapshot, moved, offer, presence,
-ended) onto an engine state, keeps the last ``seq`` seen (for ``resume``) and the
-clocks, which tick locally from the moment each clock reading arrived.
+``GameModel`` is the view model the plain client, the Textual UI, the spectator and the
+bot share: it replays the events of PROTOCOL.md (snapshot, moved, offer, presence, ended)
+onto an engine state and keeps the board, whose turn it is, the clocks (which tick locally
+from the moment each reading arrived), the offers (by the player who made them), the
+result, the legal moves and the last move. The words for them (names, clocks, results,
+the AI's statistics) are here too, one way each.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import engine
+from engine.result import PROOFS
 from protocol import Ended, Message, Moved, Offer, Presence, Snapshot
 
 SYMBOLS = ("X", "O")
@@ -60,6 +64,41 @@ def format_ms(ms: float) -> str:
     if hours:
         return f"{hours}:{minutes:02d}:{seconds:02d}"
     return f"{minutes}:{seconds:02d}"
+
+
+def format_clocks(clocks: list[int] | tuple[int, ...] | None) -> str:
+    """Both clocks as `  [X 2:59  O 0:09.5]`, or nothing for an untimed game."""
+    if not clocks:
+        return ""
+    return "  [" + "  ".join(f"{SYMBOLS[s]} {format_ms(ms)}" for s, ms in enumerate(clocks)) + "]"
+
+
+def describe_stats(stats: dict[str, Any]) -> str:
+    """One line on what the AI's search did: algorithm, effort, value."""
+    parts = [str(stats.get("algorithm", "ai"))]
+    iterations = stats.get("iterations")
+    elapsed = stats.get("elapsed_ms")
+    if iterations is not None:
+        parts.append(f"{iterations:,} iterations")
+    if elapsed is not None:
+        parts.append(f"in {elapsed:.0f} ms")
+    value = ai_value(stats)
+    if value is not None:
+        parts.append(f"value {value}")
+    return ", ".join(parts)
+
+
+def ai_value(stats: dict[str, Any], *, chance: bool = True) -> str | None:
+    """The AI's value of its move, for the AI: "proven win/draw/loss" once its search proved
+    the result (a proven draw is not "win 50%"), else the value in [-1, 1] and, with
+    ``chance``, the winning chance it stands for; None if the stats carry neither."""
+    proven = stats.get("proven")
+    if proven in PROOFS:
+        return f"proven {proven}"
+    value = stats.get("value")
+    if not isinstance(value, int | float):
+        return None
+    return f"{value:+.2f}" + (f" (win {100 * (value + 1) / 2:.0f}%)" if chance else "")
 
 
 def player_name(player: dict[str, Any] | None) -> str:
@@ -143,6 +182,28 @@ class GameModel:
 
     def last_action(self) -> int | None:
         return self.moves[-1].action if self.moves else None
+
+    def legal_moves(self) -> list[int]:
+        """The moves we may play now (none unless it is our turn)."""
+        return self.state.legal_actions() if self.my_turn and self.state is not None else []
+
+    def name(self, seat: int) -> str:
+        """A seat's player as people call them: 'bob (O)', or 'O' for an open seat."""
+        player = self.players[seat] if 0 <= seat < len(self.players) else None
+        return f"{player['name']} ({SYMBOLS[seat]})" if player else SYMBOLS[seat]
+
+    def who(self, seat: int) -> str:
+        """'You' for our own seat, else the player's name."""
+        return "You" if seat == self.seat else self.name(seat)
+
+    def has_ai(self) -> bool:
+        """Whether an AI plays in this game (its panel and value only make sense then)."""
+        return any((p or {}).get("kind") == "ai" for p in self.players) or any(
+            entry.stats for entry in self.moves
+        )
+
+    def result_sentence(self) -> str:
+        return result_sentence(self.result, self.reason, self.seat)
 
     def apply(self, event: Message, now: float) -> bool:
         """Apply one event received at local time ``now``. False when it does not follow

@@ -1,0 +1,219 @@
+"""The client's session core, by transcripts (websockets' sans-I/O tests): what the I/O layer
+tells it, and what it must send and report in return. No sockets, no event loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import msgpack
+import pytest
+
+from client.session_core import (
+    Backoff,
+    ClientSession,
+    Failed,
+    NotResumed,
+    Received,
+    Refused,
+    Reply,
+    Welcomed,
+)
+from protocol import (
+    PROTOCOL_VERSION,
+    CreateGame,
+    Ended,
+    Error,
+    Hello,
+    LobbyState,
+    LobbySubscribe,
+    Message,
+    Moved,
+    Resume,
+    Resumed,
+    Seated,
+    Snapshot,
+    Unwatch,
+    Watch,
+    Welcome,
+    decode,
+    decode_server,
+    encode,
+)
+
+HELLO = {"version": PROTOCOL_VERSION, "name": "ada", "bot": False, "client": "noughts"}
+
+
+def welcome(rid: int, session: str = "s1", games: list[dict[str, Any]] | None = None) -> Welcome:
+    return Welcome(rid=rid, version=PROTOCOL_VERSION, session=session, player_id="p1",
+                   games=games or [])  # fmt: skip
+
+
+def snapshot(game_id: str, seq: int, status: str = "live", rid: int | None = None) -> Snapshot:
+    return Snapshot(game_id=game_id, seq=seq, game="tictactoe", params={}, players=[None, None],
+                    actions=[], status=status, to_move=0, rid=rid)  # type: ignore[arg-type]  # fmt: skip
+
+
+def moved(game_id: str, seq: int, rid: int | None = None) -> Moved:
+    return Moved(game_id=game_id, seq=seq, ply=seq - 2, seat=0, action=seq, to_move=1, rid=rid)
+
+
+# A step: (what the I/O layer does, the messages the session must send, the events it must
+# report). What it does: "made", ("lost", reason), ("send", kind, fields), a Message
+# received, or ("frame", bytes) received.
+Step = tuple[Any, list[Message], list[Any]]
+
+
+def wire(event: Any) -> Any:
+    """An expected event with its message as the codec reads it (lists as tuples)."""
+    for name in ("message", "welcome", "error"):
+        if hasattr(event, name):
+            return dataclasses.replace(event, **{name: decode_server(encode(getattr(event, name)))})
+    return event
+
+
+def play(session: ClientSession, transcript: list[Step]) -> None:
+    for number, (action, sent, expected) in enumerate(transcript):
+        events = [wire(event) for event in expected]
+        if action == "made":
+            session.connection_made()
+        elif isinstance(action, Message):
+            session.receive_frame(encode(action))
+        elif action[0] == "lost":
+            session.connection_lost(action[1])
+        elif action[0] == "send":
+            session.send_request(action[1], **action[2])
+        elif action[0] == "frame":
+            session.receive_frame(action[1])
+        actual_sent = [decode(frame) for frame in session.data_to_send()]
+        assert actual_sent == sent, f"step {number}: {action!r} sent"
+        assert session.events_received() == events, f"step {number}: {action!r} reported"
+
+
+def test_greeting_then_a_request_and_its_reply() -> None:
+    session = ClientSession(name="ada")
+    seated = Seated(game_id="g1", seat=0, token="t1", rid=2)
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (("send", CreateGame, {"game": "tictactoe"}), [CreateGame(rid=2, game="tictactoe")], []),
+        (seated, [], [Reply(2, seated), Received(seated, replied=True)]),
+        # A seat given without a request (a seek of ours accepted): an event only.
+        (Seated(game_id="g2", seat=1, token="t2"), [],
+         [Received(Seated(game_id="g2", seat=1, token="t2"), replied=False)]),
+    ])  # fmt: skip
+    assert session.seats == {"g1": (0, "t1"), "g2": (1, "t2")}
+    assert session.session == "s1" and session.token_for("g2") == "t2"
+
+
+def test_a_reconnection_follows_every_game_again_from_its_last_seq() -> None:
+    """Played games are resumed, watched ones watched again (a resume would leave the server
+    unable to unwatch them), our games named in the welcome resumed from 0, the lobby
+    subscribed again; the requests in flight fail; events seen already are left out."""
+    session = ClientSession(name="ada")
+    mine = {"game_id": "g1", "seat": 0, "token": "t1", "seq": 1}
+    other = {"game_id": "g9", "seat": 1, "token": "t9", "seq": 4}
+    lobby = LobbyState(rid=3, seeks=[], games=[])
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1, games=[mine]), [], [Welcomed(welcome(1, games=[mine]), again=False)]),
+        (("send", Watch, {"game_id": "w1"}), [Watch(rid=2, game_id="w1")], []),
+        (snapshot("w1", 5, rid=2), [], [Reply(2, snapshot("w1", 5, rid=2)),
+                                        Received(snapshot("w1", 5, rid=2), replied=True)]),
+        (("send", LobbySubscribe, {}), [LobbySubscribe(rid=3)], []),
+        (lobby, [], [Reply(3, lobby), Received(lobby, replied=True)]),
+        (snapshot("g1", 1), [], [Received(snapshot("g1", 1), replied=False)]),
+        (moved("g1", 2), [], [Received(moved("g1", 2), replied=False)]),
+        (("send", CreateGame, {"game": "uttt"}), [CreateGame(rid=4, game="uttt")], []),
+        (("lost", "gone"), [], [Failed(4, "gone")]),
+        ("made", [Hello(rid=5, session="s1", **HELLO)], []),
+        (welcome(5, games=[mine, other]),
+         [Resume(rid=6, game_id="g1", since=2), Resume(rid=7, game_id="g9", since=0),
+          Watch(rid=8, game_id="w1", since=5), LobbySubscribe(rid=9)],
+         [Welcomed(welcome(5, games=[mine, other]), again=True)]),
+        (moved("g1", 2), [], []),  # seen before the drop
+        (moved("g1", 3), [], [Received(moved("g1", 3), replied=False)]),
+        (Resumed(rid=6, game_id="g1", seq=3, seat=0, token="t1b"), [],
+         [Received(Resumed(rid=6, game_id="g1", seq=3, seat=0, token="t1b"), replied=True)]),
+    ])  # fmt: skip
+    assert session.seats["g1"] == (0, "t1b")
+
+
+def test_a_forgotten_session_starts_afresh_and_a_refusal_is_reported() -> None:
+    session = ClientSession(name="ada", session="old")
+    forgotten = Error(code="bad_token", message="unknown session", rid=1)
+    play(session, [
+        ("made", [Hello(rid=1, session="old", **HELLO)], []),
+        (forgotten, [Hello(rid=2, **HELLO)], []),
+        (welcome(2, session="new"), [], [Welcomed(welcome(2, session="new"), again=False)]),
+    ])  # fmt: skip
+    assert session.session == "new"
+    refused = ClientSession(name="ada")
+    full = Error(code="too_many", message="the server is full", rid=1)
+    play(refused, [("made", [Hello(rid=1, **HELLO)], []), (full, [], [Refused(full)])])
+
+
+def test_a_game_that_cannot_be_resumed_is_reported_and_no_longer_followed() -> None:
+    session = ClientSession(name="ada")
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (snapshot("g1", 3), [], [Received(snapshot("g1", 3), replied=False)]),
+        (("lost", "gone"), [], []),
+        ("made", [Hello(rid=2, session="s1", **HELLO)], []),
+        (welcome(2), [Resume(rid=3, game_id="g1", since=3)], [Welcomed(welcome(2), True)]),
+        (Error(code="unknown_game", message="no such game", rid=3), [],
+         [NotResumed("g1", Error(code="unknown_game", message="no such game", rid=3))]),
+        (("lost", "again"), [], []),
+        ("made", [Hello(rid=4, session="s1", **HELLO)], []),
+        (welcome(4), [], [Welcomed(welcome(4), True)]),  # g1 is not asked for again
+    ])  # fmt: skip
+
+
+def test_an_ended_or_unwatched_game_is_not_resumed() -> None:
+    session = ClientSession(name="ada")
+    ended = Ended(game_id="g1", seq=4, result="1-0", reason="line", winner=0)
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (snapshot("g1", 3), [], [Received(snapshot("g1", 3), replied=False)]),
+        (ended, [], [Received(ended, replied=False)]),
+        (("send", Watch, {"game_id": "w1"}), [Watch(rid=2, game_id="w1")], []),
+        (("send", Unwatch, {"game_id": "w1"}), [Unwatch(rid=3, game_id="w1")], []),
+        (("lost", "gone"), [], [Failed(2, "gone"), Failed(3, "gone")]),
+        ("made", [Hello(rid=4, session="s1", **HELLO)], []),
+        (welcome(4), [], [Welcomed(welcome(4), True)]),
+    ])  # fmt: skip
+
+
+def test_an_unreadable_frame_answers_its_request_or_is_reported() -> None:
+    session = ClientSession(name="ada")
+    play(session, [("made", [Hello(rid=1, **HELLO)], []),
+                   (welcome(1), [], [Welcomed(welcome(1), again=False)])])  # fmt: skip
+    session.send_request(CreateGame, game="tictactoe")
+    session.data_to_send()
+    session.receive_frame(msgpack.packb({"type": "seated", "rid": 2, "seat": 7}))
+    reply, received = session.events_received()
+    assert isinstance(reply, Reply) and reply.rid == 2
+    assert isinstance(reply.message, Error) and "cannot read a frame" in reply.message.message
+    session.receive_frame(b"\xc1")
+    [event] = session.events_received()
+    assert isinstance(event, Received) and isinstance(event.message, Error)
+    assert event.message.rid is None and not event.replied
+
+
+def test_backoff_is_exponential_with_full_jitter_under_a_cap() -> None:
+    """AWS, "Exponential Backoff and Jitter": a uniform draw in [0, min(cap, base * 2**n)]."""
+    backoff = Backoff(base_s=0.5, cap_s=8.0)
+    delays = [backoff.delay(n, random.Random(7)) for n in range(10)]
+    bounds = [min(8.0, 0.5 * 2**n) for n in range(10)]
+    # The same seed draws the same fraction of each bound: exactly scaled, then capped.
+    fraction = random.Random(7).random()
+    assert delays == pytest.approx([fraction * bound for bound in bounds])
+    # Spread: many clients of one restarted server do not come back at once.
+    rng = random.Random(1)
+    waits = [backoff.delay(6, rng) for _ in range(1000)]
+    assert 0 <= min(waits) < 0.1 and 7.9 < max(waits) <= 8.0
+    assert 3.5 < sum(waits) / len(waits) < 4.5
+    assert backoff.delay(10_000, rng) <= 8.0  # no overflow for a long outage
