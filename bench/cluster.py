@@ -66,6 +66,9 @@ def _process_cpu_s(pid: int) -> float:
     return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
 
 
+UNANSWERED: list[str] = []  # requests no node answered within 15 s (then sent again)
+
+
 class QuietConnection(ServerConnection):
     """A scripted player: replies only (events are not queued: nobody reads them)."""
 
@@ -170,6 +173,7 @@ class Player:
         self.name = name
         self.connection: ServerConnection | None = None
         self.session: str | None = None
+        self.unanswered = UNANSWERED
 
     async def connect(self) -> ServerConnection:
         while True:
@@ -195,15 +199,20 @@ class Player:
         while True:
             connection = self.connection or await self.connect()
             try:
-                return await connection.request(kind, **fields)
-            except ConnectionLost:
+                return await asyncio.wait_for(connection.request(kind, **fields), 15)
+            except (ConnectionLost, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError):  # reported; then as a lost connection
+                    game = fields.get("game_id")
+                    self.unanswered.append(f"{kind.TYPE} {game} on {self.node_name}")
                 with contextlib.suppress(Exception):
                     await connection.close()
                 self.connection = None
                 connection = await self.connect()
                 if resume is not None:
-                    with contextlib.suppress(RequestFailed, ConnectionLost):
-                        await connection.request(Resume, game_id=resume, since=0)
+                    with contextlib.suppress(RequestFailed, ConnectionLost, TimeoutError):
+                        await asyncio.wait_for(
+                            connection.request(Resume, game_id=resume, since=0), 15
+                        )
 
 
 async def play(
@@ -269,6 +278,10 @@ async def play(
                     continue
                 if exc.code == "game_over":
                     break  # a line
+                if exc.code == "unknown_game":  # over and unloaded (a node restores live games)
+                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    if record.game["status"] == "finished":
+                        break
                 if exc.code == "bad_token":  # restored elsewhere: the seat's new token
                     resumed = await mover.request(Resume, resume=game_id, game_id=game_id, since=0)
                     tokens[ply % 2] = resumed.token or tokens[ply % 2]
@@ -365,7 +378,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             unavailable_retries=tally.unavailable,
             resynced_after_failover=tally.resynced,
             errors=tally.errors[:20],
-            error_count=len(tally.errors),
+            error_count=len(tally.errors) + len(UNANSWERED),
+            unanswered=UNANSWERED[:20],
         )
         if kills:
             worst = [k["worst_s"] for k in kills if k["worst_s"] is not None]
@@ -412,9 +426,12 @@ async def _kill_one(
     await victim.process.wait()
     await bench.start_node(victim.index)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if all(g in tally.first_move_after for g in affected):
-            break
+
+    def waiting() -> set[str]:  # its games in play that have not moved since
+        current = set(tally.current.values())
+        return {g for g in affected if g not in tally.first_move_after and g in current}
+
+    while time.monotonic() < deadline and waiting():
         await asyncio.sleep(0.02)
     waits = [tally.first_move_after[g] - killed_at for g in affected if g in tally.first_move_after]
     await bench.wait_balanced()
@@ -424,6 +441,7 @@ async def _kill_one(
         "node": victim.name,
         "games": len(affected),
         "playable": len(waits),
+        "ended": len(affected) - len(waits) - len(waiting()),  # over before moving again
         "median_s": round(statistics.median(waits), 3) if waits else None,
         "worst_s": round(max(waits), 3) if waits else None,
     }

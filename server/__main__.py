@@ -130,6 +130,13 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", node):
             print(f"noughts serve: --node {node!r}: letters, digits and '-' only", file=sys.stderr)
             return 2
+    if settings.processes > 1 and node is None:
+        print(
+            "noughts serve: --processes needs --db postgresql://... and --bus redis://... "
+            "(each process is a node of the cluster)",
+            file=sys.stderr,
+        )
+        return 2
     store = (
         PostgresStore(db_path, node=node)
         if node is not None
@@ -227,8 +234,14 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             # The first line on stdout is the address: the embedded client reads it.
             where = f"db: {store.describe()}" + ("" if node is None else f", node: {node}")
             print(f"noughts server listening on {url} ({where})", flush=True)
+            children = await _start_processes(settings, port, node)
             await stop
             logging.info("shutting down")
+            for child in children:  # they drain as this one does
+                with contextlib.suppress(ProcessLookupError):
+                    child.terminate()
+            for child in children:
+                await child.wait()
             if admin is not None:
                 admin.close()
     except OSError as exc:
@@ -249,6 +262,30 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         elif pool is not None:
             await pool.close()
     return 0
+
+
+async def _start_processes(
+    settings: ServerSettings, port: int, node: str | None
+) -> list[asyncio.subprocess.Process]:
+    """``--processes N``: N - 1 more nodes on this machine, on the same port (SO_REUSEPORT:
+    the kernel spreads new connections over them), with this one's options."""
+    children = []
+    for index in range(1, settings.processes):
+        extra = ["--processes", "1", "--reuse-port", "true", "--port", str(port)]
+        extra += ["--node", f"{node}-{index}"]
+        if settings.admin_port:
+            extra += ["--admin-port", str(settings.admin_port + index)]
+        children.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "server",
+                *sys.argv[1:],
+                *extra,
+                stdout=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+        )
+    return children
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,6 +58,24 @@ class ServerCollector(Collector):
         yield CounterMetricFamily(
             "noughts_store_writes", "writes committed", value=getattr(store, "writes", 0)
         )
+        cluster = server.cluster
+        if cluster is not None:
+            yield GaugeMetricFamily(
+                "noughts_cluster_shards", "shards this node owns", value=len(cluster.locks.held)
+            )
+            yield GaugeMetricFamily(
+                "noughts_cluster_nodes", "live nodes of the cluster", value=len(cluster.present)
+            )
+            yield CounterMetricFamily(
+                "noughts_cluster_forwarded",
+                "requests forwarded to their game's owner node",
+                value=cluster.forwarded,
+            )
+            yield CounterMetricFamily(
+                "noughts_bus_lost",
+                "bus messages not published (Redis down)",
+                value=cluster.bus.lost,
+            )
         pool = server.pool
         if pool is not None:
             yield GaugeMetricFamily(
@@ -79,12 +97,24 @@ class AdminServer:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(ServerCollector(game_server))
         self.checks: dict[str, Check] = {"store": self._check_store, "engine": self._check_engine}
+        if game_server.cluster is not None:
+            self.checks["bus"] = self._check_bus
 
     async def start(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST_BYTES)
 
     async def _check_store(self) -> None:
         await self.game_server.store.list_games("finished", 1)
+
+    async def _check_bus(self) -> None:
+        """A cluster node: subscribed to the bus, and holding its shard locks' connection."""
+        cluster = self.game_server.cluster
+        assert cluster is not None
+        if not cluster.bus.connected:
+            raise RuntimeError("not subscribed to the bus (Redis unreachable)")
+        await cluster.bus.client.ping()
+        if not cluster.locks.connected:
+            raise RuntimeError("no connection holding shard locks (PostgreSQL unreachable)")
 
     async def _check_engine(self) -> None:
         pool = self.game_server.pool

@@ -288,5 +288,6 @@ async def serve(
         close_timeout=settings.close_timeout_s,
         ssl=tls,
         backlog=settings.listen_backlog,
+        reuse_port=settings.reuse_port or settings.processes > 1,
     )
     return server

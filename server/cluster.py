@@ -615,6 +615,8 @@ class Cluster:
             if connection is not None:
                 for frame in payload["frames"]:
                     connection.post(frame)
+            else:
+                log.warning("cluster: a reply from %s for a client gone", payload["from"])
         elif op == "done":
             pending = self._pending.get(payload["fid"])
             if pending is not None and not pending[0].done():

@@ -58,6 +58,19 @@ class ServerSettings:
     # --- listening --------------------------------------------------------------------
     host: str = setting("127.0.0.1", "address to listen on", flag="host", group=LISTEN)
     port: int = setting(8765, "port to listen on; 0 picks a free one", flag="port", group=LISTEN)
+    processes: int = setting(
+        1,
+        "server processes sharing --port on this machine (SO_REUSEPORT), each a node of the "
+        "cluster: needs --db postgresql://... and --bus",
+        flag="processes",
+        group=LISTEN,
+    )
+    reuse_port: bool = setting(
+        False,
+        "bind --port with SO_REUSEPORT, sharing it with other processes (as --processes does)",
+        flag="reuse-port",
+        group=LISTEN,
+    )
     loop: str = setting(
         "asyncio",
         "event loop: the standard asyncio loop, or uvloop if you installed it (no measurable "

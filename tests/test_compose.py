@@ -52,7 +52,7 @@ def _commands() -> list[tuple[str, list[str]]]:
 
 def test_every_noughts_command_parses() -> None:
     commands = _commands()
-    assert {name for name, _ in commands} == {"server", "node", "engine-worker"}
+    assert {name for name, _ in commands} == {"server", "node", "node-2", "engine-worker"}
     for name, argv in commands:
         with contextlib.redirect_stderr(io.StringIO()) as err:
             try:
@@ -73,14 +73,16 @@ def test_the_single_node_default_and_the_cluster_profile() -> None:
     assert server["build"] == "."
     assert "noughts-data:/data" in server["volumes"]
     cluster = {name for name, s in services.items() if "cluster" in s.get("profiles", [])}
-    assert cluster == {"postgres", "redis", "node", "engine-worker"}
-    for name in ("postgres", "redis", "node"):
+    assert cluster == {"postgres", "redis", "node", "node-2", "engine-worker"}
+    for name in ("postgres", "redis", "node", "node-2"):
         assert "healthcheck" in services[name], name
-    node = services["node"]
-    assert node["environment"]["NOUGHTS_DB"].startswith("postgresql://")
-    assert node["environment"]["NOUGHTS_BUS"].startswith("redis://")
-    assert node["depends_on"]["postgres"]["condition"] == "service_healthy"
-    assert "--engine" in node["command"] and "queue" in node["command"]
+    for name in ("node", "node-2"):  # two nodes of one cluster: one database, one bus
+        node = services[name]
+        assert node["environment"]["NOUGHTS_DB"].startswith("postgresql://")
+        assert node["environment"]["NOUGHTS_BUS"].startswith("redis://")
+        assert node["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert "--engine" in node["command"] and "queue" in node["command"]
+    assert services["node"]["environment"] == services["node-2"]["environment"]
     assert (ROOT / "Dockerfile").is_file()
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in ("protocol", "engine", "server", "client"):

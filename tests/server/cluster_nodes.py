@@ -132,11 +132,12 @@ class Cluster:
                 raise TimeoutError(f"game {game_id}'s shard not taken again in {timeout} s")
             await asyncio.sleep(0.05)
 
-    async def wait_balanced(self, timeout: float = 15) -> None:
-        """Wait until every running node holds some shards (its fair share is coming)."""
+    async def wait_balanced(self, timeout: float = 15, names: set[str] | None = None) -> None:
+        """Wait until every running node (or each of ``names``) holds some shards (its fair
+        share is coming)."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + timeout
-        running = {n.name for n in self.nodes if n.process.returncode is None}
+        running = names or {n.name for n in self.nodes if n.process.returncode is None}
         while True:
             conn = await asyncpg.connect(PG_URL, server_settings={"search_path": self.schema})
             try:

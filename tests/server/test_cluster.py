@@ -364,3 +364,51 @@ async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
         assert await _stored_moves(pg_schema, game_id) == LONG_GAME
         for client, _ in seats.values():
             await client.close()
+
+
+async def test_a_node_is_ready_when_its_bus_and_locks_answer(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--admin-port", "0")
+        await cluster.wait_balanced()
+        port = None
+        while port is None:  # the log line naming the admin port comes after the address
+            for line in node.log.read_text().splitlines():
+                if "admin endpoints on http://" in line:
+                    port = int(line.rsplit(":", 1)[1].split("/")[0])
+            if port is None:
+                await asyncio.sleep(0.05)
+        ready = await _http_get(port, "/readyz")
+        assert ready.startswith("HTTP/1.1 200") and "bus: ok" in ready, ready
+        metrics = await _http_get(port, "/metrics")
+        assert "noughts_cluster_shards 64.0" in metrics and "noughts_cluster_nodes" in metrics
+        assert await node.stop() == 0
+
+
+async def _http_get(port: int, path: str) -> str:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    body = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return body.decode()
+
+
+async def test_processes_share_one_port_each_a_node(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--processes", "2")
+        await cluster.wait_balanced(names={node.name, f"{node.name}-1"})
+        ada, bo = await node.connect("ada"), await node.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        joined = await bo.request(JoinGame, game_id=created.game_id)
+        players = [(ada, created.token), (bo, joined.token)]
+        for ply, action in enumerate(LONG_GAME[:4]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, created.game_id, action)
+        assert await _stored_moves(pg_schema, created.game_id) == LONG_GAME[:4]
+        await ada.close()
+        await bo.close()
+        assert await node.stop() == 0  # and its other process with it
