@@ -299,7 +299,7 @@ class ServerConnection:
         except ConnectionClosed as exc:
             lost = f"{lost}: {exc}"
         finally:
-            self.websocket = None
+            # ``websocket`` stays, closed: its close code and reason say why (1012: reconnect).
             self.core.connection_lost(lost)
             self._dispatch(self.core.events_received())
             if self._welcomed is not None and not self._welcomed.done():
