@@ -1,28 +1,30 @@
-"""The m,n,k games for the one alpha-beta search (engine/kernels/alphabeta.py), compiled
-with numba (``cache=True``).
+"""The m,n,k games for the one alpha-beta search (engine/kernels/alphabeta.py), compiled with
+numba (``cache=True``).
 
-The board is an int8 array (0 empty, 1 X, 2 O) plus, for every window of k
-cells in a row, the number of X and O stones in it. A window holding k stones
-of one player is a win, so "k or more in a row" needs no special case; the
-counts also give the line-counting evaluation (each window open to one player
-only scores ``WEIGHT[count]`` for that player) incrementally, and the move
-ordering: a cell scores by the windows it extends and the windows it blocks.
+The board is an int8 array (0 empty, 1 X, 2 O) plus, for every window of k cells in a row,
+the number of X and O stones in it. A window holding k stones of one player is a win, so "k
+or more in a row" needs no special case; the counts also give the line-counting evaluation
+(each window open to one player only scores ``WEIGHT[count]`` for that player)
+incrementally, and the move ordering: a cell scores by the windows it extends and the
+windows it blocks.
 
-On boards with k = 5 (gomoku) the evaluation and the move ordering read line shapes
-instead (engine/kernels/patterns.py, as Rapfi and Embryo do): every cell keeps, per
-direction, the key of the four cells on each side, updated by ``place``/``remove`` for the
-32 cells a stone touches, and the shape each player makes there (a table lookup). The
-evaluation is the sum over empty cells of the worth of those shapes (``SHAPE_VALUE``); a
-cell's ordering score is its shapes for the mover and, at 3/4, for the opponent, with the
-winning combinations (open four, double four, four-three, double open three) on top.
+With AlphaBetaOptions.patterns, on boards with k = 5 (gomoku) the evaluation and the move
+ordering read line shapes instead (engine/kernels/patterns.py, as Rapfi and Embryo do):
+every cell keeps, per direction, the key of the four cells on each side, updated by
+``place``/``remove`` for the 32 cells a stone touches, and the shape each player makes there
+(a table lookup). The evaluation is the sum over empty cells of the worth of those shapes
+(``SHAPE_VALUE``); a cell's ordering score is its shapes for the mover and, at 3/4, for the
+opponent, with the winning combinations (open four, double four, four-three, double open
+three) on top. (Off by default: with the weights below it played weaker than the window
+counts.)
 
-What the search asks of a game (engine/kernels/alphabeta_base.py): at every
-node, leaves included, a win in one ends the node, two opponent threats lose
-it, one threat forces the block (``generate``). On big boards only cells within
-two of a stone are candidates. For k >= 5 a VCF search (victory by continuous
-fours, Allis 1994: each attacking move makes a four that the defender must
-block) runs at the root (engine/alphabeta.py) and, shallower, at the quiet
-leaves (``quiet_leaf``).
+What the search asks of a game (engine/kernels/alphabeta_base.py): at every node, leaves
+included, a win in one ends the node, two opponent threats lose it, one threat forces the
+block (``generate``). On big boards only cells within two of a stone are candidates. For k
+>= 5 a VCF search (victory by continuous fours, Allis 1994: each attacking move makes a four
+that the defender must block) runs at the root (engine/alphabeta.py) and, shallower, at the
+quiet leaves (``quiet_leaf``); at the root a VCT follows (``vct``: victory by continuous
+threats, fours and open threes, every defence tried).
 """
 
 from __future__ import annotations
