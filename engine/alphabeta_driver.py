@@ -3,14 +3,14 @@
 Python owns the loop over depths, the root move list and the result; each depth is one
 kernel call that stops itself at the node limit or the deadline (on the search's injected
 clock, which the kernel reads through ``alphabeta_base.CLOCK``). The move of the last
-completed depth is played. One context (position arrays and a transposition table) is
-kept per board in the process, for the few boards searched last: a fresh search starts a
-new table generation, while consecutive searches for the same game (a Searcher's
-game_key) keep the table, so one game's moves share what earlier moves learned. On m,n,k
-boards with k >= 5 the root first tries a VCF for the mover, then drops the moves after
-which the opponent has one; with ``threats`` (AlphaBetaOptions) the kernel answers open
-threes with their defences only and searches the best moves below the root, so only the
-root's proofs (VCF, immediate wins) are reported as proven.
+completed depth is played. One context (position arrays and a transposition table) is kept
+per board in the process, for the few boards searched last: a fresh search starts a new
+table generation, while consecutive searches for the same game (a Searcher's game_key) keep
+the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
+the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
+then drops the moves after which the opponent has a VCF; with ``threats`` (AlphaBetaOptions)
+the kernel answers open threes with their defences only and searches the best moves below
+the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
 """
 
 from __future__ import annotations
