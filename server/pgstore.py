@@ -123,7 +123,10 @@ def _dollar(sql: str) -> str:
     return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
 
 
-_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# InternalClientError: asyncpg's own state machine refused an operation ("cannot switch to
+# state N; another operation is in progress"), seen when the server cut a connection in the
+# middle of a pipelined executemany: that connection is unusable and is dropped.
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
 
 
 class PostgresStore(SQLStore):
@@ -250,7 +253,7 @@ class PostgresStore(SQLStore):
                 for sql, rows in runs:
                     await conn.executemany(_dollar(sql), rows)
         except _CONNECTION_LOST:
-            await conn.close(timeout=1)
+            conn.terminate()  # lost, or in a state no close handshake can leave
             self._writer_conn = None
             raise
 
@@ -260,7 +263,12 @@ class PostgresStore(SQLStore):
         if self._pool is None:
             raise StorageError("the store is not open")
         try:
-            return [tuple(r) for r in await self._pool.fetch(_dollar(sql), *params)]
+            async with self._pool.acquire() as conn:
+                try:
+                    return [tuple(r) for r in await conn.fetch(_dollar(sql), *params)]
+                except _CONNECTION_LOST:
+                    conn.terminate()  # the pool opens a new one in its place
+                    raise
         except _DB_ERRORS as exc:
             raise StorageError(f"cannot read from {self.describe()}: {exc}") from exc
 
@@ -268,6 +276,7 @@ class PostgresStore(SQLStore):
 _CONNECTION_LOST = (
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.CannotConnectNowError,
     ConnectionError,
     OSError,

@@ -5,12 +5,14 @@ and a lost connection gives clear errors and recovers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import asyncpg
 import pytest
 
 from server.errors import StorageError
 from server.pgstore import PG_MIGRATIONS, PG_SCHEMA_VERSION, PostgresStore
+from server.rows import GameRecord
 from server.store import MIGRATIONS, GameEnd, GameRow, MoveRow, SessionRow
 from tests.services import PG_URL
 
@@ -172,3 +174,62 @@ async def test_names_sessions_and_a_corrupt_row_as_in_sqlite(pg_schema: str) -> 
     conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
     assert await conn.fetchval("SELECT status FROM games WHERE id = 'bad'") == "quarantined"
     await conn.close()
+
+
+async def test_connections_cut_in_the_middle_of_writes_fail_clearly_then_recover(
+    pg_schema: str,
+) -> None:
+    """The cut lands while batches of writes are in flight (a pipelined executemany can be
+    left in a state asyncpg refuses to go on from): every failure is a StorageError, never
+    another exception, and the store writes and reads again afterwards."""
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    games = [f"g{i}" for i in range(40)]
+    for game_id in games:
+        await store.create_game(_row(game_id))
+    admin = await asyncpg.connect(PG_URL)
+    cut_sql = (
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name = $1"
+    )
+    plies = dict.fromkeys(games, 0)
+    failures: list[BaseException] = []
+
+    async def write(game_id: str) -> None:
+        ply = plies[game_id]
+        try:
+            await store.append_move(MoveRow(game_id, ply, ply + 2, ply % 2, ply, 1.0))
+        except StorageError:
+            return
+        plies[game_id] = ply + 1
+
+    async def read(game_id: str) -> None:
+        with contextlib.suppress(StorageError):
+            await store.get_game(game_id)
+
+    for round_ in range(6):
+        work = [write(g) for g in games] + [read(g) for g in games[:10]]
+        tasks = [asyncio.ensure_future(w) for w in work]
+        await asyncio.sleep(0.001 * round_)  # the cut at another point of the batch each time
+        await admin.fetch(cut_sql, f"noughts {pg_schema}")
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        failures += [r for r in results if isinstance(r, BaseException)]
+    await admin.close()
+    assert failures == []  # (StorageError is caught above: anything else lands here)
+    for game_id in games:  # then every game takes its next move, and reads back whole
+        for _ in range(3):
+            await write(game_id)
+            record = await _read_retrying(store, game_id)
+            if len(record.moves) == plies[game_id] and plies[game_id] > 0:
+                break
+        assert [m.ply for m in record.moves] == list(range(plies[game_id]))
+    await store.close()
+
+
+async def _read_retrying(store: PostgresStore, game_id: str) -> GameRecord:
+    for _ in range(3):
+        with contextlib.suppress(StorageError):
+            record = await store.get_game(game_id)
+            assert record is not None
+            return record
+    raise AssertionError(f"{game_id} could not be read back")
