@@ -35,7 +35,7 @@ from protocol import (
 )
 from tests.server.cluster_nodes import Cluster, cluster_of
 from tests.server.conftest import next_event
-from tests.services import PG_URL
+from tests.services import PG_URL, REDIS_SERVER_HINT
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
 LONG_GAME = [0, 1, 2, 3, 11, 10, 13, 12, 20, 21, 22, 23]
@@ -229,7 +229,7 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+        pytest.skip(REDIS_SERVER_HINT)
     port = _free_port()
     redis = await _redis_server(port, tmp_path)
     try:

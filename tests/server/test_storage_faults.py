@@ -206,7 +206,7 @@ def test_a_database_that_cannot_be_opened_is_one_line_and_exit_1(tmp_path: Path)
 def mount_point(tmp_path: Path) -> Iterator[Path]:
     """An empty directory to mount a filesystem on; skipped where mounting is not allowed."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a filesystem")
+        pytest.skip("needs root to mount a filesystem (a slow test: run make test-slow as root)")
     point = tmp_path / "mnt"
     point.mkdir()
     yield point
@@ -480,7 +480,7 @@ async def test_a_move_waits_for_another_writer_while_pings_and_the_lobby_are_ser
 def frozen_mount(mount_point: Path, tmp_path: Path) -> Iterator[Path]:
     """An ext4 filesystem on a loop device, to freeze (fsfreeze) as a hung disk would."""
     if shutil.which("fsfreeze") is None or shutil.which("mkfs.ext4") is None:
-        pytest.skip("needs fsfreeze and mkfs.ext4")
+        pytest.skip("needs fsfreeze and mkfs.ext4 (Debian: apt-get install util-linux e2fsprogs)")
     image = tmp_path / "disk.img"
     with open(image, "wb") as out:
         out.truncate(32 * 2**20)
