@@ -39,7 +39,7 @@ from engine.kernels.layout import (
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 
 
-def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     line_masks = [sum(1 << i for i in line) for line in LINES]
     win = np.zeros(512, dtype=np.int32)
     threat = np.zeros(512, dtype=np.int32)
@@ -58,10 +58,16 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         bits = [c for c in range(9) if mask >> c & 1]
         for j, c in enumerate(bits):
             nth[mask * 9 + j] = c
-    return win, threat, pop, nth
+    # [mask]: the empty cells of a board whose occupied cells are ``mask``: their number in
+    # bits 0-3, the j-th of them (increasing) in bits 4j+4 .. 4j+7.
+    empty = np.zeros(512, dtype=np.int64)
+    for mask in range(512):
+        cells = [c for c in range(9) if not mask >> c & 1]
+        empty[mask] = len(cells) + sum(c << (4 * j + 4) for j, c in enumerate(cells))
+    return win, threat, pop, nth, empty
 
 
-WIN9, THREAT9, POP9, NTH9 = _tables()
+WIN9, THREAT9, POP9, NTH9, EMPTY9 = _tables()
 
 SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
 
@@ -277,25 +283,40 @@ def uttt_move_prior(st, action):
 
 
 @njit(cache=True)
-def uttt_random_move(st, rng):
-    f = st[H_FORCED]
-    if f >= 0:
-        free = ~st[OFF_FULL + f] & 511
-        return 9 * f + NTH9[free * 9 + rand_below(rng, POP9[free])]
-    open_boards = ~st[H_CLOSED] & 511
-    total = 0
+def _random_empty(full, x):
+    """A uniformly random empty cell of a small board whose occupied cells are ``full``, from
+    the generator state ``x``: one lookup in EMPTY9 gives the count and the cells."""
+    e = EMPTY9[full]
+    return (e >> (4 * below(x, e & 15) + 4)) & 15
+
+
+@njit(cache=True)
+def _free_move(st, closed, j):
+    """(board, cell) of the ``j``-th empty cell of the open boards, in board order."""
     for b in range(9):
-        if (open_boards >> b) & 1:
-            total += POP9[~st[OFF_FULL + b] & 511]
-    j = rand_below(rng, total)
-    for b in range(9):
-        if (open_boards >> b) & 1:
-            free = ~st[OFF_FULL + b] & 511
-            pc = POP9[free]
+        if not (closed >> b) & 1:
+            e = EMPTY9[st[OFF_FULL + b]]
+            pc = e & 15
             if j < pc:
-                return 9 * b + NTH9[free * 9 + j]
+                return b, (e >> (4 * j + 4)) & 15
             j -= pc
-    return -1
+    return -1, -1
+
+
+@njit(cache=True)
+def uttt_random_move(st, rng):
+    b, c = _random_cell(st, rng, st[H_FORCED], st[H_CLOSED], _open_cells(st, st[H_CLOSED]))
+    return 9 * b + c
+
+
+@njit(cache=True)
+def _open_cells(st, closed):
+    """The number of empty cells of the open boards."""
+    n = 0
+    for b in range(9):
+        if not (closed >> b) & 1:
+            n += EMPTY9[st[OFF_FULL + b]] & 15
+    return n
 
 
 @njit(cache=True)
@@ -337,13 +358,16 @@ def uttt_playout(st, rng, policy, buf):
     mover wins at once when it can (decisive moves) and, with 2, otherwise avoids moves that
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
-    forced end, still ONGOING).
+    forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
+    sent to when it can.
 
     The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
-    registers for the whole playout (about twice as fast as calling ``uttt_apply``). A
-    game-winning move needs a small-board threat on a board that completes a line of boards,
-    so the small boards are looked at only once a player has such a board (none, most of
-    the time) instead of following every player's threats move by move."""
+    registers for the whole playout and a move costs one lookup of the board's occupied
+    cells, one of its empty cells (EMPTY9) and one win test (WIN9); the game can only end
+    when a board closes, so that is the only place it is tested. A game-winning move needs
+    a small-board threat on a board that completes a line of boards, so the small boards
+    are looked at only once a player has such a board (none, most of the time) instead of
+    following every player's threats move by move."""
     status = st[H_STATUS]
     if status != ONGOING:
         return status
@@ -353,93 +377,64 @@ def uttt_playout(st, rng, policy, buf):
     meta0 = st[H_META0]
     meta1 = st[H_META0 + 1]
     # Open boards whose capture would complete a line of boards, per player (they change only
-    # when a board closes).
-    meta_threat0 = THREAT9[meta0] & ~closed & 511
-    meta_threat1 = THREAT9[meta1] & ~closed & 511
-    # Empty cells of the open boards: a free move is the avail-th of them, found in one pass.
-    avail = 0
-    for bx in range(9):
-        if not (closed >> bx) & 1:
-            avail += POP9[~st[OFF_FULL + bx] & 511]
+    # when a board closes); zero without decisive moves, so never tested.
+    decisive = 511 if policy >= 1 else 0
+    meta_threat0 = THREAT9[meta0] & ~closed & decisive
+    meta_threat1 = THREAT9[meta1] & ~closed & decisive
+    avail = _open_cells(st, closed)  # a free move is the avail-th of them, found in one pass
     ply0 = st[H_PLY]
     ply = ply0
-    last = st[H_LAST]
     result = ONGOING
-    decisive = policy >= 1
-    anti = (policy & 2) != 0
-    capture = (policy & PLAYOUT_CAPTURE) != 0
+    special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
+    b = 0
+    c = 0
+    last = st[H_LAST]
     x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
     while True:
-        if decisive:
-            if p == 0:
-                mine = meta_threat0
-                opp = meta_threat1
-            else:
-                mine = meta_threat1
-                opp = meta_threat0
-            if forced >= 0:
-                mine &= 1 << forced
-            if mine and _threat_boards(st, p, mine):
+        mine = meta_threat0 if p == 0 else meta_threat1
+        if forced >= 0:
+            b = forced
+            full = st[OFF_FULL + b]
+            if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                 result = p + 1  # a game-winning move is there
                 break
-            if opp and anti:
-                opp = _threat_boards(st, 1 - p, opp)
-            else:
-                opp = 0
-            if opp:
-                st[H_TO_MOVE] = p
-                st[H_FORCED] = forced
-                st[H_CLOSED] = closed
-                # Uniform over the safe moves by rejection sampling: a few uniform legal
-                # moves tested one by one (most are safe) before listing every safe move.
-                b = -1
-                rng[0] = x
-                for _ in range(SAFE_TRIES):
-                    b, c = _random_cell(st, rng, forced, closed, avail)
-                    if _is_safe(st, 9 * b + c, opp):
-                        break
-                    b = -1
-                if b < 0:
-                    a = _safe_random_move(st, rng, opp, buf)
-                    if a < 0:
-                        result = 2 - p  # every move hands the opponent the game
-                        break
-                    b = a // 9
-                    c = a - 9 * b
-                x = rng[0]
-            elif forced >= 0:
-                b = forced
-                free = ~st[OFF_FULL + b] & 511
-                x = xorshift_step(x)
-                wins = THREAT9[st[OFF_SMALL + 9 * p + b]] & free if capture else 0
-                if wins:
-                    c = NTH9[wins * 9 + below(x, POP9[wins])]  # take the small board
-                else:
-                    c = NTH9[free * 9 + below(x, POP9[free])]
-            else:
-                rng[0] = x
-                b, c = _random_cell(st, rng, forced, closed, avail)
-                x = rng[0]
-        elif forced >= 0:
-            b = forced
-            free = ~st[OFF_FULL + b] & 511
-            x = xorshift_step(x)
-            c = NTH9[free * 9 + below(x, POP9[free])]
-        else:
+        elif mine and _threat_boards(st, p, mine):
+            result = p + 1
+            break
+        if special:
+            st[H_TO_MOVE] = p
+            st[H_FORCED] = forced
+            st[H_CLOSED] = closed
             rng[0] = x
-            b, c = _random_cell(st, rng, forced, closed, avail)
+            opp = meta_threat1 if p == 0 else meta_threat0
+            b, c = _policy_move(st, rng, policy, opp, avail, buf)
             x = rng[0]
+            if b < 0:
+                result = 2 - p  # every move hands the opponent the game
+                break
+            full = st[OFF_FULL + b]
+        elif forced >= 0:
+            x = xorshift_step(x)
+            c = _random_empty(full, x)
+        else:
+            x = xorshift_step(x)
+            b, c = _free_move(st, closed, below(x, avail))
+            full = st[OFF_FULL + b]
         # uttt_apply, inlined.
         bit = 1 << b
-        small = st[OFF_SMALL + 9 * p + b] | (1 << c)
-        st[OFF_SMALL + 9 * p + b] = small
-        full = st[OFF_FULL + b] | (1 << c)
+        k = OFF_SMALL + 9 * p + b
+        small = st[k] | (1 << c)
+        st[k] = small
+        full |= 1 << c
         st[OFF_FULL + b] = full
         avail -= 1
+        ply += 1
+        last = 9 * b + c
+        p = 1 - p
         if WIN9[small]:
             closed |= bit
-            avail -= POP9[~full & 511]
-            if p == 0:
+            avail -= EMPTY9[full] & 15
+            if p == 1:
                 meta0 |= bit
                 if WIN9[meta0]:
                     status = X_WON
@@ -447,18 +442,17 @@ def uttt_playout(st, rng, policy, buf):
                 meta1 |= bit
                 if WIN9[meta1]:
                     status = O_WON
-            meta_threat0 = THREAT9[meta0] & ~closed & 511
-            meta_threat1 = THREAT9[meta1] & ~closed & 511
+            meta_threat0 = THREAT9[meta0] & ~closed & decisive
+            meta_threat1 = THREAT9[meta1] & ~closed & decisive
+            if status == ONGOING and closed == 511:
+                status = DRAW
         elif full == 511:
             closed |= bit
             meta_threat0 &= ~bit
             meta_threat1 &= ~bit
+            if closed == 511:
+                status = DRAW
         forced = -1 if (closed >> c) & 1 else c
-        ply += 1
-        last = 9 * b + c
-        p = 1 - p
-        if status == ONGOING and closed == 511:
-            status = DRAW
         if status != ONGOING:
             result = status
             break
@@ -485,19 +479,44 @@ def uttt_playout(st, rng, policy, buf):
 
 
 @njit(cache=True)
+def _policy_move(st, rng, policy, opp, avail, buf):
+    """(board, cell) of a playout move under ``policy`` 2 (anti-decisive) or PLAYOUT_CAPTURE
+    for the position in ``st`` (its header as the playout left it; ``opp``: the open boards
+    that would win the game for the opponent, ``avail``: the open boards' empty cells);
+    (-1, -1) when every move hands the opponent the game."""
+    p = st[H_TO_MOVE]
+    forced = st[H_FORCED]
+    closed = st[H_CLOSED]
+    if policy & 2 and opp:
+        opp = _threat_boards(st, 1 - p, opp)
+    if opp:
+        # Uniform over the safe moves by rejection sampling: a few uniform legal moves tested
+        # one by one (most are safe) before listing every safe move.
+        for _ in range(SAFE_TRIES):
+            b, c = _random_cell(st, rng, forced, closed, avail)
+            if _is_safe(st, 9 * b + c, opp):
+                return b, c
+        a = _safe_random_move(st, rng, opp, buf)
+        if a < 0:
+            return -1, -1
+        return a // 9, a % 9
+    x = xorshift_step(rng[0])
+    rng[0] = x
+    if forced >= 0:
+        full = st[OFF_FULL + forced]
+        wins = THREAT9[st[OFF_SMALL + 9 * p + forced]] & ~full & 511
+        if policy & PLAYOUT_CAPTURE and wins:
+            return forced, NTH9[wins * 9 + below(x, POP9[wins])]  # take the small board
+        return forced, _random_empty(full, x)
+    return _free_move(st, closed, below(x, avail))
+
+
+@njit(cache=True)
 def _random_cell(st, rng, forced, closed, avail):
     """(board, cell) of a uniformly random legal move; ``avail``: the empty cells of the open
     boards."""
+    x = xorshift_step(rng[0])
+    rng[0] = x
     if forced >= 0:
-        free = ~st[OFF_FULL + forced] & 511
-        return forced, NTH9[free * 9 + rand_below(rng, POP9[free])]
-    open_boards = ~closed & 511
-    j = rand_below(rng, avail)
-    for b in range(9):
-        if (open_boards >> b) & 1:
-            free = ~st[OFF_FULL + b] & 511
-            pc = POP9[free]
-            if j < pc:
-                return b, NTH9[free * 9 + j]
-            j -= pc
-    return -1, -1
+        return forced, _random_empty(st[OFF_FULL + forced], x)
+    return _free_move(st, closed, below(x, avail))

@@ -24,8 +24,14 @@ from engine.kernels.layout import (
     seed_rng,
 )
 from engine.kernels.uttt import (
+    EMPTY9,
+    NTH9,
     OFF_FULL,
     OFF_SMALL,
+    POP9,
+    THREAT9,
+    WIN9,
+    _random_empty,
     uttt_apply,
     uttt_move_prior,
     uttt_random_move,
@@ -118,6 +124,34 @@ def test_bitboards_match_the_reference_rules(seed: int, plies: int) -> None:
         assert drawn <= legal
         for action in sorted(legal):
             assert uttt_move_prior(s, action) == _reference_prior(state, action), action
+
+
+def test_small_board_tables_match_their_definitions() -> None:
+    """WIN9, THREAT9, POP9, NTH9 and EMPTY9 for every 9-bit mask, from the lines of a board."""
+    for mask in range(512):
+        cells = [c for c in range(9) if mask >> c & 1]
+        empty = [c for c in range(9) if not mask >> c & 1]
+        assert WIN9[mask] == any(all(mask >> i & 1 for i in ln) for ln in LINES)
+        completing = [
+            c for c in empty if any(all((mask | 1 << c) >> i & 1 for i in ln) for ln in LINES)
+        ]
+        assert THREAT9[mask] == sum(1 << c for c in completing)
+        assert POP9[mask] == len(cells)
+        assert [int(NTH9[mask * 9 + j]) for j in range(len(cells))] == cells
+        e = int(EMPTY9[mask])
+        assert e & 15 == len(empty)
+        assert [e >> (4 * j + 4) & 15 for j in range(len(empty))] == empty
+
+
+def test_random_empty_cells_are_uniform() -> None:
+    """_random_empty draws every empty cell of a board about equally often, and no other."""
+    rng = np.random.default_rng(14)
+    for full in (0, 0b101010101, 0b111111110, 0b011101110):
+        empty = [c for c in range(9) if not full >> c & 1]
+        xs = rng.integers(1, 2**63, size=300 * len(empty), dtype=np.uint64)
+        counts = np.bincount([_random_empty(full, x) for x in xs], minlength=9)
+        assert set(np.flatnonzero(counts)) == set(empty)
+        assert counts[empty].min() > 220 and counts[empty].max() < 380
 
 
 def test_random_moves_are_uniform() -> None:
