@@ -250,10 +250,10 @@ def uttt_tree_moves(st, out, decisive):
 
 @njit(cache=True)
 def uttt_move_prior(st, action):
-    """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board or
-    takes the cell where the opponent would capture it, -1 if it gives the opponent a free
-    move (sends them to a closed board), -1 if the opponent can capture a small board at
-    once in reply; a move that ends the game scores its capture alone."""
+    """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board,
+    -1 if it gives the opponent a free move (sends them to a closed board), -1 if the
+    opponent can capture a small board at once in reply; a move that ends the game scores
+    its capture alone."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -266,8 +266,7 @@ def uttt_move_prior(st, action):
         closed |= 1 << b
     if closed == 511 or (captures and WIN9[st[H_META0 + p] | (1 << b)]):
         return 1 if captures else 0
-    blocks = (THREAT9[st[OFF_SMALL + 9 * o + b]] >> c) & 1
-    score = 1 if captures or blocks else 0
+    score = 1 if captures else 0
     if (closed >> c) & 1:
         score -= 1  # a free move for the opponent
         open_boards = ~closed & 511

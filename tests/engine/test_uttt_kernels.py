@@ -84,15 +84,11 @@ def _reference_prior(state: UTTTState, action: int) -> int:
     player = state.current_player()
     child = state.clone()
     child.apply_action(action)
-    b, c = divmod(action, 9)
-    captures = int(child.board_winners()[b] == player)
+    captures = int(child.board_winners()[action // 9] == player)
     if child.is_terminal():
         return captures
-    # The opponent's cells of board b with c added would hold a line: the move blocks it.
-    theirs = {i for i in range(9) if state.board[9 * b + i] == 1 - player} | {c}
-    blocks = int(any(all(i in theirs for i in ln) for ln in LINES))
     free = int(child.forced < 0)
-    return max(captures, blocks) - free - int(_captures(child, 1 - player))
+    return captures - free - int(_captures(child, 1 - player))
 
 
 @settings(max_examples=150, deadline=None)
