@@ -1,9 +1,11 @@
 """Compiled ultimate tic-tac-toe rules over the flat int32 state of ``layout``.
 
-Action = board*9 + cell. Each small board keeps a 9-bit mask per player; tables give the 3x3
-win test and, for a mask, the cells that would complete a line, so the decisive move (win the
-game now) and the anti-decisive filter (never send the opponent where they win the game at
-once; Teytaud & Teytaud 2010) cost a few table lookups.
+Action = board*9 + cell. Each small board keeps a 9-bit mask per player and one of its
+occupied cells; tables indexed by a mask give the 3x3 win test (WIN9), the cells that would
+complete a line (THREAT9), the number and the list of the set bits (POP9, NTH9) and of the
+empty cells (EMPTY9, both in one int64: a random move is one lookup), so the decisive move
+(win the game now) and the anti-decisive filter (never send the opponent where they win the
+game at once; Teytaud & Teytaud 2010) cost a few table lookups.
 """
 
 import numpy as np
