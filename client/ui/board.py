@@ -229,10 +229,6 @@ class BoardView(Widget, can_focus=True):
         Binding("enter", "choose", "Play", show=True),
     ]
 
-    DEFAULT_CSS = """
-    BoardView { width: auto; height: auto; padding: 0 1; }
-    """
-
     cursor: reactive[tuple[int, int]] = reactive((0, 0))
 
     class Chosen(Message):
