@@ -130,8 +130,8 @@ class Grid:
     # --- drawing as text ------------------------------------------------------------------
 
     def render(self, board: list[int], symbols: tuple[str, ...] = ("X", "O")) -> str:
-        """The board as text with its labels (columns above and below, rows on both sides);
-        uttt's small boards separated by lines."""
+        """The board as text, labelled as the full-screen board is (column letters above, row
+        numbers on the left); uttt's small boards separated by lines."""
         width = len(str(self.rows))
         letters = " ".join(
             self.column_label(c) + (" |" if self.nested and c in (2, 5) else "")
@@ -148,7 +148,5 @@ class Grid:
                 cells.append(symbols[value] if value >= 0 and value < len(symbols) else ".")
                 if self.nested and col in (2, 5):
                     cells.append("|")
-            label = self.row_label(row).rjust(width)
-            lines.append(f"{label} {' '.join(cells)} {label}")
-        lines.append(head)
+            lines.append(f"{self.row_label(row).rjust(width)} {' '.join(cells)}")
         return "\n".join(lines)

@@ -249,23 +249,12 @@ def test_tictactoe_parse_forms_and_render():
         assert state.parse_action(text) == 5
     with pytest.raises(IllegalMove, match="cell b2 is occupied"):
         state.parse_action("b2")
-    assert state.render().splitlines() == [
-        "  a b c",
-        "3 . . . 3",
-        "2 . X . 2",
-        "1 . . . 1",
-        "  a b c",
-    ]
+    assert state.render().splitlines() == ["  a b c", "3 . . .", "2 . X .", "1 . . ."]
 
 
 def test_mnk_render_shows_coordinates():
     state = engine.replay(("mnk", {"m": 3, "n": 4, "k": 3}), [0, 11])
-    assert state.render().splitlines()[:4] == [
-        "  a b c d",
-        "3 X . . . 3",
-        "2 . . . . 2",
-        "1 . . . O 1",
-    ]
+    assert state.render().splitlines() == ["  a b c d", "3 X . . .", "2 . . . .", "1 . . . O"]
     gomoku = engine.make_game("gomoku").new_initial_state()
     assert gomoku.action_to_string(7 * 15 + 7) == "h8"  # the centre, as Renju writes it
     assert gomoku.parse_action("H8") == 112 and gomoku.parse_action("a15") == 0
