@@ -251,7 +251,7 @@ class GameScreen(RequestingScreen):
         move_input = self.query_one("#move-input", Input)
         move_input.display = model.seat is not None and not model.over
         example = model.state.game.grid.example()
-        move_input.placeholder = f"type a cell as labelled (e.g. {example}), Enter plays"
+        move_input.placeholder = f"type a cell (e.g. {example}), Enter plays"
 
     def _refresh_status(self) -> None:
         model = self.model
