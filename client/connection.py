@@ -136,6 +136,7 @@ class ServerConnection:
         self.status_detail = ""
         self.status_changes: asyncio.Queue[str] = asyncio.Queue()
         self.closed = asyncio.Event()
+        self.up = asyncio.Event()  # greeted on the connection open now
         self._pending: dict[int, asyncio.Future[Message]] = {}
         self._welcomed: asyncio.Future[Welcome] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -259,9 +260,16 @@ class ServerConnection:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def request(self, kind: type[M], **fields: Any) -> Any:
+    async def request(self, kind: type[M], *, again: bool = False, **fields: Any) -> Any:
         """Send a request and wait for its reply; raises RequestFailed on an error reply,
-        ConnectionLost when not connected or when the connection drops first."""
+        ConnectionLost when not connected or when the connection drops first. With ``again``
+        (for requests that change nothing: ``get``, ``list``), a request the connection
+        dropped under is sent again once reconnected, until the connection closes for good."""
+        while again and self.reconnect:
+            try:
+                return await self.request(kind, **fields)
+            except ConnectionLost:
+                await self.reconnected()
         if self.websocket is None or not self.core.connected:
             raise ConnectionLost("not connected to the server")
         rid = self.core.send_request(kind, **fields)
@@ -275,6 +283,16 @@ class ServerConnection:
         if isinstance(reply, Error):
             raise RequestFailed(reply)
         return reply
+
+    async def reconnected(self) -> None:
+        """Wait until greeted again; ConnectionLost if the connection closes for good."""
+        up = asyncio.ensure_future(self.up.wait())
+        closed = asyncio.ensure_future(self.closed.wait())
+        await asyncio.wait({up, closed}, return_when=asyncio.FIRST_COMPLETED)
+        up.cancel()
+        closed.cancel()
+        if not self.up.is_set():
+            raise ConnectionLost(self.status_detail or "the connection to the server closed")
 
     async def _flush(self) -> None:
         websocket = self.websocket
@@ -300,6 +318,7 @@ class ServerConnection:
             lost = f"{lost}: {exc}"
         finally:
             # ``websocket`` stays, closed: its close code and reason say why (1012: reconnect).
+            self.up.clear()
             self.core.connection_lost(lost)
             self._dispatch(self.core.events_received())
             if self._welcomed is not None and not self._welcomed.done():
@@ -322,6 +341,7 @@ class ServerConnection:
             elif isinstance(event, Received):
                 self.received(event.message, event.replied)
             elif isinstance(event, Welcomed):
+                self.up.set()
                 self._set_status("connected", event.welcome.server)
                 if self._welcomed is not None and not self._welcomed.done():
                     self._welcomed.set_result(event.welcome)

@@ -144,8 +144,7 @@ class GameModel:
     """One game as seen by this client: position, players, clocks, offers, result."""
 
     game_id: str
-    seat: int | None = None  # our seat, None for a spectator
-    token: str | None = None
+    seat: int | None = None  # our seat, None for a spectator (its token: the session core's)
     game: str = ""
     params: dict[str, int] = field(default_factory=dict)
     players: list[dict[str, Any] | None] = field(default_factory=lambda: [None, None])

@@ -1,7 +1,7 @@
 """The line-oriented terminal client: play a game by typing moves.
 
-It draws the board as text, takes a move as a cell number or ``row,col`` (for
-ultimate tic-tac-toe ``board,cell``), shows the AI's move and what its search
+It draws the board as text, takes a move in the one notation (engine/notation.py: "b2",
+"h8"; the action number and ``row,col`` still read), shows the AI's move and what its search
 saw, states clear errors and the result. It works through pipes too, which
 makes it the client for scripts, screen readers and tests.
 """
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import engine
-from client.connection import RequestFailed, ServerConnection
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks
 from protocol import (
     Abort,
@@ -27,6 +27,7 @@ from protocol import (
     Move,
     Moved,
     Offer,
+    Ping,
     Presence,
     Resign,
     Resume,
@@ -35,13 +36,15 @@ from protocol import (
 )
 
 ReadLine = Callable[[str], Awaitable[str | None]]
-# Typed at the prompt: request and its fields (besides the game and the seat's token).
+# Typed at the prompt: request and its fields (besides the game; the connection adds the
+# seat's token).
 COMMANDS: dict[str, tuple[type[Message], dict[str, Any]]] = {
     "draw": (Draw, {"answer": "offer"}),  # an offer, or the acceptance of one
     "decline": (Draw, {"answer": "decline"}),
     "abort": (Abort, {}),
     "claim": (Claim, {"outcome": "win"}),
     "claim draw": (Claim, {"outcome": "draw"}),
+    "resign": (Resign, {}),
 }
 Write = Callable[[str], None]
 
@@ -73,19 +76,18 @@ class PlainGame:
         self.read_line = read_line
         self.game_id: str | None = None
         self.seat: int | None = None
-        self.token: str | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
         self.ended: Ended | None = None
 
     async def create(self, **fields: Any) -> None:
         seated = await self.connection.request(CreateGame, **fields)
-        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+        self.game_id, self.seat = seated.game_id, seated.seat
 
     async def pair(self, kind: type[Message], fields: dict[str, Any]) -> None:
         """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated."""
         reply = await self.connection.request(kind, **fields)
         if isinstance(reply, Seated):  # accepting a seek seats us at once
-            self.game_id, self.seat, self.token = reply.game_id, reply.seat, reply.token
+            self.game_id, self.seat = reply.game_id, reply.seat
             return
         what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
         self.write(f"Waiting for {what.get(kind.TYPE, 'an opponent')} ({reply.seek_id})...")
@@ -94,7 +96,7 @@ class PlainGame:
             held = self.connection.seats.get(getattr(event, "game_id", ""))
             if isinstance(event, Snapshot) and held is not None and event.status == "live":
                 self.game_id = event.game_id
-                self.seat, self.token = held
+                self.seat = held[0]
                 self.connection.events.put_nowait(event)  # run() starts from it
                 return
 
@@ -104,10 +106,10 @@ class PlainGame:
             # Resume from 0: a snapshot, then ``resumed`` with the seat (PROTOCOL.md).
             await self.connection.request(Resume, game_id=game_id, since=0)
             self.game_id = game_id
-            self.seat, self.token = self.connection.seats[game_id]
+            self.seat = self.connection.seats[game_id][0]
             return
         seated = await self.connection.request(JoinGame, game_id=game_id)
-        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+        self.game_id, self.seat = seated.game_id, seated.seat
 
     def unfinished(self) -> None:
         """Name the other unfinished games this session holds a seat in, and how to go back."""
@@ -122,7 +124,7 @@ class PlainGame:
     def _apply(self, event: Message) -> None:
         if self.model is None:
             assert self.game_id is not None
-            self.model = GameModel(self.game_id, seat=self.seat, token=self.token)
+            self.model = GameModel(self.game_id, seat=self.seat)
         self.model.apply(event, time.monotonic())
 
     def _show_board(self) -> None:
@@ -172,9 +174,12 @@ class PlainGame:
         names = [p["name"] if p else "?" for p in snapshot.players]
         self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
         if self.seat is not None:
+            assert self.model is not None and self.model.state is not None
+            example = self.model.state.game.grid.example()
             self.write(
-                f"You play {SYMBOLS[self.seat]}. Type a move, 'help', 'draw', 'resign', "
-                "'abort' (before the first moves) or 'claim' (if your opponent left)."
+                f"You play {SYMBOLS[self.seat]}. Type a move as the board labels it (e.g. "
+                f"{example}), 'help', 'draw', 'resign', 'abort' (before the first moves) or "
+                "'claim' (if your opponent left)."
             )
         self._show_board()
 
@@ -197,6 +202,18 @@ class PlainGame:
         else:
             self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
+    async def _resynced(self) -> None:
+        """Reconnected, with every event of the game missed meanwhile queued: the session
+        core resumes the game at once, and the server answers requests in order, so the
+        reply to a ping comes after them. ConnectionLost if the connection is gone for good."""
+        while True:
+            await self.connection.reconnected()
+            try:
+                await self.connection.request(Ping)
+                return
+            except ConnectionLost:
+                continue
+
     async def _maybe_prompt(self) -> bool | None:
         model = self.model
         if model is None or model.state is None or not model.my_turn:
@@ -217,31 +234,31 @@ class PlainGame:
                 moves = ", ".join(state.action_to_string(a) for a in model.legal_moves())
                 self.write(f"Legal moves: {moves}")
                 continue
-            if text == "resign":
-                await self.connection.request(Resign, game_id=self.game_id, token=self.token)
-                return True
             if text in COMMANDS:
                 kind, fields = COMMANDS[text]
+                what = "The server refused"
+            else:
                 try:
-                    await self.connection.request(
-                        kind, game_id=self.game_id, token=self.token, **fields
-                    )
-                except RequestFailed as exc:
-                    self.write(f"The server refused: {exc.message}")
+                    action = state.parse_action(text)
+                except engine.IllegalMove as exc:
+                    self.write(f"Not a legal move: {exc}")
                     continue
-                if kind is Draw and fields["answer"] == "offer":
-                    self.write("Draw offer sent; it stands until your opponent moves.")
-                return True  # its event (or the game's end) comes back before the next prompt
+                kind, fields = Move, {"action": action, "ply": state.ply()}
+                what = "The server refused that move"
             try:
-                action = state.parse_action(text)
-            except engine.IllegalMove as exc:
-                self.write(f"Not a legal move: {exc}")
-                continue
-            try:
-                await self.connection.request(
-                    Move, game_id=self.game_id, token=self.token, action=action, ply=state.ply()
-                )
+                await self.connection.request(kind, game_id=self.game_id, **fields)
             except RequestFailed as exc:
-                self.write(f"The server refused that move: {exc.message}")
+                self.write(f"{what}: {exc.message}")
+                if not self.connection.events.empty():
+                    return True  # the game moved on meanwhile: show it first
                 continue
-            return True
+            except ConnectionLost:
+                # Not sent again blindly: the resumed game says whether it arrived.
+                self.write("The connection dropped before the server answered; reconnecting…")
+                await self._resynced()
+                if self.connection.events.empty():
+                    continue  # nothing happened meanwhile: still our move
+                return True
+            if kind is Draw and fields["answer"] == "offer":
+                self.write("Draw offer sent; it stands until your opponent moves.")
+            return True  # its event (or the game's end) comes back before the next prompt

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    from client.connection import RequestFailed
+    from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from client.export import ExportError, export
     from protocol import GetGame
@@ -53,11 +53,11 @@ async def _export(args: argparse.Namespace) -> int:
         return 2
     try:
         async with connect(args, workers=0) as connection:
-            reply = await connection.request(GetGame, game_id=args.game_id)
+            reply = await connection.request(GetGame, again=True, game_id=args.game_id)
     except RequestFailed as exc:
         print(f"noughts export: {exc.message}", file=sys.stderr)
         return 1
-    except (EmbeddedServerError, OSError) as exc:
+    except (ConnectionLost, EmbeddedServerError, OSError) as exc:
         print(f"noughts export: {exc}", file=sys.stderr)
         return 1
     try:

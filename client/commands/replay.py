@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from client.connection import RequestFailed
+    from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from client.plain import read_stdin
     from client.replay import ReplayCursor, print_all, step_through
@@ -36,11 +36,11 @@ async def _replay(args: argparse.Namespace) -> int:
 
     try:
         async with connect(args, workers=0) as connection:
-            reply = await connection.request(GetGame, game_id=args.game_id)
+            reply = await connection.request(GetGame, again=True, game_id=args.game_id)
     except RequestFailed as exc:
         print(f"noughts replay: {exc.message}", file=sys.stderr)
         return 1
-    except (EmbeddedServerError, OSError) as exc:
+    except (ConnectionLost, EmbeddedServerError, OSError) as exc:
         print(f"noughts replay: {exc}", file=sys.stderr)
         return 1
     cursor = ReplayCursor(reply.game)

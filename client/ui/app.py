@@ -137,7 +137,7 @@ class NoughtsApp(App[None]):
         self.clock = clock  # local time for clocks; tests pass a fixed one
         self.games: dict[str, GameModel] = {}
         self.watching: set[str] = set()
-        # Unfinished games of ours the server named in its welcome: game_id -> seat, token.
+        # Unfinished games of ours the server named in its welcome: game_id -> its entry.
         self.resumable: dict[str, dict[str, Any]] = {}
         self.lobby_wanted = False
         self.link_state = ("connecting", url)
@@ -250,7 +250,7 @@ class NoughtsApp(App[None]):
             self.notify(f"Game {model.game_id}: {exc.message}", severity="warning")
             return
         if resumed.token is not None:
-            model.seat, model.token = resumed.seat, resumed.token
+            model.seat = resumed.seat
 
     def on_link_state(self, message: LinkState) -> None:
         self.link_state = (message.state, message.detail)
@@ -316,7 +316,7 @@ class NoughtsApp(App[None]):
         if model is None:
             model = GameModel(seated.game_id)
             self.games[seated.game_id] = model
-        model.seat, model.token = seated.seat, seated.token
+        model.seat = seated.seat
         for lobby in self._screens(LobbyScreen):
             lobby.seated(seated.game_id)
         self._games_changed()
@@ -474,7 +474,7 @@ class NoughtsApp(App[None]):
         model = self.games.get(game_id)
         if model is None or model.state is None:
             entry = self.resumable.get(game_id, {})
-            model = model or GameModel(game_id, seat=entry.get("seat"), token=entry.get("token"))
+            model = model or GameModel(game_id, seat=entry.get("seat"))
             self.games[game_id] = model
             try:
                 resumed = await self.link.request(Resume, game_id=game_id, since=0)
@@ -484,7 +484,7 @@ class NoughtsApp(App[None]):
                     del self.games[game_id]
                 raise
             if resumed.token is not None:
-                model.seat, model.token = resumed.seat, resumed.token
+                model.seat = resumed.seat
             self._games_changed()
         self._show_game(model)
 

@@ -442,17 +442,16 @@ class GameScreen(RequestingScreen):
             on_reply=done,
             on_error=refused,
             game_id=model.game_id,
-            token=model.token,
             action=action,
             ply=state.ply(),
         )
 
     def _seat_request(self, kind: type[Message], **fields: Any) -> bool:
         model = self.model
-        if model.seat is None or model.token is None:
+        if model.seat is None:
             self.notify("Only the players can do that.", severity="warning")
             return False
-        self.request(kind, game_id=model.game_id, token=model.token, **fields)
+        self.request(kind, game_id=model.game_id, **fields)  # the link adds the seat's token
         return True
 
     def _confirmed(self, action: str, key: str, what: str) -> bool:
@@ -511,7 +510,7 @@ class GameScreen(RequestingScreen):
         if not model.over:
             self.notify("A rematch can be asked for once the game is over.")
             return
-        if model.seat is None or model.token is None:
+        if model.seat is None:
             return
         standing = model.offers.get("rematch")
         answer = "accept" if standing is not None and standing != model.seat else "offer"
@@ -539,7 +538,6 @@ class GameScreen(RequestingScreen):
             Rematch,
             on_error=unsupported,
             game_id=model.game_id,
-            token=model.token,
             answer=answer,
         )
         self.notify("Rematch asked for." if answer == "offer" else "Rematch accepted.")
