@@ -47,6 +47,7 @@ from protocol import (
     LobbyEvent,
     LobbyState,
     Message,
+    Ping,
     Welcome,
 )
 
@@ -293,6 +294,18 @@ class ServerConnection:
         closed.cancel()
         if not self.up.is_set():
             raise ConnectionLost(self.status_detail or "the connection to the server closed")
+
+    async def resynced(self) -> None:
+        """Reconnected, with every game event missed meanwhile delivered: the session core
+        resumes each game at once after the welcome, and the server answers requests in
+        order, so a ping's reply comes after them. ConnectionLost if gone for good."""
+        while True:
+            await self.reconnected()
+            try:
+                await self.request(Ping)
+                return
+            except ConnectionLost:
+                continue
 
     async def _flush(self) -> None:
         websocket = self.websocket

@@ -27,7 +27,6 @@ from protocol import (
     Move,
     Moved,
     Offer,
-    Ping,
     Presence,
     Resign,
     Resume,
@@ -202,18 +201,6 @@ class PlainGame:
         else:
             self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
-    async def _resynced(self) -> None:
-        """Reconnected, with every event of the game missed meanwhile queued: the session
-        core resumes the game at once, and the server answers requests in order, so the
-        reply to a ping comes after them. ConnectionLost if the connection is gone for good."""
-        while True:
-            await self.connection.reconnected()
-            try:
-                await self.connection.request(Ping)
-                return
-            except ConnectionLost:
-                continue
-
     async def _maybe_prompt(self) -> bool | None:
         model = self.model
         if model is None or model.state is None or not model.my_turn:
@@ -255,7 +242,7 @@ class PlainGame:
             except ConnectionLost:
                 # Not sent again blindly: the resumed game says whether it arrived.
                 self.write("The connection dropped before the server answered; reconnecting…")
-                await self._resynced()
+                await self.connection.resynced()
                 if self.connection.events.empty():
                     continue  # nothing happened meanwhile: still our move
                 return True
