@@ -4,8 +4,8 @@
 (websockets' way: a sans-I/O core, I/O around it). It knows nothing of terminals: the
 plain client, the Textual UI, the spectator and bots all drive it. Replies are matched by
 ``rid``; game events (snapshots, moves, offers, presence, endings) land in ``events``
-and lobby changes in ``lobby_events``, or, with ``deliver``, every message goes to that
-callback instead.
+and lobby changes (a challenge of ours declined too) in ``lobby_events``, or, with
+``deliver``, every message goes to that callback instead.
 
 With ``reconnect=True`` a dropped connection is reopened by itself, after waits drawn by
 the one reconnection policy (``Backoff``: exponential, full jitter): hello with the same
@@ -48,6 +48,7 @@ from protocol import (
     LobbyState,
     Message,
     Ping,
+    SeekDeclined,
     Welcome,
 )
 
@@ -380,7 +381,7 @@ class ServerConnection:
             self.errors.put_nowait(message)
         elif isinstance(message, GAME_EVENTS):
             self.events.put_nowait(message)
-        elif isinstance(message, LobbyEvent | LobbyState):
+        elif isinstance(message, LobbyEvent | LobbyState | SeekDeclined):
             self.lobby_events.put_nowait(message)
 
     async def next_event(self, timeout: float | None = None) -> Message:

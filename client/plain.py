@@ -15,7 +15,7 @@ from typing import Any
 
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
-from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks
+from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks, player_name
 from protocol import (
     Abort,
     Claim,
@@ -31,6 +31,7 @@ from protocol import (
     Resign,
     Resume,
     Seated,
+    SeekDeclined,
     Snapshot,
 )
 
@@ -82,22 +83,31 @@ class PlainGame:
         seated = await self.connection.request(CreateGame, **fields)
         self.game_id, self.seat = seated.game_id, seated.seat
 
-    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> None:
-        """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated."""
+    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> bool:
+        """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated. False
+        if the player challenged declined (said on stdout)."""
         reply = await self.connection.request(kind, **fields)
         if isinstance(reply, Seated):  # accepting a seek seats us at once
             self.game_id, self.seat = reply.game_id, reply.seat
-            return
+            return True
         what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
         self.write(f"Waiting for {what.get(kind.TYPE, 'an opponent')} ({reply.seek_id})...")
         while True:
-            event = await self.connection.next_event()
+            while not self.connection.lobby_events.empty():
+                message = self.connection.lobby_events.get_nowait()
+                if isinstance(message, SeekDeclined) and message.seek_id == reply.seek_id:
+                    self.write(f"{player_name(message.player)} declined your challenge.")
+                    return False
+            try:
+                event = await self.connection.next_event(timeout=0.5)
+            except TimeoutError:
+                continue  # and look for a refusal again
             held = self.connection.seats.get(getattr(event, "game_id", ""))
             if isinstance(event, Snapshot) and held is not None and event.status == "live":
                 self.game_id = event.game_id
                 self.seat = held[0]
                 self.connection.events.put_nowait(event)  # run() starts from it
-                return
+                return True
 
     async def join(self, game_id: str) -> None:
         """Join ``game_id``, or take back the seat this session holds in it."""

@@ -35,6 +35,7 @@ from protocol import (
     GAME_EVENTS,
     AcceptSeek,
     CreateGame,
+    DeclineSeek,
     Ended,
     Error,
     GetGame,
@@ -45,6 +46,7 @@ from protocol import (
     Moved,
     Resume,
     Seated,
+    SeekDeclined,
     Snapshot,
     Watch,
     Welcome,
@@ -279,6 +281,16 @@ class NoughtsApp(App[None]):
             for lobby in self._screens(LobbyScreen):
                 lobby.lobby_message(message)
             self._challenged(message)
+        elif isinstance(message, SeekDeclined):
+            for lobby in self._screens(LobbyScreen):
+                lobby.lobby_message(message)
+            self.ring()
+            self.notify(
+                f"{player_name(message.player)} declined your challenge.",
+                title="Challenge declined",
+                severity="warning",
+                timeout=10,
+            )
         elif isinstance(message, Error) and message.rid is None:
             where = f"Game {message.game_id}: " if message.game_id else ""
             self.notify(f"{where}{message.message}", title=message.code, severity="error")
@@ -302,11 +314,17 @@ class NoughtsApp(App[None]):
             clock = clock_title(seek.get("clock") or {})
             text = f"{challenger} challenges you to {game}, {clock}; you would play {ours}."
 
-            def answered(accept: bool | None, seek_id: str = seek_id) -> None:
+            def answered(
+                accept: bool | None, seek_id: str = seek_id, who: str = challenger
+            ) -> None:
                 if accept:
                     self.request(AcceptSeek, seek_id=seek_id)
-                else:
-                    self.notify("Challenge declined: it stays in the lobby until withdrawn.")
+                else:  # the challenger is told (seek_declined)
+                    self.request(
+                        DeclineSeek,
+                        lambda _: self.notify(f"You declined {who}'s challenge."),
+                        seek_id=seek_id,
+                    )
 
             self.push_screen(ChallengeDialog(text), answered)
 

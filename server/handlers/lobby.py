@@ -1,4 +1,4 @@
-"""Requests to the lobby: subscribe, seek, cancel, accept, quick pairing."""
+"""Requests to the lobby: subscribe, seek, cancel, accept, decline, quick pairing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import engine
 from protocol import (
     AcceptSeek,
     CancelSeek,
+    DeclineSeek,
     Error,
     LobbyEvent,
     LobbyState,
@@ -16,6 +17,7 @@ from protocol import (
     Ok,
     QuickPair,
     Seek,
+    SeekDeclined,
     SeekPosted,
     encode,
 )
@@ -153,6 +155,26 @@ class LobbyRequests(GameEvents):
                 (connection, 1 - owner_seat, request.rid),
             ],
         )
+
+    async def on_decline(self, connection: Connection, request: DeclineSeek) -> None:
+        """A challenge declined by the player it names: gone from the lobby (every node's),
+        and its poster told who declined (``seek_declined``)."""
+        me = self._me(connection)
+        seek = self.lobby.seeks.get(request.seek_id)
+        if seek is None or not seek.visible_to(me.player_id):
+            raise UnknownSeek(f"no challenge {request.seek_id!r}: accepted, withdrawn or gone")
+        if seek.owner.player_id == me.player_id:
+            raise NotAllowed("that is your own challenge: cancel_seek withdraws it")
+        if seek.to != me.player_id:
+            raise NotAllowed("only a challenge to you can be declined; an open seek is left")
+        if self.cluster is not None:
+            # Of a decline and an accept on any nodes, one takes it (as two accepters).
+            if not await self.cluster.claim_seek(seek.id):
+                raise UnknownSeek(f"no challenge {request.seek_id!r}: accepted, withdrawn or gone")
+            self.cluster.seek_removed(seek.id)
+        self._remove_seek(seek)
+        seek.owner_connection.send(SeekDeclined(seek_id=seek.id, player=me.as_player().to_dict()))
+        connection.send(Ok(rid=request.rid))
 
     async def on_quick(self, connection: Connection, request: QuickPair) -> None:
         me = self._me(connection)

@@ -443,3 +443,29 @@ async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
     won = sum(r.outcome == "loss" for r in played)
     lost = sum(r.outcome == "win" for r in played)
     assert lines[-1] == f"randy: {won} won, {5 - won - lost} drawn, {lost} lost"
+
+
+async def test_the_plain_challenger_is_told_of_a_decline(ui_server: UIServer) -> None:
+    """`play --challenge bob`: bob declines (decline_seek); the challenger says so and
+    exits 1, instead of waiting for ever."""
+    from protocol import DeclineSeek, LobbyEvent, LobbyState, LobbySubscribe
+
+    bob = await ui_server.connect("bob")
+    try:
+        await bob.request(LobbySubscribe)
+        challenging = asyncio.ensure_future(
+            play_plain(ui_server, "--name", "ada", "--challenge", "bob", "--game", "5x5")
+        )
+        seek_id = None
+        while seek_id is None:
+            message = await bob.next_lobby_event(timeout=120)
+            seeks = list(message.seeks) if isinstance(message, LobbyState) else []
+            if isinstance(message, LobbyEvent) and message.seek:
+                seeks.append(message.seek)
+            seek_id = next((s["seek_id"] for s in seeks if s.get("to") == bob.player_id), None)
+        await bob.request(DeclineSeek, seek_id=seek_id)
+        code, out, err = await challenging
+        assert code == 1, err
+        assert out.splitlines()[-1] == "bob declined your challenge."
+    finally:
+        await bob.close()
