@@ -19,7 +19,7 @@ from client.connection import ServerConnection
 from client.game_view import format_ms
 from client.ui import NoughtsApp, Start
 from client.ui.game import GameOverScreen, GameScreen
-from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Seated
+from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Resign, Seated
 from server.pool import EnginePool
 from tests.client.ui_support import (
     ManualClock,
@@ -240,5 +240,45 @@ async def test_the_opponent_leaves_and_after_the_grace_period_the_app_claims_the
             result = await game_over(pilot, app)
             assert (model.result, model.reason) == ("1-0", "abandoned")
             assert result == "You win: the game was abandoned."
+    finally:
+        await bob.close()
+
+
+async def test_the_footer_offers_only_what_the_state_allows(ui_server: UIServer) -> None:
+    """Issue 12: Play on our turn only; abort before both sides moved, resign after; decline
+    only with an offer standing; no second draw offer of ours; rematch once over."""
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    game_id, token = seated.game_id, seated.token
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            seat_actions = GameScreen.SEAT_ACTIONS | {"choose"}
+
+            async def offered() -> set[str]:
+                await pilot.pause()
+                return actions(app) & seat_actions
+
+            assert await offered() == {"choose", "abort", "draw"}
+            await pilot.press("b", "2", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            assert await offered() == {"abort", "draw"}  # not our turn: no Play
+            await bob.request(Move, game_id=game_id, token=token, action=0, ply=1)
+            await until(pilot, lambda: model.my_turn, "our turn")
+            assert await offered() == {"choose", "resign", "draw"}  # both moved: no abort
+            await bob.request(Draw, game_id=game_id, token=token)
+            await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
+            assert await offered() == {"choose", "resign", "draw", "decline"}
+            await pilot.press("ctrl+n")
+            await until(pilot, lambda: not model.offers, "declined")
+            await pilot.press("ctrl+d", "ctrl+d")
+            await until(pilot, lambda: model.offers == {"draw": 0}, "our offer")
+            assert await offered() == {"choose", "resign"}  # ours stands: not offered again
+            await bob.request(Resign, game_id=game_id, token=token)
+            await game_over(pilot, app)
+            await pilot.press("escape")  # the board under the game-over dialog
+            await until(pilot, lambda: app.screen is screen, "the board")
+            assert await offered() == {"rematch"}
     finally:
         await bob.close()
