@@ -107,6 +107,25 @@ async def connect(
             await connection.close()
 
 
+async def fetch_record(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
+    """The stored game ``args.game_id`` (PROTOCOL.md, get), read again after a reconnection;
+    None after saying on stderr why it could not be read."""
+    from client.connection import ConnectionLost, RequestFailed
+    from client.embedded import EmbeddedServerError
+    from protocol import GetGame
+
+    try:
+        async with connect(args, workers=0) as connection:
+            reply = await connection.request(GetGame, again=True, game_id=args.game_id)
+    except RequestFailed as exc:
+        print(f"noughts {command}: {exc.message}", file=sys.stderr)
+        return None
+    except (ConnectionLost, EmbeddedServerError, OSError) as exc:
+        print(f"noughts {command}: {exc}", file=sys.stderr)
+        return None
+    return dict(reply.game)
+
+
 def _status_lines() -> Callable[[str, str], None]:
     """The connection's drops, retries and returns as lines on stderr."""
     down = False
