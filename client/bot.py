@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import engine
-from client.connection import RequestFailed, ServerConnection
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel
 from protocol import (
     AcceptSeek,
@@ -38,7 +38,6 @@ from protocol import (
     LobbySubscribe,
     Message,
     Move,
-    Presence,
     Seek,
     Snapshot,
 )
@@ -178,19 +177,22 @@ class Bot:
         connection = self.connection
         held = connection.seats.get(game_id)
         model = GameModel(game_id, seat=held[0] if held else None)
-        claim_at: float | None = None
+        claimed_at_seq = -1  # one claim per state of the game (a refusal waits for news)
         loop = asyncio.get_running_loop()
         while True:
-            timeout = None if claim_at is None else max(0.0, claim_at - loop.time())
+            # An opponent who left: claim the game once its seat is no longer held (the
+            # model's claim_in; a small margin covers the clocks' skew).
+            wait = model.claim_in(time.time()) if model.seq != claimed_at_seq else None
             event: Message
             if start is not None:
                 event, start = start, None
             else:
                 try:
+                    timeout = None if wait is None else wait + CLAIM_MARGIN_S
                     event = await connection.next_event(timeout=timeout)
                 except TimeoutError:
+                    claimed_at_seq = model.seq
                     await self._claim(game_id)
-                    claim_at = None
                     continue
             if getattr(event, "game_id", None) != game_id:
                 continue
@@ -198,15 +200,7 @@ class Bot:
             model.seat = held[0] if held else None
             model.apply(event, loop.time())
             seat = -1 if model.seat is None else model.seat
-            if isinstance(event, Presence) and event.seat != seat:
-                # The opponent left: claim the game once its seat is no longer held.
-                if event.online or event.claim_at is None:
-                    claim_at = None
-                else:
-                    # claim_at is server time; a small margin covers clock skew.
-                    wait = max(0.0, event.claim_at - time.time()) + CLAIM_MARGIN_S
-                    claim_at = loop.time() + wait
-            elif isinstance(event, Ended):
+            if isinstance(event, Ended):
                 connection.forget(game_id)
                 opponent = model.players[1 - seat] if seat in (0, 1) else None
                 return GameResult(
@@ -234,22 +228,24 @@ class Bot:
         if action not in legal:
             log.warning("on_turn returned %r, not a legal move: playing a random one", action)
             action = random.choice(legal)
-        token = self.connection.token_for(game_id)
         try:
             await self.connection.request(
-                Move, game_id=game_id, token=token, action=int(action), ply=turn.state.ply()
+                Move, game_id=game_id, action=int(action), ply=turn.state.ply()
             )
         except RequestFailed as exc:
             log.warning("move %s refused in game %s: %s", action, game_id, exc.message)
+        except ConnectionLost:
+            # Not resent blindly: once the game is resumed, a turn still ours comes again.
+            await self.connection.resynced()
+            if self.connection.events.empty():
+                await self._move(game_id, turn)
 
     async def _claim(self, game_id: str) -> None:
         assert self.connection is not None
         try:
-            await self.connection.request(
-                Claim, game_id=game_id, token=self.connection.token_for(game_id), outcome="win"
-            )
-        except RequestFailed as exc:
-            log.info("claim in game %s refused: %s", game_id, exc.message)
+            await self.connection.request(Claim, game_id=game_id, outcome="win")
+        except (RequestFailed, ConnectionLost) as exc:
+            log.info("claim in game %s refused: %s", game_id, exc)
 
 
 def engine_player(algorithm: str = "mcts", budget_ms: int = 100) -> Callable[[Turn], int]:

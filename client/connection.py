@@ -4,8 +4,8 @@
 (websockets' way: a sans-I/O core, I/O around it). It knows nothing of terminals: the
 plain client, the Textual UI, the spectator and bots all drive it. Replies are matched by
 ``rid``; game events (snapshots, moves, offers, presence, endings) land in ``events``
-and lobby changes in ``lobby_events``, or, with ``deliver``, every message goes to that
-callback instead.
+and lobby changes (a challenge of ours declined too) in ``lobby_events``, or, with
+``deliver``, every message goes to that callback instead.
 
 With ``reconnect=True`` a dropped connection is reopened by itself, after waits drawn by
 the one reconnection policy (``Backoff``: exponential, full jitter): hello with the same
@@ -47,6 +47,8 @@ from protocol import (
     LobbyEvent,
     LobbyState,
     Message,
+    Ping,
+    SeekDeclined,
     Welcome,
 )
 
@@ -136,6 +138,7 @@ class ServerConnection:
         self.status_detail = ""
         self.status_changes: asyncio.Queue[str] = asyncio.Queue()
         self.closed = asyncio.Event()
+        self.up = asyncio.Event()  # greeted on the connection open now
         self._pending: dict[int, asyncio.Future[Message]] = {}
         self._welcomed: asyncio.Future[Welcome] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -259,9 +262,16 @@ class ServerConnection:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def request(self, kind: type[M], **fields: Any) -> Any:
+    async def request(self, kind: type[M], *, again: bool = False, **fields: Any) -> Any:
         """Send a request and wait for its reply; raises RequestFailed on an error reply,
-        ConnectionLost when not connected or when the connection drops first."""
+        ConnectionLost when not connected or when the connection drops first. With ``again``
+        (for requests that change nothing: ``get``, ``list``), a request the connection
+        dropped under is sent again once reconnected, until the connection closes for good."""
+        while again and self.reconnect:
+            try:
+                return await self.request(kind, **fields)
+            except ConnectionLost:
+                await self.reconnected()
         if self.websocket is None or not self.core.connected:
             raise ConnectionLost("not connected to the server")
         rid = self.core.send_request(kind, **fields)
@@ -275,6 +285,28 @@ class ServerConnection:
         if isinstance(reply, Error):
             raise RequestFailed(reply)
         return reply
+
+    async def reconnected(self) -> None:
+        """Wait until greeted again; ConnectionLost if the connection closes for good."""
+        up = asyncio.ensure_future(self.up.wait())
+        closed = asyncio.ensure_future(self.closed.wait())
+        await asyncio.wait({up, closed}, return_when=asyncio.FIRST_COMPLETED)
+        up.cancel()
+        closed.cancel()
+        if not self.up.is_set():
+            raise ConnectionLost(self.status_detail or "the connection to the server closed")
+
+    async def resynced(self) -> None:
+        """Reconnected, with every game event missed meanwhile delivered: the session core
+        resumes each game at once after the welcome, and the server answers requests in
+        order, so a ping's reply comes after them. ConnectionLost if gone for good."""
+        while True:
+            await self.reconnected()
+            try:
+                await self.request(Ping)
+                return
+            except ConnectionLost:
+                continue
 
     async def _flush(self) -> None:
         websocket = self.websocket
@@ -300,6 +332,7 @@ class ServerConnection:
             lost = f"{lost}: {exc}"
         finally:
             # ``websocket`` stays, closed: its close code and reason say why (1012: reconnect).
+            self.up.clear()
             self.core.connection_lost(lost)
             self._dispatch(self.core.events_received())
             if self._welcomed is not None and not self._welcomed.done():
@@ -322,6 +355,7 @@ class ServerConnection:
             elif isinstance(event, Received):
                 self.received(event.message, event.replied)
             elif isinstance(event, Welcomed):
+                self.up.set()
                 self._set_status("connected", event.welcome.server)
                 if self._welcomed is not None and not self._welcomed.done():
                     self._welcomed.set_result(event.welcome)
@@ -347,7 +381,7 @@ class ServerConnection:
             self.errors.put_nowait(message)
         elif isinstance(message, GAME_EVENTS):
             self.events.put_nowait(message)
-        elif isinstance(message, LobbyEvent | LobbyState):
+        elif isinstance(message, LobbyEvent | LobbyState | SeekDeclined):
             self.lobby_events.put_nowait(message)
 
     async def next_event(self, timeout: float | None = None) -> Message:

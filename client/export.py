@@ -2,7 +2,8 @@
 
 Pure functions: a record in, text out. SGF (FF[4]) covers the m,n,k games, written as
 Gomoku (GM[4]) with X as Black, since X moves first; SVG draws the position after
-any ply with the pieces, the last move and a winning line marked.
+any ply with the pieces, the last move and a winning line marked, its cells labelled as
+the notation names them (engine/notation.py).
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ def _caption_lines(record: dict[str, Any], ply: int, width: int) -> list[str]:
     moves = record.get("moves", [])
     players = record.get("players") or [None, None]
     names = [str((p or {}).get("name", "?")) for p in players]
-    parts = [f"X {names[0]} vs O {names[1]}", f"move {ply} of {len(moves)}"]
+    shown = f"move {ply} of {len(moves)}"
+    if ply:
+        game = engine.make_game(record["game"], **record.get("params", {}))
+        shown += f": {'XO'[moves[ply - 1]['seat']]} {game.grid.name(moves[ply - 1]['action'])}"
+    parts = [f"X {names[0]} vs O {names[1]}", shown]
     if ply == len(moves) and record.get("result"):
         parts.append(f"{record['result']} ({record.get('reason')})")
     lines = [parts[0]]
@@ -132,11 +137,8 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
     game = engine.make_game(record["game"], **record.get("params", {}))
     state = engine.replay(game, [m["action"] for m in moves[:ply]])
     last = moves[ply - 1]["action"] if ply else None
-    if isinstance(state, engine.UTTTState):
-        rows = cols = 9
-    else:
-        assert isinstance(state, engine.MNKState)
-        rows, cols = state.game.m, state.game.n
+    grid = game.grid
+    rows, cols = grid.rows, grid.cols
     cell = CELL if max(rows, cols) <= 9 else 28
     caption = _caption_lines(record, ply, cols * cell + 2 * MARGIN)
     width = max(cols * cell + 2 * MARGIN, *(_text_width(line) for line in caption))
@@ -148,13 +150,21 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
     ]
 
     def xy(action: int) -> tuple[int, int]:
-        """Top-left corner of an action's cell (uttt: board*9+cell in the 9x9 grid)."""
-        if isinstance(state, engine.UTTTState):
-            b, c = divmod(action, 9)
-            r, c = (b // 3) * 3 + c // 3, (b % 3) * 3 + c % 3
-        else:
-            r, c = divmod(action, cols)
+        """Top-left corner of an action's cell."""
+        r, c = grid.cell(action)
         return MARGIN + c * cell, MARGIN + r * cell
+
+    # The cells' names (engine/notation.py): column letters above, row numbers on the left.
+    for c in range(cols):
+        out.append(
+            f'<text x="{MARGIN + c * cell + cell / 2}" y="{MARGIN - 9}" font-size="12" '
+            f'text-anchor="middle" fill="#777">{grid.column_label(c)}</text>'
+        )
+    for r in range(rows):
+        out.append(
+            f'<text x="{MARGIN - 6}" y="{MARGIN + r * cell + cell / 2 + 4}" font-size="12" '
+            f'text-anchor="end" fill="#777">{grid.row_label(r)}</text>'
+        )
 
     line = set(state.winning_line() or ())
     if isinstance(state, engine.UTTTState):
@@ -189,7 +199,7 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
             f'stroke="#444" stroke-width="{3 if thick else 1}"/>'
         )
     pad = cell * 0.22
-    board = state.board
+    board: list[int] = state.board  # type: ignore[attr-defined]
     for action, value in enumerate(board):
         if value < 0:
             continue

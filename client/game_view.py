@@ -144,8 +144,7 @@ class GameModel:
     """One game as seen by this client: position, players, clocks, offers, result."""
 
     game_id: str
-    seat: int | None = None  # our seat, None for a spectator
-    token: str | None = None
+    seat: int | None = None  # our seat, None for a spectator (its token: the session core's)
     game: str = ""
     params: dict[str, int] = field(default_factory=dict)
     players: list[dict[str, Any] | None] = field(default_factory=lambda: [None, None])
@@ -204,6 +203,18 @@ class GameModel:
 
     def result_sentence(self) -> str:
         return result_sentence(self.result, self.reason, self.seat)
+
+    def claim_in(self, wall_now: float) -> float | None:
+        """Seconds until we may claim the game from an opponent who left (0 once its seat is
+        no longer held: ``presence.claim_at``, server time), or None while no opponent is
+        away (or we hold no seat, or the game is over)."""
+        if self.seat not in (0, 1) or self.over:
+            return None
+        other = 1 - self.seat
+        at = self.claim_at[other]
+        if self.online[other] or at is None:
+            return None
+        return max(0.0, at - wall_now)
 
     def apply(self, event: Message, now: float) -> bool:
         """Apply one event received at local time ``now``. False when it does not follow

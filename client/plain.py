@@ -1,7 +1,7 @@
 """The line-oriented terminal client: play a game by typing moves.
 
-It draws the board as text, takes a move as a cell number or ``row,col`` (for
-ultimate tic-tac-toe ``board,cell``), shows the AI's move and what its search
+It draws the board as text, takes a move in the one notation (engine/notation.py: "b2",
+"h8"; the action number and ``row,col`` still read), shows the AI's move and what its search
 saw, states clear errors and the result. It works through pipes too, which
 makes it the client for scripts, screen readers and tests.
 """
@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import engine
-from client.connection import RequestFailed, ServerConnection
-from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
+from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks, player_name
 from protocol import (
     Abort,
     Claim,
@@ -31,17 +31,20 @@ from protocol import (
     Resign,
     Resume,
     Seated,
+    SeekDeclined,
     Snapshot,
 )
 
 ReadLine = Callable[[str], Awaitable[str | None]]
-# Typed at the prompt: request and its fields (besides the game and the seat's token).
+# Typed at the prompt: request and its fields (besides the game; the connection adds the
+# seat's token).
 COMMANDS: dict[str, tuple[type[Message], dict[str, Any]]] = {
     "draw": (Draw, {"answer": "offer"}),  # an offer, or the acceptance of one
     "decline": (Draw, {"answer": "decline"}),
     "abort": (Abort, {}),
     "claim": (Claim, {"outcome": "win"}),
     "claim draw": (Claim, {"outcome": "draw"}),
+    "resign": (Resign, {}),
 }
 Write = Callable[[str], None]
 
@@ -73,30 +76,38 @@ class PlainGame:
         self.read_line = read_line
         self.game_id: str | None = None
         self.seat: int | None = None
-        self.token: str | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
         self.ended: Ended | None = None
 
     async def create(self, **fields: Any) -> None:
         seated = await self.connection.request(CreateGame, **fields)
-        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+        self.game_id, self.seat = seated.game_id, seated.seat
 
-    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> None:
-        """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated."""
+    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> bool:
+        """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated. False
+        if the player challenged declined (said on stdout)."""
         reply = await self.connection.request(kind, **fields)
         if isinstance(reply, Seated):  # accepting a seek seats us at once
-            self.game_id, self.seat, self.token = reply.game_id, reply.seat, reply.token
-            return
+            self.game_id, self.seat = reply.game_id, reply.seat
+            return True
         what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
         self.write(f"Waiting for {what.get(kind.TYPE, 'an opponent')} ({reply.seek_id})...")
         while True:
-            event = await self.connection.next_event()
+            while not self.connection.lobby_events.empty():
+                message = self.connection.lobby_events.get_nowait()
+                if isinstance(message, SeekDeclined) and message.seek_id == reply.seek_id:
+                    self.write(f"{player_name(message.player)} declined your challenge.")
+                    return False
+            try:
+                event = await self.connection.next_event(timeout=0.5)
+            except TimeoutError:
+                continue  # and look for a refusal again
             held = self.connection.seats.get(getattr(event, "game_id", ""))
             if isinstance(event, Snapshot) and held is not None and event.status == "live":
                 self.game_id = event.game_id
-                self.seat, self.token = held
+                self.seat = held[0]
                 self.connection.events.put_nowait(event)  # run() starts from it
-                return
+                return True
 
     async def join(self, game_id: str) -> None:
         """Join ``game_id``, or take back the seat this session holds in it."""
@@ -104,10 +115,10 @@ class PlainGame:
             # Resume from 0: a snapshot, then ``resumed`` with the seat (PROTOCOL.md).
             await self.connection.request(Resume, game_id=game_id, since=0)
             self.game_id = game_id
-            self.seat, self.token = self.connection.seats[game_id]
+            self.seat = self.connection.seats[game_id][0]
             return
         seated = await self.connection.request(JoinGame, game_id=game_id)
-        self.game_id, self.seat, self.token = seated.game_id, seated.seat, seated.token
+        self.game_id, self.seat = seated.game_id, seated.seat
 
     def unfinished(self) -> None:
         """Name the other unfinished games this session holds a seat in, and how to go back."""
@@ -122,7 +133,7 @@ class PlainGame:
     def _apply(self, event: Message) -> None:
         if self.model is None:
             assert self.game_id is not None
-            self.model = GameModel(self.game_id, seat=self.seat, token=self.token)
+            self.model = GameModel(self.game_id, seat=self.seat)
         self.model.apply(event, time.monotonic())
 
     def _show_board(self) -> None:
@@ -172,9 +183,12 @@ class PlainGame:
         names = [p["name"] if p else "?" for p in snapshot.players]
         self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
         if self.seat is not None:
+            assert self.model is not None and self.model.state is not None
+            example = self.model.state.game.grid.example()
             self.write(
-                f"You play {SYMBOLS[self.seat]}. Type a move, 'help', 'draw', 'resign', "
-                "'abort' (before the first moves) or 'claim' (if your opponent left)."
+                f"You play {SYMBOLS[self.seat]}. Type a move as the board labels it (e.g. "
+                f"{example}), 'help', 'draw', 'resign', 'abort' (before the first moves) or "
+                "'claim' (if your opponent left)."
             )
         self._show_board()
 
@@ -217,31 +231,31 @@ class PlainGame:
                 moves = ", ".join(state.action_to_string(a) for a in model.legal_moves())
                 self.write(f"Legal moves: {moves}")
                 continue
-            if text == "resign":
-                await self.connection.request(Resign, game_id=self.game_id, token=self.token)
-                return True
             if text in COMMANDS:
                 kind, fields = COMMANDS[text]
+                what = "The server refused"
+            else:
                 try:
-                    await self.connection.request(
-                        kind, game_id=self.game_id, token=self.token, **fields
-                    )
-                except RequestFailed as exc:
-                    self.write(f"The server refused: {exc.message}")
+                    action = state.parse_action(text)
+                except engine.IllegalMove as exc:
+                    self.write(f"Not a legal move: {exc}")
                     continue
-                if kind is Draw and fields["answer"] == "offer":
-                    self.write("Draw offer sent; it stands until your opponent moves.")
-                return True  # its event (or the game's end) comes back before the next prompt
+                kind, fields = Move, {"action": action, "ply": state.ply()}
+                what = "The server refused that move"
             try:
-                action = state.parse_action(text)
-            except engine.IllegalMove as exc:
-                self.write(f"Not a legal move: {exc}")
-                continue
-            try:
-                await self.connection.request(
-                    Move, game_id=self.game_id, token=self.token, action=action, ply=state.ply()
-                )
+                await self.connection.request(kind, game_id=self.game_id, **fields)
             except RequestFailed as exc:
-                self.write(f"The server refused that move: {exc.message}")
+                self.write(f"{what}: {exc.message}")
+                if not self.connection.events.empty():
+                    return True  # the game moved on meanwhile: show it first
                 continue
-            return True
+            except ConnectionLost:
+                # Not sent again blindly: the resumed game says whether it arrived.
+                self.write("The connection dropped before the server answered; reconnecting…")
+                await self.connection.resynced()
+                if self.connection.events.empty():
+                    continue  # nothing happened meanwhile: still our move
+                return True
+            if kind is Draw and fields["answer"] == "offer":
+                self.write("Draw offer sent; it stands until your opponent moves.")
+            return True  # its event (or the game's end) comes back before the next prompt

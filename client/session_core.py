@@ -9,7 +9,9 @@ frame received (``receive_frame``), sends what ``data_to_send`` returns and acts
 - request ids, and which request each reply answers (``Reply``);
 - the greeting: ``hello`` with the session of the earlier ``welcome`` (a fresh one when the
   server no longer knows it, ``bad_token``);
-- the seats (game -> seat, token) from ``welcome``, ``seated`` and ``resumed``;
+- the seats (game -> seat, token) from ``welcome``, ``seated`` and ``resumed``, and the
+  token of every request for a seat's game (a server restored from its database issues new
+  tokens in its welcome: a token kept anywhere else would go stale);
 - the last ``seq`` seen per game followed, so an event seen already is never delivered
   twice;
 - what to send again after a reconnection (PROTOCOL.md, resume): ``resume`` for every game
@@ -176,7 +178,12 @@ class ClientSession:
         self._internal.clear()
 
     def send_request(self, kind: type[Message], **fields: Any) -> int:
-        """Queue a request; returns its rid (its reply comes as a ``Reply`` with it)."""
+        """Queue a request; returns its rid (its reply comes as a ``Reply`` with it). A
+        request for a game we hold a seat in gets that seat's token unless it names one."""
+        if "token" in getattr(kind, "__dataclass_fields__", ()) and fields.get("token") is None:
+            token = self.token_for(str(fields.get("game_id")))
+            if token is not None:
+                fields["token"] = token
         rid = next(self._rids)
         request = kind(rid=rid, **fields)  # type: ignore[call-arg]
         self._pending[rid] = request

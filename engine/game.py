@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from engine.errors import IllegalMove
+from engine.notation import Grid
 
 TERMINAL = -1  # current_player() once the game is over (OpenSpiel's kTerminalPlayerId)
 
@@ -21,6 +22,7 @@ class Game:
     """A game of the family: a name, integer parameters and a way to start."""
 
     name: str = ""
+    grid: Grid  # its cells as drawn and named (engine/notation.py)
 
     @property
     def params(self) -> dict[str, int]:

@@ -7,10 +7,10 @@ keep that name and take no parameters. Actions are ``row * n + col``.
 from __future__ import annotations
 
 import random
-import re
 
 from engine.errors import IllegalMove
 from engine.game import TERMINAL, Game, State, check_int_param
+from engine.notation import Grid
 
 MIN_SIDE, MAX_SIDE = 3, 20  # 20: the Gomocup's big board
 EMPTY = -1
@@ -42,6 +42,7 @@ class MNKGame(Game):
         self.n = check_int_param("n", n, MIN_SIDE, MAX_SIDE)
         self.k = check_int_param("k", k, 3, max(self.m, self.n))
         self.cells = self.m * self.n
+        self.grid = Grid(self.m, self.n)  # cells as people name them (engine/notation.py)
         self.zobrist = zobrist_table(self.cells)
         self.preset = preset
         self.name = preset or "mnk"
@@ -139,49 +140,20 @@ class MNKState(State):
         """Would ``player`` complete a line by playing the empty cell ``action``?"""
         return self._line_through(action, player, hypothetical=True) is not None
 
-    # --- text ---------------------------------------------------------------------
+    # --- text (engine/notation.py) -----------------------------------------------------
     def action_to_string(self, action: int) -> str:
-        row, col = divmod(action, self.game.n)
-        return f"{row},{col}"
+        return self.game.grid.name(action)
 
     def parse_action(self, text: str) -> int:
-        """A cell number ("4") or "row,col" ("1,1"), both 0-based; must be legal here."""
-        action = self._parse(str(text))
+        """A cell name ("b2"), or the action number or 0-based "row,col"; must be legal here."""
+        action = self.game.grid.parse(str(text))
         reason = self.illegal_reason(action)
         if reason is not None:
             raise IllegalMove(reason)
         return action
 
-    def _parse(self, text: str) -> int:
-        m, n = self.game.m, self.game.n
-        t = text.strip()
-        if re.fullmatch(r"\d+", t):
-            action = int(t)
-            if action >= m * n:
-                raise IllegalMove(f"cell {action} is out of range 0..{m * n - 1}")
-            return action
-        match = re.fullmatch(r"\(?\s*(\d+)\s*[, ]\s*(\d+)\s*\)?", t)
-        if match:
-            row, col = int(match.group(1)), int(match.group(2))
-            if row >= m or col >= n:
-                raise IllegalMove(
-                    f"{row},{col} is off the board (rows 0..{m - 1}, cols 0..{n - 1})"
-                )
-            return row * n + col
-        raise IllegalMove(f"cannot read {text!r} as a move: type a cell number or row,col")
-
     def render(self) -> str:
-        m, n = self.game.m, self.game.n
-        width = len(str(max(m, n) - 1))
-        head = " " * (width + 1) + " ".join(f"{c:>{width}}" for c in range(n))
-        rows = [head]
-        for r in range(m):
-            cells = []
-            for c in range(n):
-                v = self.board[r * n + c]
-                cells.append(f"{'.' if v == EMPTY else SYMBOLS[v]:>{width}}")
-            rows.append(f"{r:>{width}} " + " ".join(cells))
-        return "\n".join(rows)
+        return self.game.grid.render(self.board, SYMBOLS)
 
     # --- equality: same game, same board --------------------------------------------
     def __eq__(self, other: object) -> bool:

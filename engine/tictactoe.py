@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.mnk import EMPTY, SYMBOLS, MNKGame, MNKState
+from engine.mnk import MNKGame, MNKState
 
 
 class TicTacToeGame(MNKGame):
@@ -17,14 +17,6 @@ class TicTacToeGame(MNKGame):
 
 
 class TicTacToeState(MNKState):
-    """Same rules as MNKState; renders with the cell numbers in the empty cells."""
+    """Same rules and drawing as MNKState (one notation: engine/notation.py)."""
 
     __slots__ = ()
-
-    def render(self) -> str:
-        def cell(i: int) -> str:
-            v = self.board[i]
-            return str(i) if v == EMPTY else SYMBOLS[v]
-
-        rows = [" " + " | ".join(cell(r * 3 + c) for c in range(3)) for r in range(3)]
-        return "\n---+---+---\n".join(rows)

@@ -10,10 +10,10 @@ boards in a row win the game; no legal move left and no line is a draw.
 from __future__ import annotations
 
 import random
-import re
 
 from engine.errors import IllegalMove
 from engine.game import TERMINAL, Game, State
+from engine.notation import Grid
 
 EMPTY = -1
 OPEN, DRAWN = -1, 2  # board_winners() codes besides 0/1 (won by that player)
@@ -32,6 +32,7 @@ del _rng
 
 class UTTTGame(Game):
     name = "uttt"
+    grid = Grid(9, 9, nested=True)  # cells as people name them (engine/notation.py)
 
     def num_distinct_actions(self) -> int:
         return 81
@@ -120,9 +121,9 @@ class UTTTState(State):
             owner = SYMBOLS[self.board[action]]
             return f"{self.action_to_string(action)} is occupied by {owner}"
         if self.macro[b] != OPEN:
-            return f"small board {b} is closed ({self._board_status(b)})"
+            return f"{self.game.grid.board_name(b)} is closed ({self._board_status(b)})"
         if self.forced >= 0 and b != self.forced:
-            return f"you must play in small board {self.forced}, not {b}"
+            return f"you must play in {self.game.grid.board_name(self.forced)}"
         return None
 
     def clone(self) -> UTTTState:
@@ -154,58 +155,33 @@ class UTTTState(State):
     def position_key(self) -> int:
         return self.zobrist ^ ZOBRIST_FORCED[self.forced + 1]
 
-    # --- text ---------------------------------------------------------------------
+    # --- text (engine/notation.py) -----------------------------------------------------
     def action_to_string(self, action: int) -> str:
-        b, c = divmod(action, 9)
-        return f"B{b} C{c}"
+        return self.game.grid.name(action)
 
     def parse_action(self, text: str) -> int:
-        """ "B4 C0", "4,0" (board, cell) or the action number 0..80; must be legal here."""
-        action = self._parse(str(text))
+        """A cell name of the 9x9 grid ("e5"), or the action number or 0-based "board,cell";
+        must be legal here."""
+        action = self.game.grid.parse(str(text))
         reason = self.illegal_reason(action)
         if reason is not None:
             raise IllegalMove(reason)
         return action
 
-    def _parse(self, text: str) -> int:
-        t = text.strip().lower()
-        if re.fullmatch(r"\d+", t):
-            action = int(t)
-            if action >= 81:
-                raise IllegalMove(f"move {action} is out of range 0..80")
-            return action
-        match = re.fullmatch(r"\(?\s*b?\s*(\d+)\s*[, ]?\s*c?\s*(\d+)\s*\)?", t)
-        if match and ("," in t or "b" in t or " " in t):
-            b, c = int(match.group(1)), int(match.group(2))
-            if b > 8 or c > 8:
-                raise IllegalMove(f"board and cell are numbered 0..8, not {b},{c}")
-            return b * 9 + c
-        raise IllegalMove(
-            f"cannot read {text!r} as a move: type board,cell (e.g. 4,0 or B4 C0, both 0..8)"
-        )
-
     def render(self) -> str:
-        rows = []
-        for big_row in range(3):
-            if big_row:
-                rows.append("-------+-------+-------")
-            for small_row in range(3):
-                parts = []
-                for big_col in range(3):
-                    b = big_row * 3 + big_col
-                    cells = []
-                    for small_col in range(3):
-                        v = self.board[b * 9 + small_row * 3 + small_col]
-                        cells.append("." if v == EMPTY else SYMBOLS[v])
-                    parts.append(" " + " ".join(cells) + " ")
-                rows.append("|".join(parts))
-        closed = [f"{b}: {self._board_status(b)}" for b in range(9) if self.macro[b] != OPEN]
+        grid = self.game.grid
+        rows = [grid.render(self.board, SYMBOLS)]
+        closed = [
+            f"{grid.board_name(b)}: {self._board_status(b)}"
+            for b in range(9)
+            if self.macro[b] != OPEN
+        ]
         if closed:
-            rows.append("Closed boards: " + ", ".join(closed))
+            rows.append("Closed: " + "; ".join(closed))
         if not self._over:
             allowed = self.allowed_boards()
-            where = f"board {allowed[0]}" if self.forced >= 0 else "any open board"
-            rows.append(f"{SYMBOLS[self.current_player()]} plays in {where} (boards, cells 0-8)")
+            where = grid.board_name(allowed[0]) if self.forced >= 0 else "any open board"
+            rows.append(f"{SYMBOLS[self.current_player()]} plays in {where}")
         return "\n".join(rows)
 
     def _board_status(self, b: int) -> str:

@@ -217,6 +217,16 @@ class AcceptSeek(Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeclineSeek(Message):
+    """Decline a challenge addressed to you: it leaves the lobby and its poster is told
+    (``seek_declined``), as a Lichess challenger reads "X declined your challenge"."""
+
+    TYPE: ClassVar[str] = "decline_seek"
+    rid: int = _rid()
+    seek_id: str = field(metadata={"max_len": 32})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class QuickPair(Message):
     """Join the quick-pairing queue for a game; after ``ai_after_s`` seconds without a
     partner (0: never) the server seats the player against its AI instead."""
@@ -451,6 +461,16 @@ class SeekPosted(Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SeekDeclined(Message):
+    """To the poster of a challenge: ``player`` (name, kind, player_id) declined it; the
+    seek is gone."""
+
+    TYPE: ClassVar[str] = "seek_declined"
+    seek_id: str = field(metadata={"max_len": 32})
+    player: dict[str, Any] = field(metadata={"max_len": 8})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LobbyState(Message):
     """Reply to lobby: one page of the seeks this connection may accept (the challenges
     that name it first) and of the live games, the most relevant first. A subscription that
@@ -520,6 +540,7 @@ CLIENT_MESSAGES: tuple[type[Message], ...] = (
     Seek,
     CancelSeek,
     AcceptSeek,
+    DeclineSeek,
     QuickPair,
     Draw,
     Rematch,
@@ -541,6 +562,7 @@ SERVER_MESSAGES: tuple[type[Message], ...] = (
     Ok,
     Resumed,
     SeekPosted,
+    SeekDeclined,
     LobbyState,
     LobbyEvent,
     LobbyUpdate,

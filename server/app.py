@@ -25,6 +25,7 @@ from protocol import (
     CancelSeek,
     Claim,
     CreateGame,
+    DeclineSeek,
     Draw,
     GetGame,
     JoinGame,
@@ -195,6 +196,7 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
         Seek: LobbyRequests.on_seek,
         CancelSeek: LobbyRequests.on_cancel_seek,
         AcceptSeek: LobbyRequests.on_accept,
+        DeclineSeek: LobbyRequests.on_decline,
         QuickPair: LobbyRequests.on_quick,
         Ping: on_ping,
     }

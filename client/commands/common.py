@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
@@ -70,13 +72,20 @@ async def connect(
 ) -> AsyncIterator[ServerConnection]:
     """Connect to --server, or start an embedded server on --db and connect to it (``warm``:
     the game and algorithm pairs it compiles first; the wait is shown on stderr), as the
-    player whose session ``sessions`` keeps for that server and --name, if given."""
+    player whose session ``sessions`` keeps for that server and --name, if given. The
+    connection reconnects after a drop (client/connection.py), saying so on stderr."""
     name = getattr(args, "name", "anonymous")[:32]
+    options: dict[str, Any] = {
+        "name": name,
+        "bot": bot,
+        "reconnect": True,
+        "on_status": _status_lines(),
+    }
 
     async def open_connection(url: str, key: str) -> ServerConnection:
         if sessions is None:
-            return await ServerConnection.connect(url, name=name, bot=bot)
-        return await connect_with_session(sessions, key, url, name=name, bot=bot)
+            return await ServerConnection.connect(url, **options)
+        return await connect_with_session(sessions, key, url, **options)
 
     if args.server:
         connection = await open_connection(args.server, session_key(args))
@@ -96,6 +105,41 @@ async def connect(
             yield connection
         finally:
             await connection.close()
+
+
+async def fetch_record(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
+    """The stored game ``args.game_id`` (PROTOCOL.md, get), read again after a reconnection;
+    None after saying on stderr why it could not be read."""
+    from client.connection import ConnectionLost, RequestFailed
+    from client.embedded import EmbeddedServerError
+    from protocol import GetGame
+
+    try:
+        async with connect(args, workers=0) as connection:
+            reply = await connection.request(GetGame, again=True, game_id=args.game_id)
+    except RequestFailed as exc:
+        print(f"noughts {command}: {exc.message}", file=sys.stderr)
+        return None
+    except (ConnectionLost, EmbeddedServerError, OSError) as exc:
+        print(f"noughts {command}: {exc}", file=sys.stderr)
+        return None
+    return dict(reply.game)
+
+
+def _status_lines() -> Callable[[str, str], None]:
+    """The connection's drops, retries and returns as lines on stderr."""
+    down = False
+
+    def on_status(status: str, detail: str) -> None:
+        nonlocal down
+        if status == "reconnecting":
+            down = True
+            print(f"noughts: {detail}", file=sys.stderr, flush=True)
+        elif status == "connected" and down:
+            down = False
+            print("noughts: reconnected", file=sys.stderr, flush=True)
+
+    return on_status
 
 
 def parse_params(items: list[str], command: str = "noughts") -> dict[str, int]:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from client.commands.common import add_server_arguments, connect
+from client.commands.common import add_server_arguments, fetch_record
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,25 +43,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    from client.connection import RequestFailed
-    from client.embedded import EmbeddedServerError
     from client.export import ExportError, export
-    from protocol import GetGame
 
     if args.ply is not None and args.format != "svg":
         print("noughts export: --ply applies to --format svg only", file=sys.stderr)
         return 2
-    try:
-        async with connect(args, workers=0) as connection:
-            reply = await connection.request(GetGame, game_id=args.game_id)
-    except RequestFailed as exc:
-        print(f"noughts export: {exc.message}", file=sys.stderr)
-        return 1
-    except (EmbeddedServerError, OSError) as exc:
-        print(f"noughts export: {exc}", file=sys.stderr)
+    record = await fetch_record(args, "export")
+    if record is None:
         return 1
     try:
-        text = export(reply.game, args.format, args.ply)
+        text = export(record, args.format, args.ply)
     except ExportError as exc:
         print(f"noughts export: {exc}", file=sys.stderr)
         return 1

@@ -54,14 +54,16 @@ def format_games(games: list[dict[str, Any]]) -> str:
 
 
 async def _games(args: argparse.Namespace) -> int:
-    from client.connection import RequestFailed
+    from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
     from protocol import ListGames
 
     try:
         async with connect(args, workers=0) as connection:
-            reply = await connection.request(ListGames, status=args.status, limit=args.limit)
-    except (RequestFailed, EmbeddedServerError, OSError) as exc:
+            reply = await connection.request(
+                ListGames, again=True, status=args.status, limit=args.limit
+            )
+    except (RequestFailed, ConnectionLost, EmbeddedServerError, OSError) as exc:
         print(f"noughts games: {exc}", file=sys.stderr)
         return 1
     print(format_games(list(reply.games)))

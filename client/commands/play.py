@@ -285,7 +285,8 @@ async def _play(args: argparse.Namespace) -> int:
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:
-                await game.pair(*pairing)
+                if not await game.pair(*pairing):
+                    return 1  # the player challenged declined
             else:
                 await game.create(**fields)
             game.unfinished()

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from client.commands.common import add_server_arguments, connect
+from client.commands.common import add_server_arguments, fetch_record
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,22 +28,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from client.connection import RequestFailed
-    from client.embedded import EmbeddedServerError
     from client.plain import read_stdin
     from client.replay import ReplayCursor, print_all, step_through
-    from protocol import GetGame
 
-    try:
-        async with connect(args, workers=0) as connection:
-            reply = await connection.request(GetGame, game_id=args.game_id)
-    except RequestFailed as exc:
-        print(f"noughts replay: {exc.message}", file=sys.stderr)
+    record = await fetch_record(args, "replay")
+    if record is None:
         return 1
-    except (EmbeddedServerError, OSError) as exc:
-        print(f"noughts replay: {exc}", file=sys.stderr)
-        return 1
-    cursor = ReplayCursor(reply.game)
+    cursor = ReplayCursor(record)
     if args.all:
         print_all(cursor, print)
         return 0

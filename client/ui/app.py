@@ -35,6 +35,7 @@ from protocol import (
     GAME_EVENTS,
     AcceptSeek,
     CreateGame,
+    DeclineSeek,
     Ended,
     Error,
     GetGame,
@@ -45,6 +46,7 @@ from protocol import (
     Moved,
     Resume,
     Seated,
+    SeekDeclined,
     Snapshot,
     Watch,
     Welcome,
@@ -137,7 +139,7 @@ class NoughtsApp(App[None]):
         self.clock = clock  # local time for clocks; tests pass a fixed one
         self.games: dict[str, GameModel] = {}
         self.watching: set[str] = set()
-        # Unfinished games of ours the server named in its welcome: game_id -> seat, token.
+        # Unfinished games of ours the server named in its welcome: game_id -> its entry.
         self.resumable: dict[str, dict[str, Any]] = {}
         self.lobby_wanted = False
         self.link_state = ("connecting", url)
@@ -250,7 +252,7 @@ class NoughtsApp(App[None]):
             self.notify(f"Game {model.game_id}: {exc.message}", severity="warning")
             return
         if resumed.token is not None:
-            model.seat, model.token = resumed.seat, resumed.token
+            model.seat = resumed.seat
 
     def on_link_state(self, message: LinkState) -> None:
         self.link_state = (message.state, message.detail)
@@ -279,6 +281,16 @@ class NoughtsApp(App[None]):
             for lobby in self._screens(LobbyScreen):
                 lobby.lobby_message(message)
             self._challenged(message)
+        elif isinstance(message, SeekDeclined):
+            for lobby in self._screens(LobbyScreen):
+                lobby.lobby_message(message)
+            self.ring()
+            self.notify(
+                f"{player_name(message.player)} declined your challenge.",
+                title="Challenge declined",
+                severity="warning",
+                timeout=10,
+            )
         elif isinstance(message, Error) and message.rid is None:
             where = f"Game {message.game_id}: " if message.game_id else ""
             self.notify(f"{where}{message.message}", title=message.code, severity="error")
@@ -302,11 +314,17 @@ class NoughtsApp(App[None]):
             clock = clock_title(seek.get("clock") or {})
             text = f"{challenger} challenges you to {game}, {clock}; you would play {ours}."
 
-            def answered(accept: bool | None, seek_id: str = seek_id) -> None:
+            def answered(
+                accept: bool | None, seek_id: str = seek_id, who: str = challenger
+            ) -> None:
                 if accept:
                     self.request(AcceptSeek, seek_id=seek_id)
-                else:
-                    self.notify("Challenge declined: it stays in the lobby until withdrawn.")
+                else:  # the challenger is told (seek_declined)
+                    self.request(
+                        DeclineSeek,
+                        lambda _: self.notify(f"You declined {who}'s challenge."),
+                        seek_id=seek_id,
+                    )
 
             self.push_screen(ChallengeDialog(text), answered)
 
@@ -316,7 +334,7 @@ class NoughtsApp(App[None]):
         if model is None:
             model = GameModel(seated.game_id)
             self.games[seated.game_id] = model
-        model.seat, model.token = seated.seat, seated.token
+        model.seat = seated.seat
         for lobby in self._screens(LobbyScreen):
             lobby.seated(seated.game_id)
         self._games_changed()
@@ -474,7 +492,7 @@ class NoughtsApp(App[None]):
         model = self.games.get(game_id)
         if model is None or model.state is None:
             entry = self.resumable.get(game_id, {})
-            model = model or GameModel(game_id, seat=entry.get("seat"), token=entry.get("token"))
+            model = model or GameModel(game_id, seat=entry.get("seat"))
             self.games[game_id] = model
             try:
                 resumed = await self.link.request(Resume, game_id=game_id, since=0)
@@ -484,7 +502,7 @@ class NoughtsApp(App[None]):
                     del self.games[game_id]
                 raise
             if resumed.token is not None:
-                model.seat, model.token = resumed.seat, resumed.token
+                model.seat = resumed.seat
             self._games_changed()
         self._show_game(model)
 

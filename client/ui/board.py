@@ -43,42 +43,18 @@ BIG_DRAWN = ("         ", "  drawn  ", "         ")
 GRID_LIMIT = 9  # boards with up to this many rows and columns get a drawn grid
 
 
-def grid_size(state: engine.State) -> tuple[int, int]:
-    """Rows and columns of the board as drawn (uttt: 9x9)."""
-    if isinstance(state, engine.UTTTState):
-        return 9, 9
-    assert isinstance(state, engine.MNKState)
-    return state.game.m, state.game.n
-
-
-def action_at(state: engine.State, row: int, col: int) -> int:
-    """The action of the cell drawn at (row, col)."""
-    if isinstance(state, engine.UTTTState):
-        return ((row // 3) * 3 + col // 3) * 9 + (row % 3) * 3 + col % 3
-    assert isinstance(state, engine.MNKState)
-    return row * state.game.n + col
-
-
-def cell_of(state: engine.State, action: int) -> tuple[int, int]:
-    """Where an action is drawn: (row, col)."""
-    if isinstance(state, engine.UTTTState):
-        board, cell = divmod(action, 9)
-        return (board // 3) * 3 + cell // 3, (board % 3) * 3 + cell % 3
-    assert isinstance(state, engine.MNKState)
-    return divmod(action, state.game.n)
-
-
 def home_cell(state: engine.State, last: int | None) -> tuple[int, int]:
     """Where the cursor starts in a position: the legal cell nearest the last move (m,n,k);
     before the first move, and in uttt (where a move sends the player to another board),
     the legal cell nearest the centre of the cells one may play."""
-    rows, cols = grid_size(state)
-    cells = [cell_of(state, action) for action in state.legal_actions()]
+    grid = state.game.grid
+    rows, cols = grid.rows, grid.cols
+    cells = [grid.cell(action) for action in state.legal_actions()]
     if not cells:
         return rows // 2, cols // 2
     target: tuple[float, float]
     if last is not None and not isinstance(state, engine.UTTTState):
-        target = cell_of(state, last)
+        target = grid.cell(last)
     else:
         target = sum(r for r, _ in cells) / len(cells), sum(c for _, c in cells) / len(cells)
     return min(cells, key=lambda rc: ((rc[0] - target[0]) ** 2 + (rc[1] - target[1]) ** 2, rc))
@@ -117,41 +93,43 @@ def _cell(
 
 
 def _draw_mnk(state: engine.MNKState, cursor: tuple[int, int] | None, last: int | None) -> Drawing:
-    m, n = state.game.m, state.game.n
-    cursor_action = cursor[0] * n + cursor[1] if cursor else None
+    """Column letters above, row numbers on the left (engine/notation.py)."""
+    grid = state.game.grid
+    m, n = grid.rows, grid.cols
+    cursor_action = grid.action(*cursor) if cursor else None
     line = set(state.winning_line() or ())
-    width = len(str(m - 1))
+    width = len(str(m))
     drawing = Drawing(Text())
     out = drawing.text
-    grid = m <= GRID_LIMIT and n <= GRID_LIMIT
+    gridded = m <= GRID_LIMIT and n <= GRID_LIMIT
     pad = " " * (width + 1)
-    # Column numbers, centred over their cells.
-    out.append(pad + (" " if grid else ""))
-    out.append("".join(f"{c:^3}" + (" " if grid else "") for c in range(n)).rstrip(), LABEL_STYLE)
-    out.append("\n")
+    step = " " if gridded else ""
+    letters = pad + step + "".join(f"{grid.column_label(c):^3}" + step for c in range(n))
+    out.append(letters.rstrip() + "\n", LABEL_STYLE)
     y = 1
-    if grid:
+    if gridded:
         out.append(pad + "┌" + "┬".join("───" for _ in range(n)) + "┐\n", GRID_STYLE)
         y += 1
     for r in range(m):
-        out.append(f"{r:>{width}} ", LABEL_STYLE)
+        label = grid.row_label(r)
+        out.append(f"{label:>{width}} ", LABEL_STYLE)
         x = width + 1
-        if grid:
+        if gridded:
             out.append("│", GRID_STYLE)
             x += 1
         for c in range(n):
-            action = r * n + c
+            action = grid.action(r, c)
             text, style = _cell(state, action, cursor_action, last, line)
             out.append(text, style)
             for dx in range(3):
                 drawing.cells[(y, x + dx)] = action
             x += 3
-            if grid:
+            if gridded:
                 out.append("│", GRID_STYLE)
                 x += 1
         out.append("\n")
         y += 1
-        if grid:
+        if gridded:
             left, mid, right = ("├", "┼", "┤") if r < m - 1 else ("└", "┴", "┘")
             out.append(pad + left + mid.join("───" for _ in range(n)) + right + "\n", GRID_STYLE)
             y += 1
@@ -162,17 +140,26 @@ def _draw_mnk(state: engine.MNKState, cursor: tuple[int, int] | None, last: int 
 def _draw_uttt(
     state: engine.UTTTState, cursor: tuple[int, int] | None, last: int | None
 ) -> Drawing:
-    cursor_action = action_at(state, *cursor) if cursor else None
+    """The 9x9 grid labelled as one board (columns a-i above, rows 1-9 from the bottom on
+    the left: engine/notation.py), its small boards framed."""
+    grid = state.game.grid
+    cursor_action = grid.action(*cursor) if cursor else None
     line = set(state.winning_line() or ())
     macro = state.board_winners()
     playable = set(state.allowed_boards())
     drawing = Drawing(Text())
     out = drawing.text
-    out.append(_uttt_frame("┏", "┳", "┓", 0) + "\n", FRAME_STYLE)
-    y = 1
+    letters = "   " + " ".join(
+        "".join(f"{grid.column_label(c):^3}" for c in range(b, b + 3)) for b in (0, 3, 6)
+    )
+    out.append(letters.rstrip() + "\n", LABEL_STYLE)
+    out.append("  " + _uttt_frame("┏", "┳", "┓") + "\n", FRAME_STYLE)
+    y = 2
     for r in range(9):
+        label = grid.row_label(r)
+        out.append(f"{label} ", LABEL_STYLE)
         out.append("┃", FRAME_STYLE)
-        x = 1
+        x = 3
         for big_col in range(3):
             board = (r // 3) * 3 + big_col
             if macro[board] >= 0:
@@ -186,11 +173,11 @@ def _draw_uttt(
                 out.append(big[r % 3], style)
                 for c in range(big_col * 3, big_col * 3 + 3):
                     for dx in range(3):
-                        drawing.cells[(y, x + (c - big_col * 3) * 3 + dx)] = action_at(state, r, c)
+                        drawing.cells[(y, x + (c - big_col * 3) * 3 + dx)] = grid.action(r, c)
                 x += 9
             else:
                 for c in range(big_col * 3, big_col * 3 + 3):
-                    action = action_at(state, r, c)
+                    action = grid.action(r, c)
                     text, style = _cell(state, action, cursor_action, last, line)
                     if board in playable and action not in line and action != last:
                         style = PLAYABLE_BG + style
@@ -203,19 +190,14 @@ def _draw_uttt(
         out.append("\n")
         y += 1
         if r in (2, 5):
-            out.append(_uttt_frame("┣", "╋", "┫", r + 1) + "\n", FRAME_STYLE)
+            out.append("  " + _uttt_frame("┣", "╋", "┫") + "\n", FRAME_STYLE)
             y += 1
-    out.append("┗" + "┻".join("━" * 9 for _ in range(3)) + "┛\n", FRAME_STYLE)
-    # The notation of moves (the engine's, as the move list and the exports write them and the
-    # move box reads them): B board C cell, the cells of a board numbered as below.
-    out.append("B# C#: cells 0 1 2/3 4 5/6 7 8", LABEL_STYLE)
+    out.append("  " + _uttt_frame("┗", "┻", "┛"), FRAME_STYLE)
     return drawing
 
 
-def _uttt_frame(left: str, middle: str, right: str, row: int) -> str:
-    """A frame line above the small boards of ``row`` (0, 3, 6), each named as moves name it
-    (B0..B8)."""
-    return left + middle.join(f"━B{row + i}" + "━" * 6 for i in range(3)) + right
+def _uttt_frame(left: str, middle: str, right: str) -> str:
+    return left + middle.join("━" * 9 for _ in range(3)) + right
 
 
 class BoardView(Widget, can_focus=True):
@@ -228,10 +210,6 @@ class BoardView(Widget, can_focus=True):
         Binding("right", "move_cursor(0, 1)", "Right", show=False),
         Binding("enter", "choose", "Play", show=True),
     ]
-
-    DEFAULT_CSS = """
-    BoardView { width: auto; height: auto; padding: 0 1; }
-    """
 
     cursor: reactive[tuple[int, int]] = reactive((0, 0))
 
@@ -248,16 +226,16 @@ class BoardView(Widget, can_focus=True):
         self.state = state
         self.last: int | None = None
         self.show_cursor = True
-        self.playable = True  # False for a spectator: Enter and clicks play nothing
+        self.playable = True  # False unless the viewer may move now: Enter and clicks play nothing
         self.set_reactive(BoardView.cursor, home_cell(state, None))
-        self._homed: tuple[object, ...] = (grid_size(state), state.ply(), None)
+        self._homed: tuple[object, ...] = (state.game.grid, state.ply(), None)
         self._drawing: Drawing | None = None
 
     def show(self, state: engine.State, last: int | None, *, show_cursor: bool = True) -> None:
         """Draw another position (the same game); after a move the cursor goes home
         (home_cell: near the last move, or the centre of where one may play)."""
         self.state, self.last, self.show_cursor = state, last, show_cursor
-        position = (grid_size(state), state.ply(), last)
+        position = (state.game.grid, state.ply(), last)
         if position != self._homed:
             self._homed = position
             self.cursor = home_cell(state, last)
@@ -275,7 +253,8 @@ class BoardView(Widget, can_focus=True):
         return len(draw_board(self.state).text.plain.split("\n"))
 
     def action_move_cursor(self, rows: int, cols: int) -> None:
-        height, width = grid_size(self.state)
+        grid = self.state.game.grid
+        height, width = grid.rows, grid.cols
         row, col = self.cursor
         self.cursor = ((row + rows) % height, (col + cols) % width)
 
@@ -283,17 +262,17 @@ class BoardView(Widget, can_focus=True):
         return self.playable or action != "choose"
 
     def action_choose(self) -> None:
-        self.post_message(self.Chosen(self, action_at(self.state, *self.cursor)))
+        self.post_message(self.Chosen(self, self.state.game.grid.action(*self.cursor)))
 
     def cursor_to(self, action: int) -> None:
-        self.cursor = cell_of(self.state, action)
+        self.cursor = self.state.game.grid.cell(action)
 
     def on_click(self, event: events.Click) -> None:
         if self._drawing is None:
             return
         action = self._drawing.cells.get((event.y, event.x - 1))  # 1: the left padding
         if action is not None:
-            self.cursor = cell_of(self.state, action)
+            self.cursor = self.state.game.grid.cell(action)
             if self.playable:
                 self.post_message(self.Chosen(self, action))
 

@@ -69,14 +69,16 @@ def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
 class GameScreen(RequestingScreen):
     """A game: the board, players and clocks, the move list, the AI's thoughts."""
 
+    # Control keys: letters and digits on the board type a move (engine/notation.py: "e5"),
+    # so no command is one stray letter away. Resign, abort and draw take a second press.
     BINDINGS = [
-        Binding("r", "resign", "Resign"),
-        Binding("d", "draw", "Offer/accept draw"),
-        Binding("n", "decline", "Decline", show=False),
-        Binding("a", "abort", "Abort", show=False),
-        Binding("c", "claim", "Claim", show=False),
-        Binding("m", "rematch", "Rematch"),
-        Binding("i", "toggle_ai", "AI panel"),
+        Binding("ctrl+r", "resign", "Resign"),
+        Binding("ctrl+x", "abort", "Abort"),
+        Binding("ctrl+d", "draw", "Offer/accept draw"),
+        Binding("ctrl+n", "decline", "Decline offer"),
+        Binding("ctrl+w", "claim", "Claim win"),
+        Binding("ctrl+t", "rematch", "Rematch"),
+        Binding("ctrl+e", "toggle_ai", "AI panel"),
         Binding("escape", "escape", "Lobby"),
     ]
 
@@ -113,13 +115,15 @@ class GameScreen(RequestingScreen):
             return True
         playing = not model.over and model.state is not None and model.status == "live"
         away = [seat for seat in (0, 1) if seat != model.seat and not model.online[seat]]
+        early = len(model.moves) < 2  # before both sides moved: abort, not resign (Lichess)
+        offered = model.offers.get("draw")
         allowed = {
-            "resign": playing,
-            "draw": playing,
-            "abort": not model.over and len(model.moves) < 2,  # before the first moves
+            "resign": playing and not early,
+            "draw": playing and offered != model.seat,
+            "abort": not model.over and early,
             "decline": any(seat != model.seat for seat in model.offers.values()),
             "claim": playing and bool(away),
-            "rematch": model.over,
+            "rematch": model.over and model.result != "*",
             "toggle_ai": model.has_ai(),
         }.get(action)
         return True if allowed is None else allowed
@@ -165,8 +169,8 @@ class GameScreen(RequestingScreen):
             return  # on_mount draws what happened before
         if isinstance(event, Offer) and event.seat != model.seat and event.answer == "offer":
             what = "a draw" if event.kind == "draw" else "a rematch"
-            key = "d d" if event.kind == "draw" else "m"
-            self.notify(f"{model.name(event.seat)} offers {what}: {key} accepts, n declines.")
+            key = "ctrl+d twice" if event.kind == "draw" else "ctrl+t"
+            self.notify(f"{model.name(event.seat)} offers {what}: {key} accepts, ctrl+n declines.")
         elif isinstance(event, Offer) and event.answer == "decline" and event.seat != model.seat:
             self.notify(f"{model.name(event.seat)} declined the {event.kind}.")
         self.refresh_all()
@@ -236,8 +240,8 @@ class GameScreen(RequestingScreen):
         board = self.query_one(BoardView)
         board.show(model.state, model.last_action(), show_cursor=model.my_turn)
         self._fit(self.size.width, self.size.height)
-        if board.playable != (model.seat is not None):
-            board.playable = model.seat is not None
+        if board.playable != model.my_turn:
+            board.playable = model.my_turn  # "Play" in the footer on our turn only
             self.refresh_bindings()
         self._refresh_status()
         self._refresh_moves()
@@ -246,10 +250,8 @@ class GameScreen(RequestingScreen):
         self.refresh_bindings()  # the footer follows the game's state
         move_input = self.query_one("#move-input", Input)
         move_input.display = model.seat is not None and not model.over
-        if isinstance(model.state, engine.UTTTState):
-            move_input.placeholder = "type B4 C0 or 4,0, Enter plays"
-        else:
-            move_input.placeholder = "type row,col or a cell number, Enter plays"
+        example = model.state.game.grid.example()
+        move_input.placeholder = f"type a cell (e.g. {example}), Enter plays"
 
     def _refresh_status(self) -> None:
         model = self.model
@@ -267,12 +269,14 @@ class GameScreen(RequestingScreen):
         if model.my_turn:
             text.append("Your move", "bold reverse")
             if isinstance(state, engine.UTTTState):
-                # The legal-move hint: the boards the rules send us to (shaded on the board).
+                # The legal-move hint: the board the rules send us to (shaded on the board).
                 boards = state.allowed_boards()
-                where = " ".join(f"B{b}" for b in boards) if len(boards) < 9 else "any board"
-                text.append(f" in {where}: arrows + Enter, or type B4 C0")
+                where = (
+                    state.game.grid.board_name(boards[0]) if len(boards) == 1 else "any open board"
+                )
+                text.append(f" in {where}: arrows + Enter, or type the cell")
             else:
-                text.append(" arrows + Enter, or type the cell")
+                text.append(": arrows + Enter, or type the cell")
         elif to_move in (0, 1):
             who = player_name(model.players[to_move])
             text.append(f"{SYMBOLS[to_move]} ({who}) to move")
@@ -284,14 +288,14 @@ class GameScreen(RequestingScreen):
             text.append(
                 "\nYou offered a draw."
                 if mine
-                else f"\n{model.name(seat)} offers a draw: d d accepts, n declines.",
+                else f"\n{model.name(seat)} offers a draw: ctrl+d twice accepts, ctrl+n declines.",
                 "yellow",
             )
         for seat in (0, 1):
             if not model.online[seat]:
                 text.append(f"\n{model.name(seat)} is away", "yellow")
                 if model.claim_at[seat] is not None and seat != model.seat:
-                    text.append(" (c claims the game once the grace period is over)")
+                    text.append(" (ctrl+w claims the game once the grace period is over)")
         status.update(text)
 
     def _refresh_moves(self) -> None:
@@ -372,11 +376,12 @@ class GameScreen(RequestingScreen):
         self.play(message.action)
 
     def on_key(self, event: events.Key) -> None:
-        # Typing a cell while the board has focus starts the move box.
+        # Typing a cell ("e5", or the action number) while the board has focus starts the
+        # move box.
         move_input = self.query_one("#move-input", Input)
         if (
             event.character
-            and (event.character.isdigit() or event.character in ",(bB")
+            and (event.character.isalnum() or event.character in ",(")
             and self.focused is self.query_one(BoardView)
             and move_input.display
         ):
@@ -437,17 +442,16 @@ class GameScreen(RequestingScreen):
             on_reply=done,
             on_error=refused,
             game_id=model.game_id,
-            token=model.token,
             action=action,
             ply=state.ply(),
         )
 
     def _seat_request(self, kind: type[Message], **fields: Any) -> bool:
         model = self.model
-        if model.seat is None or model.token is None:
+        if model.seat is None:
             self.notify("Only the players can do that.", severity="warning")
             return False
-        self.request(kind, game_id=model.game_id, token=model.token, **fields)
+        self.request(kind, game_id=model.game_id, **fields)  # the link adds the seat's token
         return True
 
     def _confirmed(self, action: str, key: str, what: str) -> bool:
@@ -468,7 +472,7 @@ class GameScreen(RequestingScreen):
             self.confirming = None
 
     def action_resign(self) -> None:
-        if self.model.over or not self._confirmed("resign", "r", "resign"):
+        if self.model.over or not self._confirmed("resign", "ctrl+r", "resign"):
             return
         self._seat_request(Resign)
 
@@ -477,7 +481,7 @@ class GameScreen(RequestingScreen):
             return
         standing = self.model.offers.get("draw")
         answer = "accept" if standing is not None and standing != self.model.seat else "offer"
-        if not self._confirmed("draw", "d", f"{answer} a draw"):
+        if not self._confirmed("draw", "ctrl+d", f"{answer} a draw"):
             return
         if self._seat_request(Draw, answer=answer) and answer == "offer":
             self.notify("Draw offered.")
@@ -494,7 +498,7 @@ class GameScreen(RequestingScreen):
             self.notify("No offer to decline.", severity="warning")
 
     def action_abort(self) -> None:
-        if not self.model.over and self._confirmed("abort", "a", "abort the game"):
+        if not self.model.over and self._confirmed("abort", "ctrl+x", "abort the game"):
             self._seat_request(Abort)
 
     def action_claim(self) -> None:
@@ -506,7 +510,7 @@ class GameScreen(RequestingScreen):
         if not model.over:
             self.notify("A rematch can be asked for once the game is over.")
             return
-        if model.seat is None or model.token is None:
+        if model.seat is None:
             return
         standing = model.offers.get("rematch")
         answer = "accept" if standing is not None and standing != model.seat else "offer"
@@ -534,7 +538,6 @@ class GameScreen(RequestingScreen):
             Rematch,
             on_error=unsupported,
             game_id=model.game_id,
-            token=model.token,
             answer=answer,
         )
         self.notify("Rematch asked for." if answer == "offer" else "Rematch accepted.")

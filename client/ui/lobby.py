@@ -29,6 +29,7 @@ from protocol import (
     QuickPair,
     Record,
     Seek,
+    SeekDeclined,
     SeekPosted,
 )
 
@@ -151,6 +152,10 @@ class LobbyScreen(RequestingScreen):
             elif message.kind == "game_removed" and message.game_id:
                 self.live.pop(message.game_id, None)
                 self.action_refresh()
+        elif isinstance(message, SeekDeclined):  # a challenge of ours: gone
+            self.seeks.pop(message.seek_id, None)
+            self.my_seeks.discard(message.seek_id)
+            self.set_status("")
         self._show_seeks()
         self._show_live()
 

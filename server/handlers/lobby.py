@@ -1,4 +1,4 @@
-"""Requests to the lobby: subscribe, seek, cancel, accept, quick pairing."""
+"""Requests to the lobby: subscribe, seek, cancel, accept, decline, quick pairing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import engine
 from protocol import (
     AcceptSeek,
     CancelSeek,
+    DeclineSeek,
     Error,
     LobbyEvent,
     LobbyState,
@@ -16,6 +17,7 @@ from protocol import (
     Ok,
     QuickPair,
     Seek,
+    SeekDeclined,
     SeekPosted,
     encode,
 )
@@ -123,6 +125,15 @@ class LobbyRequests(GameEvents):
         self._remove_seek(seek)
         connection.send(Ok(rid=request.rid))
 
+    async def _take_seek(self, seek: SeekEntry, gone: str) -> None:
+        """Take ``seek`` out of the lobby for an accept or a decline: of two takers on any
+        nodes of a cluster, one wins (the other: unknown_seek, ``gone``)."""
+        if self.cluster is not None:
+            if not await self.cluster.claim_seek(seek.id):
+                raise UnknownSeek(gone)
+            self.cluster.seek_removed(seek.id)
+        self._remove_seek(seek)
+
     async def on_accept(self, connection: Connection, request: AcceptSeek) -> None:
         me = self._me(connection)
         seek = self.lobby.seeks.get(request.seek_id)
@@ -134,12 +145,7 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that seek is for human players only")
         self._check_open_games(me.player_id)
         game_id = self._new_game_id()
-        if self.cluster is not None:
-            # Of two accepters on any nodes, one takes it (the other: unknown_seek).
-            if not await self.cluster.claim_seek(seek.id):
-                raise UnknownSeek(f"no seek {request.seek_id!r}: accepted, cancelled or gone")
-            self.cluster.seek_removed(seek.id)
-        self._remove_seek(seek)
+        await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
         session = GameSession.new(
             seek.game, seek.params, self.clock(), control=seek.control, game_id=game_id
@@ -153,6 +159,22 @@ class LobbyRequests(GameEvents):
                 (connection, 1 - owner_seat, request.rid),
             ],
         )
+
+    async def on_decline(self, connection: Connection, request: DeclineSeek) -> None:
+        """A challenge declined by the player it names: gone from the lobby (every node's),
+        and its poster told who declined (``seek_declined``)."""
+        me = self._me(connection)
+        seek = self.lobby.seeks.get(request.seek_id)
+        gone = f"no challenge {request.seek_id!r}: accepted, withdrawn or gone"
+        if seek is None or not seek.visible_to(me.player_id):
+            raise UnknownSeek(gone)
+        if seek.owner.player_id == me.player_id:
+            raise NotAllowed("that is your own challenge: cancel_seek withdraws it")
+        if seek.to != me.player_id:
+            raise NotAllowed("only a challenge to you can be declined; an open seek is left")
+        await self._take_seek(seek, gone)
+        seek.owner_connection.send(SeekDeclined(seek_id=seek.id, player=me.as_player().to_dict()))
+        connection.send(Ok(rid=request.rid))
 
     async def on_quick(self, connection: Connection, request: QuickPair) -> None:
         me = self._me(connection)

@@ -175,7 +175,7 @@ async def test_plain_sessions_are_saved_and_a_left_game_is_taken_back(
     assert "Game over:" in out
     assert f"Replay it with: noughts replay {where} {game_id}" in out
     code, out, err = await run_noughts("replay", game_id, *where.split(), "--all")
-    assert code == 0 and re.search(r"Move 1 of \d+: X played 1,1\n", out)  # the first run's
+    assert code == 0 and re.search(r"Move 1 of \d+: X played b2\n", out)  # the first run's
 
 
 async def test_a_plain_run_names_the_games_it_left(ui_server: UIServer, tmp_path: Path) -> None:
@@ -426,7 +426,7 @@ async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
         f"randy: posting 5 tictactoe seeks on {ui_server.url}, one at a time; "
         "accept them in the lobby"
     )
-    # Each game: its moves (a cell as row,col), then its result, as the opponent saw it.
+    # Each game: its moves (a cell in the notation, e.g. b2), then its result.
     outcomes = {"win": "loss", "loss": "win", "draw": "draw"}
     printed = 0
     for result in played:
@@ -436,8 +436,36 @@ async def test_the_readme_bot_prints_what_it_does(ui_server: UIServer) -> None:
             f"{result.game_id}: {outcomes[result.outcome]} against opp ({result.reason})"
         )
         moves = own[:-1]
-        assert moves and all(re.fullmatch(r"\S+: (plays \d,\d|\d,\d wins)", m) for m in moves)
+        assert moves and all(
+            re.fullmatch(r"\S+: (plays [a-c][1-3]|[a-c][1-3] wins)", m) for m in moves
+        )
     assert len(played) == 5 and printed == len(lines) - 2
     won = sum(r.outcome == "loss" for r in played)
     lost = sum(r.outcome == "win" for r in played)
     assert lines[-1] == f"randy: {won} won, {5 - won - lost} drawn, {lost} lost"
+
+
+async def test_the_plain_challenger_is_told_of_a_decline(ui_server: UIServer) -> None:
+    """`play --challenge bob`: bob declines (decline_seek); the challenger says so and
+    exits 1, instead of waiting for ever."""
+    from protocol import DeclineSeek, LobbyEvent, LobbyState, LobbySubscribe
+
+    bob = await ui_server.connect("bob")
+    try:
+        await bob.request(LobbySubscribe)
+        challenging = asyncio.ensure_future(
+            play_plain(ui_server, "--name", "ada", "--challenge", "bob", "--game", "5x5")
+        )
+        seek_id = None
+        while seek_id is None:
+            message = await bob.next_lobby_event(timeout=120)
+            seeks = list(message.seeks) if isinstance(message, LobbyState) else []
+            if isinstance(message, LobbyEvent) and message.seek:
+                seeks.append(message.seek)
+            seek_id = next((s["seek_id"] for s in seeks if s.get("to") == bob.player_id), None)
+        await bob.request(DeclineSeek, seek_id=seek_id)
+        code, out, err = await challenging
+        assert code == 1, err
+        assert out.splitlines()[-1] == "bob declined your challenge."
+    finally:
+        await bob.close()

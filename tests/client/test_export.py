@@ -97,7 +97,10 @@ async def test_svg_of_the_final_position_and_of_a_ply(ui_server: UIServer) -> No
     assert pieces(to_svg(record)) == (5, 4)
     assert pieces(to_svg(record, ply=0)) == (0, 0)
     assert pieces(to_svg(record, ply=3)) == (2, 1)
-    assert "move 3 of 9" in to_svg(record, ply=3)
+    assert "move 3 of 9: X c1" in to_svg(record, ply=3)  # the move shown, in the notation
+    # The cells labelled as the boards label them: columns a-c above, rows 3-1 down the side.
+    labels = [t.text for t in ET.fromstring(to_svg(record)).findall(f"{SVG}text")]
+    assert labels[:6] == ["a", "b", "c", "3", "2", "1"]
     with pytest.raises(ExportError, match=r"--ply must be 0\.\.9"):
         to_svg(record, ply=10)
 
@@ -106,6 +109,8 @@ async def test_uttt_exports_to_svg_but_not_sgf(ui_server: UIServer) -> None:
     record = await play_humans(ui_server, "uttt", [40, 36, 4], resign=True)
     root = ET.fromstring(to_svg(record))
     assert len(root.findall(f"{SVG}path")) == 2 and len(root.findall(f"{SVG}circle")) == 1
+    labels = [t.text for t in root.findall(f"{SVG}text")]
+    assert labels[:18] == [*"abcdefghi", *"987654321"]  # the 9x9 grid named as one board
     with pytest.raises(ExportError, match="uttt has no SGF form"):
         to_sgf(record)
     with pytest.raises(ExportError, match="--ply applies to --format svg only"):

@@ -29,7 +29,9 @@ from protocol import (
     LobbyState,
     LobbySubscribe,
     Message,
+    Move,
     Moved,
+    Resign,
     Resume,
     Resumed,
     Seated,
@@ -138,6 +140,30 @@ def test_a_reconnection_follows_every_game_again_from_its_last_seq() -> None:
          [Received(Resumed(rid=6, game_id="g1", seq=3, seat=0, token="t1b"), replied=True)]),
     ])  # fmt: skip
     assert session.seats["g1"] == (0, "t1b")
+
+
+def test_a_seat_request_carries_the_token_of_the_latest_welcome() -> None:
+    """A server restored from its database keeps only the tokens' hashes and issues new ones
+    in its welcome; a token kept by the client elsewhere went stale ("you hold no seat with
+    this token"): the core fills in the seat's current token."""
+    session = ClientSession(name="ada")
+    before = {"game_id": "g1", "seat": 0, "token": "old", "seq": 3}
+    after = {"game_id": "g1", "seat": 0, "token": "new", "seq": 3}
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1, games=[before]), [], [Welcomed(welcome(1, games=[before]), again=False)]),
+        (("send", Move, {"game_id": "g1", "action": 4, "ply": 2}),
+         [Move(rid=2, game_id="g1", token="old", action=4, ply=2)], []),
+        (("lost", "restart"), [], [Failed(2, "restart")]),
+        ("made", [Hello(rid=3, session="s1", **HELLO)], []),
+        (welcome(3, games=[after]), [Resume(rid=4, game_id="g1", since=0)],
+         [Welcomed(welcome(3, games=[after]), again=True)]),
+        (("send", Move, {"game_id": "g1", "action": 4, "ply": 2}),
+         [Move(rid=5, game_id="g1", token="new", action=4, ply=2)], []),
+        # A token named by the caller is sent as it is.
+        (("send", Resign, {"game_id": "g1", "token": "mine"}),
+         [Resign(rid=6, game_id="g1", token="mine")], []),
+    ])  # fmt: skip
 
 
 def test_a_forgotten_session_starts_afresh_and_a_refusal_is_reported() -> None:

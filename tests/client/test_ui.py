@@ -10,7 +10,7 @@ from client.ui.game import GameOverScreen, GameScreen
 from client.ui.lobby import LobbyScreen
 from client.ui.replay import ReplayScreen
 from tests.client.test_export import play_humans
-from tests.client.ui_support import UIServer, press_towards, until
+from tests.client.ui_support import UIServer, actions, press_towards, until
 
 SIZE = (110, 36)
 
@@ -209,7 +209,7 @@ async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
                 binding.action for _, binding, enabled, _ in app.active_bindings.values() if enabled
             }
             assert not footer_keys & (GameScreen.SEAT_ACTIONS | {"choose"}), footer_keys
-            await pilot.press("r", "r", "d")  # nothing is sent for a seat we do not hold
+            await pilot.press("ctrl+r", "ctrl+r", "ctrl+d")  # nothing is sent: we hold no seat
             await pilot.pause()
             await bob.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=2)
             await until(pilot, lambda: len(model.moves) == 3, "bob's move")
@@ -234,10 +234,15 @@ async def test_resigning_with_the_keys_then_a_rematch_with_colours_swapped(
         first = app.screen
         assert isinstance(first, GameScreen)
         await until(pilot, lambda: first.model.my_turn, "our turn")
-        await pilot.press("r")  # the first r only asks
+        assert "resign" not in actions(app) and "abort" in actions(app)  # before both moved
+        await pilot.press("enter")  # the cursor's cell
+        await until(pilot, lambda: len(first.model.moves) == 2, "the AI's answer")
+        await until(pilot, lambda: first.model.my_turn, "our turn again")
+        assert "resign" in actions(app) and "abort" not in actions(app)
+        await pilot.press("ctrl+r")  # the first press only asks
         await pilot.pause()
         assert not first.model.over
-        await pilot.press("r")
+        await pilot.press("ctrl+r")
         await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
         assert (first.model.result, first.model.reason) == ("0-1", "resign")
         result = str(app.screen.query_one("#result").render())

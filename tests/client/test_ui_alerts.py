@@ -4,13 +4,16 @@ off; a challenge shown with accept and decline. A real server (whose clock the t
 
 from __future__ import annotations
 
+import asyncio
+
 from client.ui import NoughtsApp, Start
-from protocol import Move
+from protocol import Move, SeekDeclined
 from tests.client.test_ui_game_keys import (  # noqa: F401 - fixtures
     SIZE,
     bobs_game,
     clocked_server,
     game_screen,
+    notes,
     server_clock,
 )
 from tests.client.ui_support import ManualClock, UIServer, until
@@ -97,6 +100,12 @@ async def test_a_challenge_is_shown_with_accept_and_decline(ui_server: UIServer)
             assert app.rings == 1
             await pilot.press("n")  # declined: back to the lobby, nothing starts
             await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+            # bob is told who declined (a protocol action now, not only a closed dialog).
+            told = await asyncio.wait_for(bob.next_lobby_event(), 30)
+            assert isinstance(told, SeekDeclined) and told.player["name"] == "ada"
+            await until(
+                pilot, lambda: any("You declined bob's challenge." in n for n in notes(app)), "said"
+            )
             await bob.request(Seek, game="tictactoe", color="o", to=me)
             await until(pilot, challenge_shown, "a second one")
             text = str(app.screen.query_one("#challenge-text", Label).render())
@@ -107,5 +116,34 @@ async def test_a_challenge_is_shown_with_accept_and_decline(ui_server: UIServer)
             assert isinstance(screen, GameScreen)
             await until(pilot, lambda: screen.model.game == "tictactoe", "its snapshot")
             assert screen.model.seat == 0
+    finally:
+        await bob.close()
+
+
+async def test_the_challenger_learns_that_its_challenge_was_declined(ui_server: UIServer) -> None:
+    """As on Lichess: "bob declined your challenge", and the seek leaves our lobby."""
+    from client.ui.lobby import LobbyScreen
+    from protocol import DeclineSeek, LobbySubscribe, Seek
+
+    bob = await ui_server.connect("bob")
+    start = Start("pairing", request=Seek, fields={"game": "5x5", "to": "bob"})
+    app = BellCounter(ui_server.url, name="ada", start=start)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+            lobby = app.screen
+            assert isinstance(lobby, LobbyScreen)
+            await until(pilot, lambda: bool(lobby.my_seeks), "our challenge posted")
+            (seek_id,) = lobby.my_seeks
+            listed = await bob.request(LobbySubscribe)
+            assert seek_id in {s["seek_id"] for s in listed.seeks}
+            rings = app.rings
+            await bob.request(DeclineSeek, seek_id=seek_id)
+            await until(
+                pilot,
+                lambda: "Challenge declined: bob declined your challenge." in notes(app),
+                "told",
+            )
+            assert seek_id not in lobby.seeks and not lobby.my_seeks and app.rings == rings + 1
     finally:
         await bob.close()

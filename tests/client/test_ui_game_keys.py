@@ -19,9 +19,16 @@ from client.connection import ServerConnection
 from client.game_view import format_ms
 from client.ui import NoughtsApp, Start
 from client.ui.game import GameOverScreen, GameScreen
-from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Seated
+from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Resign, Seated
 from server.pool import EnginePool
-from tests.client.ui_support import ManualClock, UIServer, next_event, start_server, until
+from tests.client.ui_support import (
+    ManualClock,
+    UIServer,
+    actions,
+    next_event,
+    start_server,
+    until,
+)
 
 SIZE = (110, 36)
 
@@ -50,11 +57,6 @@ async def game_over(pilot: Any, app: NoughtsApp) -> str:
     await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
     await until(pilot, lambda: bool(app.screen.query("#result")), "the result drawn")
     return str(app.screen.query_one("#result", Static).render())
-
-
-def actions(app: NoughtsApp) -> set[str]:
-    """The actions the footer offers now."""
-    return {b.action for _, b, enabled, _ in app.active_bindings.values() if enabled}
 
 
 def status_text(screen: GameScreen) -> str:
@@ -146,7 +148,7 @@ async def test_a_fischer_clock_shown_from_the_server_readings_then_a_loss_on_tim
         await bob.close()
 
 
-async def test_the_app_offers_a_draw_with_d_and_the_other_accepts(ui_server: UIServer) -> None:
+async def test_the_app_offers_a_draw_with_ctrl_d_and_the_other_accepts(ui_server: UIServer) -> None:
     bob, seated = await bobs_game(ui_server)
     app = app_joining(ui_server, seated)
     try:
@@ -156,7 +158,7 @@ async def test_the_app_offers_a_draw_with_d_and_the_other_accepts(ui_server: UIS
             assert "decline" not in actions(app)  # nothing to decline yet: not offered
             await pilot.press("4", "enter")
             await until(pilot, lambda: len(model.moves) == 1, "our move")
-            await pilot.press("d", "d")
+            await pilot.press("ctrl+d", "ctrl+d")
             offer = await next_event(bob, Offer)
             assert (offer.kind, offer.seat, offer.answer) == ("draw", 0, "offer")
             await until(pilot, lambda: model.offers == {"draw": 0}, "our offer standing")
@@ -170,7 +172,7 @@ async def test_the_app_offers_a_draw_with_d_and_the_other_accepts(ui_server: UIS
         await bob.close()
 
 
-async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
+async def test_the_app_declines_a_draw_then_accepts_the_next(
     ui_server: UIServer,
 ) -> None:
     bob, seated = await bobs_game(ui_server)
@@ -183,20 +185,22 @@ async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
             await until(pilot, lambda: len(model.moves) == 1, "our move")
             await bob.request(Draw, game_id=seated.game_id, token=seated.token)
             await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
-            assert "bob (O) offers a draw: d d accepts, n declines." in status_text(screen)
+            assert "bob (O) offers a draw: ctrl+d twice accepts, ctrl+n declines." in status_text(
+                screen
+            )
             assert any("bob (O) offers a draw" in n for n in notes(app))
-            await pilot.press("n")
+            await pilot.press("ctrl+n")
             await next_event(bob, Offer)  # bob's own offer, announced to him too
             declined = await next_event(bob, Offer)
             assert (declined.kind, declined.seat, declined.answer) == ("draw", 0, "decline")
             await until(pilot, lambda: "draw" not in model.offers, "the offer gone")
             assert "offers a draw" not in status_text(screen) and not model.over
-            # The game goes on; bob offers again, and this time d accepts.
+            # The game goes on; bob offers again, and this time ctrl+d accepts.
             await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
             await until(pilot, lambda: len(model.moves) == 2, "bob's move")
             await bob.request(Draw, game_id=seated.game_id, token=seated.token)
             await until(pilot, lambda: model.offers == {"draw": 1}, "bob's second offer")
-            await pilot.press("d", "d")
+            await pilot.press("ctrl+d", "ctrl+d")
             ended = await next_event(bob, Ended)
             assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
             assert await game_over(pilot, app) == "Draw: draw agreed."
@@ -204,7 +208,7 @@ async def test_the_app_declines_a_draw_with_n_then_accepts_the_next_with_d(
         await bob.close()
 
 
-async def test_the_opponent_leaves_and_after_the_grace_period_c_claims_the_win(
+async def test_the_opponent_leaves_and_after_the_grace_period_the_app_claims_the_win(
     clocked_server: UIServer, server_clock: ManualClock
 ) -> None:
     bob, seated = await bobs_game(clocked_server)
@@ -215,26 +219,66 @@ async def test_the_opponent_leaves_and_after_the_grace_period_c_claims_the_win(
             model = screen.model
             await pilot.press("4", "enter")
             await until(pilot, lambda: len(model.moves) == 1, "our move")
-            # While bob is here, there is nothing to claim: c is not offered.
+            # While bob is here, there is nothing to claim: ctrl+w is not offered.
             assert "claim" not in actions(app)
             await bob.close()
             await until(pilot, lambda: not model.online[1], "bob away")
             assert isinstance(model.last_event, Presence)
             claim_at = model.claim_at[1]
             assert claim_at == server_clock.now + 60  # the server's grace period
-            away = "bob (O) is away (c claims the game once the grace period is over)"
+            away = "bob (O) is away (ctrl+w claims the game once the grace period is over)"
             assert away in status_text(screen)
             assert "away" in clock_lines(screen)[1]
             # Within the grace period: refused, with the time left.
             server_clock.advance(59)
-            await pilot.press("c")
+            await pilot.press("ctrl+w")
             await until(pilot, lambda: any("held for 1 s more" in n for n in notes(app)), "no")
             assert not model.over
-            # Once it is over, c claims the win.
+            # Once it is over, ctrl+w claims the win.
             server_clock.advance(1)
-            await pilot.press("c")
+            await pilot.press("ctrl+w")
             result = await game_over(pilot, app)
             assert (model.result, model.reason) == ("1-0", "abandoned")
             assert result == "You win: the game was abandoned."
+    finally:
+        await bob.close()
+
+
+async def test_the_footer_offers_only_what_the_state_allows(ui_server: UIServer) -> None:
+    """Issue 12: Play on our turn only; abort before both sides moved, resign after; decline
+    only with an offer standing; no second draw offer of ours; rematch once over."""
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    game_id, token = seated.game_id, seated.token
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            seat_actions = GameScreen.SEAT_ACTIONS | {"choose"}
+
+            async def offered() -> set[str]:
+                await pilot.pause()
+                return actions(app) & seat_actions
+
+            assert await offered() == {"choose", "abort", "draw"}
+            await pilot.press("b", "2", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            assert await offered() == {"abort", "draw"}  # not our turn: no Play
+            await bob.request(Move, game_id=game_id, token=token, action=0, ply=1)
+            await until(pilot, lambda: model.my_turn, "our turn")
+            assert await offered() == {"choose", "resign", "draw"}  # both moved: no abort
+            await bob.request(Draw, game_id=game_id, token=token)
+            await until(pilot, lambda: model.offers == {"draw": 1}, "bob's offer")
+            assert await offered() == {"choose", "resign", "draw", "decline"}
+            await pilot.press("ctrl+n")
+            await until(pilot, lambda: not model.offers, "declined")
+            await pilot.press("ctrl+d", "ctrl+d")
+            await until(pilot, lambda: model.offers == {"draw": 0}, "our offer")
+            assert await offered() == {"choose", "resign"}  # ours stands: not offered again
+            await bob.request(Resign, game_id=game_id, token=token)
+            await game_over(pilot, app)
+            await pilot.press("escape")  # the board under the game-over dialog
+            await until(pilot, lambda: app.screen is screen, "the board")
+            assert await offered() == {"rematch"}
     finally:
         await bob.close()

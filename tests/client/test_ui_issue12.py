@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 import engine
 from client.game_view import ai_value
 from client.ui import NoughtsApp, Start
-from client.ui.board import BoardView, action_at, cell_of, home_cell
+from client.ui.board import BoardView, home_cell
 from client.ui.dialogs import NewGameDialog
 from client.ui.game import GameScreen
 from client.ui.lobby import LobbyScreen
@@ -36,24 +36,28 @@ async def test_perfect_on_gomoku_shows_the_refusal(ui_server: UIServer) -> None:
         assert not isinstance(app.screen, GameScreen)
 
 
-async def test_a_stray_a_or_d_does_nothing_until_pressed_again(ui_server: UIServer) -> None:
-    """Defect 11: letters typed on the board fired commands (a aborted at once). Abort and
-    draw take a second press, as resign does."""
+async def test_typed_letters_are_moves_and_commands_take_a_second_press(
+    ui_server: UIServer,
+) -> None:
+    """Defect 11: letters typed on the board fired commands (a aborted at once). Now a cell
+    is typed as labelled ("a1": letters and digits go to the move box), commands are
+    control keys, and abort, draw and resign take a second press."""
     bob, seated = await bobs_game(ui_server)
     app = app_joining(ui_server, seated)
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen = await game_screen(pilot, app)
             model = screen.model
-            await pilot.press("a")
-            assert ": Press a again to abort the game." in notes(app)
-            await pilot.press("d")  # another key: a is forgotten, d waits for its second press
-            assert ": Press d again to offer a draw." in notes(app)
-            # A move after both: had either gone to the server, the game would be over.
-            await pilot.press("4", "enter")
+            await pilot.press("ctrl+x")
+            assert ": Press ctrl+x again to abort the game." in notes(app)
+            await pilot.press("ctrl+d")  # another key: abort is forgotten
+            assert ": Press ctrl+d again to offer a draw." in notes(app)
+            # A move typed after both, with the letters of commands of old (a, c, d):
+            # had any gone to the server, the game would be over or an offer would stand.
+            await pilot.press("c", "1", "enter")
             await until(pilot, lambda: len(model.moves) == 1, "our move")
-            assert not model.over and model.offers == {}
-            await pilot.press("a", "a")
+            assert model.moves[0].text == "c1" and not model.over and model.offers == {}
+            await pilot.press("ctrl+x", "ctrl+x")
             ended = await next_event(bob, Ended)
             assert ended.reason == "abort"
     finally:
@@ -73,7 +77,7 @@ def test_the_cursor_starts_where_one_may_play() -> None:
     assert home_cell(uttt, None) == (4, 4)
     uttt.apply_action(4 * 9 + 0)
     assert home_cell(uttt, 36) == (1, 1)
-    assert action_at(uttt, *home_cell(uttt, 36)) in uttt.legal_actions()
+    assert uttt.game.grid.action(*home_cell(uttt, 36)) in uttt.legal_actions()
 
 
 async def test_the_cursor_follows_the_opponents_moves(ui_server: UIServer) -> None:
@@ -91,7 +95,7 @@ async def test_the_cursor_follows_the_opponents_moves(ui_server: UIServer) -> No
             await pilot.press("enter")
             await until(pilot, lambda: len(screen.model.moves) == 2, "our move")
             ours = screen.model.moves[1].action
-            assert cell_of(board.state, ours) in {(0, 5), (1, 4), (1, 6), (2, 5)}
+            assert board.state.game.grid.cell(ours) in {(0, 5), (1, 4), (1, 6), (2, 5)}
             await bob.request(Move, game_id=seated.game_id, token=seated.token, action=200, ply=2)
             await until(pilot, lambda: len(screen.model.moves) == 3, "bob's second move")
             await pilot.pause()
@@ -197,13 +201,19 @@ async def test_question_mark_lists_every_key_of_the_screen(ui_server: UIServer) 
         await press_ok(pilot, app.screen)
         await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
         game = app.screen
-        await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+        await until(pilot, lambda: board_focused(game), "the board's focus")
         await pilot.press("question_mark")
         await until(pilot, lambda: game.query("HelpPanel"), "the game's keys")
         await pilot.pause()
         shown = keys_shown(game)
         for binding in [*GameScreen.BINDINGS, *BoardView.BINDINGS]:
             assert isinstance(binding, Binding) and binding.description in shown, shown
+
+
+def board_focused(screen: Any) -> bool:
+    """The board is composed (a screen pushed a moment ago may not be yet) and has focus."""
+    boards = screen.query(BoardView)
+    return bool(boards) and boards.first().has_focus
 
 
 async def test_question_mark_leaves_out_the_players_keys_for_a_spectator(
@@ -218,7 +228,7 @@ async def test_question_mark_leaves_out_the_players_keys_for_a_spectator(
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
             game = app.screen
-            await until(pilot, lambda: game.query_one(BoardView).has_focus, "the board's focus")
+            await until(pilot, lambda: board_focused(game), "the board's focus")
             await pilot.press("question_mark")
             await until(pilot, lambda: game.query("HelpPanel"), "the keys panel")
             await pilot.pause()

@@ -50,21 +50,28 @@ async def test_the_seeks_are_filtered_by_game_and_by_clock(ui_server: UIServer) 
 
 
 def test_every_full_screen_board_labels_its_cells_in_the_move_notation() -> None:
-    """Issue 12: cell labels on the full-screen board, uttt too, in the notation the prompt,
-    the move list and the exports use (m,n,k: row,col; uttt: B board C cell)."""
+    """Issue 12: cell labels on the full-screen board, uttt too, in the one notation the
+    prompt, the move list, replays and the exports use (engine/notation.py): column
+    letters and row numbers from the bottom; uttt's 9x9 grid labelled as one board."""
     import engine
     from client.ui.board import draw_board
 
-    state = engine.make_game("tictactoe").new_initial_state()
+    state = engine.replay(("tictactoe", {}), [5])
     lines = draw_board(state).text.plain.splitlines()
-    assert lines[0].split() == ["0", "1", "2"] and lines[2].split()[0] == "0"
-    assert state.action_to_string(5) == "1,2"  # row 1, column 2, as labelled
-    uttt = engine.make_game("uttt").new_initial_state()
-    plain = draw_board(uttt).text.plain
-    for board in range(9):
-        assert f"━B{board}━" in plain
-    assert plain.endswith("B# C#: cells 0 1 2/3 4 5/6 7 8")
-    assert uttt.action_to_string(4 * 9 + 0) == "B4 C0" and uttt.parse_action("B4 C0") == 36
+    assert lines[0].split() == ["a", "b", "c"]
+    assert [line.split()[0] for line in lines[2:7:2]] == ["3", "2", "1"]
+    assert lines[4].split() == ["2", "│", "·", "│", "·", "│", "X", "│"]  # c2
+    assert state.action_to_string(5) == "c2" and state.parse_action("a1") == 6
+    uttt = engine.replay(("uttt", {}), [40])
+    plain = draw_board(uttt).text.plain.splitlines()
+    assert plain[0].split() == list("abcdefghi")
+    assert [line.split()[0] for line in plain[2:13] if line.split()[0].isdigit()] == list(
+        "987654321"
+    )
+    # X's move on the centre cell of the centre board: e5, under "e", in row 5.
+    row5 = next(line for line in plain if line.startswith("5 "))
+    assert row5[plain[0].index("e")] == "X"
+    assert uttt.action_to_string(40) == "e5" and uttt.parse_action("d6") == 36
 
 
 async def test_uttt_says_where_the_rules_send_the_player(ui_server: UIServer) -> None:
@@ -82,11 +89,17 @@ async def test_uttt_says_where_the_rules_send_the_player(ui_server: UIServer) ->
             screen = app.screen
             assert isinstance(screen, GameScreen)
             await until(pilot, lambda: screen.model.status == "live", "the game started")
-            # X plays the centre cell of the top-left board: O is sent to board B4.
+            # X plays the centre cell of the top-left board (b8): O is sent to the centre.
             await bob.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=0)
             await until(pilot, lambda: screen.model.my_turn, "our turn")
             await pilot.pause()
             status = str(screen.query_one("#game-status", Static).render())
-            assert status.startswith("Your move in B4: arrows + Enter, or type B4 C0"), status
+            assert status.startswith(
+                "Your move in the centre board, d4-f6: arrows + Enter, or type the cell"
+            ), status
+            # The cell typed as labelled, in the move box (letters on the board type it).
+            await pilot.press("e", "5", "enter")
+            await until(pilot, lambda: len(screen.model.moves) == 2, "our move")
+            assert screen.model.moves[-1].text == "e5" and screen.model.moves[-1].action == 40
     finally:
         await bob.close()

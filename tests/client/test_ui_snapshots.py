@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App
@@ -45,6 +46,26 @@ def normalized(svg: str, volatile: dict[str, str]) -> str:
         assert len(text) == len(placeholder), (text, placeholder)
         svg = svg.replace(text, placeholder)
     return svg
+
+
+async def settled(pilot: Any, app: App[None]) -> None:
+    """Let the screen settle: the footer recomposes after a refresh once its bindings change
+    (our turn: Play), so wait until it shows every key the bindings offer now."""
+
+    def footer_current() -> bool:
+        if not app.screen.query("Footer"):
+            return True  # a dialog without one
+        shown = {
+            key.action  # type: ignore[attr-defined]
+            for key in app.screen.query("FooterKey")
+            if not key.has_class("-command-palette")
+        }
+        wanted = {b.action for _, b, _, _ in app.screen.active_bindings.values() if b.show}
+        return shown == wanted - {"command_palette"}
+
+    await pilot.pause()
+    await until(pilot, footer_current, "the footer of the bindings now")
+    await pilot.pause()
 
 
 def check_snapshot(app: App[None], name: str, volatile: dict[str, str]) -> None:
@@ -96,7 +117,7 @@ async def test_snapshot_game_against_the_ai(fixed_server: UIServer) -> None:
         screen = app.screen
         assert isinstance(screen, GameScreen)
         await until(pilot, lambda: screen.model.my_turn and screen.is_mounted, "our turn")
-        await pilot.pause()
+        await settled(pilot, app)
         check_snapshot(app, "game_tictactoe_vs_ai", volatile_of(fixed_server, screen.model.game_id))
 
 
@@ -129,7 +150,7 @@ async def test_snapshot_game_boards(fixed_server: UIServer, game: str, actions: 
                         Move, game_id=seated.game_id, token=seated.token, action=action, ply=ply
                     )
                 await until(pilot, lambda: len(model.moves) == ply + 1, "the move")  # noqa: B023
-            await pilot.pause()
+            await settled(pilot, app)
             check_snapshot(app, f"game_{game}", volatile_of(fixed_server, seated.game_id))
     finally:
         await bob.close()
@@ -156,7 +177,7 @@ async def test_snapshot_game_over_and_replay(fixed_server: UIServer) -> None:
                     )
                 await until(pilot, lambda: len(model.moves) == ply + 1, "the move")  # noqa: B023
             await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
-            await pilot.pause()
+            await settled(pilot, app)
             volatile = volatile_of(fixed_server, seated.game_id)
             check_snapshot(app, "game_over", volatile)
             await pilot.press("p")
@@ -165,7 +186,7 @@ async def test_snapshot_game_over_and_replay(fixed_server: UIServer) -> None:
             assert isinstance(replay, ReplayScreen)
             await until(pilot, lambda: replay.verdicts is not None, "the verdicts")
             await pilot.press("home", "right", "right")
-            await pilot.pause()
+            await settled(pilot, app)
             check_snapshot(app, "replay", volatile)
     finally:
         await bob.close()
@@ -186,7 +207,7 @@ async def test_snapshot_lobby(fixed_server: UIServer) -> None:
             lobby = app.screen
             assert isinstance(lobby, LobbyScreen)
             await until(pilot, lambda: len(lobby.seeks) == 2 and lobby.live, "the lobby's lists")
-            await pilot.pause()
+            await settled(pilot, app)
             check_snapshot(app, "lobby", volatile_of(fixed_server, live.game_id))
     finally:
         await bob.close()
@@ -221,7 +242,7 @@ async def test_snapshot_lobby_with_your_games(fixed_server: UIServer, tmp_path: 
                 return table.row_count == 2 and len(records) == 2 and all(records.values())
 
             await until(pilot, listed, "your games")
-            await pilot.pause()
+            await settled(pilot, app)
             volatile = volatile_of(fixed_server, first.game_id, second.game_id)
             check_snapshot(app, "lobby_your_games", volatile)
     finally:
@@ -257,7 +278,7 @@ async def test_snapshot_watch(fixed_server: UIServer) -> None:
             assert isinstance(screen, GameScreen)
             await until(pilot, lambda: len(screen.model.moves) == 3, "the position so far")
             await until(pilot, lambda: screen.is_mounted, "the game on screen")
-            await pilot.pause()
+            await settled(pilot, app)
             check_snapshot(app, "watch", volatile_of(fixed_server, seated.game_id))
     finally:
         await bob.close()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from client.connection import ServerConnection
-from client.ui.board import BoardView, cell_of
+from client.ui.board import BoardView
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
@@ -136,8 +136,13 @@ async def press_ok(pilot: Any, dialog: Any) -> None:
 
 async def press_towards(pilot, board: BoardView, action: int) -> None:
     """Move the board's cursor onto ``action`` with the arrow keys."""
-    row, col = cell_of(board.state, action)
+    row, col = board.state.game.grid.cell(action)
     while board.cursor[0] != row:
         await pilot.press("down" if board.cursor[0] < row else "up")
     while board.cursor[1] != col:
         await pilot.press("right" if board.cursor[1] < col else "left")
+
+
+def actions(app: Any) -> set[str]:
+    """The actions the footer offers now (the enabled bindings)."""
+    return {b.action for _, b, enabled, _ in app.active_bindings.values() if enabled}

@@ -231,7 +231,9 @@ def test_illegal_moves_name_the_problem():
     assert state.history() == [4]
 
 
-@pytest.mark.parametrize("text", ["", "x", "1,", "3,0", "0,3", "9", "1,2,3", "-1", "B1 C1"])
+@pytest.mark.parametrize(
+    "text", ["", "x", "1,", "3,0", "0,3", "9", "1,2,3", "-1", "B1 C1", "d1", "a4", "a0", "1a"]
+)
 def test_tictactoe_parse_rejects_nonsense(text):
     state = engine.make_game("tictactoe").new_initial_state()
     with pytest.raises(IllegalMove):
@@ -239,19 +241,25 @@ def test_tictactoe_parse_rejects_nonsense(text):
 
 
 def test_tictactoe_parse_forms_and_render():
+    """engine/notation.py: column letter, row number from the bottom (as gomoku and chess);
+    the action number and the 0-based row,col still read."""
     state = engine.replay(("tictactoe", {}), [4])
-    assert (
-        state.parse_action(" 1,2 ") == 5 == state.parse_action("(1, 2)") == state.parse_action("5")
-    )
-    assert state.action_to_string(5) == "1,2"
-    with pytest.raises(IllegalMove, match="occupied"):
-        state.parse_action("1,1")
-    assert state.render().splitlines()[2] == " 3 | X | 5"
+    assert state.action_to_string(5) == "c2" and state.action_to_string(0) == "a3"
+    for text in ("c2", " C2 ", "c 2", "1,2", "(1, 2)", "5"):
+        assert state.parse_action(text) == 5
+    with pytest.raises(IllegalMove, match="cell b2 is occupied"):
+        state.parse_action("b2")
+    assert state.render().splitlines() == ["  a b c", "3 . . .", "2 . X .", "1 . . ."]
 
 
 def test_mnk_render_shows_coordinates():
     state = engine.replay(("mnk", {"m": 3, "n": 4, "k": 3}), [0, 11])
-    assert state.render().splitlines() == ["  0 1 2 3", "0 X . . .", "1 . . . .", "2 . . . O"]
+    assert state.render().splitlines() == ["  a b c d", "3 X . . .", "2 . . . .", "1 . . . O"]
+    gomoku = engine.make_game("gomoku").new_initial_state()
+    assert gomoku.action_to_string(7 * 15 + 7) == "h8"  # the centre, as Renju writes it
+    assert gomoku.parse_action("H8") == 112 and gomoku.parse_action("a15") == 0
+    with pytest.raises(IllegalMove, match="off the board: cells go from a1 to o15"):
+        gomoku.parse_action("p1")
 
 
 # --- ultimate tic-tac-toe rules ----------------------------------------------------------
@@ -265,7 +273,7 @@ def test_uttt_sends_the_opponent_to_the_cell_board():
     state = _uttt(4 * 9 + 2)  # X plays board 4, cell 2 -> O must play in board 2
     assert state.allowed_boards() == [2]
     assert state.legal_actions() == list(range(18, 27))
-    with pytest.raises(IllegalMove, match="must play in small board 2"):
+    with pytest.raises(IllegalMove, match="must play in the top-right board, g7-i9"):
         state.apply_checked(0)
 
 
@@ -321,13 +329,15 @@ def test_uttt_three_boards_in_a_row_win_the_game():
 
 
 def test_uttt_parse_forms():
-    state = _uttt(40)  # X b4 c4 -> O to board 4
-    assert state.action_to_string(36) == "B4 C0"
-    for text in ("B4 C0", "b4c0", "4,0", "4 0", "(4, 0)", "36", "B4,C0"):
+    state = _uttt(40)  # X e5 (board 4, cell 4) -> O to the centre board
+    # The 9x9 grid named as one board: columns a-i, rows 1-9 from the bottom.
+    assert state.action_to_string(36) == "d6" and state.action_to_string(40) == "e5"
+    assert state.action_to_string(0) == "a9" and state.action_to_string(80) == "i1"
+    for text in ("d6", "D6", "4,0", "4 0", "(4, 0)", "36"):
         assert state.parse_action(text) == 36
-    for text in ("B9 C0", "4,9", "81", "hello", "B4", ""):
+    for text in ("B9 C0", "4,9", "81", "hello", "j1", "a10", ""):
         with pytest.raises(IllegalMove):
             state.parse_action(text)
-    with pytest.raises(IllegalMove, match="board 4"):
-        state.parse_action("0,0")
-    assert "O plays in board 4" in state.render()
+    with pytest.raises(IllegalMove, match="must play in the centre board, d4-f6"):
+        state.parse_action("a9")
+    assert "O plays in the centre board, d4-f6" in state.render()

@@ -7,11 +7,15 @@ import asyncio
 import json
 import random
 import sys
+import time
+from pathlib import Path
 
 import engine
 from client.bot import Bot, Turn
 from protocol import LobbySubscribe, Move, Moved, Seek, Snapshot
-from tests.server.conftest import RunningServer, next_event, next_lobby
+from server.pool import EnginePool
+from server.settings import ServerSettings
+from tests.server.conftest import RunningServer, next_event, next_lobby, serving
 
 
 async def _run(*args: str) -> tuple[int, str, str]:
@@ -145,3 +149,26 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
     results = await asyncio.wait_for(seeker.play(1, seek="tictactoe", color="o"), 60)
     await asyncio.wait_for(accepting, 60)
     assert len(results) == 1 and results[0].seat == 1 and results[0].plies >= 5
+
+
+async def test_a_bot_claims_the_game_once_its_opponent_is_past_the_grace_period(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """The bot's claim timer is the game model's (GameModel.claim_in): the opponent leaves,
+    and the bot claims when the server's grace period (1 s here) is over, not before."""
+    async with serving(tmp_path, pool, ServerSettings(grace_s=1.0)) as server:
+        bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
+        playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
+        ada = await server.connect("ada")
+        while "randy" not in {p.name for p in server.game_server.players.values()}:
+            await asyncio.sleep(0.05)
+        await ada.request(Seek, game="tictactoe", to="randy", color="x")
+        start = await next_event(ada, Snapshot)
+        await ada.request(Move, game_id=start.game_id, action=4, ply=0)
+        while (await next_event(ada, Moved)).seat != 1:
+            pass  # our own move, then the bot's
+        left = time.monotonic()
+        await ada.close()
+        (result,) = await asyncio.wait_for(playing, 60)
+        assert (result.outcome, result.reason) == ("win", "abandoned")
+        assert time.monotonic() - left >= 1.0  # not before the seat was free

@@ -7,6 +7,7 @@ import asyncio
 import math
 from typing import Any
 
+import msgpack
 import pytest
 
 from client.connection import RequestFailed
@@ -14,6 +15,7 @@ from protocol import (
     AcceptSeek,
     CancelSeek,
     CreateGame,
+    DeclineSeek,
     JoinGame,
     ListGames,
     LobbyEvent,
@@ -22,8 +24,10 @@ from protocol import (
     LobbyUpdate,
     Move,
     Moved,
+    Ok,
     QuickPair,
     Seek,
+    SeekDeclined,
     Snapshot,
 )
 from tests.server.conftest import RawClient, RunningServer, next_event, next_lobby
@@ -290,3 +294,52 @@ async def test_the_lobby_state_is_one_bounded_page_with_counts_and_more_on_reque
     # A page size over the server's maximum is served at the maximum.
     await raw.send_message(LobbySubscribe(rid=9, limit=200))
     assert (await raw.receive()).limit == 6
+
+
+async def test_a_declined_challenge_leaves_the_lobby_and_its_poster_is_told(
+    server: RunningServer,
+) -> None:
+    """As on Lichess: the challenger learns "bo declined your challenge"; the lobby's
+    subscribers see the seek removed; the decliner gets ok."""
+    ada = await server.connect("ada")
+    bo = await server.connect("bo")
+    carol = await server.connect("carol")
+    await carol.request(LobbySubscribe)
+    await next_lobby(carol)
+    await ada.request(LobbySubscribe)
+    await next_lobby(ada)
+    challenge = await ada.request(Seek, game="5x5", to="bo")
+    public = await carol.request(Seek, game="tictactoe")
+    assert isinstance(await bo.request(DeclineSeek, seek_id=challenge.seek_id), Ok)
+    while True:
+        told = await next_lobby(ada)
+        if isinstance(told, SeekDeclined):
+            break
+    assert told.seek_id == challenge.seek_id
+    assert (told.player["name"], told.player["kind"]) == ("bo", "human")
+    assert told.player["player_id"] == bo.player_id
+    assert challenge.seek_id not in {s["seek_id"] for s in (await bo.request(LobbySubscribe)).seeks}
+    with pytest.raises(RequestFailed, match="unknown_seek"):  # once only
+        await bo.request(DeclineSeek, seek_id=challenge.seek_id)
+    with pytest.raises(RequestFailed, match="unknown_seek"):
+        await ada.request(AcceptSeek, seek_id=challenge.seek_id)
+    # Hostile or mistaken: an unknown id, someone else's challenge (not even visible), one's
+    # own challenge, an open seek; each a clear error with the request's id, nothing removed.
+    other = await ada.request(Seek, game="5x5", to="bo")
+    for who, seek_id, error in (
+        (bo, "s-nosuchseek", "unknown_seek: no challenge 's-nosuchseek'"),
+        (carol, other.seek_id, "unknown_seek"),
+        (ada, other.seek_id, "not_allowed: that is your own challenge: cancel_seek"),
+        (bo, public.seek_id, "not_allowed: only a challenge to you can be declined"),
+    ):
+        with pytest.raises(RequestFailed, match=error) as refused:
+            await who.request(DeclineSeek, seek_id=seek_id)
+        assert refused.value.error.rid is not None
+    seeks = {s["seek_id"] for s in (await bo.request(LobbySubscribe)).seeks}
+    assert {other.seek_id, public.seek_id} <= seeks
+    raw = await RawClient.connect(server.url)
+    await raw.send(msgpack.packb({"type": "decline_seek", "rid": 9, "seek_id": 7}))
+    error = await raw.receive()
+    assert (error.code, error.rid) == ("bad_field", 9)
+    for client in (ada, bo, carol):
+        await client.close()

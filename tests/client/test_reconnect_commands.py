@@ -1,0 +1,124 @@
+"""Every command reconnects: the plain client, games, replay and export, against a real
+server stopped and started again on the same port and database."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from client.connection import ServerConnection
+from client.session_core import Backoff
+from protocol import CreateGame, GetGame, Move, Moved
+from server.app import GameServer, running
+from server.pool import EnginePool
+from server.store import SQLiteStore
+from tests.client.ui_support import next_event
+
+FAST = Backoff(base_s=0.05, cap_s=0.5)
+
+
+@asynccontextmanager
+async def server_on(db: Path, pool: EnginePool, port: int = 0) -> AsyncIterator[int]:
+    """A real server on ``port`` (0: a free one) and the SQLite file ``db``; stopped as
+    SIGTERM stops it (close code 1012: reconnect)."""
+    store = SQLiteStore(db)
+    await store.open()
+    try:
+        async with running(GameServer(store, pool), port=port) as ws_server:
+            yield next(iter(ws_server.sockets)).getsockname()[1]
+    finally:
+        await store.close()
+
+
+class Output:
+    """A child's stream read as it comes."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.stream = stream
+        self.text = ""
+
+    async def until(self, wanted: str, count: int = 1) -> None:
+        async def read() -> None:
+            while self.text.count(wanted) < count:
+                assert "hold no seat" not in self.text, self.text
+                chunk = await self.stream.read(4096)
+                assert chunk, f"the child ended before {wanted!r}: {self.text}"
+                self.text += chunk.decode()
+
+        try:
+            await asyncio.wait_for(read(), 120)
+        except TimeoutError:
+            raise AssertionError(f"no {wanted!r} in: {self.text}") from None
+
+
+async def test_the_plain_client_plays_on_across_a_server_restart(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """The cause of "you hold no seat with this token" after a restart: a restored server
+    keeps only the hash of a seat's token and gives a new one in its welcome, and the plain
+    client kept the first one. Now the session core adds the seat's current token to every
+    request (client/session_core.py)."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        bob = await ServerConnection.connect(url, name="bob", reconnect=True, backoff=FAST)
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client", "play", "--plain", "--server", url,
+            "--join", seated.game_id, "--name", "ada",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ},
+        )  # fmt: skip
+        assert child.stdin is not None and child.stdout is not None
+        assert child.stderr is not None
+        out = Output(child.stdout)
+        await out.until("X to move> ")
+        child.stdin.write(b"b2\n")
+        assert (await next_event(bob, Moved)).action == 4
+        await bob.request(Move, game_id=seated.game_id, action=0, ply=1)  # a3
+        await out.until("X to move> ", 2)
+    async with server_on(db, ui_pool, port):
+        while bob.status != "connected":
+            await asyncio.wait_for(bob.status_changes.get(), 60)
+        err = Output(child.stderr)
+        await err.until("noughts: reconnected")  # on stderr, as each retry was
+        child.stdin.write(b"a1\n")  # with the token of before the restart, refused
+        moved = await next_event(bob, Moved)
+        while moved.ply < 2:  # bob's own, and those the resume repeated
+            moved = await next_event(bob, Moved)
+        assert (moved.ply, moved.action) == (2, 6)
+        await bob.request(Move, game_id=seated.game_id, action=1, ply=3)  # b3
+        await out.until("(O) played b3.")
+        child.stdin.write(b"c3\n")  # a1, b2, c3: X wins
+        await out.until("Replay it with:")
+        assert await asyncio.wait_for(child.wait(), 60) == 0, err.text
+        await bob.close()
+    assert "Game over: You win: a line was completed." in out.text
+
+
+async def test_a_read_sent_while_the_server_is_down_is_answered_once_it_is_back(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """``games``, ``replay`` and ``export`` read with ``again=True``: a request the
+    connection dropped under (or sent while it is down) is sent again once reconnected."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        ada = await ServerConnection.connect(
+            url, name="ada", reconnect=True, backoff=FAST, rng=random.Random(3)
+        )
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+    while ada.status != "reconnecting":
+        await asyncio.wait_for(ada.status_changes.get(), 60)
+    reading = asyncio.ensure_future(ada.request(GetGame, again=True, game_id=seated.game_id))
+    await asyncio.sleep(0.2)
+    assert not reading.done()  # waiting for the server, not failed
+    async with server_on(db, ui_pool, port):
+        record = await asyncio.wait_for(reading, 60)
+        assert record.game["id"] == seated.game_id
+        await ada.close()
