@@ -26,6 +26,11 @@ MAX_SERVER_FRAME = 8 * 1024 * 1024
 _SPECS: dict[type[Message], tuple[FieldSpec, ...]] = {
     cls: field_specs(cls) for cls in CLIENT_MESSAGES + SERVER_MESSAGES
 }
+# The keys a frame of each message may hold.
+_KEYS: dict[type[Message], frozenset[str]] = {
+    cls: frozenset(["type", *(spec.name for spec in specs)]) for cls, specs in _SPECS.items()
+}
+_ABSENT = object()
 CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES}
 SERVER_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in SERVER_MESSAGES}
 # Every request's rid has the same bounds: the check of one stands for all.
@@ -43,6 +48,25 @@ def encode(message: Message, *, rid: int | None = None) -> bytes:
     if rid is not None:
         body["rid"] = rid
     return msgpack.packb(body, use_bin_type=True)
+
+
+_RID_KEY = msgpack.packb("rid")
+
+
+def with_rid(frame: bytes, rid: int) -> bytes:
+    """``frame``, a message ``encode`` made without ``rid``, with ``rid`` set: the
+    requester's copy of an event, made from the one encoding all its followers get (the
+    map gains one entry at its end; ``decode`` reads it as ``encode(message, rid=rid)``)."""
+    head = frame[0]
+    if 0x80 <= head < 0x8F:  # fixmap of up to 14 entries
+        start, skip = bytes((head + 1,)), 1
+    elif head == 0x8F:  # fixmap of 15: becomes a map 16
+        start, skip = b"\xde\x00\x10", 1
+    elif head == 0xDE:  # map 16
+        start, skip = b"\xde" + (int.from_bytes(frame[1:3], "big") + 1).to_bytes(2, "big"), 3
+    else:
+        raise ValueError("not an encoded message: a msgpack map expected")
+    return b"".join((start, memoryview(frame)[skip:], _RID_KEY, msgpack.packb(rid)))
 
 
 def encode_prepacked(message: Message, packed: Mapping[str, bytes]) -> bytes:
@@ -133,15 +157,15 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     cls = types.get(tag) if type(tag) is str else None
     if cls is None:
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {tag!r}")
-    specs = _SPECS[cls]
-    known = {spec.name for spec in specs}
-    extra = [k for k in obj if k != "type" and k not in known]
-    if extra:
-        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra[0]!r}")
+    keys = _KEYS[cls]
+    if not obj.keys() <= keys:
+        extra = next(k for k in obj if k not in keys)
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra!r}")
     kwargs = {}
-    for spec in specs:
-        if spec.name in obj:
-            kwargs[spec.name] = spec.check(spec.name, obj[spec.name])
+    for spec in _SPECS[cls]:
+        value = obj.get(spec.name, _ABSENT)
+        if value is not _ABSENT:
+            kwargs[spec.name] = spec.check(spec.name, value)
         elif spec.required:
             raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {spec.name!r}")
     return cls(**kwargs)

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
 from protocol import (
     PROTOCOL_VERSION,
@@ -139,13 +138,9 @@ class Connection:
         if backlog and backlog + len(frame) > self.send_buffer:
             self._too_slow(backlog + len(frame))
             return
-        if self._outbox.empty() and not websocket.paused and websocket.protocol.state is State.OPEN:
-            # Fast path: nothing queued and the transport below its high-water mark, so
-            # write now, in order, without waking the writer task. This is what
-            # websockets' send() does (sans-I/O protocol, then send_data) minus its drain,
-            # which is needed only once the buffer is full: then frames queue below.
-            websocket.protocol.send_binary(frame)
-            websocket.send_data()
+        # Nothing queued and the transport below its high-water mark: written now, in
+        # order, without waking the writer task; else queued behind what waits.
+        if self._outbox.empty() and websocket.write_now(frame):
             return
         self._outbox.put_nowait(frame)
         self._queued += len(frame)
