@@ -16,7 +16,7 @@ import msgpack
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message, Ping
-from protocol.schema import FieldSpec, field_specs
+from protocol.schema import Checker, FieldSpec, field_specs
 
 # A client frame is a few dozen bytes; 16 KiB leaves room and caps abuse.
 MAX_CLIENT_FRAME = 16 * 1024
@@ -26,9 +26,13 @@ MAX_SERVER_FRAME = 8 * 1024 * 1024
 _SPECS: dict[type[Message], tuple[FieldSpec, ...]] = {
     cls: field_specs(cls) for cls in CLIENT_MESSAGES + SERVER_MESSAGES
 }
-# The keys a frame of each message may hold.
+# The keys a frame of each message may hold, and each field's (name, check, required).
 _KEYS: dict[type[Message], frozenset[str]] = {
     cls: frozenset(["type", *(spec.name for spec in specs)]) for cls, specs in _SPECS.items()
+}
+_CHECKS: dict[type[Message], tuple[tuple[str, Checker, bool], ...]] = {
+    cls: tuple((spec.name, spec.check, spec.required) for spec in specs)
+    for cls, specs in _SPECS.items()
 }
 _ABSENT = object()
 CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES}
@@ -98,7 +102,7 @@ def pack(value: Any) -> bytes:
 
 
 def _unpack(data: bytes | str, max_size: int) -> Any:
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if type(data) is not bytes and not isinstance(data, bytearray | memoryview):
         raise ProtocolError(ErrorCode.BAD_FRAME, "frames must be binary (msgpack), not text")
     if len(data) > max_size:
         raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of {len(data)} bytes over {max_size}")
@@ -162,12 +166,12 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
         extra = next(k for k in obj if k not in keys)
         raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra!r}")
     kwargs = {}
-    for spec in _SPECS[cls]:
-        value = obj.get(spec.name, _ABSENT)
+    for name, check, required in _CHECKS[cls]:
+        value = obj.get(name, _ABSENT)
         if value is not _ABSENT:
-            kwargs[spec.name] = spec.check(spec.name, value)
-        elif spec.required:
-            raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {spec.name!r}")
+            kwargs[name] = check(name, value)
+        elif required:
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {name!r}")
     return cls(**kwargs)
 
 
