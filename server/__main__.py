@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
 
 # Container objects allocated (net) between two collections of the youngest generation
-# (CPython's default: 700). A move allocates a few dozen that nearly all die young by
-# reference counting, but 200 games in flight keep thousands alive at any moment: at
-# 700 each collection walked them and moved them on to be walked again, 8 % of the
-# server's CPU per move (bench/load.py throughput; README, "Under load").
+# (CPython's default: 700). With 200 games in flight, thousands of a move's objects are
+# alive at any moment, and each collection at 700 walked them and passed them on to be
+# walked again: bench/load.py throughput, three alternating runs each (load 2-4), server
+# CPU per move 123.0 us (122.4-124.5) at 700, 114.1 us (104.9-114.7) at 10,000.
 GC_YOUNG = 10_000
 
 
