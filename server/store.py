@@ -389,14 +389,23 @@ class SQLStore(Store):
             future.set_exception(self._write_error(exc))
 
     async def _commit_batch(self, batch: list[_Item]) -> None:
-        # Consecutive writes with the same SQL go down in one executemany.
+        # Consecutive writes with the same SQL go down in one executemany. A move's or
+        # event's raise of its game's seq goes last: it never lowers a seq (its guard), so
+        # the batch's raises commute with each other and with every other write, and
+        # taking them out leaves its moves (or events) consecutive: two executemany
+        # calls for a batch of moves, not two a move.
         runs: _Runs = []
+        raises: list[tuple[Any, ...]] = []
         for writes, _ in batch:
             for sql, params in writes:
-                if runs and runs[-1][0] == sql:
+                if sql is self._SET_SEQ:
+                    raises.append(params)
+                elif runs and runs[-1][0] == sql:
                     runs[-1][1].append(params)
                 else:
                     runs.append((sql, [params]))
+        if raises:
+            runs.append((self._SET_SEQ, raises))
         await self._commit(runs)
 
     # --- writes --------------------------------------------------------------------

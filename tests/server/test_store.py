@@ -101,6 +101,8 @@ async def test_group_commit_batches_concurrent_writes(tmp_path) -> None:
     await store.close()
     db = sqlite3.connect(tmp_path / "d.db")
     assert db.execute("SELECT COUNT(*) FROM moves").fetchone()[0] == 200
+    # Each game's seq was raised to its move's, in the transactions that stored them.
+    assert db.execute("SELECT DISTINCT seq FROM games").fetchall() == [(2,)]
     db.close()
 
 
