@@ -111,9 +111,10 @@ class State:
 
     def apply_checked(self, action: Any) -> None:
         """Play ``action`` after checking it; raises ``IllegalMove`` naming the problem."""
-        if isinstance(action, bool) or not isinstance(action, numbers.Integral):
-            raise IllegalMove(f"a move is an integer action, not {action!r}")
-        action = int(action)  # numpy integers too
+        if type(action) is not int:  # (the server's case, without the ABC check below)
+            if isinstance(action, bool) or not isinstance(action, numbers.Integral):
+                raise IllegalMove(f"a move is an integer action, not {action!r}")
+            action = int(action)  # numpy integers too
         reason = self.illegal_reason(action)
         if reason is not None:
             raise IllegalMove(reason)

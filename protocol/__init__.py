@@ -10,6 +10,7 @@ from protocol.codec import (
     encode,
     encode_prepacked,
     pack,
+    with_rid,
 )
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
@@ -113,4 +114,5 @@ __all__ = [
     "encode",
     "encode_prepacked",
     "pack",
+    "with_rid",
 ]

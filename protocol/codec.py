@@ -9,6 +9,7 @@ waiting for its reply gets one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ import msgpack
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message, Ping
-from protocol.schema import FieldSpec, field_specs
+from protocol.schema import Checker, FieldSpec, field_specs
 
 # A client frame is a few dozen bytes; 16 KiB leaves room and caps abuse.
 MAX_CLIENT_FRAME = 16 * 1024
@@ -26,10 +27,32 @@ MAX_SERVER_FRAME = 8 * 1024 * 1024
 _SPECS: dict[type[Message], tuple[FieldSpec, ...]] = {
     cls: field_specs(cls) for cls in CLIENT_MESSAGES + SERVER_MESSAGES
 }
+# The keys a frame of each message may hold, and each field's (name, check, required).
+_KEYS: dict[type[Message], frozenset[str]] = {
+    cls: frozenset(["type", *(spec.name for spec in specs)]) for cls, specs in _SPECS.items()
+}
+_CHECKS: dict[type[Message], tuple[tuple[str, Checker, bool], ...]] = {
+    cls: tuple((spec.name, spec.check, spec.required) for spec in specs)
+    for cls, specs in _SPECS.items()
+}
+_ABSENT = object()
 CLIENT_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES}
 SERVER_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in SERVER_MESSAGES}
 # Every request's rid has the same bounds: the check of one stands for all.
 _RID = next(spec for spec in _SPECS[Ping] if spec.name == "rid")
+
+
+_threads = threading.local()
+
+
+def _packb(value: Any) -> bytes:
+    """msgpack.packb, through one Packer per thread: packb builds a Packer at each call,
+    a third of the cost of packing a move."""
+    try:
+        packer = _threads.packer
+    except AttributeError:
+        packer = _threads.packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack(value)
 
 
 def encode(message: Message, *, rid: int | None = None) -> bytes:
@@ -42,7 +65,26 @@ def encode(message: Message, *, rid: int | None = None) -> bytes:
             body[spec.name] = value
     if rid is not None:
         body["rid"] = rid
-    return msgpack.packb(body, use_bin_type=True)
+    return _packb(body)
+
+
+_RID_KEY = msgpack.packb("rid")
+
+
+def with_rid(frame: bytes, rid: int) -> bytes:
+    """``frame``, a message ``encode`` made without ``rid``, with ``rid`` set: the
+    requester's copy of an event, made from the one encoding all its followers get (the
+    map gains one entry at its end; ``decode`` reads it as ``encode(message, rid=rid)``)."""
+    head = frame[0]
+    if 0x80 <= head < 0x8F:  # fixmap of up to 14 entries
+        start, skip = bytes((head + 1,)), 1
+    elif head == 0x8F:  # fixmap of 15: becomes a map 16
+        start, skip = b"\xde\x00\x10", 1
+    elif head == 0xDE:  # map 16
+        start, skip = b"\xde" + (int.from_bytes(frame[1:3], "big") + 1).to_bytes(2, "big"), 3
+    else:
+        raise ValueError("not an encoded message: a msgpack map expected")
+    return start + frame[skip:] + _RID_KEY + _packb(rid)
 
 
 def encode_prepacked(message: Message, packed: Mapping[str, bytes]) -> bytes:
@@ -62,19 +104,19 @@ def encode_prepacked(message: Message, packed: Mapping[str, bytes]) -> bytes:
         head = b"\xde" + size.to_bytes(2, "big")  # map 16 (a message has a few dozen fields)
     parts = [head]
     for key, value in body.items():
-        parts += [msgpack.packb(key), msgpack.packb(value, use_bin_type=True)]
+        parts += [_packb(key), _packb(value)]
     for key, raw in packed.items():
-        parts += [msgpack.packb(key), raw]
+        parts += [_packb(key), raw]
     return b"".join(parts)
 
 
 def pack(value: Any) -> bytes:
     """One field's value as msgpack, for ``encode_prepacked``."""
-    return msgpack.packb(value, use_bin_type=True)
+    return _packb(value)
 
 
 def _unpack(data: bytes | str, max_size: int) -> Any:
-    if not isinstance(data, bytes | bytearray | memoryview):
+    if type(data) is not bytes and not isinstance(data, bytearray | memoryview):
         raise ProtocolError(ErrorCode.BAD_FRAME, "frames must be binary (msgpack), not text")
     if len(data) > max_size:
         raise ProtocolError(ErrorCode.TOO_LARGE, f"frame of {len(data)} bytes over {max_size}")
@@ -133,17 +175,17 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     cls = types.get(tag) if type(tag) is str else None
     if cls is None:
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {tag!r}")
-    specs = _SPECS[cls]
-    known = {spec.name for spec in specs}
-    extra = [k for k in obj if k != "type" and k not in known]
-    if extra:
-        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra[0]!r}")
+    keys = _KEYS[cls]
+    if not obj.keys() <= keys:
+        extra = next(k for k in obj if k not in keys)
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra!r}")
     kwargs = {}
-    for spec in specs:
-        if spec.name in obj:
-            kwargs[spec.name] = spec.check(spec.name, obj[spec.name])
-        elif spec.required:
-            raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {spec.name!r}")
+    for name, check, required in _CHECKS[cls]:
+        value = obj.get(name, _ABSENT)
+        if value is not _ABSENT:
+            kwargs[name] = check(name, value)
+        elif required:
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: missing field {name!r}")
     return cls(**kwargs)
 
 

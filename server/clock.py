@@ -15,7 +15,7 @@ first move, or the game is aborted (reason ``no_start``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from server.errors import BadRequest
 
@@ -25,9 +25,9 @@ MAX_TIME_MS = 24 * 3600 * 1000
 MAX_INCREMENT_MS = 3600 * 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Now:
-    """The time at one moment: ``mono`` for durations, ``wall`` for timestamps."""
+class Now(NamedTuple):
+    """The time at one moment: ``mono`` for durations, ``wall`` for timestamps (a tuple:
+    read at every request, it is made at a third of a frozen dataclass's cost)."""
 
     mono: float
     wall: float

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
 from protocol import (
     PROTOCOL_VERSION,
@@ -134,18 +133,15 @@ class Connection:
         if self.closed:
             return
         websocket = self.websocket
-        backlog = self.backlog
+        queued = self._queued
+        backlog = queued + websocket.buffered
         # A frame larger than the cap still goes to a client that has caught up.
         if backlog and backlog + len(frame) > self.send_buffer:
             self._too_slow(backlog + len(frame))
             return
-        if self._outbox.empty() and not websocket.paused and websocket.protocol.state is State.OPEN:
-            # Fast path: nothing queued and the transport below its high-water mark, so
-            # write now, in order, without waking the writer task. This is what
-            # websockets' send() does (sans-I/O protocol, then send_data) minus its drain,
-            # which is needed only once the buffer is full: then frames queue below.
-            websocket.protocol.send_binary(frame)
-            websocket.send_data()
+        # Nothing queued (no frame is empty) and the transport below its high-water mark:
+        # written now, in order, without waking the writer task; else queued behind.
+        if not queued and websocket.write_now(frame):
             return
         self._outbox.put_nowait(frame)
         self._queued += len(frame)
@@ -209,8 +205,10 @@ class Connection:
 
     async def run(self) -> None:
         self._writer = asyncio.create_task(self._write_loop())
+        websocket = self.websocket
         try:
-            async for frame in self.websocket:
+            while True:
+                frame = await websocket.recv()  # (async for adds a generator's step)
                 if self.closed:
                     # Closing: read and drop what the client still sends, so that its
                     # reply to our close frame gets through and the handshake ends.

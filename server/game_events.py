@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import engine
-from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode
+from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode, with_rid
 from server.clock import TimeControl
 from server.connection import Connection
 from server.errors import (
@@ -35,20 +35,26 @@ from server.session import Emitted, GameSession, Player
 log = logging.getLogger(__name__)
 
 
+async def _stored() -> None:
+    """An event with nothing to store."""
+
+
 class GameEvents(LobbyFeed):
     """Games' events, timers, starts and AI turns."""
 
     # --- events: commit, then broadcast ------------------------------------------------------
 
-    async def _store(self, session: GameSession, emitted: Emitted) -> None:
-        if isinstance(emitted.message, Snapshot):  # the start: the game row changes too
-            await self.store.update_game(session.to_row(), emitted.event)
-        elif emitted.move is not None:
-            await self.store.append_move(emitted.move, emitted.end)
-        elif emitted.end is not None:
-            await self.store.end_game(session.id, emitted.end)
-        elif emitted.event is not None:
-            await self.store.append_event(emitted.event)
+    def _store(self, session: GameSession, emitted: Emitted) -> Awaitable[None]:
+        """The write that stores one event (the caller awaits it)."""
+        if type(emitted.message) is Snapshot:  # the start: the game row changes too
+            return self.store.update_game(session.to_row(), emitted.event)
+        if emitted.move is not None:
+            return self.store.append_move(emitted.move, emitted.end)
+        if emitted.end is not None:
+            return self.store.end_game(session.id, emitted.end)
+        if emitted.event is not None:
+            return self.store.append_event(emitted.event)
+        return _stored()
 
     async def _commit(
         self,
@@ -60,7 +66,8 @@ class GameEvents(LobbyFeed):
         """Store each event, then send it to every follower (the requester's copy of the
         first carries ``rid``). Call with the game's lock held. If the store refuses (a
         full disk, say), the game goes back to what is stored and the StorageError is
-        raised: the requester gets it, every other follower is told (``_not_stored``)."""
+        raised: the requester gets it, every other follower is told (``_not_stored``).
+        Each event is encoded once, in the session; the requester's copy adds its rid."""
         for index, event in enumerate(emitted):
             try:
                 await self._store(session, event)
@@ -68,22 +75,22 @@ class GameEvents(LobbyFeed):
                 await self._not_stored(session, exc, reply_to if rid is not None else None)
                 raise
             session.stored()
-            frame = event.frame or encode(event.message)  # encoded once, in the session
-            followers = self.subscribers.get(session.id, ())
-            for connection in list(followers):
-                if connection is reply_to and rid is not None and index == 0:
-                    connection.post(encode(event.message, rid=rid))
-                else:
-                    connection.post(frame)
-            replied = reply_to is not None and rid is not None and index == 0
-            if replied and reply_to not in followers:  # a seat holder not resumed yet
-                assert reply_to is not None
-                reply_to.post(encode(event.message, rid=rid))
+            frame = event.frame or encode(event.message)
+            reply = None
+            if index == 0 and rid is not None and reply_to is not None:
+                reply = with_rid(frame, rid)
+            followers = self.subscribers.get(session.id)
+            if followers:
+                for connection in list(followers):
+                    connection.post(reply if connection is reply_to and reply else frame)
+            if reply is not None and (not followers or reply_to not in followers):
+                assert reply_to is not None  # a seat holder not resumed yet
+                reply_to.post(reply)
             if self.cluster is not None:  # the followers on other nodes
                 seq = getattr(event.message, "seq", session.seq)
-                target = self.cluster.target_of(reply_to) if replied else ""
+                target = self.cluster.target_of(reply_to) if reply is not None else ""
                 self.cluster.published(session, seq, frame, target)
-            if isinstance(event.message, Ended):
+            if type(event.message) is Ended:
                 self._game_over(session)
         self._schedule(session)
 

@@ -175,6 +175,8 @@ class Hub:
         if player is None:
             return
         cap = self.settings.max_open_games_per_ip
+        if len(self.games) < cap:
+            return  # (no address holds more games than the server has)
         # Every game start runs this over every player of the address (a NAT, or the
         # load harness's 400 players on 127.0.0.1): one pass, no set per player.
         games, seats = self.games, self._open_seats

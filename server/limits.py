@@ -48,7 +48,8 @@ class TokenBucket:
     def _refill(self, now: float) -> None:
         elapsed = now - self.updated
         self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
-        self.refused = max(0.0, self.refused - elapsed * self.rate * FORGIVEN)
+        if self.refused:
+            self.refused = max(0.0, self.refused - elapsed * self.rate * FORGIVEN)
         self.updated = now
 
     @property

@@ -224,15 +224,27 @@ class GameSession:
         return None
 
     def authorize(self, token: str, player_id: str | None) -> int:
-        """The seat ``token`` opens, if the requesting player holds it; else BadToken."""
+        """The seat ``token`` opens, if the requesting player holds it; else BadToken.
+        A token this process issued is compared as it is; one from before a restart, of
+        which only the hash is known, by its hash."""
+        seat = self._token_seat(token)
+        if seat is not None:
+            player = self.players[seat]
+            if player is not None and player.player_id is not None:
+                if player.player_id == player_id:
+                    return seat
+        raise BadToken(f"you hold no seat with this token in game {self.id}", self.id)
+
+    def _token_seat(self, token: str) -> int | None:
+        if token.isascii():  # (compare_digest takes ASCII strings only)
+            for seat, plain in enumerate(self.tokens):
+                if plain is not None and secrets.compare_digest(plain, token):
+                    return seat
         digest = token_hash(token)
         for seat, held in enumerate(self.token_hashes):
             if held is not None and secrets.compare_digest(held, digest):
-                player = self.players[seat]
-                if player is None or player.player_id is None or player.player_id != player_id:
-                    break
                 return seat
-        raise BadToken(f"you hold no seat with this token in game {self.id}", self.id)
+        return None
 
     @property
     def over(self) -> bool:
@@ -569,12 +581,15 @@ class GameSession:
             flag = self.clock.flag_at()
             if flag is not None:
                 times.append(flag)
-        abandoned = self._abandoned_at()
-        if abandoned is not None:
-            times.append(abandoned)
-        presence = self._presence_due()
-        if presence is not None:
-            times.append(presence)
+        online = self.online
+        if not (online[0] and online[1]):  # (only a seat away can abandon a game)
+            abandoned = self._abandoned_at()
+            if abandoned is not None:
+                times.append(abandoned)
+        if online != self.announced:  # (only a change not yet announced can be due)
+            presence = self._presence_due()
+            if presence is not None:
+                times.append(presence)
         return min(times) if times else None
 
     def timeouts(self, now: Now) -> list[Emitted]:

@@ -32,6 +32,7 @@ open.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -287,7 +288,11 @@ class SQLStore(Store):
 
     def __init__(self, *, max_batch: int = 1024) -> None:
         self.max_batch = max_batch
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        # Writes waiting for the next transaction; the writer waits on _wake when none do.
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._idle = asyncio.Event()  # set while nothing waits and nothing commits
+        self._idle.set()
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0  # transactions committed (for benchmarks)
         self.writes = 0  # write requests committed
@@ -319,24 +324,38 @@ class SQLStore(Store):
     async def _stop_writer(self) -> None:
         """Let queued writes commit, then stop the writer."""
         if self._writer is not None:
-            await self._queue.join()
+            while self._queue or not self._idle.is_set():
+                await self._idle.wait()
             await _cancel(self._writer)
             self._writer = None
 
-    async def _submit(self, writes: list[_Write]) -> None:
+    def _submit(self, writes: list[_Write]) -> asyncio.Future[None]:
+        """Queue ``writes`` for the next transaction; the returned future is done once it
+        has committed (awaiting it is what makes a caller's write durable)."""
         if self._writer is None:
             raise StorageError("the store is not open")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((writes, future))
-        await future
+        future: asyncio.Future[None] = self._writer.get_loop().create_future()
+        self._queue.append((writes, future))
+        self._idle.clear()
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
+        return future
 
     async def _write_loop(self) -> None:
+        queue = self._queue
+        loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
+            while not queue:
+                self._idle.set()
+                self._wake = loop.create_future()
+                await self._wake
             await self._before_batch()
             # Everything queued while the previous transaction committed joins this one.
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            count = min(len(queue), self.max_batch)
+            batch = [queue.popleft() for _ in range(count)]
             try:
                 await self._commit_batch(batch)
             except Exception as exc:
@@ -349,9 +368,6 @@ class SQLStore(Store):
                         self._fail(future, exc)
             else:
                 self._resolve(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
 
     async def _commit_one(self, item: _Item) -> None:
         try:
@@ -373,14 +389,23 @@ class SQLStore(Store):
             future.set_exception(self._write_error(exc))
 
     async def _commit_batch(self, batch: list[_Item]) -> None:
-        # Consecutive writes with the same SQL go down in one executemany.
+        # Consecutive writes with the same SQL go down in one executemany. A move's or
+        # event's raise of its game's seq goes last: it never lowers a seq (its guard), so
+        # the batch's raises commute with each other and with every other write, and
+        # taking them out leaves its moves (or events) consecutive: two executemany
+        # calls for a batch of moves, not two a move.
         runs: _Runs = []
+        raises: list[tuple[Any, ...]] = []
         for writes, _ in batch:
             for sql, params in writes:
-                if runs and runs[-1][0] == sql:
+                if sql is self._SET_SEQ:
+                    raises.append(params)
+                elif runs and runs[-1][0] == sql:
                     runs[-1][1].append(params)
                 else:
                     runs.append((sql, [params]))
+        if raises:
+            runs.append((self._SET_SEQ, raises))
         await self._commit(runs)
 
     # --- writes --------------------------------------------------------------------
@@ -464,30 +489,32 @@ class SQLStore(Store):
         )
 
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
-        s = move.stats or {}
-        pv = s.get("pv")
-        writes: list[_Write] = [
-            (
-                self._INSERT_MOVE,
-                (
-                    move.game_id,
-                    move.ply,
-                    move.seq,
-                    move.seat,
-                    move.action,
-                    move.at,
-                    s.get("algorithm"),
-                    s.get("budget_ms"),
-                    s.get("iterations"),
-                    s.get("value"),
-                    None if pv is None else _json(list(pv)),
-                    s.get("seed"),
-                    s.get("elapsed_ms"),
-                    None if move.stats is None else _json(move.stats),
-                    None if move.clocks is None else _json(list(move.clocks)),
-                ),
+        s = move.stats
+        clocks = None if move.clocks is None else _json(list(move.clocks))
+        row: tuple[Any, ...]
+        if s is None:  # a player's move: no search statistics
+            row = (move.game_id, move.ply, move.seq, move.seat, move.action, move.at,
+                   None, None, None, None, None, None, None, None, clocks)  # fmt: skip
+        else:
+            pv = s.get("pv")
+            row = (
+                move.game_id,
+                move.ply,
+                move.seq,
+                move.seat,
+                move.action,
+                move.at,
+                s.get("algorithm"),
+                s.get("budget_ms"),
+                s.get("iterations"),
+                s.get("value"),
+                None if pv is None else _json(list(pv)),
+                s.get("seed"),
+                s.get("elapsed_ms"),
+                _json(s),
+                clocks,
             )
-        ]
+        writes: list[_Write] = [(self._INSERT_MOVE, row)]
         if end is not None:
             writes += self._end_writes(move.game_id, end)
         else:

@@ -7,12 +7,19 @@ documented API.
   the socket closes, on every path (asyncio's ``connection_made`` / ``connection_lost``,
   public Protocol methods). Over a per-address or descriptor cap, it answers HTTP 503
   at once and closes, holding nothing.
+- Writes without waiting: ``write_now`` puts a binary message on the socket at once
+  while the connection can take it, framed here (RFC 6455, section 5.2: a server's
+  frames are not masked) instead of through websockets' ``send``, whose drain and frame
+  objects cost more than the rest of a move's reply. It reads the connection's
+  ``paused`` (write flow control) and the protocol's state and extensions, and writes
+  to ``transport`` -- internal to websockets' asyncio ``Connection``; with an extension
+  (permessage-deflate) the protocol frames the message.
 - Pings: websockets answers each ping with a pong inside its sans-I/O protocol and has
   no hook to see pings, so a client could send them without limit (600 MB of pings grew
   the server by 524 MB, measured). ``process_event`` -- internal to websockets' asyncio
   ``Connection`` (websockets 13 to 17) -- is overridden to report each incoming ping to
   its owner, which charges it to the rate limit and checks the outgoing buffer the
-  pongs fill. tests/server/test_transport.py fails if an upgrade changes this.
+  pongs fill. tests/server/test_transport.py fails if an upgrade changes either.
 
 Refusals and descriptor shortages are logged through one ``RateLimitedLog``.
 """
@@ -90,10 +97,36 @@ class GuardedConnection(ServerConnection):
         transport.close()
         asyncio.get_running_loop().call_later(grace_s, transport.abort)
 
+    def write_now(self, message: bytes) -> bool:
+        """Write ``message`` as one binary frame now, if the connection is open and its
+        transport below the high-water mark; False, writing nothing, if not (the caller
+        then queues it for ``send``, which waits for the buffer to drain). This is
+        websockets' ``send`` minus its drain, which only matters once the buffer is
+        full. The server never sends a fragmented message, so none is in progress."""
+        protocol = self.protocol
+        if self.paused or protocol.state is not State.OPEN:
+            return False
+        if protocol.extensions:  # permessage-deflate: the protocol compresses the frame
+            protocol.send_binary(message)
+            self.send_data()
+        else:
+            self.transport.write(frame_header(len(message)) + message)
+        return True
+
     @property
     def buffered(self) -> int:
         """Bytes written to this socket that the kernel has not taken yet (pongs included)."""
         return self.transport.get_write_buffer_size()
+
+
+def frame_header(length: int) -> bytes:
+    """The header of an unfragmented, unmasked binary frame carrying ``length`` bytes
+    (RFC 6455, section 5.2: FIN and opcode 2, then the length in 7, 7+16 or 7+64 bits)."""
+    if length < 126:
+        return bytes((0x82, length))
+    if length < 1 << 16:
+        return b"\x82\x7e" + length.to_bytes(2, "big")
+    return b"\x82\x7f" + length.to_bytes(8, "big")
 
 
 def refuse_at_once(transport: asyncio.Transport, reason: str) -> None:

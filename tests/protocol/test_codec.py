@@ -153,6 +153,33 @@ def test_a_prepacked_field_decodes_as_if_encoded_whole() -> None:
     assert decode_server(spliced) == dataclasses.replace(wide, actions=(4, 0, 8))
 
 
+def test_a_rid_added_to_an_encoded_event_decodes_as_if_encoded_with_it() -> None:
+    """An event is encoded once for all its followers; its requester's copy adds the rid
+    to those bytes, across every map header: fixmap, the fixmap of 15 that becomes a map
+    16, and map 16."""
+    wide = protocol.Snapshot(  # every field but rid set: 17 entries
+        game_id="g", seq=9, game="tictactoe", params={}, players=(None, None), actions=(4,),
+        status="finished", to_move=-1, result="1-0", reason="line", clock={"move_ms": 5000},
+        clocks=(1, 2), at=1.5, online=(True, False), offers={"rematch": 1}, next_game="h",
+    )  # fmt: skip
+    optional = ["next_game", "clocks", "reason", "result"]
+    events: list[protocol.Message] = [
+        dataclasses.replace(wide, **{name: None for name in optional[:n]})
+        for n in range(len(optional) + 1)
+    ]
+    events.append(protocol.Moved(game_id="g", seq=4, ply=1, seat=1, action=3, to_move=0))
+    heads = set()
+    for event in events:
+        frame = encode(event)
+        heads.add(frame[0])
+        for rid in (0, 1, 127, 2**31 - 1):
+            with_rid = protocol.with_rid(frame, rid)
+            assert decode_server(with_rid) == decode_server(encode(event, rid=rid))
+    assert {0x8F, 0xDE} <= heads and min(heads) < 0x8F  # 17 to 13 entries, and Moved's
+    with pytest.raises(ValueError):
+        protocol.with_rid(msgpack.packb([1, 2]), 1)
+
+
 def test_none_fields_stay_off_the_wire() -> None:
     raw = msgpack.unpackb(encode(protocol.Move(rid=1, game_id="g", token="t", action=1)))
     assert "ply" not in raw

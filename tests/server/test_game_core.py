@@ -394,6 +394,25 @@ def test_seats_and_start(game: str) -> None:
         t.session.take_seat(1, Player("cy", "human", player_id="p-cy"))
 
 
+def test_a_seat_token_opens_its_seat_for_its_player_only() -> None:
+    """Checked against the token itself while this process knows it, and against its
+    hash once only that survived (a restart): the same answers either way."""
+    session = GameSession.new("tictactoe", {}, Now(0.0, EPOCH))
+    ada = session.take_seat(0, Player("ada", "human", player_id="p-ada"))
+    bo = session.take_seat(1, Player("bo", "human", player_id="p-bo"))
+    for known in (True, False):
+        if not known:
+            session.tokens = [None, None]
+        assert session.authorize(ada, "p-ada") == 0 and session.authorize(bo, "p-bo") == 1
+        for token, player_id in [
+            (ada, "p-bo"), (bo, "p-ada"), (ada, None), (ada[:-1], "p-ada"), ("", "p-ada"),
+            ("x" * 32, "p-ada"), ("é" * 32, "p-ada"),  # (not ASCII: compared by hash)
+        ]:  # fmt: skip
+            with pytest.raises(GameError) as refused:
+                session.authorize(token, player_id)
+            assert refused.value.code.value == "bad_token"
+
+
 def test_a_transcript_that_is_wrong_fails() -> None:
     """The runner itself: a wrong expectation is caught, with the line it is on."""
     with pytest.raises(AssertionError, match="line 5"):

@@ -101,6 +101,25 @@ async def test_group_commit_batches_concurrent_writes(tmp_path) -> None:
     await store.close()
     db = sqlite3.connect(tmp_path / "d.db")
     assert db.execute("SELECT COUNT(*) FROM moves").fetchone()[0] == 200
+    # Each game's seq was raised to its move's, in the transactions that stored them.
+    assert db.execute("SELECT DISTINCT seq FROM games").fetchall() == [(2,)]
+    db.close()
+
+
+async def test_close_commits_the_writes_queued_before_it(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "q.db")
+    await store.open()
+    await store.create_game(_row("g1"))
+    writes = [
+        asyncio.ensure_future(store.append_move(MoveRow("g1", ply, ply + 2, ply % 2, ply, 1.0)))
+        for ply in range(50)
+    ]
+    await asyncio.sleep(0)  # each is queued; none has committed
+    assert store.writes == 1
+    await store.close()
+    assert await asyncio.gather(*writes) == [None] * 50
+    db = sqlite3.connect(tmp_path / "q.db")
+    assert db.execute("SELECT COUNT(*) FROM moves").fetchone()[0] == 50
     db.close()
 
 
