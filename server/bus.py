@@ -3,8 +3,9 @@
 Channels and keys, all under the cluster's prefix (``--bus-prefix``):
 
 - ``{prefix}:game:{id}``: a game's committed events, published by its owner node in
-  ``seq`` order; every node subscribes to the pattern and relays each event to its own
-  followers of that game (players and spectators connected to it).
+  ``seq`` order; a node subscribes to a game's channel only while it has a follower of
+  that game (a player or spectator connected to it) or a request about it in flight,
+  and relays each event to its followers.
 - ``{prefix}:inbox:{node}``: what is sent to one node: requests forwarded to the owner
   of their game, and the replies routed back to the node of the client that asked.
 - ``{prefix}:cluster``: notices that the nodes' shards changed (re-read presence now).
@@ -23,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from server.errors import ServerError
@@ -38,7 +40,8 @@ RECONNECT_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # waits between attempts to reach Redi
 MAX_PAYLOAD = 1 << 20  # a bus message larger than this is a bug or an attack: dropped
 
 # What the node's reader hands on: (kind, name, payload) with kind "game" (name: the
-# game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage.
+# game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage
+# (the game channels are subscribed again by then).
 Receiver = Callable[[str, str, Any], None]
 
 
@@ -56,7 +59,8 @@ def unpack(data: bytes) -> Any:
 
 class RedisBus:
     """One node's end of the bus: a publisher (one connection, in order), a subscriber
-    (its inbox, the cluster's channels and every game's channel) and its presence key."""
+    (its inbox, the cluster's channels and the channels of the games it follows) and its
+    presence key."""
 
     def __init__(self, url: str, *, prefix: str, node: str) -> None:
         self.url = url
@@ -68,6 +72,13 @@ class RedisBus:
         self._receiver: Receiver | None = None
         self.connected = False  # the subscriber is subscribed (readiness)
         self.lost = 0  # publications dropped while Redis was down
+        # Game channels: those wanted, SUBSCRIBEs sent and not yet confirmed (Redis answers
+        # them in order on the subscriber's connection), and who waits for a confirmation.
+        self.games: set[str] = set()
+        self._unconfirmed: dict[str, int] = {}
+        self._confirmed: dict[str, asyncio.Future[None]] = {}
+        self._pubsub: PubSub | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     # --- names ------------------------------------------------------------------------
 
@@ -150,6 +161,66 @@ class RedisBus:
                         self.lost += len(batch)
                         log.warning("bus: %d messages not published (%s)", len(batch), exc)
 
+    # --- game channels -------------------------------------------------------------------
+
+    def subscribed(self, game_id: str) -> bool:
+        """This node receives the game's events now (Redis confirmed the subscription)."""
+        return game_id in self.games and not self._unconfirmed.get(game_id)
+
+    async def follow_game(self, game_id: str) -> None:
+        """Receive the game's events; returns once Redis confirmed it (events published
+        from then on arrive). After an outage the reader subscribes again by itself."""
+        if game_id not in self.games:
+            self.games.add(game_id)
+            self._send_subscription("SUBSCRIBE", game_id)
+        if self._unconfirmed.get(game_id):
+            waiter = self._confirmed.get(game_id)
+            if waiter is None or waiter.done():
+                waiter = self._confirmed[game_id] = asyncio.get_running_loop().create_future()
+            await asyncio.shield(waiter)
+
+    def unfollow_game(self, game_id: str) -> None:
+        """Stop receiving the game's events."""
+        if game_id in self.games:
+            self.games.discard(game_id)
+            self._send_subscription("UNSUBSCRIBE", game_id)
+
+    def _send_subscription(self, command: str, game_id: str) -> None:
+        """SUBSCRIBE or UNSUBSCRIBE on the subscriber's connection (the reader reads the
+        confirmation); while Redis is down, the reader's next subscription includes it."""
+        pubsub = self._pubsub
+        if pubsub is None:
+            if command == "SUBSCRIBE":
+                self._unconfirmed[game_id] = 1  # by the reader's next subscription
+            return
+        channel = self.game_channel(game_id)
+        sent: Awaitable[Any]
+        if command == "SUBSCRIBE":
+            self._unconfirmed[game_id] = self._unconfirmed.get(game_id, 0) + 1
+            sent = pubsub.subscribe(channel)
+        else:
+            sent = pubsub.unsubscribe(channel)
+
+        async def send() -> None:
+            try:
+                await sent
+            except (RedisError, OSError) as exc:  # the reader reconnects and subscribes again
+                log.debug("bus: %s %s failed (%s)", command, channel, exc)
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def _subscription_confirmed(self, game_id: str) -> None:
+        left = self._unconfirmed.get(game_id, 0) - 1
+        if left > 0:
+            self._unconfirmed[game_id] = left
+            return
+        self._unconfirmed.pop(game_id, None)
+        waiter = self._confirmed.pop(game_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     # --- receiving -------------------------------------------------------------------------
 
     async def _read(self, subscribed: asyncio.Future[None]) -> None:
@@ -166,10 +237,14 @@ class RedisBus:
         attempt = 0
         while True:
             client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3)
-            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(*channels)
-                await pubsub.psubscribe(game_prefix + "*")
+                # One SUBSCRIBE for the fixed channels and every game followed; games
+                # followed from now on are subscribed on this connection as they come.
+                games = set(self.games)
+                self._unconfirmed = dict.fromkeys(games, 1)
+                self._pubsub = pubsub
+                await pubsub.subscribe(*channels, *(self.game_channel(g) for g in games))
                 if subscribed.done():
                     log.info("bus: subscribed again to %s", self.url)
                     receiver("reconnected", "", None)
@@ -181,10 +256,15 @@ class RedisBus:
                     message = await pubsub.get_message(timeout=None)
                     if message is None:
                         continue
-                    data = message["data"]
-                    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
-                        continue
                     channel = message["channel"].decode()
+                    kind = message["type"]
+                    if kind == "subscribe":
+                        if channel.startswith(game_prefix):
+                            self._subscription_confirmed(channel[len(game_prefix) :])
+                        continue
+                    data = message["data"]
+                    if kind != "message" or not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+                        continue
                     try:
                         payload = unpack(data)
                         if channel.startswith(game_prefix):
@@ -195,6 +275,7 @@ class RedisBus:
                         log.exception("bus: a message on %s could not be handled", channel)
             except (RedisError, OSError) as exc:
                 self.connected = False
+                self._pubsub = None
                 if not subscribed.done():
                     subscribed.set_exception(
                         BusUnavailable(f"cannot subscribe to the bus at {self.url}: {exc}")
@@ -204,6 +285,8 @@ class RedisBus:
                 await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
                 attempt += 1
             finally:
+                if self._pubsub is pubsub:
+                    self._pubsub = None
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
                 with contextlib.suppress(Exception):

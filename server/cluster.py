@@ -34,7 +34,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import asyncpg
 from redis.exceptions import RedisError
 
-from protocol import ErrorCode, LobbyEvent, Message, ProtocolError, decode, encode
+from protocol import (
+    ErrorCode,
+    JoinGame,
+    LobbyEvent,
+    Message,
+    ProtocolError,
+    Resume,
+    Watch,
+    decode,
+    encode,
+)
 from server.bus import RedisBus, pack, unpack
 from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
@@ -55,6 +65,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Requests after which the client follows the game: its node subscribes to the game's
+# channel before forwarding them.
+_FOLLOWING = (JoinGame, Watch, Resume)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
@@ -85,7 +98,9 @@ def new_node_id() -> str:
 
 class RemoteConnection(Connection):
     """A client connected to another node, as the owner of a game serves it: what the
-    handlers send it goes back through that node's inbox."""
+    handlers send it goes back to that node, in order with everything else this node
+    publishes (server/bus.py): with the request's ``done``, folded into the game event
+    that answers it, or, if anything else is published first, before that."""
 
     def __init__(self, cluster: Cluster, envelope: dict[str, Any], bucket: TokenBucket) -> None:
         # Not Connection.__init__: there is no websocket here, only what handlers use.
@@ -101,9 +116,15 @@ class RemoteConnection(Connection):
         self.watching = set(envelope["watching"])
         self.lobby = False
         self.closed = False
+        self.fid: int | None = envelope.get("fid")  # the forwarded request being served
+        # Its node receives the game's channel: the reply may ride on the game's event.
+        self.subscribed = bool(envelope.get("sub"))
+        self.outgoing: list[bytes] = []  # frames not yet sent to its node
+        self.folded = False  # the request's outcome went out with a game event
 
     def post(self, frame: bytes) -> None:
-        self.cluster.send_to(self.origin, {"op": "out", "conn": self.key, "frames": [frame]})
+        self.outgoing.append(frame)
+        self.cluster.held(self)
 
     def follow(self, game_id: str, seq: int) -> None:
         """The handler subscribed this client to ``game_id``: its node relays the game's
@@ -148,13 +169,17 @@ class Cluster:
         self._connections: dict[str, Connection] = {}
         self._key_counter = itertools.count(1)
         self._forward_ids = itertools.count(1)
-        # forward id -> (its reply, the node asked, the game's shard)
-        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, int]] = {}
+        # forward id -> (its reply, the node asked, the game)
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, str]] = {}
         self.relayed: dict[str, int] = {}  # remote game -> last seq relayed here
         self._relay_owner: dict[str, str] = {}  # remote game -> the node it came from
         self._recovering: dict[str, float] = {}  # remote game -> when it was asked
         self._tasks: list[asyncio.Task[None]] = []
         self.forwarded = 0  # requests this node forwarded (metrics, bench)
+        # Remote clients' frames not yet sent (RemoteConnection.post), in posting order;
+        # sent before anything else this node publishes, so that nothing overtakes them.
+        self._held: dict[RemoteConnection, None] = {}
+        self._flush_soon: asyncio.Handle | None = None
 
     # --- life -------------------------------------------------------------------------
 
@@ -194,7 +219,7 @@ class Cluster:
             await self._heartbeat()
         except Exception as exc:
             log.warning("cluster: cannot announce the drain (%s)", exc)
-        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+        self._publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
 
     async def close(self) -> None:
         if not self.draining:
@@ -307,6 +332,7 @@ class Cluster:
                 if seq is not None and self.server.subscribers.get(game_id):
                     self.relayed[game_id] = seq
                     self._relay_owner[game_id] = self.node
+                    self._followed_late(game_id)
             if not self.draining:
                 await self._heartbeat()  # announced as not ours before they are free
             for shard in shards:
@@ -328,13 +354,14 @@ class Cluster:
             if seq is not None and self.server.subscribers.get(game_id):
                 self.relayed[game_id] = seq
                 self._relay_owner[game_id] = self.node
+                self._followed_late(game_id)
 
     async def _announce(self) -> None:
         try:
             await self._heartbeat()
         except Exception as exc:
             log.warning("cluster: cannot announce shards (%s)", exc)
-        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+        self._publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
 
     def adopted(self, session: GameSession) -> None:
         """This node took ``session`` from the database: its followers here, which
@@ -383,6 +410,7 @@ class Cluster:
                 await self._heartbeat()
             except Exception as exc:
                 log.warning("cluster: heartbeat failed (%s)", exc)
+            self._sweep_channels()
             now = time.monotonic()
             for game_id, asked in list(self._recovering.items()):
                 if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
@@ -392,9 +420,9 @@ class Cluster:
         """Forwards waiting on a node that no longer owns their game are sent again; games
         whose owner changed are caught up (what the old one committed last, the new
         one's restore)."""
-        for future, target, shard in list(self._pending.values()):
+        for future, target, game_id in list(self._pending.values()):
             if not future.done() and (
-                target not in self.present or self.owners.get(shard) != target
+                target not in self.present or self.owner_of(game_id) != target
             ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
@@ -412,7 +440,31 @@ class Cluster:
 
     def send_to(self, node: str, payload: dict[str, Any]) -> None:
         payload["from"] = self.node
-        self.bus.publish(self.bus.inbox(node), payload)
+        self._publish(self.bus.inbox(node), payload)
+
+    def _publish(self, channel: str, payload: Any) -> None:
+        """Publish, after the remote clients' frames held until now."""
+        if self._held:
+            self._flush()
+        self.bus.publish(channel, payload)
+
+    def held(self, connection: RemoteConnection) -> None:
+        """A frame for a remote client waits (RemoteConnection.post): it goes with its
+        request's outcome, or before whatever this node publishes next, or at the end of
+        this turn of the event loop (a client this node serves no request of)."""
+        self._held[connection] = None
+        if connection.fid is None and self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_soon = None
+        held, self._held = self._held, {}
+        for connection in held:
+            if connection.outgoing:
+                frames, connection.outgoing = connection.outgoing, []
+                payload = {"op": "out", "conn": connection.key, "frames": frames}
+                payload["from"] = self.node
+                self.bus.publish(self.bus.inbox(connection.origin), payload)
 
     async def forward(self, connection: Connection, message: Message) -> None:
         """Serve ``message`` at its game's owner; return once it is served there."""
@@ -439,9 +491,14 @@ class Cluster:
                 except TimeoutError:
                     await self._refresh_quietly()
                 continue
+            if not self.bus.subscribed(game_id) and (
+                game_id in connection.games or isinstance(message, _FOLLOWING)
+            ):
+                # Its events (and the reply riding on them) reach this node from now on.
+                await self._follow_channel(game_id, min(remaining, self.heartbeat_s))
             fid = next(self._forward_ids)
             future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[fid] = (future, owner, shard_of(game_id))
+            self._pending[fid] = (future, owner, game_id)
             tokens = connection.bucket.tokens
             self.send_to(
                 owner,
@@ -453,6 +510,7 @@ class Cluster:
                     "watching": sorted(connection.watching),
                     "tokens": tokens,
                     "frame": frame,
+                    "sub": self.bus.subscribed(game_id),
                 },
             )
             self.forwarded += 1
@@ -473,6 +531,48 @@ class Cluster:
             if spent > 0:
                 connection.bucket.charge(time.monotonic(), spent, owe=True)
             return
+
+    async def _follow_channel(self, game_id: str, timeout: float) -> bool:
+        """Subscribe to the game's channel; True once Redis confirmed it in ``timeout``."""
+        try:
+            await asyncio.wait_for(self.bus.follow_game(game_id), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _followed_late(self, game_id: str) -> None:
+        """This node has followers of a remote game it did not subscribe to beforehand:
+        subscribe, then catch up on what was published meanwhile."""
+        if self.bus.subscribed(game_id) or game_id in self.server.games:
+            return
+
+        async def subscribe() -> None:
+            if await self._follow_channel(game_id, self.forward_timeout_s):
+                self._recover(game_id)
+
+        self.server._spawn(subscribe())
+
+    def _sweep_channels(self) -> None:
+        """Unsubscribe from the games this node no longer follows (no follower here, no
+        request about it in flight) or owns now."""
+        asked = {game_id for _, _, game_id in self._pending.values()}
+        for game_id in list(self.bus.games):
+            if game_id in asked:
+                continue
+            if game_id in self.server.games or not self.server.subscribers.get(game_id):
+                self.bus.unfollow_game(game_id)
+                if game_id not in self.server.games:
+                    self._forget_relay(game_id)
+
+    def _forget_relay(self, game_id: str) -> None:
+        self.relayed.pop(game_id, None)
+        self._relay_owner.pop(game_id, None)
+        self._recovering.pop(game_id, None)
+
+    def evicted(self, game_id: str) -> None:
+        """A finished game of this node leaves memory: its followers on other nodes stop
+        following it (as they do here)."""
+        self._publish(self.bus.game_channel(game_id), [self.node, None, None, "", None, None])
 
     async def _refresh_quietly(self) -> None:
         try:
@@ -525,21 +625,35 @@ class Cluster:
             log.exception("serving a request forwarded by %s failed", proxy.node)
             proxy.send_error(ErrorCode.INTERNAL, "internal server error", rid)
         spent = max(0.0, tokens - bucket.tokens)
-        self.send_to(
-            proxy.origin, {"op": "done", "fid": envelope["fid"], "moved": moved, "spent": spent}
-        )
+        self._held.pop(proxy, None)
+        frames, proxy.outgoing = proxy.outgoing, []
+        if proxy.folded and not frames and not spent and not moved:
+            return  # its node took the outcome from the game's event
+        done = {"op": "done", "fid": envelope["fid"], "moved": moved, "spent": spent}
+        done["conn"] = proxy.key
+        if frames:
+            done["frames"] = frames
+        self.send_to(proxy.origin, done)
 
-    def published(self, session: GameSession, seq: int, frame: bytes, target: str) -> None:
+    def published(
+        self, session: GameSession, seq: int, frame: bytes, reply_to: Connection | None
+    ) -> None:
         """An event of a game this node owns is committed (and sent to its followers
-        here): on the game's channel for the other nodes' followers."""
-        self.bus.publish(self.bus.game_channel(session.id), [self.node, seq, frame, target])
-
-    def target_of(self, connection: Connection | None) -> str:
-        """How a game's channel names the one client whose copy of an event went to it
-        with its request's ``rid``."""
-        if isinstance(connection, RemoteConnection):
-            return f"{connection.node}/{connection.key}"
-        return ""
+        here): on the game's channel for the other nodes' followers. If it answers a
+        request forwarded by a node that receives the channel, the requester's frames
+        (its acknowledgement with ``rid``) and the request's outcome ride with it: one
+        message instead of a reply and a ``done``."""
+        target, reply, fid = "", None, None
+        if isinstance(reply_to, RemoteConnection):
+            target = f"{reply_to.node}/{reply_to.key}"
+            if reply_to.subscribed and reply_to.fid is not None and reply_to.outgoing:
+                reply, reply_to.outgoing = reply_to.outgoing, []
+                self._held.pop(reply_to, None)
+                reply_to.folded = True
+                fid = reply_to.fid
+        self._publish(
+            self.bus.game_channel(session.id), [self.node, seq, frame, target, reply, fid]
+        )
 
     # --- the bus: what this node receives --------------------------------------------------
 
@@ -560,9 +674,23 @@ class Cluster:
                 self._recover(game_id)
 
     def _relay(self, game_id: str, payload: list[Any]) -> None:
-        """An event of a game owned elsewhere: to this node's followers, in order."""
-        node, seq, frame, target = payload
+        """An event of a game owned elsewhere: to this node's followers, in order. The
+        requester's reply may ride on it (``reply``: its frames, ``fid``: the forwarded
+        request it ends); ``seq`` None: the finished game left its owner's memory."""
+        node, seq, frame, target, reply, fid = payload
+        mine = f"{self.node}/"
+        skip = self._connections.get(target[len(mine) :]) if target.startswith(mine) else None
+        if reply is not None and target.startswith(mine):
+            if skip is not None:
+                for reply_frame in reply:
+                    skip.post(reply_frame)
+            pending = self._pending.get(fid)
+            if pending is not None and not pending[0].done():
+                pending[0].set_result({"folded": True})
         if node == self.node or game_id in self.server.games:
+            return
+        if seq is None:
+            self._evicted(game_id)
             return
         followers = self.server.subscribers.get(game_id)
         if not followers:
@@ -578,11 +706,18 @@ class Cluster:
             return
         self.relayed[game_id] = seq
         self._relay_owner[game_id] = node
-        mine = f"{self.node}/"
-        skip = self._connections.get(target[len(mine) :]) if target.startswith(mine) else None
         for connection in list(followers):
             if connection is not skip:
                 connection.post(frame)
+
+    def _evicted(self, game_id: str) -> None:
+        """A finished remote game left its owner's memory: its followers here stop
+        following it, as the owner's own did (server/game_events.py ``_evict``)."""
+        for connection in self.server.subscribers.pop(game_id, ()):
+            connection.games.discard(game_id)
+            connection.watching.discard(game_id)
+        self._forget_relay(game_id)
+        self.bus.unfollow_game(game_id)
 
     def _recover(self, game_id: str) -> None:
         """Ask the game's owner for the events after the last one relayed here."""
@@ -618,6 +753,10 @@ class Cluster:
             else:
                 log.warning("cluster: a reply from %s for a client gone", payload["from"])
         elif op == "done":
+            connection = self._connections.get(payload.get("conn", ""))
+            if connection is not None:  # the requester's frames (what no event carried)
+                for frame in payload.get("frames", ()):
+                    connection.post(frame)
             pending = self._pending.get(payload["fid"])
             if pending is not None and not pending[0].done():
                 pending[0].set_result(payload)
@@ -646,6 +785,7 @@ class Cluster:
         if game_id not in self.relayed or game_id not in self._relay_owner:
             self.relayed[game_id] = int(payload["seq"])
         self._relay_owner[game_id] = payload["from"]
+        self._followed_late(game_id)
 
     def _send_since(self, payload: dict[str, Any]) -> None:
         game_id = payload["game"]
@@ -713,7 +853,7 @@ class Cluster:
             await self.bus.client.hset(self._seeks_key, seek.id, pack(data))
         except (RedisError, OSError) as exc:
             raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
-        self.bus.publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
+        self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
     async def claim_seek(self, seek_id: str) -> bool:
         """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
@@ -726,7 +866,7 @@ class Cluster:
     def seek_removed(self, seek_id: str) -> None:
         """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
         self.server._spawn(self._delete_seek(seek_id))
-        self.bus.publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
+        self._publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
 
     async def _delete_seek(self, seek_id: str) -> None:
         try:
