@@ -24,6 +24,7 @@ Clients connect to any node:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import logging
 import math
@@ -50,7 +51,7 @@ from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
 from server.errors import NodeUnavailable, ServerError
 from server.limits import TokenBucket
-from server.lobby import Lobby, SeekEntry
+from server.lobby import Lobby, SeekEntry, game_rank
 from server.session import Player, new_game_id
 from server.shards import SHARDS, ShardLocks, shard_of
 
@@ -68,6 +69,27 @@ log = logging.getLogger(__name__)
 # Requests after which the client follows the game: its node subscribes to the game's
 # channel before forwarding them.
 _FOLLOWING = (JoinGame, Watch, Resume)
+# Quick pairing (KEYS: the queue, the entries' hash; ARGV: the player, the entry's id, its
+# data, how many to look at): take the first queued entry of another player whose data is
+# still there, or queue this one. Queue items are "ENTRY_ID PLAYER_ID".
+_QUICK_TAKE = """
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+for _, item in ipairs(items) do
+  local id, player = string.match(item, '^(%S+) (.*)$')
+  if player ~= ARGV[1] then
+    redis.call('LREM', KEYS[1], 1, item)
+    local data = redis.call('HGET', KEYS[2], id)
+    if data then
+      redis.call('HDEL', KEYS[2], id)
+      return data
+    end
+  end
+end
+redis.call('RPUSH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return false
+"""
+_QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
@@ -180,6 +202,10 @@ class Cluster:
         # sent before anything else this node publishes, so that nothing overtakes them.
         self._held: dict[RemoteConnection, None] = {}
         self._flush_soon: asyncio.Handle | None = None
+        self._quick: Any = None  # the quick-pairing script, registered once
+        # Live public games owned by other nodes, as their owners announced them: rank
+        # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
+        self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
     # --- life -------------------------------------------------------------------------
 
@@ -190,10 +216,11 @@ class Cluster:
         await self._heartbeat()
         try:
             await self._load_seeks()
+            await self._load_games()
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot read the seeks (%s)", exc)
+            log.warning("cluster: cannot read the lobby (%s)", exc)
         try:
-            await self.locks.open()
+            await self.locks.open(self._lock_lost)
             await self._claim()
         except _LOCK_ERRORS as exc:
             log.warning("cluster: cannot take shards yet (%s); retrying", exc)
@@ -261,7 +288,7 @@ class Cluster:
                 if not self.locks.connected:
                     if self.locks.held:  # closed under us (the server cut it, say)
                         self._lose_all(ConnectionError("the lock connection closed"))
-                    await self.locks.open()
+                    await self.locks.open(self._lock_lost)
                 await self._claim()
             except _LOCK_ERRORS as exc:
                 self._lose_all(exc)
@@ -342,6 +369,12 @@ class Cluster:
         log.info("cluster: released shards %s", sorted(shards))
         if not self.draining:
             await self._announce()
+
+    def _lock_lost(self) -> None:
+        """PostgreSQL closed the lock connection: its shards are gone now."""
+        if self.locks.held:
+            self._lose_all(ConnectionError("PostgreSQL closed the lock connection"))
+        self._wake.set()  # claim again as soon as it answers
 
     def _lose_all(self, exc: BaseException) -> None:
         """The lock connection failed: every shard is lost with it (fencing). Games leave
@@ -473,6 +506,7 @@ class Cluster:
         assert player is not None
         deadline = time.monotonic() + self.forward_timeout_s
         frame = encode(message)
+        unanswered = False  # a copy went to an owner that never answered
         while True:
             if self.serves(game_id):
                 await self.server.dispatch(connection, message)  # it came here meanwhile
@@ -480,6 +514,12 @@ class Cluster:
             owner = self.owner_of(game_id)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if unanswered:  # sent, and maybe served: the client must look before resending
+                    raise NodeUnavailable(
+                        f"the node serving game {game_id} did not answer in time: the outcome "
+                        "is unknown; resume the game to see whether it was applied",
+                        game_id,
+                    )
                 raise NodeUnavailable(
                     f"the node serving game {game_id} does not answer: retry soon", game_id
                 )
@@ -517,6 +557,7 @@ class Cluster:
             try:
                 done = await asyncio.wait_for(future, remaining)
             except TimeoutError:
+                unanswered = True
                 continue
             finally:
                 self._pending.pop(fid, None)
@@ -672,6 +713,7 @@ class Cluster:
         elif kind == "reconnected":
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
+            self.server._spawn(self._repost_seeks())
 
     def _relay(self, game_id: str, payload: list[Any]) -> None:
         """An event of a game owned elsewhere: to this node's followers, in order. The
@@ -768,6 +810,10 @@ class Cluster:
             self._send_since(payload)
         elif op == "frames":
             self._caught_up(payload)
+        elif op == "quick-taken":  # paired on another node
+            entry = self.server.lobby.seeks.get(payload.get("id", ""))
+            if entry is not None and entry.quick:
+                self.server._remove_seek(entry)
         elif op == "away":
             self.server._spawn(
                 self.server.remote_presence(payload["game"], payload["player"], False)
@@ -881,8 +927,57 @@ class Cluster:
             if seek.get("node") in self.present and seek.get("node") != self.node:
                 self._add_seek(seek)
 
+    # --- the lobby: the cluster's live games -------------------------------------------------
+
+    @property
+    def _live_key(self) -> str:
+        return f"{self.bus.prefix}:live"
+
+    def game_listed(self, session: GameSession, live: bool) -> None:
+        """A public game of this node started (``live``) or ended: in the cluster's index
+        of live games, and in every node's lobby."""
+        if live:
+            data = {"rank": list(game_rank(session)), "summary": session.summary()}
+            self.server._spawn(self._index_game(session.id, pack(data)))
+            message = {"op": "game+", "id": session.id, "data": data, "from": self.node}
+        else:
+            self.server._spawn(self._index_game(session.id, None))
+            message = {"op": "game-", "id": session.id, "from": self.node}
+        self._publish(self.bus.lobby_channel, message)
+
+    async def _index_game(self, game_id: str, data: bytes | None) -> None:
+        try:
+            if data is None:
+                await self.bus.client.hdel(self._live_key, game_id)
+            else:
+                await self.bus.client.hset(self._live_key, game_id, data)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot index game %s (%s)", game_id, exc)
+
+    def _list_remote(self, game_id: str, data: dict[str, Any] | None) -> None:
+        if data is None:
+            if self.listed.pop(game_id, None) is None:
+                return
+            event = LobbyEvent(kind="game_removed", game_id=game_id)
+        else:
+            self.listed[game_id] = (tuple(data["rank"]), data["summary"])
+            event = LobbyEvent(kind="game_added", game=data["summary"])
+        self.server._lobby_push(event)
+
+    async def _load_games(self) -> None:
+        entries = await self.bus.client.hgetall(self._live_key)
+        for game_id, data in entries.items():
+            name = game_id.decode() if isinstance(game_id, bytes) else str(game_id)
+            if name not in self.server.games:
+                self._list_remote(name, unpack(data if isinstance(data, bytes) else data.encode()))
+
     def _lobby(self, payload: dict[str, Any]) -> None:
-        if payload.get("op") == "add":
+        op = payload.get("op")
+        if op == "game+":
+            self._list_remote(payload["id"], payload["data"])
+        elif op == "game-":
+            self._list_remote(payload["id"], None)
+        elif op == "add":
             self._add_seek(payload["seek"])
         elif payload.get("op") == "remove":
             seek = self.server.lobby.seeks.get(payload["id"])
@@ -890,15 +985,22 @@ class Cluster:
                 self.server._remove_seek(seek)
 
     def _add_seek(self, data: dict[str, Any]) -> None:
-        """A seek posted on another node, in this node's lobby: its owner's connection
-        is a RemoteConnection (an accepter here seats it through its node)."""
+        """A seek posted on another node, in this node's lobby (an accepter here seats
+        its owner through its node)."""
         if data["id"] in self.server.lobby.seeks:
             return
+        seek = self._remote_seek(data)
+        self.server.lobby.add(seek)
+        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    def _remote_seek(self, data: dict[str, Any]) -> SeekEntry:
+        """A seek or quick-pairing entry posted on another node (``_seek_data``): its
+        owner's connection is a RemoteConnection."""
         envelope = {"from": data["node"], "conn": data["conn"], "player": data["player"]}
         settings = self.server.settings
         bucket = TokenBucket(settings.rate_per_s, settings.burst, 0.0, time.monotonic())
         owner = RemoteConnection(self, envelope | {"watching": []}, bucket)
-        seek = SeekEntry(
+        return SeekEntry(
             id=data["id"],
             game=data["game"],
             params=dict(data["params"]),
@@ -909,9 +1011,109 @@ class Cluster:
             color=data["color"],
             opponents=data["opponents"],
             to=data["to"],
+            quick=bool(data.get("quick")),
         )
-        self.server.lobby.add(seek)
-        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    # --- quick pairing: one queue per pairing key, for the whole cluster ---------------------
+
+    def _quick_keys(self, entry: SeekEntry) -> list[str]:
+        """The entry's queue (one list per game, parameters and clock: ``SeekEntry.key``)
+        and the hash of every queued entry's data, by id."""
+        key = hashlib.sha1(repr(entry.key).encode()).hexdigest()[:20]
+        return [f"{self.bus.prefix}:quick:{key}", f"{self.bus.prefix}:quick-entries"]
+
+    async def quick_pair(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
+        """The longest-waiting quick entry of another player with ``entry``'s key, on any
+        node, taken from the queue; or None, and ``entry`` is queued. One script run, so
+        of two nodes pairing at once neither queues beside a partner (Redis runs a script
+        atomically)."""
+        data = self._seek_data(entry, connection) | {"quick": True}
+        player = connection.player
+        assert player is not None
+        keys = self._quick_keys(entry)
+        while True:
+            try:
+                raw = await self._quick_script(
+                    keys=keys, args=[player.player_id, entry.id, pack(data), _QUICK_SCAN]
+                )
+            except (RedisError, OSError) as exc:
+                raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+            if raw is None:
+                return None
+            partner = unpack(raw)
+            node = partner["node"]
+            if node == self.node:
+                mine = self.server.lobby.seeks.get(partner["id"])
+                if mine is not None and not mine.owner_connection.closed:
+                    return mine
+                continue  # its owner is leaving: the next one
+            if node not in self.present:
+                continue  # its node died
+            # Its node drops it from its lobby (and its AI fallback) before anything else.
+            self.send_to(node, {"op": "quick-taken", "id": partner["id"]})
+            return self._remote_seek(partner)
+
+    async def claim_quick(self, entry: SeekEntry) -> bool:
+        """Take this node's own quick entry out of the queue (its AI fallback is due):
+        False if another node paired it first."""
+        keys = self._quick_keys(entry)
+        player_id = entry.owner.player_id or ""
+        try:
+            pipe = self.bus.client.pipeline(transaction=True)
+            pipe.hdel(keys[1], entry.id)
+            pipe.lrem(keys[0], 1, f"{entry.id} {player_id}")
+            won, _ = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot take quick entry %s (%s)", entry.id, exc)
+            return False
+        return bool(won)
+
+    def quick_removed(self, entry: SeekEntry) -> None:
+        """A quick entry of this node is gone (paired, cancelled, its owner left)."""
+
+        async def remove() -> None:
+            await self.claim_quick(entry)
+
+        self.server._spawn(remove())
+
+    @property
+    def _quick_script(self) -> Any:
+        script = self._quick
+        if script is None:
+            script = self._quick = self.bus.client.register_script(_QUICK_TAKE)
+        return script
+
+    async def _repost_seeks(self) -> None:
+        """After the bus came back (Redis restarted, maybe without its data): this node's
+        seeks, quick entries and live games are posted again where they are missing."""
+        for session in list(self.server.games.values()):
+            if session.status == "live" and not session.private:
+                entry = {"rank": list(game_rank(session)), "summary": session.summary()}
+                try:
+                    await self.bus.client.hsetnx(self._live_key, session.id, pack(entry))
+                except (RedisError, OSError) as exc:
+                    log.warning("cluster: cannot index game %s again (%s)", session.id, exc)
+                    return
+        for seek in list(self.server.lobby.seeks.values()):
+            connection = seek.owner_connection
+            if connection.node is not None or connection.closed:
+                continue
+            data = pack(self._seek_data(seek, connection) | {"quick": seek.quick})
+            try:
+                if seek.quick:
+                    keys = self._quick_keys(seek)
+                    if await self.bus.client.hsetnx(keys[1], seek.id, data):
+                        await self.bus.client.rpush(
+                            keys[0], f"{seek.id} {seek.owner.player_id or ''}"
+                        )
+                elif await self.bus.client.hsetnx(self._seeks_key, seek.id, data):
+                    self._publish(
+                        self.bus.lobby_channel,
+                        {"op": "add", "seek": unpack(data), "from": self.node},
+                    )
+            except (RedisError, OSError) as exc:
+                log.warning("cluster: cannot post seek %s again (%s)", seek.id, exc)
+                return
 
     def _forget_seeks_of(self, nodes: set[str]) -> None:
         """Nodes gone without a word (killed): their seeks leave every lobby."""
