@@ -9,7 +9,8 @@ errors other than the cluster's ``unavailable`` while a node was down):
 - throughput: a human move's round trip (``move`` sent to its acknowledgement), p50/p99/
   p99.9, split by where the mover sits: on the game's owner node, or on another node (the
   request forwarded to the owner and the acknowledgement routed back); moves/s; the
-  nodes' CPU per move (all nodes together);
+  nodes' CPU per move (all nodes together, each node, and net of what the idle nodes
+  spend); ``--placement local`` seats both players on the owner's node, to compare;
 - kill: every ``--every`` seconds one node is killed (-9) and a new one started in its
   place; its clients reconnect to another node and resume. For each kill, the time from
   the kill to the first acknowledged move of each game the dead node owned (median and
