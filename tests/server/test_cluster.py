@@ -90,6 +90,12 @@ async def _two_player_game(
     return ada, bo, created.game_id, created.token, joined.token
 
 
+async def _seats(cluster: Cluster) -> tuple[dict[str, tuple[ServerConnection, str]], str]:
+    """``_two_player_game``: each player's connection and token by name, and the game."""
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+    return {"ada": (ada, ada_token), "bo": (bo, bo_token)}, game_id
+
+
 async def test_players_and_a_spectator_on_three_nodes(two_nodes: Cluster, pg_schema: str) -> None:
     cluster = two_nodes
     ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
@@ -122,8 +128,7 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     two_nodes: Cluster, pg_schema: str
 ) -> None:
     cluster = two_nodes
-    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-    seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+    seats, game_id = await _seats(cluster)
     order = ["ada", "bo"]
     acknowledged = []
     for ply, action in enumerate(LONG_GAME[:5]):
@@ -453,8 +458,7 @@ async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
     two_nodes: Cluster, pg_schema: str
 ) -> None:
     cluster = two_nodes
-    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-    seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
+    seats, game_id = await _seats(cluster)
     order = ["ada", "bo"]
     for ply, action in enumerate(LONG_GAME[:3]):
         mover, token = seats[order[ply % 2]]
