@@ -9,7 +9,8 @@ errors other than the cluster's ``unavailable`` while a node was down):
 - throughput: a human move's round trip (``move`` sent to its acknowledgement), p50/p99/
   p99.9, split by where the mover sits: on the game's owner node, or on another node (the
   request forwarded to the owner and the acknowledgement routed back); moves/s; the
-  nodes' CPU per move (all nodes together);
+  nodes' CPU per move (all nodes together, each node, and net of what the idle nodes
+  spend); ``--placement local`` seats both players on the owner's node, to compare;
 - kill: every ``--every`` seconds one node is killed (-9) and a new one started in its
   place; its clients reconnect to another node and resume. For each kill, the time from
   the kill to the first acknowledged move of each game the dead node owned (median and
@@ -146,8 +147,9 @@ class Bench:
             await asyncio.sleep(0.05)
         raise TimeoutError("the nodes did not share the shards in time")
 
-    def cpu_s(self) -> float:
-        return sum(n.cpu_s + _process_cpu_s(n.process.pid) for n in self.nodes)
+    def cpu_by_node(self) -> list[float]:
+        """CPU seconds of each node slot (the processes killed in it included)."""
+        return [n.cpu_s + _process_cpu_s(n.process.pid) for n in self.nodes]
 
 
 @dataclass
@@ -341,12 +343,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         pairs = []
         for g in range(args.games):
             first = g % args.nodes
-            pairs.append(
-                (Player(bench, first, f"x{g}"), Player(bench, (first + 1) % args.nodes, f"o{g}"))
-            )
+            second = first if args.placement == "local" else (first + 1) % args.nodes
+            pairs.append((Player(bench, first, f"x{g}"), Player(bench, second, f"o{g}")))
         for x, o in pairs:
             await x.connect()
             await o.connect()
+        # What the nodes spend idle (heartbeats, claims): counted apart from the moves.
+        idle_before, idle_started = bench.cpu_by_node(), time.monotonic()
+        await asyncio.sleep(args.idle)
+        idle_s = time.monotonic() - idle_started
+        idle_rate = [
+            (after - before) / idle_s
+            for before, after in zip(idle_before, bench.cpu_by_node(), strict=True)
+        ]
         interval = args.games / args.rate
         tasks = [
             asyncio.create_task(play(i, p, args.game, interval, tally, stop, owners, rng))
@@ -355,7 +364,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(args.warmup)
         tally.local.clear()
         tally.forwarded.clear()
-        cpu_before, moves_before = bench.cpu_s(), len(tally.acknowledged)
+        cpu_before, moves_before = bench.cpu_by_node(), len(tally.acknowledged)
         started = time.monotonic()
         kills: list[dict[str, Any]] = []
         if args.mode == "kill":
@@ -366,13 +375,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.duration)
         elapsed = time.monotonic() - started
         moves = len(tally.acknowledged) - moves_before
-        cpu = bench.cpu_s() - cpu_before
+        cpu_nodes = [
+            after - before for before, after in zip(cpu_before, bench.cpu_by_node(), strict=True)
+        ]
+        cpu = sum(cpu_nodes)
+        cpu_net = cpu - sum(idle_rate) * elapsed
         stop.set()
         await asyncio.wait(tasks, timeout=10)
         report.update(
             offered_moves_per_s=args.rate,
             moves_per_s=round(moves / elapsed, 1),
+            placement=args.placement,
             cpu_us_per_move_all_nodes=round(cpu / max(1, moves) * 1e6, 1),
+            cpu_us_per_move_net_of_idle=round(cpu_net / max(1, moves) * 1e6, 1),
+            cpu_us_per_move_by_node=[round(c / max(1, moves) * 1e6, 1) for c in cpu_nodes],
+            idle_cpu_percent_by_node=[round(r * 100, 2) for r in idle_rate],
             move_ms_owner_node=_percentiles(tally.local),
             move_ms_forwarded=_percentiles(tally.forwarded),
             unavailable_retries=tally.unavailable,
@@ -465,6 +482,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds not counted")
     parser.add_argument("--kills", type=int, default=20, help="nodes killed (kill mode)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between kills")
+    parser.add_argument(
+        "--placement",
+        choices=["split", "local"],
+        default="split",
+        help="split: each game's players on two nodes (half the moves forwarded); local: "
+        "both on the game's owner node (none forwarded), to compare CPU per move",
+    )
+    parser.add_argument(
+        "--idle", type=float, default=2.0, help="seconds the idle nodes' CPU is measured"
+    )
     parser.add_argument("--game", default="gomoku", choices=sorted(CELLS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -24,6 +24,7 @@ Clients connect to any node:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import logging
 import math
@@ -34,13 +35,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 import asyncpg
 from redis.exceptions import RedisError
 
-from protocol import ErrorCode, LobbyEvent, Message, ProtocolError, decode, encode
+from protocol import (
+    ErrorCode,
+    JoinGame,
+    LobbyEvent,
+    Message,
+    ProtocolError,
+    Resume,
+    Watch,
+    decode,
+    encode,
+)
 from server.bus import RedisBus, pack, unpack
 from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
 from server.errors import NodeUnavailable, ServerError
 from server.limits import TokenBucket
-from server.lobby import Lobby, SeekEntry
+from server.lobby import Lobby, SeekEntry, game_rank
 from server.session import Player, new_game_id
 from server.shards import SHARDS, ShardLocks, shard_of
 
@@ -55,6 +66,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Requests after which the client follows the game: its node subscribes to the game's
+# channel before forwarding them.
+_FOLLOWING = (JoinGame, Watch, Resume)
+# Quick pairing (KEYS: the queue, the entries' hash; ARGV: the player, the entry's id, its
+# data, how many to look at): take the first queued entry of another player whose data is
+# still there, or queue this one. Queue items are "ENTRY_ID PLAYER_ID".
+_QUICK_TAKE = """
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+for _, item in ipairs(items) do
+  local id, player = string.match(item, '^(%S+) (.*)$')
+  if player ~= ARGV[1] then
+    redis.call('LREM', KEYS[1], 1, item)
+    local data = redis.call('HGET', KEYS[2], id)
+    if data then
+      redis.call('HDEL', KEYS[2], id)
+      return data
+    end
+  end
+end
+redis.call('RPUSH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return false
+"""
+_QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
@@ -85,7 +120,9 @@ def new_node_id() -> str:
 
 class RemoteConnection(Connection):
     """A client connected to another node, as the owner of a game serves it: what the
-    handlers send it goes back through that node's inbox."""
+    handlers send it goes back to that node, in order with everything else this node
+    publishes (server/bus.py): with the request's ``done``, folded into the game event
+    that answers it, or, if anything else is published first, before that."""
 
     def __init__(self, cluster: Cluster, envelope: dict[str, Any], bucket: TokenBucket) -> None:
         # Not Connection.__init__: there is no websocket here, only what handlers use.
@@ -101,9 +138,15 @@ class RemoteConnection(Connection):
         self.watching = set(envelope["watching"])
         self.lobby = False
         self.closed = False
+        self.fid: int | None = envelope.get("fid")  # the forwarded request being served
+        # Its node receives the game's channel: the reply may ride on the game's event.
+        self.subscribed = bool(envelope.get("sub"))
+        self.outgoing: list[bytes] = []  # frames not yet sent to its node
+        self.folded = False  # the request's outcome went out with a game event
 
     def post(self, frame: bytes) -> None:
-        self.cluster.send_to(self.origin, {"op": "out", "conn": self.key, "frames": [frame]})
+        self.outgoing.append(frame)
+        self.cluster.held(self)
 
     def follow(self, game_id: str, seq: int) -> None:
         """The handler subscribed this client to ``game_id``: its node relays the game's
@@ -148,13 +191,21 @@ class Cluster:
         self._connections: dict[str, Connection] = {}
         self._key_counter = itertools.count(1)
         self._forward_ids = itertools.count(1)
-        # forward id -> (its reply, the node asked, the game's shard)
-        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, int]] = {}
+        # forward id -> (its reply, the node asked, the game)
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, str]] = {}
         self.relayed: dict[str, int] = {}  # remote game -> last seq relayed here
         self._relay_owner: dict[str, str] = {}  # remote game -> the node it came from
         self._recovering: dict[str, float] = {}  # remote game -> when it was asked
         self._tasks: list[asyncio.Task[None]] = []
         self.forwarded = 0  # requests this node forwarded (metrics, bench)
+        # Remote clients' frames not yet sent (RemoteConnection.post), in posting order;
+        # sent before anything else this node publishes, so that nothing overtakes them.
+        self._held: dict[RemoteConnection, None] = {}
+        self._flush_soon: asyncio.Handle | None = None
+        self._quick: Any = None  # the quick-pairing script, registered once
+        # Live public games owned by other nodes, as their owners announced them: rank
+        # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
+        self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
     # --- life -------------------------------------------------------------------------
 
@@ -165,10 +216,11 @@ class Cluster:
         await self._heartbeat()
         try:
             await self._load_seeks()
+            await self._load_games()
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot read the seeks (%s)", exc)
+            log.warning("cluster: cannot read the lobby (%s)", exc)
         try:
-            await self.locks.open()
+            await self.locks.open(self._lock_lost)
             await self._claim()
         except _LOCK_ERRORS as exc:
             log.warning("cluster: cannot take shards yet (%s); retrying", exc)
@@ -194,7 +246,7 @@ class Cluster:
             await self._heartbeat()
         except Exception as exc:
             log.warning("cluster: cannot announce the drain (%s)", exc)
-        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+        self._publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
 
     async def close(self) -> None:
         if not self.draining:
@@ -236,7 +288,7 @@ class Cluster:
                 if not self.locks.connected:
                     if self.locks.held:  # closed under us (the server cut it, say)
                         self._lose_all(ConnectionError("the lock connection closed"))
-                    await self.locks.open()
+                    await self.locks.open(self._lock_lost)
                 await self._claim()
             except _LOCK_ERRORS as exc:
                 self._lose_all(exc)
@@ -307,6 +359,7 @@ class Cluster:
                 if seq is not None and self.server.subscribers.get(game_id):
                     self.relayed[game_id] = seq
                     self._relay_owner[game_id] = self.node
+                    self._followed_late(game_id)
             if not self.draining:
                 await self._heartbeat()  # announced as not ours before they are free
             for shard in shards:
@@ -316,6 +369,12 @@ class Cluster:
         log.info("cluster: released shards %s", sorted(shards))
         if not self.draining:
             await self._announce()
+
+    def _lock_lost(self) -> None:
+        """PostgreSQL closed the lock connection: its shards are gone now."""
+        if self.locks.held:
+            self._lose_all(ConnectionError("PostgreSQL closed the lock connection"))
+        self._wake.set()  # claim again as soon as it answers
 
     def _lose_all(self, exc: BaseException) -> None:
         """The lock connection failed: every shard is lost with it (fencing). Games leave
@@ -328,13 +387,14 @@ class Cluster:
             if seq is not None and self.server.subscribers.get(game_id):
                 self.relayed[game_id] = seq
                 self._relay_owner[game_id] = self.node
+                self._followed_late(game_id)
 
     async def _announce(self) -> None:
         try:
             await self._heartbeat()
         except Exception as exc:
             log.warning("cluster: cannot announce shards (%s)", exc)
-        self.bus.publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
+        self._publish(self.bus.cluster_channel, {"op": "shards", "node": self.node})
 
     def adopted(self, session: GameSession) -> None:
         """This node took ``session`` from the database: its followers here, which
@@ -383,6 +443,7 @@ class Cluster:
                 await self._heartbeat()
             except Exception as exc:
                 log.warning("cluster: heartbeat failed (%s)", exc)
+            self._sweep_channels()
             now = time.monotonic()
             for game_id, asked in list(self._recovering.items()):
                 if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
@@ -392,9 +453,9 @@ class Cluster:
         """Forwards waiting on a node that no longer owns their game are sent again; games
         whose owner changed are caught up (what the old one committed last, the new
         one's restore)."""
-        for future, target, shard in list(self._pending.values()):
+        for future, target, game_id in list(self._pending.values()):
             if not future.done() and (
-                target not in self.present or self.owners.get(shard) != target
+                target not in self.present or self.owner_of(game_id) != target
             ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
@@ -412,7 +473,31 @@ class Cluster:
 
     def send_to(self, node: str, payload: dict[str, Any]) -> None:
         payload["from"] = self.node
-        self.bus.publish(self.bus.inbox(node), payload)
+        self._publish(self.bus.inbox(node), payload)
+
+    def _publish(self, channel: str, payload: Any) -> None:
+        """Publish, after the remote clients' frames held until now."""
+        if self._held:
+            self._flush()
+        self.bus.publish(channel, payload)
+
+    def held(self, connection: RemoteConnection) -> None:
+        """A frame for a remote client waits (RemoteConnection.post): it goes with its
+        request's outcome, or before whatever this node publishes next, or at the end of
+        this turn of the event loop (a client this node serves no request of)."""
+        self._held[connection] = None
+        if connection.fid is None and self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_soon = None
+        held, self._held = self._held, {}
+        for connection in held:
+            if connection.outgoing:
+                frames, connection.outgoing = connection.outgoing, []
+                payload = {"op": "out", "conn": connection.key, "frames": frames}
+                payload["from"] = self.node
+                self.bus.publish(self.bus.inbox(connection.origin), payload)
 
     async def forward(self, connection: Connection, message: Message) -> None:
         """Serve ``message`` at its game's owner; return once it is served there."""
@@ -421,6 +506,7 @@ class Cluster:
         assert player is not None
         deadline = time.monotonic() + self.forward_timeout_s
         frame = encode(message)
+        unanswered = False  # a copy went to an owner that never answered
         while True:
             if self.serves(game_id):
                 await self.server.dispatch(connection, message)  # it came here meanwhile
@@ -428,6 +514,12 @@ class Cluster:
             owner = self.owner_of(game_id)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if unanswered:  # sent, and maybe served: the client must look before resending
+                    raise NodeUnavailable(
+                        f"the node serving game {game_id} did not answer in time: the outcome "
+                        "is unknown; resume the game to see whether it was applied",
+                        game_id,
+                    )
                 raise NodeUnavailable(
                     f"the node serving game {game_id} does not answer: retry soon", game_id
                 )
@@ -439,9 +531,14 @@ class Cluster:
                 except TimeoutError:
                     await self._refresh_quietly()
                 continue
+            if not self.bus.subscribed(game_id) and (
+                game_id in connection.games or isinstance(message, _FOLLOWING)
+            ):
+                # Its events (and the reply riding on them) reach this node from now on.
+                await self._follow_channel(game_id, min(remaining, self.heartbeat_s))
             fid = next(self._forward_ids)
             future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[fid] = (future, owner, shard_of(game_id))
+            self._pending[fid] = (future, owner, game_id)
             tokens = connection.bucket.tokens
             self.send_to(
                 owner,
@@ -453,12 +550,14 @@ class Cluster:
                     "watching": sorted(connection.watching),
                     "tokens": tokens,
                     "frame": frame,
+                    "sub": self.bus.subscribed(game_id),
                 },
             )
             self.forwarded += 1
             try:
                 done = await asyncio.wait_for(future, remaining)
             except TimeoutError:
+                unanswered = True
                 continue
             finally:
                 self._pending.pop(fid, None)
@@ -473,6 +572,48 @@ class Cluster:
             if spent > 0:
                 connection.bucket.charge(time.monotonic(), spent, owe=True)
             return
+
+    async def _follow_channel(self, game_id: str, timeout: float) -> bool:
+        """Subscribe to the game's channel; True once Redis confirmed it in ``timeout``."""
+        try:
+            await asyncio.wait_for(self.bus.follow_game(game_id), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _followed_late(self, game_id: str) -> None:
+        """This node has followers of a remote game it did not subscribe to beforehand:
+        subscribe, then catch up on what was published meanwhile."""
+        if self.bus.subscribed(game_id) or game_id in self.server.games:
+            return
+
+        async def subscribe() -> None:
+            if await self._follow_channel(game_id, self.forward_timeout_s):
+                self._recover(game_id)
+
+        self.server._spawn(subscribe())
+
+    def _sweep_channels(self) -> None:
+        """Unsubscribe from the games this node no longer follows (no follower here, no
+        request about it in flight) or owns now."""
+        asked = {game_id for _, _, game_id in self._pending.values()}
+        for game_id in list(self.bus.games):
+            if game_id in asked:
+                continue
+            if game_id in self.server.games or not self.server.subscribers.get(game_id):
+                self.bus.unfollow_game(game_id)
+                if game_id not in self.server.games:
+                    self._forget_relay(game_id)
+
+    def _forget_relay(self, game_id: str) -> None:
+        self.relayed.pop(game_id, None)
+        self._relay_owner.pop(game_id, None)
+        self._recovering.pop(game_id, None)
+
+    def evicted(self, game_id: str) -> None:
+        """A finished game of this node leaves memory: its followers on other nodes stop
+        following it (as they do here)."""
+        self._publish(self.bus.game_channel(game_id), [self.node, None, None, "", None, None])
 
     async def _refresh_quietly(self) -> None:
         try:
@@ -525,21 +666,35 @@ class Cluster:
             log.exception("serving a request forwarded by %s failed", proxy.node)
             proxy.send_error(ErrorCode.INTERNAL, "internal server error", rid)
         spent = max(0.0, tokens - bucket.tokens)
-        self.send_to(
-            proxy.origin, {"op": "done", "fid": envelope["fid"], "moved": moved, "spent": spent}
-        )
+        self._held.pop(proxy, None)
+        frames, proxy.outgoing = proxy.outgoing, []
+        if proxy.folded and not frames and not spent and not moved:
+            return  # its node took the outcome from the game's event
+        done = {"op": "done", "fid": envelope["fid"], "moved": moved, "spent": spent}
+        done["conn"] = proxy.key
+        if frames:
+            done["frames"] = frames
+        self.send_to(proxy.origin, done)
 
-    def published(self, session: GameSession, seq: int, frame: bytes, target: str) -> None:
+    def published(
+        self, session: GameSession, seq: int, frame: bytes, reply_to: Connection | None
+    ) -> None:
         """An event of a game this node owns is committed (and sent to its followers
-        here): on the game's channel for the other nodes' followers."""
-        self.bus.publish(self.bus.game_channel(session.id), [self.node, seq, frame, target])
-
-    def target_of(self, connection: Connection | None) -> str:
-        """How a game's channel names the one client whose copy of an event went to it
-        with its request's ``rid``."""
-        if isinstance(connection, RemoteConnection):
-            return f"{connection.node}/{connection.key}"
-        return ""
+        here): on the game's channel for the other nodes' followers. If it answers a
+        request forwarded by a node that receives the channel, the requester's frames
+        (its acknowledgement with ``rid``) and the request's outcome ride with it: one
+        message instead of a reply and a ``done``."""
+        target, reply, fid = "", None, None
+        if isinstance(reply_to, RemoteConnection):
+            target = f"{reply_to.node}/{reply_to.key}"
+            if reply_to.subscribed and reply_to.fid is not None and reply_to.outgoing:
+                reply, reply_to.outgoing = reply_to.outgoing, []
+                self._held.pop(reply_to, None)
+                reply_to.folded = True
+                fid = reply_to.fid
+        self._publish(
+            self.bus.game_channel(session.id), [self.node, seq, frame, target, reply, fid]
+        )
 
     # --- the bus: what this node receives --------------------------------------------------
 
@@ -558,11 +713,26 @@ class Cluster:
         elif kind == "reconnected":
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
+            self.server._spawn(self._repost_seeks())
 
     def _relay(self, game_id: str, payload: list[Any]) -> None:
-        """An event of a game owned elsewhere: to this node's followers, in order."""
-        node, seq, frame, target = payload
+        """An event of a game owned elsewhere: to this node's followers, in order. The
+        requester's reply may ride on it (``reply``: its frames, ``fid``: the forwarded
+        request it ends); ``seq`` None: the finished game left its owner's memory."""
+        node, seq, frame, target, reply, fid = payload
+        mine = f"{self.node}/"
+        skip = self._connections.get(target[len(mine) :]) if target.startswith(mine) else None
+        if reply is not None and target.startswith(mine):
+            if skip is not None:
+                for reply_frame in reply:
+                    skip.post(reply_frame)
+            pending = self._pending.get(fid)
+            if pending is not None and not pending[0].done():
+                pending[0].set_result({"folded": True})
         if node == self.node or game_id in self.server.games:
+            return
+        if seq is None:
+            self._evicted(game_id)
             return
         followers = self.server.subscribers.get(game_id)
         if not followers:
@@ -578,11 +748,18 @@ class Cluster:
             return
         self.relayed[game_id] = seq
         self._relay_owner[game_id] = node
-        mine = f"{self.node}/"
-        skip = self._connections.get(target[len(mine) :]) if target.startswith(mine) else None
         for connection in list(followers):
             if connection is not skip:
                 connection.post(frame)
+
+    def _evicted(self, game_id: str) -> None:
+        """A finished remote game left its owner's memory: its followers here stop
+        following it, as the owner's own did (server/game_events.py ``_evict``)."""
+        for connection in self.server.subscribers.pop(game_id, ()):
+            connection.games.discard(game_id)
+            connection.watching.discard(game_id)
+        self._forget_relay(game_id)
+        self.bus.unfollow_game(game_id)
 
     def _recover(self, game_id: str) -> None:
         """Ask the game's owner for the events after the last one relayed here."""
@@ -618,6 +795,10 @@ class Cluster:
             else:
                 log.warning("cluster: a reply from %s for a client gone", payload["from"])
         elif op == "done":
+            connection = self._connections.get(payload.get("conn", ""))
+            if connection is not None:  # the requester's frames (what no event carried)
+                for frame in payload.get("frames", ()):
+                    connection.post(frame)
             pending = self._pending.get(payload["fid"])
             if pending is not None and not pending[0].done():
                 pending[0].set_result(payload)
@@ -629,6 +810,10 @@ class Cluster:
             self._send_since(payload)
         elif op == "frames":
             self._caught_up(payload)
+        elif op == "quick-taken":  # paired on another node
+            entry = self.server.lobby.seeks.get(payload.get("id", ""))
+            if entry is not None and entry.quick:
+                self.server._remove_seek(entry)
         elif op == "away":
             self.server._spawn(
                 self.server.remote_presence(payload["game"], payload["player"], False)
@@ -646,6 +831,7 @@ class Cluster:
         if game_id not in self.relayed or game_id not in self._relay_owner:
             self.relayed[game_id] = int(payload["seq"])
         self._relay_owner[game_id] = payload["from"]
+        self._followed_late(game_id)
 
     def _send_since(self, payload: dict[str, Any]) -> None:
         game_id = payload["game"]
@@ -713,7 +899,7 @@ class Cluster:
             await self.bus.client.hset(self._seeks_key, seek.id, pack(data))
         except (RedisError, OSError) as exc:
             raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
-        self.bus.publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
+        self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
     async def claim_seek(self, seek_id: str) -> bool:
         """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
@@ -726,7 +912,7 @@ class Cluster:
     def seek_removed(self, seek_id: str) -> None:
         """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
         self.server._spawn(self._delete_seek(seek_id))
-        self.bus.publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
+        self._publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
 
     async def _delete_seek(self, seek_id: str) -> None:
         try:
@@ -741,8 +927,57 @@ class Cluster:
             if seek.get("node") in self.present and seek.get("node") != self.node:
                 self._add_seek(seek)
 
+    # --- the lobby: the cluster's live games -------------------------------------------------
+
+    @property
+    def _live_key(self) -> str:
+        return f"{self.bus.prefix}:live"
+
+    def game_listed(self, session: GameSession, live: bool) -> None:
+        """A public game of this node started (``live``) or ended: in the cluster's index
+        of live games, and in every node's lobby."""
+        if live:
+            data = {"rank": list(game_rank(session)), "summary": session.summary()}
+            self.server._spawn(self._index_game(session.id, pack(data)))
+            message = {"op": "game+", "id": session.id, "data": data, "from": self.node}
+        else:
+            self.server._spawn(self._index_game(session.id, None))
+            message = {"op": "game-", "id": session.id, "from": self.node}
+        self._publish(self.bus.lobby_channel, message)
+
+    async def _index_game(self, game_id: str, data: bytes | None) -> None:
+        try:
+            if data is None:
+                await self.bus.client.hdel(self._live_key, game_id)
+            else:
+                await self.bus.client.hset(self._live_key, game_id, data)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot index game %s (%s)", game_id, exc)
+
+    def _list_remote(self, game_id: str, data: dict[str, Any] | None) -> None:
+        if data is None:
+            if self.listed.pop(game_id, None) is None:
+                return
+            event = LobbyEvent(kind="game_removed", game_id=game_id)
+        else:
+            self.listed[game_id] = (tuple(data["rank"]), data["summary"])
+            event = LobbyEvent(kind="game_added", game=data["summary"])
+        self.server._lobby_push(event)
+
+    async def _load_games(self) -> None:
+        entries = await self.bus.client.hgetall(self._live_key)
+        for game_id, data in entries.items():
+            name = game_id.decode() if isinstance(game_id, bytes) else str(game_id)
+            if name not in self.server.games:
+                self._list_remote(name, unpack(data if isinstance(data, bytes) else data.encode()))
+
     def _lobby(self, payload: dict[str, Any]) -> None:
-        if payload.get("op") == "add":
+        op = payload.get("op")
+        if op == "game+":
+            self._list_remote(payload["id"], payload["data"])
+        elif op == "game-":
+            self._list_remote(payload["id"], None)
+        elif op == "add":
             self._add_seek(payload["seek"])
         elif payload.get("op") == "remove":
             seek = self.server.lobby.seeks.get(payload["id"])
@@ -750,15 +985,22 @@ class Cluster:
                 self.server._remove_seek(seek)
 
     def _add_seek(self, data: dict[str, Any]) -> None:
-        """A seek posted on another node, in this node's lobby: its owner's connection
-        is a RemoteConnection (an accepter here seats it through its node)."""
+        """A seek posted on another node, in this node's lobby (an accepter here seats
+        its owner through its node)."""
         if data["id"] in self.server.lobby.seeks:
             return
+        seek = self._remote_seek(data)
+        self.server.lobby.add(seek)
+        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    def _remote_seek(self, data: dict[str, Any]) -> SeekEntry:
+        """A seek or quick-pairing entry posted on another node (``_seek_data``): its
+        owner's connection is a RemoteConnection."""
         envelope = {"from": data["node"], "conn": data["conn"], "player": data["player"]}
         settings = self.server.settings
         bucket = TokenBucket(settings.rate_per_s, settings.burst, 0.0, time.monotonic())
         owner = RemoteConnection(self, envelope | {"watching": []}, bucket)
-        seek = SeekEntry(
+        return SeekEntry(
             id=data["id"],
             game=data["game"],
             params=dict(data["params"]),
@@ -769,9 +1011,109 @@ class Cluster:
             color=data["color"],
             opponents=data["opponents"],
             to=data["to"],
+            quick=bool(data.get("quick")),
         )
-        self.server.lobby.add(seek)
-        self.server._lobby_push(LobbyEvent(kind="seek_added", seek_id=seek.id), seek=seek)
+
+    # --- quick pairing: one queue per pairing key, for the whole cluster ---------------------
+
+    def _quick_keys(self, entry: SeekEntry) -> list[str]:
+        """The entry's queue (one list per game, parameters and clock: ``SeekEntry.key``)
+        and the hash of every queued entry's data, by id."""
+        key = hashlib.sha1(repr(entry.key).encode()).hexdigest()[:20]
+        return [f"{self.bus.prefix}:quick:{key}", f"{self.bus.prefix}:quick-entries"]
+
+    async def quick_pair(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
+        """The longest-waiting quick entry of another player with ``entry``'s key, on any
+        node, taken from the queue; or None, and ``entry`` is queued. One script run, so
+        of two nodes pairing at once neither queues beside a partner (Redis runs a script
+        atomically)."""
+        data = self._seek_data(entry, connection) | {"quick": True}
+        player = connection.player
+        assert player is not None
+        keys = self._quick_keys(entry)
+        while True:
+            try:
+                raw = await self._quick_script(
+                    keys=keys, args=[player.player_id, entry.id, pack(data), _QUICK_SCAN]
+                )
+            except (RedisError, OSError) as exc:
+                raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+            if raw is None:
+                return None
+            partner = unpack(raw)
+            node = partner["node"]
+            if node == self.node:
+                mine = self.server.lobby.seeks.get(partner["id"])
+                if mine is not None and not mine.owner_connection.closed:
+                    return mine
+                continue  # its owner is leaving: the next one
+            if node not in self.present:
+                continue  # its node died
+            # Its node drops it from its lobby (and its AI fallback) before anything else.
+            self.send_to(node, {"op": "quick-taken", "id": partner["id"]})
+            return self._remote_seek(partner)
+
+    async def claim_quick(self, entry: SeekEntry) -> bool:
+        """Take this node's own quick entry out of the queue (its AI fallback is due):
+        False if another node paired it first."""
+        keys = self._quick_keys(entry)
+        player_id = entry.owner.player_id or ""
+        try:
+            pipe = self.bus.client.pipeline(transaction=True)
+            pipe.hdel(keys[1], entry.id)
+            pipe.lrem(keys[0], 1, f"{entry.id} {player_id}")
+            won, _ = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot take quick entry %s (%s)", entry.id, exc)
+            return False
+        return bool(won)
+
+    def quick_removed(self, entry: SeekEntry) -> None:
+        """A quick entry of this node is gone (paired, cancelled, its owner left)."""
+
+        async def remove() -> None:
+            await self.claim_quick(entry)
+
+        self.server._spawn(remove())
+
+    @property
+    def _quick_script(self) -> Any:
+        script = self._quick
+        if script is None:
+            script = self._quick = self.bus.client.register_script(_QUICK_TAKE)
+        return script
+
+    async def _repost_seeks(self) -> None:
+        """After the bus came back (Redis restarted, maybe without its data): this node's
+        seeks, quick entries and live games are posted again where they are missing."""
+        for session in list(self.server.games.values()):
+            if session.status == "live" and not session.private:
+                entry = {"rank": list(game_rank(session)), "summary": session.summary()}
+                try:
+                    await self.bus.client.hsetnx(self._live_key, session.id, pack(entry))
+                except (RedisError, OSError) as exc:
+                    log.warning("cluster: cannot index game %s again (%s)", session.id, exc)
+                    return
+        for seek in list(self.server.lobby.seeks.values()):
+            connection = seek.owner_connection
+            if connection.node is not None or connection.closed:
+                continue
+            data = pack(self._seek_data(seek, connection) | {"quick": seek.quick})
+            try:
+                if seek.quick:
+                    keys = self._quick_keys(seek)
+                    if await self.bus.client.hsetnx(keys[1], seek.id, data):
+                        await self.bus.client.rpush(
+                            keys[0], f"{seek.id} {seek.owner.player_id or ''}"
+                        )
+                elif await self.bus.client.hsetnx(self._seeks_key, seek.id, data):
+                    self._publish(
+                        self.bus.lobby_channel,
+                        {"op": "add", "seek": unpack(data), "from": self.node},
+                    )
+            except (RedisError, OSError) as exc:
+                log.warning("cluster: cannot post seek %s again (%s)", seek.id, exc)
+                return
 
     def _forget_seeks_of(self, nodes: set[str]) -> None:
         """Nodes gone without a word (killed): their seeks leave every lobby."""

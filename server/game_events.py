@@ -88,8 +88,7 @@ class GameEvents(LobbyFeed):
                 reply_to.post(reply)
             if self.cluster is not None:  # the followers on other nodes
                 seq = getattr(event.message, "seq", session.seq)
-                target = self.cluster.target_of(reply_to) if reply is not None else ""
-                self.cluster.published(session, seq, frame, target)
+                self.cluster.published(session, seq, frame, reply_to if reply is not None else None)
             if type(event.message) is Ended:
                 self._game_over(session)
         self._schedule(session)
@@ -152,8 +151,14 @@ class GameEvents(LobbyFeed):
             handle.cancel()
         loop = asyncio.get_running_loop()
         self._evictions[session.id] = loop.call_later(
-            self.settings.keep_finished_s, self._evict, session.id
+            self.settings.keep_finished_s, self._evict_finished, session.id
         )
+
+    def _evict_finished(self, game_id: str) -> None:
+        """A finished game leaves memory; in a cluster, its followers on other nodes too."""
+        if self.cluster is not None and game_id in self.games:
+            self.cluster.evicted(game_id)
+        self._evict(game_id)
 
     def unload(self, game_id: str) -> int | None:
         """A cluster node hands the game to another (server/cluster.py): it leaves memory

@@ -5,12 +5,13 @@ lobby's subscribers once a tick.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Iterable
 from typing import Any
 
 from protocol import LobbyEvent, LobbyState, LobbyUpdate, encode
 from server.hub import Hub
-from server.lobby import Changes, SeekEntry, Subscription, Window, top_games
+from server.lobby import Changes, SeekEntry, Subscription, Window, game_rank, top_games
 from server.session import GameSession
 
 
@@ -32,6 +33,8 @@ class LobbyFeed(Hub):
             return
         if event.kind in ("game_added", "game_removed"):
             self._lobby_games_changed = True
+            if self.cluster is not None and private is not None:  # a game of this node's
+                self.cluster.game_listed(private, event.kind == "game_added")
         if self._lobby_timer is not None:
             return
         if not self.lobby_connections and not self.lobby.windows:
@@ -43,8 +46,11 @@ class LobbyFeed(Hub):
     def _remove_seek(self, seek: SeekEntry) -> None:
         if self.lobby.remove(seek.id) is None:
             return
-        if self.cluster is not None and not seek.quick and seek.owner_connection.node is None:
-            self.cluster.seek_removed(seek.id)  # posted here: gone from every node's lobby
+        if self.cluster is not None and seek.owner_connection.node is None:  # posted here
+            if seek.quick:
+                self.cluster.quick_removed(seek)  # out of the cluster's queue
+            else:
+                self.cluster.seek_removed(seek.id)  # gone from every node's lobby
         handle = self._quick_timers.pop(seek.id, None)
         if handle is not None:
             handle.cancel()
@@ -53,12 +59,25 @@ class LobbyFeed(Hub):
 
     def _listed_games(self, count: int) -> tuple[list[str], int]:
         """The ids of the ``count`` most relevant games the lobby lists, and how many it
-        lists in all (live and not private)."""
+        lists in all (live and not private; in a cluster, on every node)."""
         listed = [g for g in self.games.values() if g.status == "live" and not g.private]
-        return [g.id for g in top_games(listed, count)], len(listed)
+        remote = self.cluster.listed if self.cluster is not None else {}
+        if not remote:
+            return [g.id for g in top_games(listed, count)], len(listed)
+        ranked = [(game_rank(g), g.id) for g in listed]
+        ranked += [(rank, g) for g, (rank, _) in remote.items() if g not in self.games]
+        return [g for _, g in heapq.nsmallest(count, ranked)], len(ranked)
 
     def _summaries(self, game_ids: Iterable[str]) -> list[dict[str, Any]]:
-        return [self.games[g].summary() for g in game_ids if g in self.games]
+        remote = self.cluster.listed if self.cluster is not None else {}
+        summaries = []
+        for game_id in game_ids:
+            session = self.games.get(game_id)
+            if session is not None:
+                summaries.append(session.summary())
+            elif game_id in remote:
+                summaries.append(remote[game_id][1])  # as its owner announced it
+        return summaries
 
     def _lobby_window(self, limit: int) -> Window:
         games, total = self._listed_games(limit)

@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from engine.result import SearchResult
+from server.bus import redis_client
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
 
@@ -106,7 +107,7 @@ class RemoteEngine:
         return self._alive
 
     async def start(self) -> None:
-        self._client = aioredis.Redis.from_url(self.url)
+        self._client = redis_client(self.url)
         try:
             await ensure_group(self._client, self.prefix)
             await self.refresh()

@@ -341,7 +341,10 @@ class ServerSettings:
         group=GAMES,
     )
     keep_finished_s: float = setting(
-        600.0, "seconds a finished game stays in memory (rematch, resume)", group=GAMES
+        600.0,
+        "seconds a finished game stays in memory (rematch, resume)",
+        flag="keep-finished-s",
+        group=GAMES,
     )
     first_move_s: float = setting(
         FIRST_MOVE_S,

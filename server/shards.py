@@ -5,8 +5,9 @@ while its dedicated lock connection holds the advisory lock (``key``, shard): a 
 lock, so it drops the moment that connection does (the node died, was cut off, or
 drains), and another node's ``pg_try_advisory_lock`` then succeeds. The lock is the
 only proof of ownership; Redis presence only says where to forward requests. A node
-whose lock connection is lost stops owning every shard at once (fencing); the primary
-keys of moves and events refuse a second writer of the same ply or seq meanwhile.
+whose lock connection is lost stops owning every shard at once (fencing: at once when
+PostgreSQL closes the connection, else at the next claim's query); the primary keys of
+moves and events refuse a second writer of the same ply or seq meanwhile.
 """
 
 from __future__ import annotations
@@ -45,9 +46,19 @@ class ShardLocks:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
 
-    async def open(self) -> None:
-        self._conn = await self._connect()
-        self._key = int(await self._conn.fetchval(_KEY))
+    async def open(self, lost: Callable[[], None] | None = None) -> None:
+        """Connect; ``lost`` is called the moment PostgreSQL closes this connection (a
+        terminated backend, a restart): its locks are gone, the node must stop serving
+        their games now rather than at its next claim (fencing)."""
+        conn = await self._connect()
+
+        def closed(_: object) -> None:
+            if conn is self._conn and lost is not None:
+                lost()
+
+        conn.add_termination_listener(closed)
+        self._conn = conn
+        self._key = int(await conn.fetchval(_KEY))
         self.held = set()
 
     async def held_by_anyone(self) -> set[int]:

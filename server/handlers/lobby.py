@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from typing import Any
 
 import engine
 from protocol import (
@@ -100,17 +101,8 @@ class LobbyRequests(GameEvents):
             to = await self._resolve_player(request.to)
             if to == me.player_id:
                 raise BadRequest("you cannot challenge yourself")
-        seek = SeekEntry(
-            id=new_seek_id(),
-            game=request.game,
-            params=dict(request.params),
-            control=TimeControl.parse(request.clock),
-            owner=me.as_player(),
-            owner_connection=connection,
-            created_at=self.clock().wall,
-            color=request.color,
-            opponents=request.opponents,
-            to=to,
+        seek = self._seek_entry(
+            connection, request, color=request.color, opponents=request.opponents, to=to
         )
         if self.cluster is not None:
             await self.cluster.post_seek(seek, connection)  # on every node's lobby
@@ -183,24 +175,22 @@ class LobbyRequests(GameEvents):
         self._check_game(request.game, dict(request.params))
         if request.ai_after_s:  # refuse a bad fallback now
             self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
-        entry = SeekEntry(
-            id=new_seek_id(),
-            game=request.game,
-            params=dict(request.params),
-            control=TimeControl.parse(request.clock),
-            owner=me.as_player(),
-            owner_connection=connection,
-            created_at=self.clock().wall,
+        entry = self._seek_entry(
+            connection,
+            request,
             quick=True,
             ai_after_s=request.ai_after_s,
             algorithm=request.algorithm,
             budget_ms=request.budget_ms,
         )
-        connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
-        partner = self.lobby.quick_partner(entry)
-        while partner is not None and partner.owner_connection.closed:
-            self._remove_seek(partner)  # its owner is leaving; its cleanup has not run yet
+        if self.cluster is not None:  # one queue for the whole cluster
+            partner = await self.cluster.quick_pair(entry, connection)
+        else:
             partner = self.lobby.quick_partner(entry)
+            while partner is not None and partner.owner_connection.closed:
+                self._remove_seek(partner)  # its owner is leaving; its cleanup has not run yet
+                partner = self.lobby.quick_partner(entry)
+        connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
         if partner is None:
             self.lobby.add(entry)
             if entry.ai_after_s:
@@ -224,9 +214,29 @@ class LobbyRequests(GameEvents):
             session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
         )
 
+    def _seek_entry(
+        self, connection: Connection, request: Seek | QuickPair, **options: Any
+    ) -> SeekEntry:
+        """A new seek or quick-pairing entry of ``connection``'s player."""
+        return SeekEntry(
+            id=new_seek_id(),
+            game=request.game,
+            params=dict(request.params),
+            control=TimeControl.parse(request.clock),
+            owner=self._me(connection).as_player(),
+            owner_connection=connection,
+            created_at=self.clock().wall,
+            **options,
+        )
+
     async def _quick_ai(self, seek_id: str) -> None:
         """No partner came in time: seat the waiting player against the AI."""
         self._quick_timers.pop(seek_id, None)
+        entry = self.lobby.seeks.get(seek_id)
+        if entry is None:
+            return
+        if self.cluster is not None and not await self.cluster.claim_quick(entry):
+            return  # paired on another node meanwhile (its notice removes the entry)
         entry = self.lobby.remove(seek_id)
         if entry is None or entry.owner_connection.closed:
             return

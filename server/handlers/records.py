@@ -20,6 +20,10 @@ class RecordRequests(GameEvents):
                 for s in self.games.values()
                 if s.status == request.status and not s.private
             ][: request.limit]
+            if self.cluster is not None and request.status == "live":  # owned elsewhere
+                listed = self.cluster.listed
+                games += [listed[g][1] for g in listed if g not in self.games]
+                games = games[: request.limit]
         else:
             rows = await self.store.list_games(request.status, request.limit)
             games = [

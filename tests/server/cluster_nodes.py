@@ -81,6 +81,12 @@ class Cluster:
         self.nodes.append(node)
         return node
 
+    async def start_pair(self, *args: str) -> tuple[Node, Node]:
+        """Nodes a and b (with ``args``), once each holds shards."""
+        a, b = await self.start("a", *args), await self.start("b", *args)
+        await self.wait_balanced()
+        return a, b
+
     async def owner_of(self, game_id: str) -> str:
         """The node whose lock holds the game's shard, from PostgreSQL itself."""
         return (await self.lock_holder(game_id))[0]

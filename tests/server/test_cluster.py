@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -20,11 +21,14 @@ from protocol import (
     AcceptSeek,
     CreateGame,
     JoinGame,
+    ListGames,
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
     Move,
     Moved,
+    QuickPair,
+    Resign,
     Resume,
     Resumed,
     Seated,
@@ -35,10 +39,18 @@ from protocol import (
 )
 from tests.server.cluster_nodes import Cluster, cluster_of
 from tests.server.conftest import next_event
-from tests.services import PG_URL, REDIS_SERVER_HINT
+from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
 LONG_GAME = [0, 1, 2, 3, 11, 10, 13, 12, 20, 21, 22, 23]
+
+
+@pytest.fixture
+async def two_nodes(pg_schema: str, redis_prefix: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Nodes a and b of a cluster of the test's own, each holding shards."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        await cluster.start_pair()
+        yield cluster
 
 
 async def _play(mover: ServerConnection, token: str, game_id: str, action: int) -> Moved:
@@ -78,73 +90,174 @@ async def _two_player_game(
     return ada, bo, created.game_id, created.token, joined.token
 
 
-async def test_players_and_a_spectator_on_three_nodes(
-    pg_schema: str, redis_prefix: str, tmp_path: Path
-) -> None:
-    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-        await cluster.start("a")
-        await cluster.start("b")
-        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-        players = [(ada, ada_token), (bo, bo_token)]
-        for ply, action in enumerate(LONG_GAME[:4]):
-            mover, token = players[ply % 2]
-            await _play(mover, token, game_id, action)
-            # The other player, on the other node, hears of it, once, in order.
-            other = players[1 - ply % 2][0]
-            heard = await _heard(other, ply)
-            assert (heard.ply, heard.action) == (ply, action)
-        # A spectator on a third node joins mid-game: a snapshot, then every move.
-        third = await cluster.start("c")
-        eve = await third.connect("eve")
-        snapshot = await eve.request(Watch, game_id=game_id)
-        assert isinstance(snapshot, Snapshot) and list(snapshot.actions) == LONG_GAME[:4]
-        for ply, action in enumerate(LONG_GAME[4:8], start=4):
-            mover, token = players[ply % 2]
-            await _play(mover, token, game_id, action)
-            seen = await _heard(eve, ply)
-            assert (seen.ply, seen.action) == (ply, action)
-        assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:8]
-        for client in (ada, bo, eve):
-            await client.close()
-        for node in cluster.nodes:
-            assert await node.stop() == 0
+async def _seats(cluster: Cluster) -> tuple[dict[str, tuple[ServerConnection, str]], str]:
+    """``_two_player_game``: each player's connection and token by name, and the game."""
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+    return {"ada": (ada, ada_token), "bo": (bo, bo_token)}, game_id
+
+
+async def test_players_and_a_spectator_on_three_nodes(two_nodes: Cluster, pg_schema: str) -> None:
+    cluster = two_nodes
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+    players = [(ada, ada_token), (bo, bo_token)]
+    for ply, action in enumerate(LONG_GAME[:4]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        # The other player, on the other node, hears of it, once, in order.
+        other = players[1 - ply % 2][0]
+        heard = await _heard(other, ply)
+        assert (heard.ply, heard.action) == (ply, action)
+    # A spectator on a third node joins mid-game: a snapshot, then every move.
+    third = await cluster.start("c")
+    eve = await third.connect("eve")
+    snapshot = await eve.request(Watch, game_id=game_id)
+    assert isinstance(snapshot, Snapshot) and list(snapshot.actions) == LONG_GAME[:4]
+    for ply, action in enumerate(LONG_GAME[4:8], start=4):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        seen = await _heard(eve, ply)
+        assert (seen.ply, seen.action) == (ply, action)
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:8]
+    for client in (ada, bo, eve):
+        await client.close()
+    for node in cluster.nodes:
+        assert await node.stop() == 0
 
 
 async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    cluster = two_nodes
+    seats, game_id = await _seats(cluster)
+    order = ["ada", "bo"]
+    acknowledged = []
+    for ply, action in enumerate(LONG_GAME[:5]):
+        mover, token = seats[order[ply % 2]]
+        await _play(mover, token, game_id, action)
+        acknowledged.append(action)
+    owner = await cluster.owner_of(game_id)
+    survivor = next(n for n in cluster.nodes if n.name != owner)
+    cluster.node(owner).kill()
+    await cluster.node(owner).process.wait()
+    # The player of the dead node reconnects to the survivor and resumes by seq.
+    name = "ada" if owner == cluster.nodes[0].name else "bo"
+    lost, token = seats[name]
+    back = await survivor.connect(name, session=lost.session)
+    resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
+    assert isinstance(resumed, Resumed) and resumed.seat == order.index(name)
+    seats[name] = (back, resumed.token or token)
+    await cluster.wait_owned(game_id, {survivor.name})
+    for ply, action in enumerate(LONG_GAME[5:], start=5):
+        mover, token = seats[order[ply % 2]]
+        await _play(mover, token, game_id, action)
+        acknowledged.append(action)
+    assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+    for client, _ in seats.values():
+        await client.close()
+    await lost.close()
+    assert await survivor.stop() == 0
+
+
+async def _subscribers(prefix: str, game_id: str) -> int:
+    """How many Redis connections (nodes) receive the game's channel."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        [(_, count)] = await client.pubsub_numsub(f"{prefix}:game:{game_id}")
+    finally:
+        await client.aclose()
+    return int(count)
+
+
+async def _until_subscribers(prefix: str, game_id: str, count: int) -> None:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while await _subscribers(prefix, game_id) != count:
+        assert loop.time() < give_up, f"game {game_id}: not {count} subscribers in 10 s"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_node_receives_a_game_only_while_it_follows_it(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-        await cluster.start("a")
-        await cluster.start("b")
-        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
-        order = ["ada", "bo"]
-        acknowledged = []
-        for ply, action in enumerate(LONG_GAME[:5]):
-            mover, token = seats[order[ply % 2]]
+        await cluster.start_pair("--keep-finished-s", "0.3")
+        first, second = cluster.nodes
+        ada, bo = await first.connect("ada"), await second.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        game_id = created.game_id
+        assert await cluster.owner_of(game_id) == first.name  # created in a shard of its own
+        assert await _subscribers(redis_prefix, game_id) == 0  # nobody elsewhere follows it
+        joined = await bo.request(JoinGame, game_id=game_id)
+        # bo's node subscribed before forwarding the join; the owner publishes only.
+        assert await _subscribers(redis_prefix, game_id) == 1
+        players = [(ada, created.token), (bo, joined.token)]
+        # A win in a row (0, 1, 2, 3): the forwarded moves are acknowledged from the event.
+        for ply, action in enumerate([0, 5, 1, 6, 2, 7, 3]):
+            mover, token = players[ply % 2]
             await _play(mover, token, game_id, action)
-            acknowledged.append(action)
-        owner = await cluster.owner_of(game_id)
-        survivor = next(n for n in cluster.nodes if n.name != owner)
-        cluster.node(owner).kill()
-        await cluster.node(owner).process.wait()
-        # The player of the dead node reconnects to the survivor and resumes by seq.
-        name = "ada" if owner == cluster.nodes[0].name else "bo"
-        lost, token = seats[name]
-        back = await survivor.connect(name, session=lost.session)
-        resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
-        assert isinstance(resumed, Resumed) and resumed.seat == order.index(name)
-        seats[name] = (back, resumed.token or token)
-        await cluster.wait_owned(game_id, {survivor.name})
-        for ply, action in enumerate(LONG_GAME[5:], start=5):
-            mover, token = seats[order[ply % 2]]
-            await _play(mover, token, game_id, action)
-            acknowledged.append(action)
-        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
-        for client, _ in seats.values():
-            await client.close()
-        await lost.close()
-        assert await survivor.stop() == 0
+            await _heard(players[1 - ply % 2][0], ply)
+        # Over, and evicted by its owner: bo's node stops following it (bo still connected).
+        await _until_subscribers(redis_prefix, game_id, 0)
+        await ada.close()
+        await bo.close()
+
+
+async def test_quick_pairing_pairs_players_of_two_nodes(two_nodes: Cluster) -> None:
+    first, second = two_nodes.nodes
+    ada, bo = await first.connect("ada"), await second.connect("bo")
+    waiting = await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+    assert isinstance(waiting, SeekPosted) and not ada.seats
+    posted = await bo.request(QuickPair, game="tictactoe", ai_after_s=0)
+    assert isinstance(posted, SeekPosted)
+    # Paired through the cluster's one queue: both seated in one game, on bo's node.
+    ada_seat = await asyncio.wait_for(_seated(ada), 10)
+    bo_seat = await asyncio.wait_for(_seated(bo), 10)
+    assert ada_seat.game_id == bo_seat.game_id and {ada_seat.seat, bo_seat.seat} == {0, 1}
+    game_id = ada_seat.game_id
+    assert await two_nodes.owner_of(game_id) == second.name
+    for client in (ada, bo):
+        start = await next_event(client, Snapshot)
+        assert start.game_id == game_id and start.status == "live"
+    players = {ada_seat.seat: (ada, ada_seat.token), bo_seat.seat: (bo, bo_seat.token)}
+    for ply, action in enumerate([4, 0]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        await _heard(players[1 - ply % 2][0], ply)
+    # The queue kept nothing of theirs: the next two players are paired with each other.
+    cy, dee = await first.connect("cy"), await second.connect("dee")
+    await cy.request(QuickPair, game="tictactoe", ai_after_s=0)
+    await dee.request(QuickPair, game="tictactoe", ai_after_s=0)
+    await asyncio.wait_for(_seated(cy), 10)
+    start = await next_event(dee, Snapshot)
+    assert {p["name"] for p in start.players if p} == {"cy", "dee"}
+    for client in (ada, bo, cy, dee):
+        await client.close()
+
+
+async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: Cluster) -> None:
+    first, second = two_nodes.nodes
+    ada, bo = await first.connect("ada"), await first.connect("bo")  # both on node a
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    cy = await second.connect("cy")
+    give_up = asyncio.get_running_loop().time() + 10
+    while True:  # until node b heard of the game's start (the lobby channel)
+        listed = await cy.request(ListGames, status="live")
+        if any(g["game_id"] == game_id for g in listed.games):
+            break
+        assert asyncio.get_running_loop().time() < give_up, "the game is not listed on node b"
+        await asyncio.sleep(0.02)
+    state = await cy.request(LobbySubscribe)
+    assert isinstance(state, LobbyState) and [g["game_id"] for g in state.games] == [game_id]
+    await ada.request(Resign, game_id=game_id, token=created.token)
+    while True:  # and its end: it leaves node b's lobby
+        event = await asyncio.wait_for(cy.lobby_events.get(), 10)
+        if isinstance(event, LobbyEvent) and event.kind == "game_removed":
+            assert event.game_id == game_id
+            break
+    for client in (ada, bo, cy):
+        await client.close()
 
 
 async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
@@ -235,9 +348,7 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
     try:
         async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
             cluster.bus = f"redis://127.0.0.1:{port}/0"
-            await cluster.start("a")
-            await cluster.start("b")
-            await cluster.wait_balanced()
+            await cluster.start_pair()
             ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
             players = [(ada, ada_token), (bo, bo_token)]
             owner = await cluster.owner_of(game_id)
@@ -248,6 +359,10 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
                 await _play(mover, token, game_id, LONG_GAME[ply])
                 ply += 1
             await _heard(players[1 - local][0], ply - 1)
+            # A seek of ada's, in both nodes' lobbies (and in the Redis about to be lost).
+            await bo.request(LobbySubscribe)
+            posted = await ada.request(Seek, game="tictactoe")
+            await _sees_seek(bo, posted.seek_id)
             redis.kill()
             await redis.wait()
             # Redis is down: the owner's player moves (stored, acknowledged, not published).
@@ -262,6 +377,17 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
             await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
             await _heard(mover, ply + 1)
             assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
+            # The new Redis started empty: ada's node posted the seek again, and bo takes it.
+            client = aioredis.Redis(host="127.0.0.1", port=port)
+            try:
+                give_up = asyncio.get_running_loop().time() + 10
+                while not await client.hexists(f"{redis_prefix}:seeks", posted.seek_id):
+                    assert asyncio.get_running_loop().time() < give_up, "seek not posted again"
+                    await asyncio.sleep(0.02)
+            finally:
+                await client.aclose()
+            seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+            assert isinstance(seated, Seated)
             await ada.close()
             await bo.close()
     finally:
@@ -288,82 +414,75 @@ async def _play_retrying(
 
 
 async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
-    pg_schema: str, redis_prefix: str, tmp_path: Path
+    two_nodes: Cluster, pg_schema: str
 ) -> None:
-    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-        await cluster.start("a")
-        await cluster.start("b")
-        await cluster.wait_balanced()
-        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-        players = [(ada, ada_token), (bo, bo_token)]
-        acknowledged = []
-        for ply, action in enumerate(LONG_GAME[:3]):
-            mover, token = players[ply % 2]
-            await _play(mover, token, game_id, action)
-            acknowledged.append(action)
-        owner, pid = await cluster.lock_holder(game_id)
-        # Every connection of the owner node, and only its own, is cut.
-        conn = await asyncpg.connect(PG_URL)
-        try:
-            cut = await conn.fetchval(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name = $1",
-                f"noughts {owner}",
-            )
-        finally:
-            await conn.close()
-        assert cut >= 2  # its writer and its lock connection at least
-        errors: list[str] = []
-        mover, token = players[1]
-        await _play_retrying(mover, token, game_id, LONG_GAME[3], errors)
-        acknowledged.append(LONG_GAME[3])
-        # The owner lost its shards with its lock connection; one node holds them again.
-        await cluster.wait_new_holder(game_id, pid)
-        for ply, action in enumerate(LONG_GAME[4:], start=4):
-            mover, token = players[ply % 2]
-            await _play_retrying(mover, token, game_id, action, errors)
-            acknowledged.append(action)
-        assert set(errors) <= {"unavailable"}, errors  # what failed said why, and was retried
-        assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
-        await ada.close()
-        await bo.close()
-        for node in cluster.nodes:
-            assert await node.stop() == 0
+    cluster = two_nodes
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+    players = [(ada, ada_token), (bo, bo_token)]
+    acknowledged = []
+    for ply, action in enumerate(LONG_GAME[:3]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        acknowledged.append(action)
+    owner, pid = await cluster.lock_holder(game_id)
+    # Every connection of the owner node, and only its own, is cut.
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        cut = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = $1",
+            f"noughts {owner}",
+        )
+    finally:
+        await conn.close()
+    assert cut >= 2  # its writer and its lock connection at least
+    errors: list[str] = []
+    mover, token = players[1]
+    await _play_retrying(mover, token, game_id, LONG_GAME[3], errors)
+    acknowledged.append(LONG_GAME[3])
+    # The owner lost its shards with its lock connection; one node holds them again.
+    await cluster.wait_new_holder(game_id, pid)
+    for ply, action in enumerate(LONG_GAME[4:], start=4):
+        mover, token = players[ply % 2]
+        await _play_retrying(mover, token, game_id, action, errors)
+        acknowledged.append(action)
+    assert set(errors) <= {"unavailable"}, errors  # what failed said why, and was retried
+    assert await _stored_moves(pg_schema, game_id) == acknowledged == LONG_GAME
+    await ada.close()
+    await bo.close()
+    for node in cluster.nodes:
+        assert await node.stop() == 0
 
 
 async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
-    pg_schema: str, redis_prefix: str, tmp_path: Path
+    two_nodes: Cluster, pg_schema: str
 ) -> None:
-    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-        await cluster.start("a")
-        await cluster.start("b")
-        await cluster.wait_balanced()
-        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-        seats = {"ada": (ada, ada_token), "bo": (bo, bo_token)}
-        order = ["ada", "bo"]
-        for ply, action in enumerate(LONG_GAME[:3]):
-            mover, token = seats[order[ply % 2]]
-            await _play(mover, token, game_id, action)
-        owner, pid = await cluster.lock_holder(game_id)
-        survivor = next(n for n in cluster.nodes if n.name != owner)
-        name = "ada" if owner == cluster.nodes[0].name else "bo"
-        leaving, _ = seats[name]
-        assert await cluster.node(owner).stop() == 0  # SIGTERM: drain
-        await asyncio.wait_for(leaving.closed.wait(), 10)
-        # The close, as the client saw it: 1012 (service restart), and a reconnect hint.
-        assert "1012" in leaving.status_detail, leaving.status_detail
-        assert "reconnect" in leaving.status_detail, leaving.status_detail
-        assert await cluster.wait_new_holder(game_id, pid) == survivor.name
-        back = await survivor.connect(name, session=leaving.session)
-        resumed = await back.request(Resume, game_id=game_id, since=leaving.last_seq[game_id])
-        assert isinstance(resumed, Resumed) and resumed.token is not None
-        seats[name] = (back, resumed.token)
-        for ply, action in enumerate(LONG_GAME[3:], start=3):
-            mover, token = seats[order[ply % 2]]
-            await _play(mover, token, game_id, action)
-        assert await _stored_moves(pg_schema, game_id) == LONG_GAME
-        for client, _ in seats.values():
-            await client.close()
+    cluster = two_nodes
+    seats, game_id = await _seats(cluster)
+    order = ["ada", "bo"]
+    for ply, action in enumerate(LONG_GAME[:3]):
+        mover, token = seats[order[ply % 2]]
+        await _play(mover, token, game_id, action)
+    owner, pid = await cluster.lock_holder(game_id)
+    survivor = next(n for n in cluster.nodes if n.name != owner)
+    name = "ada" if owner == cluster.nodes[0].name else "bo"
+    leaving, _ = seats[name]
+    assert await cluster.node(owner).stop() == 0  # SIGTERM: drain
+    await asyncio.wait_for(leaving.closed.wait(), 10)
+    # The close, as the client saw it: 1012 (service restart), and a reconnect hint.
+    assert "1012" in leaving.status_detail, leaving.status_detail
+    assert "reconnect" in leaving.status_detail, leaving.status_detail
+    assert await cluster.wait_new_holder(game_id, pid) == survivor.name
+    back = await survivor.connect(name, session=leaving.session)
+    resumed = await back.request(Resume, game_id=game_id, since=leaving.last_seq[game_id])
+    assert isinstance(resumed, Resumed) and resumed.token is not None
+    seats[name] = (back, resumed.token)
+    for ply, action in enumerate(LONG_GAME[3:], start=3):
+        mover, token = seats[order[ply % 2]]
+        await _play(mover, token, game_id, action)
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME
+    for client, _ in seats.values():
+        await client.close()
 
 
 async def test_a_node_is_ready_when_its_bus_and_locks_answer(
