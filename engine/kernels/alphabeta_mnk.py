@@ -531,20 +531,58 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
 
 
 @njit(cache=True)
+def first_safe(p, root_moves, n, depth, g, s):
+    """Threat-space defence at the root against a VCT (Allis 1994): the index of the first of
+    root_moves[:n] after which the opponent has no victory by continuous threats within
+    ``depth`` threats (iterative deepening from 2), or -1 if each of them has one or the
+    deadline cut the check short."""
+    info = s.info
+    ply = np.int64(1)  # not literals (see ``vct``)
+    attack = ply
+    for i in range(n):
+        c = root_moves[i]
+        refuted = False
+        if not place(c, p, g, info):
+            for d in range(2, depth + 1):
+                if vct(1 - p, attack, d, ply, g, s):
+                    refuted = True
+                    break
+                if info[STOP] != 0:
+                    break
+        remove(c, p, g, info)
+        if info[STOP] != 0:
+            return -1
+        if not refuted:
+            return i
+    return -1
+
+
+@njit(cache=True)
 def _threat_kind(p, c, g, info):
     """What p's stone on the empty cell c makes: 2 a four (through c, a window two short for
     p and free of the opponent), 1 an open three (after it, a cell of such a window gives p
-    two winning cells: an open four or a double four), 0 neither."""
+    two winning cells: an open four or a double four), 0 neither. Only a window three short
+    through c can become such a window, so the stone is tried (on the cells and the window
+    counts alone) only where there is one."""
     k = g.params[P_K]
-    for j in range(g.cell_win_n[c]):
-        w = g.cell_win[c, j]
-        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
-            return 2
+    counts, cell_win, cell_win_n = g.counts, g.cell_win, g.cell_win_n
+    three = False
+    for j in range(cell_win_n[c]):
+        w = cell_win[c, j]
+        if counts[w, 1 - p] == 0:
+            if counts[w, p] == k - 2:
+                return 2
+            if counts[w, p] == k - 3:
+                three = True
+    if not three:
+        return 0
     threat = 0
-    place(c, p, g, info)
-    for j in range(g.cell_win_n[c]):
-        w = g.cell_win[c, j]
-        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+    g.cells[c] = p + 1
+    for j in range(cell_win_n[c]):
+        counts[cell_win[c, j], p] += 1
+    for j in range(cell_win_n[c]):
+        w = cell_win[c, j]
+        if counts[w, p] == k - 2 and counts[w, 1 - p] == 0:
             for t in range(k):
                 e = g.win_cells[w, t]
                 if g.cells[e] == 0 and _winning_cells_after(p, e, g) >= 2:
@@ -552,7 +590,9 @@ def _threat_kind(p, c, g, info):
                     break
         if threat:
             break
-    remove(c, p, g, info)
+    for j in range(cell_win_n[c]):
+        counts[cell_win[c, j], p] -= 1
+    g.cells[c] = 0
     return threat
 
 
