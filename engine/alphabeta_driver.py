@@ -37,6 +37,7 @@ LEAF_VCF_DEPTH = 2  # and at the leaves
 DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
 VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
 VCT_SHARE = 0.2  # of the budget left after the VCF
+REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF after each move
 DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the defence
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
@@ -167,6 +168,23 @@ def _mnk_context(game: Any) -> K.MNKContext:
     return K.MNKContext(tables, TT_BITS_BIG if game.cells > 49 else TT_BITS_SMALL)
 
 
+def _share(
+    context: Any,
+    share: float,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> None:
+    """Let the next kernel call run for ``share`` of what is left of the budget (time or
+    nodes)."""
+    if kernel_deadline:
+        now = clock()
+        context.deadline[base.D_DEADLINE] = now + share * max(0.0, kernel_deadline - now)
+    if iterations:
+        spent = int(context.info[base.NODES])
+        context.info[base.LIMIT] = spent + max(1, int(share * (iterations - spent)))
+
+
 def _root_vct(
     context: K.MNKContext,
     player: int,
@@ -179,11 +197,7 @@ def _root_vct(
     of the budget (time or nodes). Returns the attacking moves of the win found (0: none);
     info[BEST] is its first move."""
     info = context.info
-    if deadline is not None:
-        start = clock()
-        context.deadline[base.D_DEADLINE] = start + VCT_SHARE * max(0.0, deadline - start)
-    if iterations:
-        info[base.LIMIT] = int(info[base.NODES]) + max(1, int(VCT_SHARE * iterations))
+    _share(context, VCT_SHARE, _kernel_deadline(deadline), iterations, clock)
     for depth in range(2, VCT_MAX_DEPTH + 1):
         if K.vct(player, 1, depth, 0, context.game, context.search):
             return depth
@@ -256,13 +270,15 @@ def mnk_alphabeta(
                 proven="win",
             )  # fmt: skip
         info[base.STOP] = 0
-        info[base.LIMIT] = iterations or 0
-        context.deadline[base.D_DEADLINE] = kernel_deadline
-        # Threat-space defence: drop the moves after which the opponent wins by fours.
+        _share(context, REFUTE_SHARE, kernel_deadline, iterations, clock)
+        # Threat-space defence: drop the moves after which the opponent wins by fours (the
+        # best by static score first; those left unchecked when the share runs out stay).
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
         K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
         info[base.STOP] = 0
+        info[base.LIMIT] = iterations or 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:
             moves = safe

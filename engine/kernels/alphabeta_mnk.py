@@ -68,6 +68,7 @@ SHAPE_VALUE = np.array([0, 0, 1, 2, 4, 10, 15, 100, 200], dtype=np.int64)
 # The move ordering's worth of a shape at a cell, and of the winning combinations.
 ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
+THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
 MNKArrays = namedtuple(
@@ -79,7 +80,9 @@ MNKArrays = namedtuple(
      "shape_table",  # int8[2, 4**8]: line key -> shape, for X and O
      "neighbour",  # int32[cells, 4, 8]: the cell at each slot of the key, -1 off the board
      "shape_count",  # int64[2, 9]: (empty cell, direction) pairs of each shape per player
-     "shape_value"],  # int64[9]: SHAPE_VALUE
+     "shape_value",  # int64[9]: SHAPE_VALUE
+     "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
+     "threat_depth"],  # int64[THREAT_SLOTS]: ... within this many attacking moves
 )  # fmt: skip
 
 
@@ -469,6 +472,28 @@ def _four_wins(c, p, g):
 
 
 @njit(cache=True)
+def _threat_slot(p, kind, info):
+    """The table key of the position for attacker p and search kind (0 VCF, 1 VCT)."""
+    return (info[HASH] << 2) | (p << 1) | kind
+
+
+@njit(cache=True)
+def _no_threat_win(key, depth, g):
+    """Whether a search of this key (``_threat_slot``) found no win within ``depth`` or more
+    attacking moves before: a fact of the position, kept across the searches of one game
+    (cleared with the transposition table, so that a fresh search is reproducible)."""
+    slot = key & (THREAT_SLOTS - 1)
+    return g.threat_key[slot] == key and g.threat_depth[slot] >= depth
+
+
+@njit(cache=True)
+def _store_no_threat_win(key, depth, g):
+    slot = key & (THREAT_SLOTS - 1)
+    g.threat_key[slot] = key
+    g.threat_depth[slot] = depth
+
+
+@njit(cache=True)
 def vcf(p, depth, ply, g, s):
     """Victory by continuous fours for attacker p within ``depth`` fours: returns the number of
     attacker moves to the win (1 = wins at once) or 0; info[BEST] = the first move."""
@@ -487,6 +512,9 @@ def vcf(p, depth, ply, g, s):
             return 0
         forced = buf[0]
     if depth <= 0 or info[THREES + p] == 0:
+        return 0
+    key = _threat_slot(p, 0, info)
+    if _no_threat_win(key, depth, g):
         return 0
     n = _four_cells(p, g, buf, forced)
     for i in range(n):
@@ -508,6 +536,7 @@ def vcf(p, depth, ply, g, s):
             return result
         if info[STOP] != 0:
             return 0
+    _store_no_threat_win(key, depth, g)
     return 0
 
 
@@ -655,6 +684,9 @@ def vct(p, attacking, depth, ply, g, s):
         if won:
             info[BEST] = c
         return won
+    key = _threat_slot(p, 1, info)
+    if _no_threat_win(key, depth, g):
+        return False
     n = _candidates(g, buf)
     kept = 0
     for i in range(n):
@@ -674,6 +706,7 @@ def vct(p, attacking, depth, ply, g, s):
             return True
         if info[STOP] != 0:
             return False
+    _store_no_threat_win(key, depth, g)
     return False
 
 
@@ -897,6 +930,8 @@ class MNKContext:
             neighbour=t.neighbour,
             shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
             shape_value=SHAPE_VALUE,
+            threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
+            threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
         )
         self.info = self.search.info
         self.deadline = self.search.deadline
@@ -940,6 +975,7 @@ class MNKContext:
         if not keep_table:
             self.generation += 1
             history[:] = 0
+            self.game.threat_depth[:] = 0  # a fresh search runs as if it were the first
         else:
             history >>= 2  # age the history between the moves of one game
         self.search.killers[:] = -1
