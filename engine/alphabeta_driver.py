@@ -8,7 +8,9 @@ per board in the process, for the few boards searched last: a fresh search start
 table generation, while consecutive searches for the same game (a Searcher's game_key) keep
 the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
 the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
-then drops the moves after which the opponent has a VCF; with ``threats`` (AlphaBetaOptions)
+then drops the moves after which the opponent has a VCF (within a share), and after the
+deepening (``defence``) plays the best move after which the opponent has no VCT; with
+``threats`` (AlphaBetaOptions)
 the kernel answers open threes with their defences only and searches the best moves below
 the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
 """

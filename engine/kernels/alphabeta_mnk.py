@@ -24,7 +24,9 @@ block (``generate``). On big boards only cells within two of a stone are candida
 >= 5 a VCF search (victory by continuous fours, Allis 1994: each attacking move makes a four
 that the defender must block) runs at the root (engine/alphabeta.py) and, shallower, at the
 quiet leaves (``quiet_leaf``); at the root a VCT follows (``vct``: victory by continuous
-threats, fours and open threes, every defence tried).
+threats, fours and open threes, every defence tried), and the defence against the
+opponent's (``first_safe``). Failed VCF/VCT searches are remembered per position
+(``_no_threat_win``).
 """
 
 from __future__ import annotations
