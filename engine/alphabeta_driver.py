@@ -8,7 +8,9 @@ per board in the process, for the few boards searched last: a fresh search start
 table generation, while consecutive searches for the same game (a Searcher's game_key) keep
 the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
 the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
-then drops the moves after which the opponent has a VCF; with ``threats`` (AlphaBetaOptions)
+then drops the moves after which the opponent has a VCF (within a share), and after the
+deepening (``defence``) plays the best move after which the opponent has no VCT; with
+``threats`` (AlphaBetaOptions)
 the kernel answers open threes with their defences only and searches the best moves below
 the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
 """
@@ -37,6 +39,10 @@ LEAF_VCF_DEPTH = 2  # and at the leaves
 DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
 VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
 VCT_SHARE = 0.2  # of the budget left after the VCF
+REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF after each move
+DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the defence
+DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
+DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
 DEADLINE_MARGIN_S = 0.0003
 EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 MNK_EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / scale)
@@ -117,9 +123,10 @@ def _deepen(
     kernel_deadline: float,
     iterations: int | None,
     single_opening: bool,
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, list[int]]:
     """Iterative deepening over the root moves: (move, score, depth) of the last completed
-    depth. Depth 1 always completes, so there is always a searched move to play."""
+    depth, and the root moves in that depth's order (best first). Depth 1 always completes,
+    so there is always a searched move to play."""
     info = context.info
     root_moves = np.array(moves, dtype=np.int32)
     root_scores = np.zeros(len(moves), dtype=np.int64)
@@ -143,7 +150,7 @@ def _deepen(
             break
         if depth >= empties:
             break
-    return best_action, best_score, completed
+    return best_action, best_score, completed, [int(m) for m in root_moves]
 
 
 def _pv(context: Any, player: int, first: int, limit: int) -> tuple[int, ...]:
@@ -163,6 +170,23 @@ def _mnk_context(game: Any) -> K.MNKContext:
     return K.MNKContext(tables, TT_BITS_BIG if game.cells > 49 else TT_BITS_SMALL)
 
 
+def _share(
+    context: Any,
+    share: float,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> None:
+    """Let the next kernel call run for ``share`` of what is left of the budget (time or
+    nodes)."""
+    if kernel_deadline:
+        now = clock()
+        context.deadline[base.D_DEADLINE] = now + share * max(0.0, kernel_deadline - now)
+    if iterations:
+        spent = int(context.info[base.NODES])
+        context.info[base.LIMIT] = spent + max(1, int(share * (iterations - spent)))
+
+
 def _root_vct(
     context: K.MNKContext,
     player: int,
@@ -175,17 +199,34 @@ def _root_vct(
     of the budget (time or nodes). Returns the attacking moves of the win found (0: none);
     info[BEST] is its first move."""
     info = context.info
-    if deadline is not None:
-        start = clock()
-        context.deadline[base.D_DEADLINE] = start + VCT_SHARE * max(0.0, deadline - start)
-    if iterations:
-        info[base.LIMIT] = int(info[base.NODES]) + max(1, int(VCT_SHARE * iterations))
+    _share(context, VCT_SHARE, _kernel_deadline(deadline), iterations, clock)
     for depth in range(2, VCT_MAX_DEPTH + 1):
         if K.vct(player, 1, depth, 0, context.game, context.search):
             return depth
         if info[base.STOP] != 0:
             break
     return 0
+
+
+def _defend(
+    context: K.MNKContext,
+    player: int,
+    ordered: list[int],
+    kernel_deadline: float,
+    iterations: int | None,
+) -> int:
+    """The first of the DEFENCE_MOVES best root moves after which the opponent has no VCT
+    (``alphabeta_mnk.first_safe``), within the rest of the budget; the best move if each of
+    them loses to one or the budget runs out."""
+    info = context.info
+    info[base.STOP] = 0
+    info[base.LIMIT] = iterations or 0
+    context.deadline[base.D_DEADLINE] = kernel_deadline
+    candidates = np.array(ordered[:DEFENCE_MOVES], dtype=np.int64)
+    index = K.first_safe(player, candidates, len(candidates), DEFENCE_VCT_DEPTH,
+                         context.game, context.search)  # fmt: skip
+    info[base.STOP] = 0
+    return int(candidates[index]) if index >= 0 else ordered[0]
 
 
 def mnk_alphabeta(
@@ -231,22 +272,36 @@ def mnk_alphabeta(
                 proven="win",
             )  # fmt: skip
         info[base.STOP] = 0
-        info[base.LIMIT] = iterations or 0
-        context.deadline[base.D_DEADLINE] = kernel_deadline
-        # Threat-space defence: drop the moves after which the opponent wins by fours.
+        _share(context, REFUTE_SHARE, kernel_deadline, iterations, clock)
+        # Threat-space defence: drop the moves after which the opponent wins by fours (the
+        # best by static score first; those left unchecked when the share runs out stay).
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
         K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
         info[base.STOP] = 0
+        info[base.LIMIT] = iterations or 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:
             moves = safe
         info[K.VCF_DEPTH] = LEAF_VCF_DEPTH
 
-    best_action, best_score, completed = _deepen(
-        context, player, moves, options.max_depth or empties, empties, kernel_deadline,
-        iterations, single_opening=state.ply() == 0,
+    # Threat-space defence against a VCT: keep DEFENCE_SHARE of what is left for it.
+    defend = game.k >= 5 and options.defence and kind in (0, 4) and len(moves) > 1
+    search_deadline, search_iterations = kernel_deadline, iterations
+    if defend:
+        if deadline is not None:
+            now = clock()
+            search_deadline = now + (1.0 - DEFENCE_SHARE) * max(0.0, kernel_deadline - now)
+        if iterations:
+            spent = int(info[base.NODES])
+            search_iterations = spent + int((1.0 - DEFENCE_SHARE) * max(1, iterations - spent))
+    best_action, best_score, completed, ordered = _deepen(
+        context, player, moves, options.max_depth or empties, empties, search_deadline,
+        search_iterations, single_opening=state.ply() == 0,
     )  # fmt: skip
+    if defend and abs(best_score) <= base.MATE_BOUND:
+        best_action = _defend(context, player, ordered, kernel_deadline, iterations)
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
     # With threats, nodes below the root search their best moves only (kind 5): a win or loss
     # the search scores there is not a proof and is not reported as one (the root's VCF is).
@@ -280,7 +335,7 @@ def uttt_alphabeta(
     if winning >= 0:
         return SearchResult(winning, 1.0, "alphabeta", 1, pv=(winning,), depth=1, proven="win")
     empties = 81 - state.ply()
-    best_action, best_score, completed = _deepen(
+    best_action, best_score, completed, _ = _deepen(
         context, player, moves, options.max_depth or empties, empties, kernel_deadline,
         iterations, single_opening=False,
     )  # fmt: skip

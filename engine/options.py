@@ -168,13 +168,15 @@ class AlphaBetaOptions(Options):
     did before it, for matches against that one); on k = 5 boards the evaluation and move
     ordering by line shapes (``patterns``; off: by counts of stones in windows, which
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
-    victory by continuous fours and open threes)."""
+    victory by continuous fours and open threes) and a defence against the opponent's
+    (``defence``: the best root move after which the opponent has no VCT is played)."""
 
     max_depth: int | None = None
     compiled: bool = True
     threats: bool = True
     patterns: bool = False
     vct: bool = True
+    defence: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

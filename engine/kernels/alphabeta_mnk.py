@@ -24,7 +24,9 @@ block (``generate``). On big boards only cells within two of a stone are candida
 >= 5 a VCF search (victory by continuous fours, Allis 1994: each attacking move makes a four
 that the defender must block) runs at the root (engine/alphabeta.py) and, shallower, at the
 quiet leaves (``quiet_leaf``); at the root a VCT follows (``vct``: victory by continuous
-threats, fours and open threes, every defence tried).
+threats, fours and open threes, every defence tried), and the defence against the
+opponent's (``first_safe``). Failed VCF/VCT searches are remembered per position
+(``_no_threat_win``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ SHAPE_VALUE = np.array([0, 0, 1, 2, 4, 10, 15, 100, 200], dtype=np.int64)
 # The move ordering's worth of a shape at a cell, and of the winning combinations.
 ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
+THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
 MNKArrays = namedtuple(
@@ -79,7 +82,9 @@ MNKArrays = namedtuple(
      "shape_table",  # int8[2, 4**8]: line key -> shape, for X and O
      "neighbour",  # int32[cells, 4, 8]: the cell at each slot of the key, -1 off the board
      "shape_count",  # int64[2, 9]: (empty cell, direction) pairs of each shape per player
-     "shape_value"],  # int64[9]: SHAPE_VALUE
+     "shape_value",  # int64[9]: SHAPE_VALUE
+     "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
+     "threat_depth"],  # int64[THREAT_SLOTS]: ... within this many attacking moves
 )  # fmt: skip
 
 
@@ -469,6 +474,28 @@ def _four_wins(c, p, g):
 
 
 @njit(cache=True)
+def _threat_slot(p, kind, info):
+    """The table key of the position for attacker p and search kind (0 VCF, 1 VCT)."""
+    return (info[HASH] << 2) | (p << 1) | kind
+
+
+@njit(cache=True)
+def _no_threat_win(key, depth, g):
+    """Whether a search of this key (``_threat_slot``) found no win within ``depth`` or more
+    attacking moves before: a fact of the position, kept across the searches of one game
+    (cleared with the transposition table, so that a fresh search is reproducible)."""
+    slot = key & (THREAT_SLOTS - 1)
+    return g.threat_key[slot] == key and g.threat_depth[slot] >= depth
+
+
+@njit(cache=True)
+def _store_no_threat_win(key, depth, g):
+    slot = key & (THREAT_SLOTS - 1)
+    g.threat_key[slot] = key
+    g.threat_depth[slot] = depth
+
+
+@njit(cache=True)
 def vcf(p, depth, ply, g, s):
     """Victory by continuous fours for attacker p within ``depth`` fours: returns the number of
     attacker moves to the win (1 = wins at once) or 0; info[BEST] = the first move."""
@@ -487,6 +514,9 @@ def vcf(p, depth, ply, g, s):
             return 0
         forced = buf[0]
     if depth <= 0 or info[THREES + p] == 0:
+        return 0
+    key = _threat_slot(p, 0, info)
+    if _no_threat_win(key, depth, g):
         return 0
     n = _four_cells(p, g, buf, forced)
     for i in range(n):
@@ -508,6 +538,7 @@ def vcf(p, depth, ply, g, s):
             return result
         if info[STOP] != 0:
             return 0
+    _store_no_threat_win(key, depth, g)
     return 0
 
 
@@ -531,20 +562,58 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
 
 
 @njit(cache=True)
+def first_safe(p, root_moves, n, depth, g, s):
+    """Threat-space defence at the root against a VCT (Allis 1994): the index of the first of
+    root_moves[:n] after which the opponent has no victory by continuous threats within
+    ``depth`` threats (iterative deepening from 2), or -1 if each of them has one or the
+    deadline cut the check short."""
+    info = s.info
+    ply = np.int64(1)  # not literals (see ``vct``)
+    attack = ply
+    for i in range(n):
+        c = root_moves[i]
+        refuted = False
+        if not place(c, p, g, info):
+            for d in range(2, depth + 1):
+                if vct(1 - p, attack, d, ply, g, s):
+                    refuted = True
+                    break
+                if info[STOP] != 0:
+                    break
+        remove(c, p, g, info)
+        if info[STOP] != 0:
+            return -1
+        if not refuted:
+            return i
+    return -1
+
+
+@njit(cache=True)
 def _threat_kind(p, c, g, info):
     """What p's stone on the empty cell c makes: 2 a four (through c, a window two short for
     p and free of the opponent), 1 an open three (after it, a cell of such a window gives p
-    two winning cells: an open four or a double four), 0 neither."""
+    two winning cells: an open four or a double four), 0 neither. Only a window three short
+    through c can become such a window, so the stone is tried (on the cells and the window
+    counts alone) only where there is one."""
     k = g.params[P_K]
-    for j in range(g.cell_win_n[c]):
-        w = g.cell_win[c, j]
-        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
-            return 2
+    counts, cell_win, cell_win_n = g.counts, g.cell_win, g.cell_win_n
+    three = False
+    for j in range(cell_win_n[c]):
+        w = cell_win[c, j]
+        if counts[w, 1 - p] == 0:
+            if counts[w, p] == k - 2:
+                return 2
+            if counts[w, p] == k - 3:
+                three = True
+    if not three:
+        return 0
     threat = 0
-    place(c, p, g, info)
-    for j in range(g.cell_win_n[c]):
-        w = g.cell_win[c, j]
-        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
+    g.cells[c] = p + 1
+    for j in range(cell_win_n[c]):
+        counts[cell_win[c, j], p] += 1
+    for j in range(cell_win_n[c]):
+        w = cell_win[c, j]
+        if counts[w, p] == k - 2 and counts[w, 1 - p] == 0:
             for t in range(k):
                 e = g.win_cells[w, t]
                 if g.cells[e] == 0 and _winning_cells_after(p, e, g) >= 2:
@@ -552,7 +621,9 @@ def _threat_kind(p, c, g, info):
                     break
         if threat:
             break
-    remove(c, p, g, info)
+    for j in range(cell_win_n[c]):
+        counts[cell_win[c, j], p] -= 1
+    g.cells[c] = 0
     return threat
 
 
@@ -615,6 +686,9 @@ def vct(p, attacking, depth, ply, g, s):
         if won:
             info[BEST] = c
         return won
+    key = _threat_slot(p, 1, info)
+    if _no_threat_win(key, depth, g):
+        return False
     n = _candidates(g, buf)
     kept = 0
     for i in range(n):
@@ -634,6 +708,7 @@ def vct(p, attacking, depth, ply, g, s):
             return True
         if info[STOP] != 0:
             return False
+    _store_no_threat_win(key, depth, g)
     return False
 
 
@@ -857,6 +932,8 @@ class MNKContext:
             neighbour=t.neighbour,
             shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
             shape_value=SHAPE_VALUE,
+            threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
+            threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
         )
         self.info = self.search.info
         self.deadline = self.search.deadline
@@ -900,6 +977,7 @@ class MNKContext:
         if not keep_table:
             self.generation += 1
             history[:] = 0
+            self.game.threat_depth[:] = 0  # a fresh search runs as if it were the first
         else:
             history >>= 2  # age the history between the moves of one game
         self.search.killers[:] = -1

@@ -260,3 +260,31 @@ def test_vct_needs_a_threat() -> None:
     """The reference can say no: two stones each, no three to make, no VCT."""
     state = engine.replay(("gomoku", {}), [112, 0, 113, 14])
     assert not vct_proof(state, 3)
+
+
+# (moves from the start, a tempting move after which the opponent has a VCT, its threats):
+# from a match against c0f7043, where the search without the defence played that move.
+DEFENCE_PUZZLES = [
+    ([112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83, 97, 155, 110], 141, 5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("moves", "refuted", "depth"), DEFENCE_PUZZLES)
+def test_alphabeta_defends_against_the_opponents_vct(
+    moves: list[int], refuted: int, depth: int
+) -> None:
+    """The move the search without the defence plays loses to a VCT (proven against every
+    defence); with it the search plays a move after which the compiled VCT finds none for
+    the opponent within 6 threats."""
+    state = engine.replay(("gomoku", {}), moves)
+    budget = Budget(iterations=60_000)
+    plain = engine.search(state, "alphabeta", budget, seed=1, options={"defence": False})
+    assert plain.action == refuted
+    after = state.clone()
+    after.apply_checked(refuted)
+    assert vct_proof(after, depth)
+    result = engine.search(state, "alphabeta", budget, seed=1)
+    assert result.action != refuted
+    after = state.clone()
+    after.apply_checked(result.action)
+    assert kernel_vct_move(after, 6) is None
