@@ -56,7 +56,7 @@ from server.session import Player, new_game_id
 from server.shards import SHARDS, ShardLocks, shard_of
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Iterable
 
     from server.clock import Now
     from server.rows import GameRecord
@@ -91,6 +91,12 @@ return false
 """
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
+# per address ({prefix}:open:p:{player}, {prefix}:open:a:{address}) scored by when each
+# entry expires: the owner adds a game's entries when it is registered (started or
+# restored), refreshes them every third of this, and removes them when the game ends, so
+# an owner that dies leaves nothing counted longer than this.
+OPEN_TTL_S = 30.0
 
 
 class Host(Protocol):
@@ -109,6 +115,7 @@ class Host(Protocol):
     async def dispatch(self, connection: Connection, message: Message) -> None: ...
     async def adopt(self, records: list[GameRecord]) -> int: ...
     def unload(self, game_id: str) -> int | None: ...
+    def open_games(self) -> dict[str, tuple[list[str], list[str]]]: ...
     async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None: ...
     def _lobby_push(self, event: LobbyEvent, *, seek: SeekEntry | None = None) -> None: ...
     def _remove_seek(self, seek: SeekEntry) -> None: ...
@@ -206,6 +213,7 @@ class Cluster:
         # Live public games owned by other nodes, as their owners announced them: rank
         # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
         self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
 
     # --- life -------------------------------------------------------------------------
 
@@ -445,6 +453,11 @@ class Cluster:
                 log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
             now = time.monotonic()
+            if now - self._open_refreshed >= OPEN_TTL_S / 3:
+                self._open_refreshed = now
+                games = self.server.open_games()
+                add = {g: self._open_keys(*held) for g, held in games.items()}
+                self.server._spawn(self._write_open(add))
             for game_id, asked in list(self._recovering.items()):
                 if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
                     self._recover(game_id)
@@ -927,6 +940,58 @@ class Cluster:
             if seek.get("node") in self.present and seek.get("node") != self.node:
                 self._add_seek(seek)
 
+    # --- the caps on unfinished games, cluster-wide --------------------------------------
+
+    def _open_keys(self, players: Iterable[str], addresses: Iterable[str]) -> list[str]:
+        prefix = self.bus.prefix
+        return [f"{prefix}:open:p:{p}" for p in players] + [
+            f"{prefix}:open:a:{a}" for a in addresses
+        ]
+
+    def opened(self, game_id: str, players: Iterable[str], addresses: Iterable[str]) -> None:
+        """An unfinished game of this node counts in its players' and addresses' caps."""
+        self.server._spawn(self._write_open({game_id: self._open_keys(players, addresses)}))
+
+    def closed_game(self, game_id: str, players: Iterable[str], addresses: Iterable[str]) -> None:
+        """A game of this node ended (or its start was undone): it no longer counts."""
+        self.server._spawn(self._write_open({}, {game_id: self._open_keys(players, addresses)}))
+
+    async def _write_open(
+        self, add: dict[str, list[str]], remove: dict[str, list[str]] | None = None
+    ) -> None:
+        now = time.time()
+        expires = now + OPEN_TTL_S
+        keys: dict[str, dict[str, float]] = {}
+        for game_id, game_keys in add.items():
+            for key in game_keys:
+                keys.setdefault(key, {})[game_id] = expires
+        try:
+            async with self.bus.client.pipeline(transaction=False) as pipe:
+                for key, members in keys.items():
+                    pipe.zremrangebyscore(key, "-inf", now)  # a dead owner's entries
+                    pipe.zadd(key, members)
+                    pipe.pexpire(key, int(OPEN_TTL_S * 1000))
+                for game_id, game_keys in (remove or {}).items():
+                    for key in game_keys:
+                        pipe.zrem(key, game_id)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot count open games (%s)", exc)
+
+    async def open_games_of(self, player_id: str, address: str) -> tuple[set[str], set[str]]:
+        """The unfinished games of a player and of an address on every node (entries not
+        expired); empty sets when Redis does not answer (the node's own count holds)."""
+        now = time.time()
+        try:
+            async with self.bus.client.pipeline(transaction=False) as pipe:
+                for key in self._open_keys([player_id], [address]):
+                    pipe.zrangebyscore(key, now, "+inf")
+                by_player, by_address = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot read the open games (%s)", exc)
+            return set(), set()
+        return _names(by_player), _names(by_address)
+
     # --- the lobby: the cluster's live games -------------------------------------------------
 
     @property
@@ -1121,3 +1186,7 @@ class Cluster:
             if seek.owner_connection.node in nodes:
                 self.server._remove_seek(seek)
                 self.server._spawn(self._delete_seek(seek.id))
+
+
+def _names(members: list[Any]) -> set[str]:
+    return {m.decode() if isinstance(m, bytes) else str(m) for m in members}

@@ -133,6 +133,8 @@ class GameEvents(LobbyFeed):
         session.revert(record)
         for player_id in seated - {p.player_id for p in session.players if p is not None}:
             self._unseat(player_id, session.id, seat=True)  # taken by the event not stored
+            if self.cluster is not None:
+                self.cluster.closed_game(session.id, [player_id], [])
         self._schedule(session, retry=True)
 
     def _game_over(self, session: GameSession) -> None:
@@ -146,6 +148,8 @@ class GameEvents(LobbyFeed):
         for player in session.players:
             if player is not None and player.player_id is not None:
                 self._unseat(player.player_id, session.id, seat=False)  # over for good
+        if self.cluster is not None:
+            self.cluster.closed_game(session.id, *self._open_holders(session))
         handle = self._timers.pop(session.id, None)
         if handle is not None:
             handle.cancel()
@@ -207,6 +211,7 @@ class GameEvents(LobbyFeed):
             if handle is not None:
                 handle.cancel()
         self._locks.pop(game_id, None)
+        self._seat_addresses.pop(game_id, None)
         if session is None:
             return
         for player in session.players:

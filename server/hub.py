@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from protocol.version import software_version
@@ -64,6 +64,9 @@ class Hub:
         # The games of self.seats not over yet, or over but not yet through _game_over: what
         # the caps on unfinished games count (_unfinished), without a player's ended games.
         self._open_seats: dict[str, set[str]] = {}
+        # In a cluster: the addresses of each game's seated players when they took their
+        # seats, for the caps counted cluster-wide (server/cluster.py OPEN_TTL_S).
+        self._seat_addresses: dict[str, set[str]] = {}
         self.lobby = Lobby()
         self.lobby_connections = Subscriptions()
         self._lobby_timer: asyncio.TimerHandle | None = None
@@ -105,7 +108,7 @@ class Hub:
             lock = self._locks[game_id] = asyncio.Lock()
         return lock
 
-    def _register(self, session: GameSession) -> None:
+    def _register(self, session: GameSession, seated: Iterable[Connection] = ()) -> None:
         session.first_move_s = self.settings.first_move_s
         session.limits = self._event_limits()
         session.abandon_s = self.settings.abandon_s
@@ -115,6 +118,35 @@ class Hub:
             if player is not None and player.player_id is not None and not player.is_ai:
                 self.seats.setdefault(player.player_id, {})[session.id] = seat
                 self._open_seats.setdefault(player.player_id, set()).add(session.id)
+        if self.cluster is not None and session.status in UNFINISHED:
+            addresses = self._seat_addresses.setdefault(session.id, set())
+            for connection in seated:
+                if connection.player is not None and connection.player.address != "?":
+                    addresses.add(connection.player.address)
+            self.cluster.opened(session.id, *self._open_holders(session))
+
+    def _open_holders(self, session: GameSession) -> tuple[list[str], list[str]]:
+        """Who an unfinished game counts against: its human players, and the addresses
+        they took their seats from or are connected from here."""
+        humans = [
+            p.player_id
+            for p in session.players
+            if p is not None and p.player_id is not None and not p.is_ai
+        ]
+        addresses = set(self._seat_addresses.get(session.id, ()))
+        for player_id in humans:
+            here = self.players.get(player_id)
+            if here is not None and here.address != "?":
+                addresses.add(here.address)
+        return humans, sorted(addresses)
+
+    def open_games(self) -> dict[str, tuple[list[str], list[str]]]:
+        """This node's unfinished games and who each counts against (cluster caps)."""
+        return {
+            game_id: self._open_holders(session)
+            for game_id, session in self.games.items()
+            if session.status in UNFINISHED
+        }
 
     def _event_limits(self) -> EventLimits:
         settings = self.settings
@@ -165,31 +197,36 @@ class Hub:
                 if not seats:
                     del self.seats[player_id]
 
-    def _check_open_games(self, player_id: str) -> None:
+    async def _check_open_games(self, me: PlayerSession) -> None:
         """Caps on unfinished games: per player, and per address over all its players
-        (a client opening a session per connection is still one address)."""
+        (a client opening a session per connection is still one address); in a cluster,
+        over every node's games."""
         cap = self.settings.max_open_games_per_player
-        if len(self._unfinished(player_id)) >= cap:
+        held = self._unfinished(me.player_id)
+        elsewhere: set[str] = set()
+        if self.cluster is not None:
+            mine, elsewhere = await self.cluster.open_games_of(me.player_id, me.address)
+            held |= mine
+        if len(held) >= cap:
             raise LimitExceeded(f"limit: at most {cap} unfinished games per player")
-        player = self.players.get(player_id)
-        if player is None:
-            return
         cap = self.settings.max_open_games_per_ip
-        if len(self.games) < cap:
-            return  # (no address holds more games than the server has)
+        if len(self.games) + len(elsewhere) < cap:
+            return  # (no address holds more games than there are)
         # Every game start runs this over every player of the address (a NAT, or the
         # load harness's 400 players on 127.0.0.1): one pass, no set per player.
         games, seats = self.games, self._open_seats
-        counted: set[str] = set()
-        for other in self._address_players.get(player.address, ()):
+        counted = elsewhere | held
+        for other in self._address_players.get(me.address, ()):
             for game_id in seats.get(other, ()):
                 game = games.get(game_id)
                 if game is not None and game.status in UNFINISHED:
                     counted.add(game_id)
             if len(counted) >= cap:
-                raise LimitExceeded(
-                    f"limit: at most {cap} unfinished games per address; finish or abort some"
-                )
+                break
+        if len(counted) >= cap:
+            raise LimitExceeded(
+                f"limit: at most {cap} unfinished games per address; finish or abort some"
+            )
 
     def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)

@@ -258,7 +258,10 @@ class ServerSettings:
 
     # --- players and sessions ------------------------------------------------------------
     max_open_games_per_player: int = setting(
-        20, "unfinished games a player may hold at once", group=IDENTITY
+        20,
+        "unfinished games a player may hold at once",
+        flag="max-games-per-player",
+        group=IDENTITY,
     )
     # Per address as well as per session (Lichess limits per IP and per user): a client
     # that opens a new session for every connection is still one address.

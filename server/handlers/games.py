@@ -41,7 +41,7 @@ class GameRequests(GameEvents):
 
     async def on_create(self, connection: Connection, request: CreateGame) -> None:
         me = self._me(connection)
-        self._check_open_games(me.player_id)
+        await self._check_open_games(me)
         session = self._new_session(
             request.game, request.params, request.clock, private=request.private
         )
@@ -54,7 +54,7 @@ class GameRequests(GameEvents):
             await self._start_game(session, [(connection, seat, request.rid)])
             return
         token = session.take_seat(seat, me.as_player())
-        self._register(session)
+        self._register(session, [connection])
         async with self._lock(session.id):
             await self._create(session)
         self._subscribe(session.id, connection)
@@ -70,9 +70,9 @@ class GameRequests(GameEvents):
                 raise SeatTaken(f"game {session.id} has no open seat", session.id)
             if session.seat_of_player(me.player_id) is not None:
                 raise NotAllowed(f"you already hold a seat in game {session.id}", session.id)
-            self._check_open_games(me.player_id)
+            await self._check_open_games(me)
             token = session.take_seat(seat, me.as_player())
-            self._register(session)
+            self._register(session, [connection])
             self._subscribe(session.id, connection)
             connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
             await self._commit(session, [session.start(self.clock())])

@@ -135,7 +135,7 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that is your own seek")
         if seek.opponents == "humans" and me.bot:
             raise NotAllowed("that seek is for human players only")
-        self._check_open_games(me.player_id)
+        await self._check_open_games(me)
         game_id = self._new_game_id()
         await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
@@ -171,7 +171,7 @@ class LobbyRequests(GameEvents):
     async def on_quick(self, connection: Connection, request: QuickPair) -> None:
         me = self._me(connection)
         self._check_seeks(connection)
-        self._check_open_games(me.player_id)
+        await self._check_open_games(me)
         self._check_game(request.game, dict(request.params))
         if request.ai_after_s:  # refuse a bad fallback now
             self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)

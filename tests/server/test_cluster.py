@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
+    Abort,
     AcceptSeek,
     CreateGame,
     JoinGame,
@@ -156,6 +157,40 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
         await client.close()
     await lost.close()
     assert await survivor.stop() == 0
+
+
+async def test_the_caps_on_unfinished_games_count_every_nodes_games(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A player at its cap on node a is refused on node b with the error of one node; the
+    address's cap counts the games of its players on both; a game ended on a frees its
+    place on b."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b = await cluster.start_pair("--max-games-per-player", "2", "--max-games-per-ip", "3")
+        ada = await a.connect("ada")
+        games = [
+            await ada.request(CreateGame, game="tictactoe", opponent="human") for _ in range(2)
+        ]
+        ada_b = await b.connect("ada", session=ada.session)
+        with pytest.raises(RequestFailed, match="too_many.*2 unfinished games per player"):
+            await ada_b.request(CreateGame, game="tictactoe", opponent="human")
+        bo = await b.connect("bo")
+        await bo.request(CreateGame, game="tictactoe", opponent="human")
+        with pytest.raises(RequestFailed, match="too_many.*3 unfinished games per address"):
+            await bo.request(CreateGame, game="tictactoe", opponent="human")
+        await ada.request(Abort, game_id=games[0].game_id, token=games[0].token)
+        # The owner takes the ended game out of the counts just after its commit.
+        assert ada.welcome is not None
+        held = f"{redis_prefix}:open:p:{ada.welcome.player_id}"
+        redis = aioredis.from_url(REDIS_URL)
+        try:
+            while games[0].game_id.encode() in await redis.zrange(held, 0, -1):
+                await asyncio.sleep(0.05)
+        finally:
+            await redis.aclose()
+        await ada_b.request(CreateGame, game="tictactoe", opponent="human")  # its place freed
+        for client in (ada, ada_b, bo):
+            await client.close()
 
 
 async def _subscribers(prefix: str, game_id: str) -> int:
