@@ -235,19 +235,31 @@ async def running(
     try:
         yield server
     finally:
-        server.close(close_connections=False)  # no new connections from here on
-        if game_server.cluster is not None:
-            await game_server.cluster.drain()  # its games to the other nodes, at once
-        await asyncio.gather(
-            *(
-                c.websocket.close(CLOSE_RESTART, "server restarting: reconnect")
-                for c in list(game_server.connections)
-            ),
-            return_exceptions=True,
-        )
-        await server.wait_closed()
-        game_server.close()
-        await game_server.drain()
+        # Bounded: a drain waits on the games' locks, the shards' hand-over, every close
+        # handshake and the work in flight, each slow on a loaded machine.
+        bound = game_server.settings.drain_timeout_s
+        try:
+            async with asyncio.timeout(bound):
+                await _stop(game_server, server)
+        except TimeoutError:
+            log.warning("the drain took over %g s (--drain-timeout-s): cutting the rest", bound)
+            game_server.close()
+
+
+async def _stop(game_server: GameServer, server: Server) -> None:
+    server.close(close_connections=False)  # no new connections from here on
+    if game_server.cluster is not None:
+        await game_server.cluster.drain()  # its games to the other nodes, at once
+    await asyncio.gather(
+        *(
+            c.websocket.close(CLOSE_RESTART, "server restarting: reconnect")
+            for c in list(game_server.connections)
+        ),
+        return_exceptions=True,
+    )
+    await server.wait_closed()
+    game_server.close()
+    await game_server.drain()
 
 
 async def serve(

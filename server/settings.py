@@ -203,6 +203,13 @@ class ServerSettings:
     close_timeout_s: float = setting(
         10.0, "seconds a closing handshake may take before the TCP is cut", group=ADMISSION
     )
+    drain_timeout_s: float = setting(
+        20.0,
+        "seconds a stop (SIGTERM) may spend handing games over and closing connections; "
+        "then the rest is cut (every move is stored already)",
+        flag="drain-timeout-s",
+        group=ADMISSION,
+    )
 
     # --- rate limits ---------------------------------------------------------------------
     # Every message and every websocket ping takes a token (pings are answered by the

@@ -17,7 +17,12 @@ from typing import Any
 import asyncpg
 
 from client.connection import ServerConnection
+from server.settings import ServerSettings
 from tests.services import PG_URL, REDIS_URL
+
+# A stopping node cuts its drain at --drain-timeout-s; then it closes its bus (in at most
+# 2 s), pool and store, and the interpreter ends: the margin is for those, on a slow machine.
+STOP_S = ServerSettings().drain_timeout_s + 20
 
 
 def schema_url(schema: str) -> str:
@@ -42,9 +47,16 @@ class Node:
         self.process.send_signal(signal.SIGKILL)
 
     async def stop(self) -> int:
+        """SIGTERM, and its exit status once its bounded drain is over."""
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
-        return await asyncio.wait_for(self.process.wait(), 30)
+        try:
+            return await asyncio.wait_for(self.process.wait(), STOP_S)
+        except TimeoutError:
+            raise AssertionError(
+                f"node {self.name} still running {STOP_S:g} s after SIGTERM:\n"
+                + self.log.read_text()[-4000:]
+            ) from None
 
 
 @dataclass

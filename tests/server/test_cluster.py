@@ -520,6 +520,22 @@ async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
         await client.close()
 
 
+async def test_a_stopping_node_cuts_its_drain_at_its_bound(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A client that never answers the closing handshake would hold a stop for the close
+    timeout (10 s); the node cuts its drain at --drain-timeout-s and exits 0."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--drain-timeout-s", "0.5")
+        mute = await node.connect("mute")
+        assert mute.websocket is not None
+        mute.websocket.transport.pause_reading()  # the server's close is never read
+        assert await node.stop() == 0
+        assert "the drain took over 0.5 s" in node.log.read_text()
+        mute.websocket.transport.resume_reading()
+        await mute.close()
+
+
 async def test_a_node_is_ready_when_its_bus_and_locks_answer(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
