@@ -353,6 +353,28 @@ class Cluster:
         restored = await self.server.adopt(records)
         log.info("cluster: took shards %s (%d games)", sorted(shards), restored)
         await self._announce()
+        await self._unlist_ended(shards)
+
+    async def _unlist_ended(self, shards: set[int]) -> None:
+        """Entries of the live-games index in shards just taken whose game is not live
+        here (its owner died after the game ended, before removing its entry) leave the
+        index and every node's lobby."""
+        try:
+            listed = _names(await self.bus.client.hkeys(self._live_key))
+            stale = [
+                game_id
+                for game_id in listed
+                if shard_of(game_id) in shards
+                and getattr(self.server.games.get(game_id), "status", None) != "live"
+            ]
+            if stale:
+                await self.bus.client.hdel(self._live_key, *stale)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot sweep the live games' index (%s)", exc)
+            return
+        for game_id in stale:
+            self._list_remote(game_id, None)
+            self._publish(self.bus.lobby_channel, {"op": "game-", "id": game_id, "from": self.node})
 
     async def _release(self, shards: set[int]) -> None:
         """Hand shards over: no new requests are served for their games, the work in

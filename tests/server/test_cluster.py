@@ -295,6 +295,37 @@ async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: C
         await client.close()
 
 
+async def test_an_ended_games_index_entry_left_by_a_dead_owner_is_swept(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """The owner of a game died after the game ended, before it took the game out of the
+    live-games index: the node taking its shard removes the entry."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")
+    created = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    await bo.request(JoinGame, game_id=created.game_id)
+    live = f"{redis_prefix}:live"
+    redis = aioredis.from_url(REDIS_URL)
+    try:
+        while (entry := await redis.hget(live, created.game_id)) is None:
+            await asyncio.sleep(0.05)
+        await ada.request(Resign, game_id=created.game_id, token=created.token)
+        while await redis.hexists(live, created.game_id):
+            await asyncio.sleep(0.05)
+        await redis.hset(live, created.game_id, entry)  # as if the owner died before its HDEL
+        a.kill()
+        await two_nodes.wait_owned(created.game_id, {b.name})
+        while await redis.hexists(live, created.game_id):
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    carol = await b.connect("carol")
+    listed = await carol.request(ListGames, status="live")
+    assert created.game_id not in {g["game_id"] for g in listed.games}
+    for client in (ada, bo, carol):
+        await client.close()
+
+
 async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
     """Wait until ``client``'s lobby lists ``seek_id`` (it subscribed before)."""
     while True:
