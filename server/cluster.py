@@ -116,6 +116,9 @@ class Host(Protocol):
     async def adopt(self, records: list[GameRecord]) -> int: ...
     def unload(self, game_id: str) -> int | None: ...
     def open_games(self) -> dict[str, tuple[list[str], list[str]]]: ...
+    async def seats_of(
+        self, player_id: str, game_ids: list[str], *, online: bool = True
+    ) -> list[dict[str, Any]]: ...
     async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None: ...
     def _lobby_push(self, event: LobbyEvent, *, seek: SeekEntry | None = None) -> None: ...
     def _remove_seek(self, seek: SeekEntry) -> None: ...
@@ -841,6 +844,8 @@ class Cluster:
             self._follow(payload)
         elif op == "req":
             self.server._spawn(self._serve(payload))
+        elif op == "seats":
+            self.server._spawn(self._serve_seats(payload))
         elif op == "since":
             self._send_since(payload)
         elif op == "frames":
@@ -1013,6 +1018,50 @@ class Cluster:
             log.warning("cluster: cannot read the open games (%s)", exc)
             return set(), set()
         return _names(by_player), _names(by_address)
+
+    async def remote_seats(self, player_id: str, here: set[str]) -> list[dict[str, Any]]:
+        """``welcome.games`` from other nodes: the player's seats in unfinished games
+        owned elsewhere (found in its open-games set), asked of their owners at once; a
+        game whose owner does not answer within forward_timeout_s is left out (the
+        client resumes it by id)."""
+        games, _ = await self.open_games_of(player_id, "")
+        by_owner: dict[str, list[str]] = {}
+        for game_id in sorted(games - here):
+            owner = self.owner_of(game_id)
+            if owner is not None and owner != self.node:
+                by_owner.setdefault(owner, []).append(game_id)
+        if not by_owner:
+            return []
+        loop = asyncio.get_running_loop()
+        asked: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        for owner, game_ids in by_owner.items():
+            fid = next(self._forward_ids)
+            asked[fid] = loop.create_future()
+            self._pending[fid] = (asked[fid], owner, game_ids[0])
+            self.send_to(owner, {"op": "seats", "fid": fid, "player": player_id, "games": game_ids})
+        try:
+            await asyncio.wait(asked.values(), timeout=self.forward_timeout_s)
+        finally:
+            for fid in asked:
+                self._pending.pop(fid, None)
+        seats: list[dict[str, Any]] = []
+        for future in asked.values():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                seats += future.result().get("seats", ())  # (none if the owner changed)
+        return seats
+
+    async def _serve_seats(self, payload: dict[str, Any]) -> None:
+        """The owner's part of ``remote_seats``: not marked online here (the client's
+        resume does that, and its node then reports its leaving)."""
+        player_id, game_ids = str(payload["player"]), [str(g) for g in payload["games"]]
+        try:
+            seats = await self.server.seats_of(
+                player_id, [g for g in game_ids if self.serves(g)], online=False
+            )
+        except ServerError as exc:
+            log.warning("cluster: cannot list the seats of %s (%s)", player_id, exc.message)
+            seats = []
+        self.send_to(payload["from"], {"op": "done", "fid": payload["fid"], "seats": seats})
 
     # --- the lobby: the cluster's live games -------------------------------------------------
 

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import secrets
 import time
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 
@@ -56,20 +57,9 @@ class SessionRequests(GameEvents):
         self.players[player.player_id] = player
         player.connections.add(connection)
         connection.player = player
-        games = []
-        for game_id, seat in list(self.seats.get(player.player_id, {}).items()):
-            game = self.games.get(game_id)
-            if game is None or game.status not in UNFINISHED:
-                continue
-            async with self._lock(game_id):
-                token = game.tokens[seat]
-                if token is None:  # restored: only the hash survived; issue a new secret
-                    token = game.issue_token(seat)
-                    await self.store.update_game(game.to_row())
-                await self._commit_quietly(
-                    game, game.set_online(seat, True, now, self.settings.grace_s)
-                )
-            games.append({"game_id": game_id, "seat": seat, "token": token, "seq": game.seq})
+        games = await self.seats_of(player.player_id, list(self.seats.get(player.player_id, {})))
+        if self.cluster is not None and hello.session is not None:  # games owned elsewhere
+            games += await self.cluster.remote_seats(player.player_id, set(self.games))
         return Welcome(
             rid=hello.rid,
             version=PROTOCOL_VERSION,
@@ -79,6 +69,31 @@ class SessionRequests(GameEvents):
             name=player.name,
             games=games,
         )
+
+    async def seats_of(
+        self, player_id: str, game_ids: list[str], *, online: bool = True
+    ) -> list[dict[str, Any]]:
+        """``welcome.games``: the player's seats in these games of this node that are not
+        over, each with its token (a new one if only the hash survived a restore) and
+        seq; the seats marked online (``online``: the player is connected here)."""
+        now = self.clock()
+        games = []
+        for game_id in game_ids:
+            game = self.games.get(game_id)
+            seat = self.seats.get(player_id, {}).get(game_id)
+            if game is None or seat is None or game.status not in UNFINISHED:
+                continue
+            async with self._lock(game_id):
+                token = game.tokens[seat]
+                if token is None:  # restored: only the hash survived; issue a new secret
+                    token = game.issue_token(seat)
+                    await self.store.update_game(game.to_row())
+                if online:
+                    await self._commit_quietly(
+                        game, game.set_online(seat, True, now, self.settings.grace_s)
+                    )
+            games.append({"game_id": game_id, "seat": seat, "token": token, "seq": game.seq})
+        return games
 
     # --- players, names and sessions ---------------------------------------------------------
 

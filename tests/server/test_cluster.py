@@ -193,6 +193,29 @@ async def test_the_caps_on_unfinished_games_count_every_nodes_games(
             await client.close()
 
 
+async def test_a_player_back_on_another_node_is_welcomed_with_every_nodes_games(
+    two_nodes: Cluster,
+) -> None:
+    """welcome.games lists the player's seats in games other nodes own, with tokens that
+    work from its new node."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")
+    created = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+    await bo.request(JoinGame, game_id=created.game_id)
+    assert await two_nodes.owner_of(created.game_id) == a.name
+    await ada.close()
+    back = await b.connect("ada", session=ada.session)
+    assert back.welcome is not None
+    (seat,) = back.welcome.games
+    assert (seat["game_id"], seat["seat"]) == (created.game_id, 0) and seat["seq"] >= 1
+    resumed = await back.request(Resume, game_id=created.game_id, since=seat["seq"])
+    assert isinstance(resumed, Resumed)
+    await _play(back, seat["token"], created.game_id, 4)
+    assert (await _heard(bo, 0)).action == 4
+    for client in (back, bo):
+        await client.close()
+
+
 async def _subscribers(prefix: str, game_id: str) -> int:
     """How many Redis connections (nodes) receive the game's channel."""
     client = aioredis.Redis.from_url(REDIS_URL)
