@@ -359,23 +359,24 @@ class Cluster:
         await self._unlist_ended(shards)
 
     async def _unlist_ended(self, shards: set[int]) -> None:
-        """Entries of the live-games index in shards just taken whose game is not live
-        here (its owner died after the game ended, before removing its entry) leave the
-        index and every node's lobby."""
+        """Entries of the indexes of live and open games in shards just taken whose game
+        is not live (open) here: its owner died after the game started or ended, before
+        updating them. They leave the indexes, and the live ones every node's lobby."""
+        stale: dict[str, list[str]] = {}
         try:
-            listed = _names(await self.bus.client.hkeys(self._live_key))
-            stale = [
-                game_id
-                for game_id in listed
-                if shard_of(game_id) in shards
-                and getattr(self.server.games.get(game_id), "status", None) != "live"
-            ]
-            if stale:
-                await self.bus.client.hdel(self._live_key, *stale)
+            for key, status in ((self._live_key, "live"), (self._open_key, "open")):
+                stale[key] = [
+                    game_id
+                    for game_id in _names(await self.bus.client.hkeys(key))
+                    if shard_of(game_id) in shards
+                    and getattr(self.server.games.get(game_id), "status", None) != status
+                ]
+                if stale[key]:
+                    await self.bus.client.hdel(key, *stale[key])
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot sweep the live games' index (%s)", exc)
+            log.warning("cluster: cannot sweep the games' indexes (%s)", exc)
             return
-        for game_id in stale:
+        for game_id in stale[self._live_key]:
             self._list_remote(game_id, None)
             self._publish(self.bus.lobby_channel, {"op": "game-", "id": game_id, "from": self.node})
 
@@ -1069,9 +1070,13 @@ class Cluster:
     def _live_key(self) -> str:
         return f"{self.bus.prefix}:live"
 
+    @property
+    def _open_key(self) -> str:
+        return f"{self.bus.prefix}:open-games"
+
     def game_listed(self, session: GameSession, live: bool) -> None:
         """A public game of this node started (``live``) or ended: in the cluster's index
-        of live games, and in every node's lobby."""
+        of live games, and in every node's lobby; out of the index of open games."""
         if live:
             data = {"rank": list(game_rank(session)), "summary": session.summary()}
             self.server._spawn(self._index_game(session.id, pack(data)))
@@ -1081,12 +1086,36 @@ class Cluster:
             message = {"op": "game-", "id": session.id, "from": self.node}
         self._publish(self.bus.lobby_channel, message)
 
-    async def _index_game(self, game_id: str, data: bytes | None) -> None:
+    def open_listed(self, session: GameSession) -> None:
+        """A public game of this node waits for its opponent (created, or restored): in
+        the cluster's index of open games (``list open``) until it starts or ends."""
+        self.server._spawn(self._index_game(session.id, pack(session.summary()), self._open_key))
+
+    async def open_elsewhere(self) -> list[dict[str, Any]]:
+        """The open public games of the other nodes, from the index."""
         try:
-            if data is None:
-                await self.bus.client.hdel(self._live_key, game_id)
-            else:
-                await self.bus.client.hset(self._live_key, game_id, data)
+            entries = await self.bus.client.hgetall(self._open_key)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot read the open games' index (%s)", exc)
+            return []
+        return [
+            unpack(data if isinstance(data, bytes) else data.encode())
+            for game_id, data in entries.items()
+            if _names([game_id]).pop() not in self.server.games
+        ]
+
+    async def _index_game(self, game_id: str, data: bytes | None, key: str | None = None) -> None:
+        """``data`` for the game in ``key`` (the live games by default, then out of the
+        open ones); None: out of both."""
+        try:
+            async with self.bus.client.pipeline(transaction=False) as pipe:
+                if data is not None:
+                    pipe.hset(key or self._live_key, game_id, data)
+                if data is None or key is None:
+                    pipe.hdel(self._open_key, game_id)
+                if data is None:
+                    pipe.hdel(self._live_key, game_id)
+                await pipe.execute()
         except (RedisError, OSError) as exc:
             log.warning("cluster: cannot index game %s (%s)", game_id, exc)
 

@@ -124,6 +124,8 @@ class Hub:
                 if connection.player is not None and connection.player.address != "?":
                     addresses.add(connection.player.address)
             self.cluster.opened(session.id, *self._open_holders(session))
+            if session.status == "open" and not session.private and session.open_seat() is not None:
+                self.cluster.open_listed(session)
 
     def _open_holders(self, session: GameSession) -> tuple[list[str], list[str]]:
         """Who an unfinished game counts against: its human players, and the addresses

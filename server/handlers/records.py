@@ -24,6 +24,9 @@ class RecordRequests(GameEvents):
                 listed = self.cluster.listed
                 games += [listed[g][1] for g in listed if g not in self.games]
                 games = games[: request.limit]
+            elif self.cluster is not None and len(games) < request.limit:  # open elsewhere
+                games += await self.cluster.open_elsewhere()
+                games = games[: request.limit]
         else:
             rows = await self.store.list_games(request.status, request.limit)
             games = [

@@ -349,6 +349,26 @@ async def test_an_ended_games_index_entry_left_by_a_dead_owner_is_swept(
         await client.close()
 
 
+async def test_list_open_shows_the_open_games_of_every_node(two_nodes: Cluster) -> None:
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    created = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    hidden = await ada.request(CreateGame, game="tictactoe", opponent="human", private=True)
+    while True:  # indexed by its owner just after its creation
+        listed = {g["game_id"] for g in (await bo.request(ListGames, status="open")).games}
+        if created.game_id in listed:
+            break
+        await asyncio.sleep(0.1)
+    assert hidden.game_id not in listed
+    await bo.request(JoinGame, game_id=created.game_id)
+    while created.game_id in {
+        g["game_id"] for g in (await bo.request(ListGames, status="open")).games
+    }:
+        await asyncio.sleep(0.1)  # out of the index once started
+    for client in (ada, bo):
+        await client.close()
+
+
 async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
     """Wait until ``client``'s lobby lists ``seek_id`` (it subscribed before)."""
     while True:
