@@ -243,6 +243,8 @@ async def running(
                 await _stop(game_server, server)
         except TimeoutError:
             log.warning("the drain took over %g s (--drain-timeout-s): cutting the rest", bound)
+            for connection in list(game_server.connections):
+                connection.websocket.transport.abort()  # no more closing handshakes
             game_server.close()
 
 
