@@ -137,11 +137,11 @@ class RedisBus:
         await subscribed
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._sending]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:  # bounded: a stop must not hang on a client that swallowed a cancel
+            await asyncio.wait(tasks, timeout=2)
         self._tasks = []
         if self._client is not None:
             with contextlib.suppress(RedisError, OSError):
@@ -180,6 +180,11 @@ class RedisBus:
                             await connection.read_response()
                         break
                     except (RedisError, OSError) as exc:
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            # A cancel redis-py's read timeout turned into TimeoutError
+                            # (an OSError): still a cancel, or close() would wait forever.
+                            raise asyncio.CancelledError from exc
                         if connection is not None:
                             await connection.disconnect()
                             await pool.release(connection)
@@ -188,7 +193,8 @@ class RedisBus:
                             self.lost += len(batch)
                             log.warning("bus: %d messages not published (%s)", len(batch), exc)
         finally:
-            if connection is not None:
+            if connection is not None:  # maybe mid-reply: not back to the pool as it is
+                await connection.disconnect()
                 await pool.release(connection)
 
     # --- game channels -------------------------------------------------------------------
@@ -304,6 +310,9 @@ class RedisBus:
                     except Exception:
                         log.exception("bus: a message on %s could not be handled", channel)
             except (RedisError, OSError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from exc  # (as in _publish_loop)
                 self.connected = False
                 self._pubsub = None
                 if not subscribed.done():
