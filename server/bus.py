@@ -52,6 +52,16 @@ class BusUnavailable(ServerError):
     """Redis cannot be reached (at start: one line, and the server does not start)."""
 
 
+def reraise_cancel(exc: BaseException) -> None:
+    """Raise CancelledError if the running task is being cancelled: redis-py and asyncpg
+    may turn a cancel that lands in their read timeout into TimeoutError (an OSError in
+    Python 3.11), which a loop retrying on OSError would swallow, and a stop would wait
+    for that loop forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
+
+
 def redis_client(url: str) -> aioredis.Redis:
     """A client whose commands are tried again, on a new connection, when the one they
     were sent on turns out dead (Redis restarted: redis-py's default does not retry)."""
@@ -180,11 +190,7 @@ class RedisBus:
                             await connection.read_response()
                         break
                     except (RedisError, OSError) as exc:
-                        task = asyncio.current_task()
-                        if task is not None and task.cancelling():
-                            # A cancel redis-py's read timeout turned into TimeoutError
-                            # (an OSError): still a cancel, or close() would wait forever.
-                            raise asyncio.CancelledError from exc
+                        reraise_cancel(exc)
                         if connection is not None:
                             await connection.disconnect()
                             await pool.release(connection)
@@ -310,9 +316,7 @@ class RedisBus:
                     except Exception:
                         log.exception("bus: a message on %s could not be handled", channel)
             except (RedisError, OSError) as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from exc  # (as in _publish_loop)
+                reraise_cancel(exc)
                 self.connected = False
                 self._pubsub = None
                 if not subscribed.done():
