@@ -400,9 +400,17 @@ class ServerConnection:
             return queue.get_nowait()
         getter = asyncio.ensure_future(queue.get())
         closed = asyncio.ensure_future(self.closed.wait())
-        done, _ = await asyncio.wait(
-            {getter, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
+        try:
+            done, _ = await asyncio.wait(
+                {getter, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:  # our caller gave up: leave no getter to eat a message
+            closed.cancel()
+            if getter.done() and not getter.cancelled():
+                queue.put_nowait(getter.result())  # taken as we were cancelled: kept
+            else:
+                getter.cancel()
+            raise
         closed.cancel()
         if getter in done:
             return getter.result()

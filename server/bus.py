@@ -52,6 +52,16 @@ class BusUnavailable(ServerError):
     """Redis cannot be reached (at start: one line, and the server does not start)."""
 
 
+def reraise_cancel(exc: BaseException) -> None:
+    """Raise CancelledError if the running task is being cancelled: redis-py and asyncpg
+    may turn a cancel that lands in their read timeout into TimeoutError (an OSError in
+    Python 3.11), which a loop retrying on OSError would swallow, and a stop would wait
+    for that loop forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
+
+
 def redis_client(url: str) -> aioredis.Redis:
     """A client whose commands are tried again, on a new connection, when the one they
     were sent on turns out dead (Redis restarted: redis-py's default does not retry)."""
@@ -137,11 +147,11 @@ class RedisBus:
         await subscribed
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._sending]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:  # bounded: a stop must not hang on a client that swallowed a cancel
+            await asyncio.wait(tasks, timeout=2)
         self._tasks = []
         if self._client is not None:
             with contextlib.suppress(RedisError, OSError):
@@ -180,6 +190,7 @@ class RedisBus:
                             await connection.read_response()
                         break
                     except (RedisError, OSError) as exc:
+                        reraise_cancel(exc)
                         if connection is not None:
                             await connection.disconnect()
                             await pool.release(connection)
@@ -188,7 +199,8 @@ class RedisBus:
                             self.lost += len(batch)
                             log.warning("bus: %d messages not published (%s)", len(batch), exc)
         finally:
-            if connection is not None:
+            if connection is not None:  # maybe mid-reply: not back to the pool as it is
+                await connection.disconnect()
                 await pool.release(connection)
 
     # --- game channels -------------------------------------------------------------------
@@ -304,6 +316,7 @@ class RedisBus:
                     except Exception:
                         log.exception("bus: a message on %s could not be handled", channel)
             except (RedisError, OSError) as exc:
+                reraise_cancel(exc)
                 self.connected = False
                 self._pubsub = None
                 if not subscribed.done():

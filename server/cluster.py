@@ -46,7 +46,7 @@ from protocol import (
     decode,
     encode,
 )
-from server.bus import RedisBus, pack, unpack
+from server.bus import RedisBus, pack, reraise_cancel, unpack
 from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
 from server.errors import NodeUnavailable, ServerError
@@ -302,8 +302,10 @@ class Cluster:
                     await self.locks.open(self._lock_lost)
                 await self._claim()
             except _LOCK_ERRORS as exc:
+                reraise_cancel(exc)
                 self._lose_all(exc)
-            except Exception:
+            except Exception as exc:
+                reraise_cancel(exc)
                 log.exception("cluster: the claim loop failed; it runs again")
 
     async def _claim(self) -> None:
@@ -476,6 +478,7 @@ class Cluster:
             try:
                 await self._heartbeat()
             except Exception as exc:
+                reraise_cancel(exc)
                 log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
             now = time.monotonic()

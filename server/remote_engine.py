@@ -34,7 +34,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from engine.result import SearchResult
-from server.bus import redis_client
+from server.bus import redis_client, reraise_cancel
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
 
@@ -211,6 +211,7 @@ class RemoteEngine:
             try:
                 replies: Any = await self._client.xread({stream: last}, block=1000, count=100)
             except (RedisError, OSError) as exc:
+                reraise_cancel(exc)
                 log.warning("reading engine replies failed: %s; retrying", exc)
                 await asyncio.sleep(1.0)
                 continue
