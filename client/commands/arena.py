@@ -30,7 +30,9 @@ DEFAULT_DB = "\0default"  # --db without a path: the default database
 
 DESCRIPTION = """\
 Play GAMES games between engine players A and B, alternating colours (A moves
-first in the even-numbered games), in parallel worker processes. Reports A's
+first in the even-numbered games), in parallel worker processes. With balanced
+openings (--opening-plies, on by default for gomoku) games 2p and 2p+1 start
+from the same random opening with the colours swapped. Reports A's
 wins/draws/losses, the score, the Elo difference with its 95% interval, the
 results by colour, time per move and games per second. With --sprt, stops as
 soon as the sequential probability ratio test decides."""
@@ -148,6 +150,47 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest, "little") & 0x7FFF_FFFF
 
 
+# Balanced openings (as fishtest's and Gomocup's match runners play them): each pair of games
+# starts from the same few random plies, with the colours swapped, so no game repeats another
+# and the first player's advantage cancels within the pair.
+OPENING_RADIUS = 2  # gomoku openings: cells within this many rows and columns of the centre
+
+
+def default_opening_plies(game: Any) -> int:
+    """4 random plies for gomoku-like boards (k >= 5), none for the others."""
+    return 4 if getattr(game, "k", 0) >= 5 else 0
+
+
+def draw_opening(game: Any, plies: int, seed: int) -> tuple[int, ...]:
+    """``plies`` random moves from the initial position, drawn from ``seed``, that do not end the
+    game; on k >= 5 boards they stay near the centre (the box of OPENING_RADIUS around it, or
+    anywhere once the box is full)."""
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(100):
+        state = game.new_initial_state()
+        for _ply in range(plies):
+            legal = state.legal_actions()
+            if getattr(game, "k", 0) >= 5:
+                near = [a for a in legal if _near_centre(game, a)]
+                legal = near or legal
+            state.apply_action(rng.choice(legal))
+            if state.is_terminal():
+                break
+        else:
+            return tuple(state.history())
+    raise ArenaError(f"no opening of {plies} plies that leaves the game open")
+
+
+def _near_centre(game: Any, action: int) -> bool:
+    row, col = divmod(action, game.n)
+    return (
+        abs(2 * row - (game.m - 1)) <= 2 * OPENING_RADIUS
+        and abs(2 * col - (game.n - 1)) <= 2 * OPENING_RADIUS
+    )
+
+
 # --- the worker side ------------------------------------------------------------------------
 
 
@@ -162,6 +205,7 @@ class GameTask:
     b: PlayerSpec
     seed: int
     keep_moves: bool = False  # record each move's search statistics and time (--db)
+    opening: tuple[int, ...] = ()  # plies played before the engines move (--opening-plies)
 
     @property
     def a_first(self) -> bool:
@@ -231,9 +275,14 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
     iterations = {"a": 0, "b": 0}
     worst_overrun = {"a": -math.inf, "b": -math.inf}
     forfeit: str | None = None
-    move_stats: list[dict[str, Any]] = []
+    move_stats: list[dict[str, Any] | None] = []
     move_at: list[float] = []
     started_at = time.time()
+    for action in task.opening:  # the pair's opening: no search, no statistics
+        state.apply_action(action)
+        if task.keep_moves:
+            move_stats.append(None)
+            move_at.append(started_at)
     try:
         while not state.is_terminal():
             side = "a" if state.current_player() == a_player else "b"
@@ -285,6 +334,7 @@ def _play(engine: Any, searcher: Any, task: GameTask) -> dict[str, Any]:
         "result": outcome,
         "forfeit": forfeit,
         "plies": len(state.history()),
+        "opening": list(task.opening),
         "actions": [int(a) for a in state.history()],
         "ms": spent,
         "moves": moves,
@@ -568,6 +618,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "reported in the output)",
     )
     parser.add_argument(
+        "--opening-plies",
+        type=int,
+        default=None,
+        metavar="N",
+        help="balanced openings: each pair of games starts from the same N random plies (drawn "
+        "from the match seed; on gomoku boards within 2 rows and columns of the centre) with "
+        "the colours swapped, so games do not repeat and the first player's advantage cancels; "
+        "0 starts every game from the empty board (default: 4 for gomoku and m,n,k boards "
+        "with k >= 5, 0 for the other games)",
+    )
+    parser.add_argument(
         "--sprt",
         metavar="ELO0,ELO1",
         help="run an SPRT of H0: elo=ELO0 against H1: elo=ELO1 (e.g. 0,10) and stop when it "
@@ -731,10 +792,22 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
 
         db = str(default_db_path())
     keep = db is not None
+    plies = args.opening_plies
+    if plies is None:
+        plies = default_opening_plies(game)
+    if not 0 <= plies < game.max_game_length():
+        raise ArenaError(f"--opening-plies must be within 0..{game.max_game_length() - 1}")
+    openings = {
+        pair: draw_opening(game, plies, derive_seed(seed, "opening", pair)) if plies else ()
+        for pair in range((args.games + 1) // 2)
+    }  # games 2p and 2p+1 (A first, then B first) share pair p's opening
     tasks = [
-        GameTask(i, name, dict(game_params), players[0], players[1], derive_seed(seed, i), keep)
+        GameTask(
+            i, name, dict(game_params), players[0], players[1], derive_seed(seed, i), keep,
+            openings[i // 2],
+        )
         for i in range(args.games)
-    ]
+    ]  # fmt: skip
     match = Match(tasks, parse_sprt(args.sprt), args.alpha, args.beta)
     meta = {
         "game": {"name": name, "requested": args.game, "params": dict(game_params)},
@@ -742,6 +815,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         "b": players[1].to_dict(),
         "games_requested": args.games,
         "seed": seed,
+        "opening_plies": plies,
         "workers": min(args.workers, args.games),
         "db": db,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -825,7 +899,12 @@ def format_report(report: dict[str, Any]) -> str:
         f"A = {report['a']['text']}  B = {report['b']['text']}",
         f"games: {report['games_played']} of {report['games_requested']}"
         f"{' (interrupted)' if report['interrupted'] else ''}"
-        f"  seed {report['seed']}  workers {report['workers']}",
+        f"  seed {report['seed']}  workers {report['workers']}"
+        + (
+            f"  openings: {report['opening_plies']} plies, paired"
+            if report.get("opening_plies")
+            else ""
+        ),
     ]
     if not report["games_played"]:
         return "\n".join(lines + ["no game finished"])

@@ -14,7 +14,6 @@ function once per game (per position tuple type).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from engine.kernels import alphabeta_mnk as _mnk  # noqa: F401 (registers the m,n,k operations)
 from engine.kernels import alphabeta_uttt as _uttt  # noqa: F401 (registers uttt's)
@@ -31,6 +30,7 @@ from engine.kernels.alphabeta_base import (
     board_full,
     evaluate,
     generate,
+    kernel,
     pick,
     place,
     position_key,
@@ -42,7 +42,7 @@ from engine.kernels.alphabeta_base import (
 __all__ = ["negamax", "pv_line", "root"]
 
 
-@njit(cache=True)
+@kernel
 def negamax(p, depth, alpha, beta, ply, game, search):
     """Score for player p to move, from p's side; PVS with a transposition table."""
     info = search.info
@@ -140,7 +140,7 @@ def negamax(p, depth, alpha, beta, ply, game, search):
     return best
 
 
-@njit(cache=True)
+@kernel
 def root(p, depth, root_moves, root_scores, n, game, search):
     """One iteration at the root over ``root_moves[:n]`` (best first); PVS with a full window.
     Sets root_scores (lower bounds for moves that failed low) and returns the best index."""
@@ -176,7 +176,7 @@ def root(p, depth, root_moves, root_scores, n, game, search):
     return best
 
 
-@njit(cache=True)
+@kernel
 def pv_line(p, first, limit, out, game, search):
     """Write the principal variation from ``first`` into out (at most ``limit`` moves): forced
     moves (a win at once, a block), else the transposition table's move if it is legal.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import namedtuple
 from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from numba import njit, objmode
 
@@ -38,6 +39,20 @@ D_DEADLINE, D_LAST, D_STEP = 0, 1, 2
 CHECK_SECONDS = 0.0002
 CHECK_EVERY = 16  # nodes between the checks at the start of a search
 CHECK_MAX = 4096
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+# numba's options for the search's functions: compiled once (cache) and without the runtime's
+# reference counts. Each call of a function taking the position and search tuples counted a
+# reference to each of their ~30 arrays on entry and exit (atomic increments and decrements:
+# half of the gomoku search's CPU time, measured with perf); the searches allocate no arrays,
+# so they need none.
+_KERNEL_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
+
+
+def kernel(function: _F) -> _F:
+    """``numba.njit`` for the alpha-beta search's functions (no reference counting)."""
+    return cast(_F, njit(**_KERNEL_OPTIONS)(function))
+
 
 SearchArrays = namedtuple(
     "SearchArrays",
@@ -63,7 +78,7 @@ SearchArrays = namedtuple(
 CLOCK: list[Callable[[], float]] = [time.perf_counter]
 
 
-@njit(cache=True)
+@kernel
 def now() -> float:
     """The search's clock (seconds), read from compiled code through object mode."""
     with objmode(t="float64"):
@@ -71,7 +86,7 @@ def now() -> float:
     return t
 
 
-@njit(cache=True)
+@kernel
 def tick(info, deadline):
     """Count a node; every deadline[D_STEP] nodes compare with the node limit and the
     deadline. The step adapts only when the clock is read (so that reads come about every
@@ -96,7 +111,7 @@ def tick(info, deadline):
         info[CHECK_AT] = info[NODES] + max(1, step)
 
 
-@njit(cache=True)
+@kernel
 def pick(ply, start, n, moves, scores):
     """Selection sort step: bring the best remaining move of ``moves[ply]`` to ``start``."""
     best = start

@@ -35,7 +35,6 @@ from collections import namedtuple
 from typing import Any
 
 import numpy as np
-from numba import njit
 from numba.extending import overload
 
 from engine.kernels import alphabeta_base as base
@@ -48,6 +47,7 @@ from engine.kernels.alphabeta_base import (
     STOP,
     WIN,
     SearchArrays,
+    kernel,
     tick,
 )
 
@@ -84,11 +84,12 @@ MNKArrays = namedtuple(
      "shape_count",  # int64[2, 9]: (empty cell, direction) pairs of each shape per player
      "shape_value",  # int64[9]: SHAPE_VALUE
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
-     "threat_depth"],  # int64[THREAT_SLOTS]: ... within this many attacking moves
+     "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
+     "mark"],  # uint8[cells]: scratch (``_answers``)
 )  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def _contribution(x, o, weights):
     """A window's score from X's side: open to one player only, by that player's count."""
     if x > 0 and o > 0:
@@ -100,7 +101,7 @@ def _contribution(x, o, weights):
     return 0
 
 
-@njit(cache=True)
+@kernel
 def _threat_counts(x, o, info, sign):
     """Add ``sign`` times this window's part in the fours/threes counts."""
     k = info[KLEN]
@@ -116,7 +117,7 @@ def _threat_counts(x, o, info, sign):
             info[THREES + 1] += sign
 
 
-@njit(cache=True)
+@kernel
 def _cell_terms(c, g, info, sign):
     """Add (sign 1) or take out (sign -1) the shapes of cell c from the evaluation and the
     shape counts: they count while the cell is empty."""
@@ -129,7 +130,7 @@ def _cell_terms(c, g, info, sign):
     return 0
 
 
-@njit(cache=True)
+@kernel
 def _restone(c, p, g, info, sign):
     """Add (sign 1) or take out (-1) p's stone on c from the keys of the cells it sees, and
     re-read their shapes (the pattern evaluation's incremental update)."""
@@ -154,7 +155,7 @@ def _restone(c, p, g, info, sign):
     return 0
 
 
-@njit(cache=True)
+@kernel
 def place(c, p, g, info):
     """Put a stone of player p (0/1) on cell c; returns True if it completes a window (a win)."""
     g.cells[c] = p + 1
@@ -186,7 +187,7 @@ def place(c, p, g, info):
     return won
 
 
-@njit(cache=True)
+@kernel
 def remove(c, p, g, info):
     """Take back ``place``."""
     g.cells[c] = 0
@@ -213,7 +214,7 @@ def remove(c, p, g, info):
         g.near[g.near_list[c, j]] -= 1
 
 
-@njit(cache=True)
+@kernel
 def _candidates(g, out):
     """Empty cells worth a look: all of them on small boards, near a stone on big ones."""
     params = g.params
@@ -236,7 +237,7 @@ def _candidates(g, out):
     return n
 
 
-@njit(cache=True)
+@kernel
 def shape_score(q, c, g):
     """How much cell c is worth to player q by its line shapes (move ordering): the shapes'
     ORDER_VALUE, plus the combinations that win: an open four or two fours, a four and an
@@ -263,7 +264,7 @@ def shape_score(q, c, g):
     return score
 
 
-@njit(cache=True)
+@kernel
 def generate(p, ply, g, s, tt_move):
     """Fill moves[ply] with scored candidates for player p. Returns (n, kind, cell):
     kind 1 = p wins at once on ``cell``; kind 2 = the opponent has two winning cells (p loses);
@@ -340,7 +341,7 @@ def generate(p, ply, g, s, tt_move):
     return n, 0, -1
 
 
-@njit(cache=True)
+@kernel
 def _best(ply, n, width, moves, scores):
     """Keep the ``width`` best-scored of moves[ply][:n] (selection), best first: below the
     root a gomoku node searches its most promising moves only, as the strong engines do."""
@@ -355,7 +356,7 @@ def _best(ply, n, width, moves, scores):
     return width
 
 
-@njit(cache=True)
+@kernel
 def _winning_cells_after(q, c, g):
     """How many distinct cells q would win on after playing the empty cell c (0, 1, or 2 for
     two or more: an open four or a double four, which wins unless the other side wins first)."""
@@ -374,7 +375,7 @@ def _winning_cells_after(q, c, g):
     return 0 if first < 0 else 1
 
 
-@njit(cache=True)
+@kernel
 def _answers(p, ply, n, g, moves, scores):
     """Threat-space defence (Allis 1994): the opponent q has cells t where it makes an open
     four (or a double four). p's only moves that do not lose to it are the fours of p (p
@@ -385,7 +386,8 @@ def _answers(p, ply, n, g, moves, scores):
     k = g.params[P_K]
     counts, cell_win, cell_win_n, win_cells = g.counts, g.cell_win, g.cell_win_n, g.win_cells
     buf = moves[ply]
-    defence = np.zeros(g.cells.size, dtype=np.uint8)
+    defence = g.mark
+    defence[:] = 0
     for i in range(n):
         t = buf[i]
         if _winning_cells_after(q, t, g) >= 2:
@@ -411,7 +413,7 @@ def _answers(p, ply, n, g, moves, scores):
     return kept
 
 
-@njit(cache=True)
+@kernel
 def _winning_cells(p, g, out):
     """The distinct empty cells where p wins at once (at most ``out.size``); returns how many."""
     k = g.params[P_K]
@@ -432,7 +434,7 @@ def _winning_cells(p, g, out):
     return n
 
 
-@njit(cache=True)
+@kernel
 def _four_cells(p, g, out, forced):
     """The cells where p makes a four (empty cells of windows two short for p, free of the
     opponent), only ``forced`` if it is >= 0; returns how many (distinct)."""
@@ -454,7 +456,7 @@ def _four_cells(p, g, out, forced):
     return n
 
 
-@njit(cache=True)
+@kernel
 def _four_wins(c, p, g):
     """After p played the four c: the cell where p now wins, or -2 if there are two (the
     defender cannot block both), -1 if none."""
@@ -473,13 +475,13 @@ def _four_wins(c, p, g):
     return first
 
 
-@njit(cache=True)
+@kernel
 def _threat_slot(p, kind, info):
     """The table key of the position for attacker p and search kind (0 VCF, 1 VCT)."""
     return (info[HASH] << 2) | (p << 1) | kind
 
 
-@njit(cache=True)
+@kernel
 def _no_threat_win(key, depth, g):
     """Whether a search of this key (``_threat_slot``) found no win within ``depth`` or more
     attacking moves before: a fact of the position, kept across the searches of one game
@@ -488,14 +490,14 @@ def _no_threat_win(key, depth, g):
     return g.threat_key[slot] == key and g.threat_depth[slot] >= depth
 
 
-@njit(cache=True)
+@kernel
 def _store_no_threat_win(key, depth, g):
     slot = key & (THREAT_SLOTS - 1)
     g.threat_key[slot] = key
     g.threat_depth[slot] = depth
 
 
-@njit(cache=True)
+@kernel
 def vcf(p, depth, ply, g, s):
     """Victory by continuous fours for attacker p within ``depth`` fours: returns the number of
     attacker moves to the win (1 = wins at once) or 0; info[BEST] = the first move."""
@@ -542,7 +544,7 @@ def vcf(p, depth, ply, g, s):
     return 0
 
 
-@njit(cache=True)
+@kernel
 def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
     """flags[i] = 1 where playing root_moves[i] lets the opponent win by continuous fours (a
     sound proof of loss: threat-space defence at the root). Stops early at the deadline."""
@@ -561,7 +563,7 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
     return 0
 
 
-@njit(cache=True)
+@kernel
 def first_safe(p, root_moves, n, depth, g, s):
     """Threat-space defence at the root against a VCT (Allis 1994): the index of the first of
     root_moves[:n] after which the opponent has no victory by continuous threats within
@@ -588,7 +590,7 @@ def first_safe(p, root_moves, n, depth, g, s):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _threat_kind(p, c, g, info):
     """What p's stone on the empty cell c makes: 2 a four (through c, a window two short for
     p and free of the opponent), 1 an open three (after it, a cell of such a window gives p
@@ -627,7 +629,7 @@ def _threat_kind(p, c, g, info):
     return threat
 
 
-@njit(cache=True)
+@kernel
 def vct(p, attacking, depth, ply, g, s):
     """Victory by continuous threats (Allis 1994, threat-space search) for attacker p, within
     ``depth`` attacking moves, each a four or an open three (``_threat_kind``). With
@@ -712,7 +714,7 @@ def vct(p, attacking, depth, ply, g, s):
     return False
 
 
-@njit(cache=True)
+@kernel
 def _replay(history, g, info):
     for ply in range(history.size):
         place(history[ply], ply & 1, g, info)
@@ -934,6 +936,7 @@ class MNKContext:
             shape_value=SHAPE_VALUE,
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
+            mark=np.zeros(cells, dtype=np.uint8),
         )
         self.info = self.search.info
         self.deadline = self.search.deadline

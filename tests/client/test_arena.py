@@ -33,6 +33,7 @@ def test_alphabeta_never_loses_to_random_on_3x3(capsys: pytest.CaptureFixture[st
     records = report["records"]
     assert [r["index"] for r in records] == list(range(6))
     assert [r["a_first"] for r in records] == [True, False] * 3
+    assert report["opening_plies"] == 0 and all(r["opening"] == [] for r in records)
     for record in records:  # enough to archive: every game's moves replay to its result
         import engine
 
@@ -42,6 +43,34 @@ def test_alphabeta_never_loses_to_random_on_3x3(capsys: pytest.CaptureFixture[st
         expected = {1.0: "win", 0.0: "draw", -1.0: "loss"}[state.returns()[a_player]]
         assert record["result"] == expected
     assert report["ms_per_move"]["a"] > 0 and report["games_per_second"] > 0
+
+
+def test_balanced_openings_pair_the_games_and_end_the_repeats(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a k >= 5 board each pair of games starts from the same 4 random plies near the centre,
+    with the colours swapped, every game differs, and the same seed replays the same match."""
+    argv = ["--game", "mnk", "--param", "m=9", "--param", "n=9", "--param", "k=5"]
+    argv += ["--a", "alphabeta:200it", "--b", "alphabeta:120it"]
+    argv += ["--seed", "8", "--workers", "1", "--quiet", "--games"]
+    report = run_json(capsys, *argv, "6")
+    assert report["opening_plies"] == 4
+    records = report["records"]
+    openings = [tuple(r["opening"]) for r in records]
+    assert openings[0::2] == openings[1::2]  # one opening per pair ...
+    assert len(set(openings)) == 3  # ... and a new one for each pair
+    assert [r["a_first"] for r in records] == [True, False] * 3  # colours swapped in a pair
+    for record in records:
+        assert record["actions"][:4] == record["opening"]
+        assert all(abs(a // 9 - 4) <= 2 and abs(a % 9 - 4) <= 2 for a in record["opening"])
+    assert len({tuple(r["actions"]) for r in records}) == 6
+    assert [r["actions"] for r in run_json(capsys, *argv, "6")["records"]] == [
+        r["actions"] for r in records
+    ]
+    # --opening-plies 0: every game from the empty board.
+    plain = run_json(capsys, *argv, "2", "--opening-plies", "0")
+    assert plain["opening_plies"] == 0
+    assert all(r["opening"] == [] for r in plain["records"])
 
 
 def test_text_report_and_progress(capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,6 +117,8 @@ def test_bad_game_and_budget_are_rejected(capsys: pytest.CaptureFixture[str]) ->
     assert "bad game" in capsys.readouterr().err
     assert main(["arena", "--game", "tictactoe", "--b", "random:fast"]) == 2
     assert "bad budget" in capsys.readouterr().err
+    assert main(["arena", "--game", "tictactoe", "--opening-plies", "9"]) == 2
+    assert "--opening-plies must be within 0..8" in capsys.readouterr().err
 
 
 def test_mnk_params(capsys: pytest.CaptureFixture[str]) -> None:
