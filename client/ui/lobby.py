@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Label, Static
 
 from client.connection import RequestFailed
@@ -220,7 +221,10 @@ class LobbyScreen(RequestingScreen):
         self._show_seeks()
 
     def _show_seeks(self) -> None:
-        table = self.query_one("#seeks", DataTable)
+        try:
+            table = self.query_one("#seeks", DataTable)
+        except NoMatches:  # a lobby event while the screen is being taken down: nothing to show
+            return
         selected = self._selected_key(table)
         table.clear()
         my_id = self.player_id
