@@ -44,7 +44,12 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from client.connection import ConnectionLost, RequestFailed, ServerConnection  # noqa: E402
+from client.connection import (  # noqa: E402
+    UNREACHABLE,
+    ConnectionLost,
+    RequestFailed,
+    ServerConnection,
+)
 from protocol import CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
 from server.shards import shard_of  # noqa: E402
 
@@ -93,6 +98,7 @@ class Bench:
     bus: str
     prefix: str
     log_dir: Path
+    log_level: str = "WARNING"
     nodes: list[Node] = field(default_factory=list)
     started = 0
 
@@ -104,7 +110,7 @@ class Bench:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "server", "--port", "0", "--workers", "0",
             "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
-            "--log-level", "WARNING", *LIFTED,
+            "--log-level", self.log_level, *LIFTED,
             stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
         )  # fmt: skip
         log.close()
@@ -164,6 +170,8 @@ class Tally:
     resynced: int = 0  # moves whose fate a failover hid, looked up in the record
     first_move_after: dict[str, float] = field(default_factory=dict)  # game -> ack time
     current: dict[int, str] = field(default_factory=dict)  # pair -> its game in play
+    players: dict[int, tuple[Player, Player]] = field(default_factory=dict)
+    stopped: dict[int, str] = field(default_factory=dict)  # pair -> the error that ended it
 
 
 class Player:
@@ -176,8 +184,17 @@ class Player:
         self.connection: ServerConnection | None = None
         self.session: str | None = None
         self.unanswered = UNANSWERED
+        # What it last sent and last heard (a stuck game's report): (seconds since the
+        # kill's clock, text).
+        self.last_sent: tuple[float, str] = (0.0, "")
+        self.last_heard: tuple[float, str] = (0.0, "")
+
+    def _note(self, attribute: str, text: str) -> None:
+        setattr(self, attribute, (time.monotonic(), text))
 
     async def connect(self) -> ServerConnection:
+        """Connect to its node, or to another while its node is down; again until one
+        answers (a node killed during the handshake cuts it: InvalidMessage)."""
         while True:
             alive = self.bench.alive()
             nodes = [n for n in alive if n.index == self.node] or alive
@@ -187,7 +204,7 @@ class Player:
                 )
                 self.session = self.connection.session
                 return self.connection
-            except (OSError, ConnectionLost, TimeoutError):
+            except (*UNREACHABLE, ConnectionLost):
                 await asyncio.sleep(0.05)
 
     @property
@@ -196,13 +213,21 @@ class Player:
         nodes = [n for n in alive if n.index == self.node] or alive
         return nodes[0].name if self.connection and nodes else ""
 
-    async def request(self, kind: type, resume: str | None = None, **fields: Any) -> Any:
+    async def request(self, kind: type[Message], resume: str | None = None, **fields: Any) -> Any:
         """A request; after a lost connection: reconnect, resume game ``resume``, send again."""
+        shown = {k: v for k, v in fields.items() if k != "token"}
         while True:
             connection = self.connection or await self.connect()
+            self._note("last_sent", f"{kind.TYPE} {shown} to {self.node_name}")
             try:
-                return await asyncio.wait_for(connection.request(kind, **fields), 15)
+                reply = await asyncio.wait_for(connection.request(kind, **fields), 15)
+                self._note("last_heard", f"{reply.TYPE}")
+                return reply
+            except RequestFailed as exc:
+                self._note("last_heard", f"error {exc.code}: {exc.message}")
+                raise
             except (ConnectionLost, TimeoutError) as exc:
+                self._note("last_heard", f"{type(exc).__name__}")
                 if isinstance(exc, TimeoutError):  # reported; then as a lost connection
                     game = fields.get("game_id")
                     self.unanswered.append(f"{kind.TYPE} {game} on {self.node_name}")
@@ -217,12 +242,22 @@ class Player:
                         )
 
 
-async def play(
+async def play(pair: int, players: tuple[Player, Player], tally: Tally, *args: Any) -> None:
+    """``games``, its end reported: a pair whose games stopped on an error is an error."""
+    try:
+        await games(pair, players, tally, *args)
+    except Exception as exc:
+        tally.errors.append(f"pair {pair} stopped playing: {exc!r}")
+        tally.stopped[pair] = repr(exc)
+        print(f"pair {pair} stopped playing: {exc!r}", file=sys.stderr, flush=True)
+
+
+async def games(
     pair: int,
     players: tuple[Player, Player],
+    tally: Tally,
     game: str,
     interval: float,
-    tally: Tally,
     stop: asyncio.Event,
     owners: dict[int, str],
     rng: random.Random,
@@ -245,6 +280,7 @@ async def play(
             continue
         game_id = created.game_id
         tally.current[pair] = game_id
+        tally.players[pair] = players
         tokens = [created.token, joined.token]
         tally.games += 1
         empty = list(range(cells))
@@ -329,7 +365,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     db = f"{base}{'&' if '?' in base else '?'}search_path={schema}"
     log_dir = Path(f"/tmp/noughts-bench-{schema}")
     log_dir.mkdir()
-    bench = Bench(db, schema, args.bus, "b" + secrets.token_hex(4), log_dir)
+    bench = Bench(db, schema, args.bus, "b" + secrets.token_hex(4), log_dir, args.log_level)
     rng = random.Random(args.seed)
     report: dict[str, Any] = {"mode": args.mode, "nodes": args.nodes, "games": args.games}
     stop = asyncio.Event()
@@ -358,7 +394,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         interval = args.games / args.rate
         tasks = [
-            asyncio.create_task(play(i, p, args.game, interval, tally, stop, owners, rng))
+            asyncio.create_task(play(i, p, tally, args.game, interval, stop, owners, rng))
             for i, p in enumerate(pairs)
         ]
         await asyncio.sleep(args.warmup)
@@ -451,10 +487,31 @@ async def _kill_one(
     while time.monotonic() < deadline and waiting():
         await asyncio.sleep(0.02)
     waits = [tally.first_move_after[g] - killed_at for g in affected if g in tally.first_move_after]
+    stuck = sorted(waiting())
     await bench.wait_balanced()
     owners.clear()
     owners.update(await bench.owners())
-    return {
+    report: dict[str, Any] = {}
+    if stuck:  # its games that did not move: what their players last sent and heard
+        now = time.monotonic()
+        report["stuck"] = {
+            game_id: {
+                "owner": owners.get(shard_of(game_id)),
+                "stopped": [tally.stopped.get(p) for p, g in tally.current.items() if g == game_id],
+                **{
+                    player.name: {
+                        "node": player.node_name,
+                        "sent": f"{now - player.last_sent[0]:.1f} s ago: {player.last_sent[1]}",
+                        "heard": f"{now - player.last_heard[0]:.1f} s ago: {player.last_heard[1]}",
+                    }
+                    for pair, game in tally.current.items()
+                    if game == game_id
+                    for player in tally.players[pair]
+                },
+            }
+            for game_id in stuck
+        }
+    return report | {
         "node": victim.name,
         "games": len(affected),
         "playable": len(waits),
@@ -494,6 +551,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--game", default="gomoku", choices=sorted(CELLS))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING"],
+        help="the nodes' log level (their logs: the directory reported as logs)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 

@@ -159,6 +159,45 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     assert await survivor.stop() == 0
 
 
+@pytest.mark.parametrize("replaced", [False, True], ids=["survivor", "replaced"])
+async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_on(
+    two_nodes: Cluster, pg_schema: str, replaced: bool
+) -> None:
+    """Both players on the node that does not own their game (every move forwarded, the
+    replies riding on the game's events); the owner is killed: the survivor takes the
+    game and it moves again; ``replaced``: a node started in the dead one's place takes
+    its share of the shards back meanwhile, and the game goes on whichever owns it."""
+    cluster = two_nodes
+    a, b = cluster.nodes
+    ada = await a.connect("ada")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    game_id = created.game_id
+    assert await cluster.owner_of(game_id) == a.name
+    await ada.close()
+    ada = await b.connect("ada", session=ada.session)
+    assert isinstance(await ada.request(Resume, game_id=game_id, since=0), Resumed)
+    bo = await b.connect("bo")
+    joined = await bo.request(JoinGame, game_id=game_id)
+    players = [(ada, created.token), (bo, joined.token)]
+    for ply, action in enumerate(LONG_GAME[:5]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        await _heard(players[1 - ply % 2][0], ply)
+    a.kill()
+    await a.process.wait()
+    await cluster.wait_owned(game_id, {b.name})
+    if replaced:
+        c = await cluster.start("c")
+        await cluster.wait_balanced(names={b.name, c.name})
+    for ply, action in enumerate(LONG_GAME[5:], start=5):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+        await _heard(players[1 - ply % 2][0], ply)
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME
+    for client in (ada, bo):
+        await client.close()
+
+
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
