@@ -28,14 +28,19 @@ async def _reachable() -> str | None:
     return None
 
 
+async def require_postgres() -> None:
+    """Skip the test, saying how to install PostgreSQL, where it does not answer."""
+    why = await _reachable()
+    if why is not None:
+        pytest.skip(INSTALL_HINT.format(url=PG_URL) + f" ({why})")
+
+
 @pytest.fixture
 async def pg_schema() -> AsyncIterator[str]:
     """A new, empty schema in the test database; dropped after the test."""
     import asyncpg
 
-    why = await _reachable()
-    if why is not None:
-        pytest.skip(INSTALL_HINT.format(url=PG_URL) + f" ({why})")
+    await require_postgres()
     schema = "t_" + secrets.token_hex(6)
     yield schema
     conn = await asyncpg.connect(PG_URL)

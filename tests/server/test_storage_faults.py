@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -334,8 +335,8 @@ async def test_a_full_filesystem_refuses_the_move_clearly_and_the_game_resumes(
         try:
             while os.write(fd, b"\0" * 4096):
                 pass
-        except OSError:  # no space left on device: full
-            pass
+        except OSError as exc:  # full: the only way this loop may end
+            assert exc.errno == errno.ENOSPC, exc
         finally:
             os.close(fd)
 
