@@ -139,9 +139,7 @@ class LobbyRequests(GameEvents):
         game_id = self._new_game_id()
         await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
-        session = GameSession.new(
-            seek.game, seek.params, self.clock(), control=seek.control, game_id=game_id
-        )
+        session = self._session_of(seek, game_id)
         session.take_seat(owner_seat, seek.owner)
         session.take_seat(1 - owner_seat, me.as_player())
         await self._start_game(
@@ -201,17 +199,17 @@ class LobbyRequests(GameEvents):
             return
         self._remove_seek(partner)
         seat = secrets.randbelow(2)
-        session = GameSession.new(
-            entry.game,
-            entry.params,
-            self.clock(),
-            control=entry.control,
-            game_id=self._new_game_id(),
-        )
+        session = self._session_of(entry, self._new_game_id())
         session.take_seat(seat, partner.owner)
         session.take_seat(1 - seat, entry.owner)
         await self._start_game(
             session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
+        )
+
+    def _session_of(self, entry: SeekEntry, game_id: str) -> GameSession:
+        """A new game on the terms of a seek or a quick-pairing entry."""
+        return GameSession.new(
+            entry.game, entry.params, self.clock(), control=entry.control, game_id=game_id
         )
 
     def _seek_entry(
@@ -241,13 +239,7 @@ class LobbyRequests(GameEvents):
         if entry is None or entry.owner_connection.closed:
             return
         seat = secrets.randbelow(2)
-        session = GameSession.new(
-            entry.game,
-            entry.params,
-            self.clock(),
-            control=entry.control,
-            game_id=self._new_game_id(),
-        )
+        session = self._session_of(entry, self._new_game_id())
         try:
             ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
         except ServerError as exc:  # no engine now: the waiting player is told, not left waiting
