@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 import os
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -559,6 +559,21 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
+def _bounded(kind: type, most: int | None) -> Callable[[str], Any]:
+    """A number no setting takes below 0 (a count, a size, seconds, a port), nor above
+    ``most``: refused by argparse in one line rather than failing later."""
+
+    def convert(text: str) -> Any:
+        value = kind(text)
+        if value < 0 or (most is not None and value > most):
+            bounds = f"0..{most}" if most is not None else "0 or more"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
+        return value
+
+    convert.__name__ = kind.__name__  # argparse's "invalid int value" names the type
+    return convert
+
+
 def add_arguments(
     parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None
 ) -> None:
@@ -574,6 +589,8 @@ def add_arguments(
         kind = _scalar_type(hints[f.name])
         listed = _is_list(hints[f.name])
         convert: Any = _comma_list if listed else _parse_bool if kind is bool else kind
+        if kind in (int, float) and not listed:
+            convert = _bounded(kind, 65535 if flag.endswith("port") else None)
         env = _env_name(flag)
         default = f.default
         if env in environ:

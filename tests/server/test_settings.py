@@ -57,3 +57,26 @@ def test_json_log_lines_are_one_object_each() -> None:
     entry = json.loads(line)
     assert entry["level"] == "ERROR" and entry["message"] == "a b" and entry["logger"] == "server.x"
     assert "ValueError: boom" in entry["exception"] and entry["time"].endswith("Z")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--port", "-5"], "argument --port: must be 0..65535, not -5"),
+        (["--port", "70000"], "argument --port: must be 0..65535, not 70000"),
+        (["--drain-timeout-s", "-1"], "argument --drain-timeout-s: must be 0 or more, not -1"),
+        (["--burst", "-400"], "argument --burst: must be 0 or more, not -400"),
+    ],
+)
+def test_a_number_out_of_bounds_is_a_one_line_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No count, size, time or port is negative; a port is at most 65535 (before this, a
+    negative --drain-timeout-s was taken and --port -5 ended in bind()'s traceback)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, {})
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert _parse(["--port", "0", "--drain-timeout-s", "0"], {}).port == 0
