@@ -428,6 +428,11 @@ class SQLStore(Store):
         "UPDATE games SET status = ?, result = ?, reason = ?, seq = ?, ended_at = ? WHERE id = ?"
     )
     _INSERT_EVENT = "INSERT INTO events (game_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+    # A move's (or event's) row and its game's seq raise as one statement, where the SQL
+    # has one (PostgreSQL: a data-modifying WITH), its parameters the row's and then
+    # _SET_SEQ's: a batch of moves is then one statement, committed in one round trip.
+    _INSERT_MOVE_RAISING: str | None = None
+    _INSERT_EVENT_RAISING: str | None = None
 
     async def create_game(self, row: GameRow) -> None:
         await self._submit(
@@ -481,12 +486,12 @@ class SQLStore(Store):
         )
 
     async def append_event(self, event: EventRow) -> None:
-        await self._submit(
-            [
-                self._event_write(event),
-                (self._SET_SEQ, (event.seq, event.game_id, event.seq)),
-            ]
-        )
+        sql, row = self._event_write(event)
+        raising = (event.seq, event.game_id, event.seq)
+        if self._INSERT_EVENT_RAISING is not None:
+            await self._submit([(self._INSERT_EVENT_RAISING, row + raising)])
+        else:
+            await self._submit([(sql, row), (self._SET_SEQ, raising)])
 
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
         s = move.stats
@@ -514,11 +519,13 @@ class SQLStore(Store):
                 _json(s),
                 clocks,
             )
-        writes: list[_Write] = [(self._INSERT_MOVE, row)]
+        writes: list[_Write]
         if end is not None:
-            writes += self._end_writes(move.game_id, end)
+            writes = [(self._INSERT_MOVE, row), *self._end_writes(move.game_id, end)]
+        elif self._INSERT_MOVE_RAISING is not None:
+            writes = [(self._INSERT_MOVE_RAISING, (*row, move.seq, move.game_id, move.seq))]
         else:
-            writes.append((self._SET_SEQ, (move.seq, move.game_id, move.seq)))
+            writes = [(self._INSERT_MOVE, row), (self._SET_SEQ, (move.seq, move.game_id, move.seq))]
         await self._submit(writes)
 
     def _end_writes(self, game_id: str, end: GameEnd) -> list[_Write]:
