@@ -107,8 +107,10 @@ class Bench:
         name = f"bench{index}-{self.started}-{self.prefix}"
         log = (self.log_dir / f"{name}.log").open("wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
+        profile = os.environ.get("NOUGHTS_LOAD_PROFILE")  # as bench/load.py: cProfile
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+            sys.executable, *(["-m", "cProfile", "-o", f"{profile}.{name}"] if profile else []),
+            "-m", "server", "--port", "0", "--workers", "0",
             "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
             "--log-level", self.log_level, *LIFTED,
             stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
