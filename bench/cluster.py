@@ -403,6 +403,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         tally.local.clear()
         tally.forwarded.clear()
         cpu_before, moves_before = bench.cpu_by_node(), len(tally.acknowledged)
+        games_before = tally.games
         started = time.monotonic()
         kills: list[dict[str, Any]] = []
         if args.mode == "kill":
@@ -423,6 +424,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         report.update(
             offered_moves_per_s=args.rate,
             moves_per_s=round(moves / elapsed, 1),
+            games_started_per_s=round((tally.games - games_before) / elapsed, 1),
             placement=args.placement,
             cpu_us_per_move_all_nodes=round(cpu / max(1, moves) * 1e6, 1),
             cpu_us_per_move_net_of_idle=round(cpu_net / max(1, moves) * 1e6, 1),
