@@ -106,6 +106,9 @@ class Bench:
         self.started += 1
         name = f"bench{index}-{self.started}-{self.prefix}"
         log = (self.log_dir / f"{name}.log").open("wb")
+        # Each node in a session of its own, as bench/load.py starts its server: with Linux's
+        # autogroup scheduling a session shares the CPU with the machine's other sessions as
+        # one, and the nodes and the players sharing the bench's would measure that share.
         env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
         profile = os.environ.get("NOUGHTS_LOAD_PROFILE")  # as bench/load.py: cProfile
         process = await asyncio.create_subprocess_exec(
@@ -114,6 +117,7 @@ class Bench:
             "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
             "--log-level", self.log_level, *LIFTED,
             stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
+            start_new_session=True,
         )  # fmt: skip
         log.close()
         assert process.stdout is not None
