@@ -393,7 +393,8 @@ class SQLStore(Store):
         # event's raise of its game's seq goes last: it never lowers a seq (its guard), so
         # the batch's raises commute with each other and with every other write, and
         # taking them out leaves its moves (or events) consecutive: two executemany
-        # calls for a batch of moves, not two a move.
+        # calls for a batch of moves, not two a move (one where a move's insert raises
+        # its seq itself: _INSERT_MOVE_RAISING).
         runs: _Runs = []
         raises: list[tuple[Any, ...]] = []
         for writes, _ in batch:
