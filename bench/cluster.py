@@ -106,12 +106,18 @@ class Bench:
         self.started += 1
         name = f"bench{index}-{self.started}-{self.prefix}"
         log = (self.log_dir / f"{name}.log").open("wb")
+        # Each node in a session of its own, as bench/load.py starts its server: with Linux's
+        # autogroup scheduling a session shares the CPU with the machine's other sessions as
+        # one, and the nodes and the players sharing the bench's would measure that share.
         env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
+        profile = os.environ.get("NOUGHTS_LOAD_PROFILE")  # as bench/load.py: cProfile
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+            sys.executable, *(["-m", "cProfile", "-o", f"{profile}.{name}"] if profile else []),
+            "-m", "server", "--port", "0", "--workers", "0",
             "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
             "--log-level", self.log_level, *LIFTED,
             stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
+            start_new_session=True,
         )  # fmt: skip
         log.close()
         assert process.stdout is not None
@@ -401,6 +407,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         tally.local.clear()
         tally.forwarded.clear()
         cpu_before, moves_before = bench.cpu_by_node(), len(tally.acknowledged)
+        games_before = tally.games
         started = time.monotonic()
         kills: list[dict[str, Any]] = []
         if args.mode == "kill":
@@ -421,6 +428,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         report.update(
             offered_moves_per_s=args.rate,
             moves_per_s=round(moves / elapsed, 1),
+            games_started_per_s=round((tally.games - games_before) / elapsed, 1),
             placement=args.placement,
             cpu_us_per_move_all_nodes=round(cpu / max(1, moves) * 1e6, 1),
             cpu_us_per_move_net_of_idle=round(cpu_net / max(1, moves) * 1e6, 1),

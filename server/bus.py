@@ -77,6 +77,19 @@ def pack(payload: Any) -> bytes:
     return msgpack.packb(payload, use_bin_type=True)
 
 
+def pack_publish(channel: str, data: bytes) -> bytes:
+    """``PUBLISH channel data`` in RESP, the Redis protocol's framing (an array of bulk
+    strings): what redis-py's pack_command makes of it, without its per-argument
+    dispatch, for the publisher's hot path."""
+    name = channel.encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+        len(name),
+        name,
+        len(data),
+        data,
+    )
+
+
 def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
@@ -91,7 +104,7 @@ class RedisBus:
         self.prefix = prefix
         self.node = node
         self._client: aioredis.Redis | None = None
-        self._outgoing: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self._outgoing: asyncio.Queue[bytes] = asyncio.Queue()  # PUBLISH commands, packed
         self._tasks: list[asyncio.Task[None]] = []
         self._receiver: Receiver | None = None
         self.connected = False  # the subscriber is subscribed (readiness)
@@ -163,7 +176,7 @@ class RedisBus:
 
     def publish(self, channel: str, payload: Any) -> None:
         """Send ``payload`` on ``channel`` after everything this node published before."""
-        self._outgoing.put_nowait((channel, pack(payload)))
+        self._outgoing.put_nowait(pack_publish(channel, pack(payload)))
 
     async def _publish_loop(self) -> None:
         """Everything queued goes out as one pipelined write of PUBLISH commands, in order,
@@ -182,10 +195,7 @@ class RedisBus:
                     try:
                         if connection is None:
                             connection = await pool.get_connection()
-                        commands = [("PUBLISH", channel, data) for channel, data in batch]
-                        await connection.send_packed_command(
-                            connection.pack_commands(commands), check_health=False
-                        )
+                        await connection.send_packed_command(batch, check_health=False)
                         for _ in batch:
                             await connection.read_response()
                         break
@@ -271,14 +281,18 @@ class RedisBus:
         assert self._receiver is not None
         receiver = self._receiver
         game_prefix = f"{self.prefix}:game:"
+        game_bytes = game_prefix.encode()
         channels = {
             self.inbox(self.node): "inbox",
             self.cluster_channel: "cluster",
             self.lobby_channel: "lobby",
         }
+        kinds = {channel.encode(): kind for channel, kind in channels.items()}
         attempt = 0
         while True:
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3)
+            # RESP2: a publication is a plain array (RESP3, redis-py 8's default, makes it
+            # a push, which its parser logs at debug level, formatting every payload).
+            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3, protocol=2)
             pubsub = client.pubsub()
             try:
                 # One SUBSCRIBE for the fixed channels and every game followed; games
@@ -295,26 +309,29 @@ class RedisBus:
                 self.connected = True
                 attempt = 0
                 while True:
-                    message = await pubsub.get_message(timeout=None)
-                    if message is None:
+                    # The raw reply, [b"message", channel, data] for a publication (one
+                    # a move, at least): handled here; the rest (confirmations) through
+                    # redis-py's handle_message, which keeps the PubSub's own state.
+                    response = await pubsub.parse_response(block=True)
+                    if not (isinstance(response, list) and response[0] == b"message"):
+                        message = await pubsub.handle_message(response)
+                        if message is not None and message["type"] == "subscribe":
+                            channel = message["channel"].decode()
+                            if channel.startswith(game_prefix):
+                                self._subscription_confirmed(channel[len(game_prefix) :])
                         continue
-                    channel = message["channel"].decode()
-                    kind = message["type"]
-                    if kind == "subscribe":
-                        if channel.startswith(game_prefix):
-                            self._subscription_confirmed(channel[len(game_prefix) :])
-                        continue
-                    data = message["data"]
-                    if kind != "message" or not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+                    _, channel_bytes, data = response
+                    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
                         continue
                     try:
                         payload = unpack(data)
-                        if channel.startswith(game_prefix):
-                            receiver("game", channel[len(game_prefix) :], payload)
+                        if channel_bytes.startswith(game_bytes):
+                            receiver("game", channel_bytes[len(game_bytes) :].decode(), payload)
                         else:
-                            receiver(channels.get(channel, "?"), channel, payload)
+                            channel = channel_bytes.decode()
+                            receiver(kinds.get(channel_bytes, "?"), channel, payload)
                     except Exception:
-                        log.exception("bus: a message on %s could not be handled", channel)
+                        log.exception("bus: a message on %s could not be handled", channel_bytes)
             except (RedisError, OSError) as exc:
                 reraise_cancel(exc)
                 self.connected = False

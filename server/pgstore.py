@@ -237,6 +237,9 @@ class PostgresStore(SQLStore):
 
     # --- group commit ------------------------------------------------------------
 
+    _INSERT_MOVE_RAISING = f"WITH m AS ({SQLStore._INSERT_MOVE}) {SQLStore._SET_SEQ}"
+    _INSERT_EVENT_RAISING = f"WITH e AS ({SQLStore._INSERT_EVENT}) {SQLStore._SET_SEQ}"
+
     def _batch_lost(self, exc: Exception) -> bool:
         # A lost connection fails the whole transaction's writes, not one of them.
         return isinstance(exc, _CONNECTION_LOST)
@@ -249,6 +252,13 @@ class PostgresStore(SQLStore):
             self._writer_conn = await self._connect_writer()  # the last one was lost
         conn = self._writer_conn
         try:
+            if len(runs) == 1:
+                # One statement (a batch of moves, say): executemany is one transaction of
+                # its own (asyncpg: all rows or none), committed in one round trip where
+                # BEGIN and COMMIT would add two.
+                sql, rows = runs[0]
+                await conn.executemany(_dollar(sql), rows)
+                return
             async with conn.transaction():
                 for sql, rows in runs:
                     await conn.executemany(_dollar(sql), rows)

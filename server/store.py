@@ -393,7 +393,8 @@ class SQLStore(Store):
         # event's raise of its game's seq goes last: it never lowers a seq (its guard), so
         # the batch's raises commute with each other and with every other write, and
         # taking them out leaves its moves (or events) consecutive: two executemany
-        # calls for a batch of moves, not two a move.
+        # calls for a batch of moves, not two a move (one where a move's insert raises
+        # its seq itself: _INSERT_MOVE_RAISING).
         runs: _Runs = []
         raises: list[tuple[Any, ...]] = []
         for writes, _ in batch:
@@ -428,6 +429,11 @@ class SQLStore(Store):
         "UPDATE games SET status = ?, result = ?, reason = ?, seq = ?, ended_at = ? WHERE id = ?"
     )
     _INSERT_EVENT = "INSERT INTO events (game_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+    # A move's (or event's) row and its game's seq raise as one statement, where the SQL
+    # has one (PostgreSQL: a data-modifying WITH), its parameters the row's and then
+    # _SET_SEQ's: a batch of moves is then one statement, committed in one round trip.
+    _INSERT_MOVE_RAISING: str | None = None
+    _INSERT_EVENT_RAISING: str | None = None
 
     async def create_game(self, row: GameRow) -> None:
         await self._submit(
@@ -481,12 +487,12 @@ class SQLStore(Store):
         )
 
     async def append_event(self, event: EventRow) -> None:
-        await self._submit(
-            [
-                self._event_write(event),
-                (self._SET_SEQ, (event.seq, event.game_id, event.seq)),
-            ]
-        )
+        sql, row = self._event_write(event)
+        raising = (event.seq, event.game_id, event.seq)
+        if self._INSERT_EVENT_RAISING is not None:
+            await self._submit([(self._INSERT_EVENT_RAISING, row + raising)])
+        else:
+            await self._submit([(sql, row), (self._SET_SEQ, raising)])
 
     async def append_move(self, move: MoveRow, end: GameEnd | None = None) -> None:
         s = move.stats
@@ -514,11 +520,13 @@ class SQLStore(Store):
                 _json(s),
                 clocks,
             )
-        writes: list[_Write] = [(self._INSERT_MOVE, row)]
+        writes: list[_Write]
         if end is not None:
-            writes += self._end_writes(move.game_id, end)
+            writes = [(self._INSERT_MOVE, row), *self._end_writes(move.game_id, end)]
+        elif self._INSERT_MOVE_RAISING is not None:
+            writes = [(self._INSERT_MOVE_RAISING, (*row, move.seq, move.game_id, move.seq))]
         else:
-            writes.append((self._SET_SEQ, (move.seq, move.game_id, move.seq)))
+            writes = [(self._INSERT_MOVE, row), (self._SET_SEQ, (move.seq, move.game_id, move.seq))]
         await self._submit(writes)
 
     def _end_writes(self, game_id: str, end: GameEnd) -> list[_Write]:

@@ -104,6 +104,7 @@ async def test_group_commit_batches_and_a_failing_write_fails_alone(pg_schema: s
     assert isinstance(results[1], StorageError)
     record = await store.get_game("g1")
     assert record is not None and [m.action for m in record.moves] == [4, 0]
+    assert record.row.seq == 3  # each move's insert raised its game's seq with it
     assert len(await store.unfinished_games()) == 100
     await store.close()
 
