@@ -198,7 +198,7 @@ def _run(
         # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
         tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES and not full else 0
         ran = int(
-            mcts_run(  # type: ignore[call-arg]
+            mcts_run(
                 st,
                 scratch,
                 tree.nodes,
