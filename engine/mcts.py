@@ -60,7 +60,7 @@ __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
 INITIAL_NODES = 1 << 15
 MAX_NODES = 1 << 22  # 128 MB of node records; past this the tree stops growing
-# What doubling the node arrays costs per node held, with a margin (measured 19-40 ns on
+# What doubling the node records costs per node held, with a margin (measured 19-40 ns on
 # the 2-core development machine; the larger arrays fault in fresh pages).
 GROW_S_PER_NODE = 80e-9
 MAX_PV = 40
