@@ -40,7 +40,9 @@ from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
 from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
+    FIELDS,
     M_ROOM,
+    NODE_SIZE,
     PROVEN_DRAW,
     PROVEN_LOSS,
     PROVEN_WIN,
@@ -57,8 +59,8 @@ from engine.symmetry import representative_moves
 __all__ = ["mcts_search", "merge_root_results", "uct_search"]
 
 INITIAL_NODES = 1 << 15
-MAX_NODES = 1 << 22  # ~100 MB of node arrays; past this the tree stops growing
-# What doubling the node arrays costs per node held, with a margin (measured 19-40 ns on
+MAX_NODES = 1 << 22  # 128 MB of node records; past this the tree stops growing
+# What doubling the node records costs per node held, with a margin (measured 19-40 ns on
 # the 2-core development machine; the larger arrays fault in fresh pages).
 GROW_S_PER_NODE = 80e-9
 MAX_PV = 40
@@ -89,22 +91,31 @@ def _capacity(nodes: int) -> int:
 
 
 class _Tree:
-    """Node arrays (struct of arrays, see engine.kernels.tree) and their fill level."""
+    """Node records (engine.kernels.tree: one int32 array, NODE_SIZE fields a node), each
+    field also seen from Python as a strided view (``tree.visits[j]``), and the fill level."""
 
-    __slots__ = ("parent", "first", "count", "action", "visits", "wins", "proven", "floor", "meta")
+    __slots__ = ("nodes", *FIELDS, "meta")
+    nodes: np.ndarray
+    visits: np.ndarray
+    wins: np.ndarray
+    proven: np.ndarray
+    floor: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    action: np.ndarray
+    parent: np.ndarray
 
     def __init__(self, capacity: int = INITIAL_NODES) -> None:
-        self.parent = np.zeros(capacity, dtype=np.int32)
-        self.first = np.zeros(capacity, dtype=np.int32)
-        self.count = np.zeros(capacity, dtype=np.int32)
-        self.action = np.zeros(capacity, dtype=np.int32)
-        self.visits = np.zeros(capacity, dtype=np.int32)
-        self.wins = np.zeros(capacity, dtype=np.int32)
-        self.proven = np.zeros(capacity, dtype=np.int8)
-        self.floor = np.zeros(capacity, dtype=np.int8)
+        self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
         self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
+
+    def _hold(self, nodes: np.ndarray) -> None:
+        self.nodes = nodes
+        records = nodes.reshape(-1, NODE_SIZE)
+        for index, name in enumerate(FIELDS):
+            setattr(self, name, records[:, index])
 
     @property
     def size(self) -> int:
@@ -112,42 +123,28 @@ class _Tree:
 
     @property
     def capacity(self) -> int:
-        return int(self.parent.shape[0])
+        return int(self.nodes.shape[0]) // NODE_SIZE
 
     @property
     def nbytes(self) -> int:
-        """The memory of the node arrays (what a Searcher counts against its bound)."""
-        return sum(int(a.nbytes) for a in self.arrays()) + int(self.meta.nbytes)
-
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        return (
-            self.parent,
-            self.first,
-            self.count,
-            self.action,
-            self.visits,
-            self.wins,
-            self.proven,
-            self.floor,
-        )
+        """The memory of the node records (what a Searcher counts against its bound)."""
+        return int(self.nodes.nbytes + self.meta.nbytes)
 
     def grow(self) -> None:
-        """Double the arrays (up to MAX_NODES); new slots are zero, as the kernel expects."""
+        """Double the records (up to MAX_NODES); new ones are zero, as the kernel expects."""
         new_capacity = min(MAX_NODES, 2 * self.capacity)
-        n = self.size
-        for name in self.__slots__[:-1]:
-            old = getattr(self, name)
-            new = np.zeros(new_capacity, dtype=old.dtype)
-            new[:n] = old[:n]
-            setattr(self, name, new)
+        used = self.size * NODE_SIZE
+        nodes = np.zeros(new_capacity * NODE_SIZE, dtype=np.int32)
+        nodes[:used] = self.nodes[:used]
+        self._hold(nodes)
 
     def subtree(self, node: int, room: int = 0) -> _Tree:
         """A new tree holding the subtree under ``node`` (the new root), with capacity for
         about ``room`` more nodes. Costs time in proportion to the subtree, not the tree."""
         queue = np.empty(self.size, dtype=np.int32)
-        size = int(subtree_size(self.first, self.count, node, queue))
+        size = int(subtree_size(self.nodes, node, queue))
         out = _Tree(_capacity(size + room))
-        out.meta[0] = compact(*self.arrays(), node, *out.arrays(), queue)  # type: ignore[call-arg]
+        out.meta[0] = compact(self.nodes, node, out.nodes, queue)
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -201,10 +198,10 @@ def _run(
         # Below MAX_NODES the kernel returns for room rather than refuse an expansion.
         tree.meta[M_ROOM] = 1 if tree.capacity < MAX_NODES and not full else 0
         ran = int(
-            mcts_run(  # type: ignore[call-arg]
+            mcts_run(
                 st,
                 scratch,
-                *tree.arrays(),
+                tree.nodes,
                 tree.meta,
                 n,
                 c,
@@ -355,7 +352,7 @@ def _verify(
         if proof is None:
             break
         tree.proven[best] = {"win": PROVEN_LOSS, "loss": PROVEN_WIN, "draw": PROVEN_DRAW}[proof]
-        _propagate(best, tree.parent, tree.first, tree.count, tree.proven, tree.floor)
+        _propagate(best, tree.nodes)
         best = _choose(tree)
     return best
 

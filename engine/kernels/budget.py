@@ -3,7 +3,7 @@
 numba code cannot call the clock cheaply, so Python sizes each chunk from the measured rate to
 end close to the deadline: a chunk lasts at most ``MAX_CHUNK_SECONDS`` and at most 90% of the
 time left, so a search overruns its deadline by a fraction of a millisecond. A step that did
-other work than iterating (the MCTS growing its node arrays) returns early, so that the clock
+other work than iterating (the MCTS growing its node records) returns early, so that the clock
 is read again before more iterations run.
 """
 

@@ -1,11 +1,14 @@
-"""Compiled search loops: UCT / MCTS-Solver over struct-of-arrays node storage, and flat
-Monte Carlo. Python drives them in chunks of iterations and reads the clock between chunks.
+"""Compiled search loops: UCT / MCTS-Solver over one record per node, and flat Monte Carlo.
+Python drives them in chunks of iterations and reads the clock between chunks.
 
-Node arrays (one slot per node; children of a node are a contiguous block; slots are handed
-out once, from zero-filled arrays, so a new node needs only its parent and action):
-  parent, first (first child; 0 = not expanded, as the root is nobody's child), count
-  (children), action, visits,
-  wins (half-points for the player who moved into the node: win 2, draw 1), proven.
+Nodes: one int32 array of records of NODE_SIZE fields, node ``i`` at ``NODE_SIZE * i``
+(a selection step reads the children's visits, wins and proofs and then the chosen child's
+links from one run of records: two records a cache line, where separate arrays per field
+cost a line per field and level). Children of a node are a contiguous block; records are
+handed out once, from a zero-filled array, so a new node needs only its parent and action.
+Fields: visits, wins (half-points for the player who moved into the node: win 2, draw 1),
+proven, floor, first (first child; 0 = not expanded, as the root is nobody's child), count
+(children), action, parent.
 ``proven`` is from the point of view of the player who moved into the node (MCTS-Solver,
 Winands, Bjornsson & Saito 2008, with draws: a node whose children are all proven takes the
 best of their values). ``floor`` marks a node whose mover has a proven draw in hand: its other
@@ -34,6 +37,11 @@ PROVEN_WIN = 1  # the player who moved into the node wins with best play
 PROVEN_DRAW = 2
 PROVEN_LOSS = 3
 
+# A node record's fields, in order.
+FIELDS = ("visits", "wins", "proven", "floor", "first", "count", "action", "parent")
+VISITS, WINS, PROVEN, FLOOR, FIRST, COUNT, ACTION, PARENT = range(len(FIELDS))
+NODE_SIZE = len(FIELDS)
+
 # meta slots
 M_NODES = 0  # nodes in use
 M_ROOM = 1  # in: 1 = return before an expansion could overflow; out: 2 = returned for that
@@ -50,26 +58,28 @@ del _v
 
 
 @njit(cache=True)
-def _propagate(node, parent, first, count, proven, floor):
+def _propagate(node, nodes):
     """Push a new proof at ``node`` towards the root while it decides the parent."""
     while node > 0:
-        par = parent[node]
-        if proven[par] != UNKNOWN:
+        par = nodes[NODE_SIZE * node + PARENT]
+        rp = NODE_SIZE * par
+        if nodes[rp + PROVEN] != UNKNOWN:
             return
-        if proven[node] == PROVEN_WIN:
-            proven[par] = PROVEN_LOSS  # the mover at par has a winning move
+        pn = nodes[NODE_SIZE * node + PROVEN]
+        if pn == PROVEN_WIN:
+            nodes[rp + PROVEN] = PROVEN_LOSS  # the mover at par has a winning move
         else:
-            if proven[node] == PROVEN_DRAW:
-                floor[par] = 1
+            if pn == PROVEN_DRAW:
+                nodes[rp + FLOOR] = 1
             best = PROVEN_WIN  # worst case for the mover at par: every move loses
-            f = first[par]
-            for j in range(f, f + count[par]):
-                pj = proven[j]
+            f = nodes[rp + FIRST]
+            for j in range(f, f + nodes[rp + COUNT]):
+                pj = nodes[NODE_SIZE * j + PROVEN]
                 if pj == UNKNOWN:
                     return
                 if pj == PROVEN_DRAW:
                     best = PROVEN_DRAW
-            proven[par] = best
+            nodes[rp + PROVEN] = best
         node = par
 
 
@@ -84,14 +94,7 @@ def _half_points(status, player):
 def mcts_run(
     root_st,
     st,
-    parent,
-    first,
-    count,
-    action,
-    visits,
-    wins,
-    proven,
-    floor,
+    nodes,
     meta,
     iterations,
     c,
@@ -108,7 +111,7 @@ def mcts_run(
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
-    the node arrays might not hold one more expansion. Returns the number of iterations run.
+    the node records might not hold one more expansion. Returns the number of iterations run.
     Where chunks end does not change the search: the same seed gives the same tree.
     The root's children are the moves ``a`` with ``root_keep[a] != 0`` (one move of each
     class of moves a symmetry of the position makes equivalent, ``engine.symmetry``).
@@ -119,12 +122,12 @@ def mcts_run(
     (Gelly & Silver 2007; Chaslot et al. 2008): each new child starts with ``prior`` virtual
     visits scored by its ``rules.move_prior`` (+1: 3/4 of a win, 0: half, -1: a quarter,
     -2: none)."""
-    capacity = parent.shape[0]
+    capacity = nodes.shape[0] // NODE_SIZE
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
     n_state = root_st.shape[0]
     for it in range(iterations):
-        if solver and proven[0] != UNKNOWN:
+        if solver and nodes[PROVEN] != UNKNOWN:
             return it
         if meta[M_ROOM] != 0 and meta[M_NODES] + room > capacity:
             meta[M_ROOM] = 2  # the caller grows the arrays and calls again
@@ -132,52 +135,55 @@ def mcts_run(
         for i in range(n_state):
             st[i] = root_st[i]
         node = 0
+        r = 0  # the record of ``node``: NODE_SIZE * node
         depth = 0
         path[0] = 0
         status = 0
         # Selection: UCB1 (Kocsis & Szepesvari 2006), unvisited children first.
-        while first[node] > 0 and st[H_STATUS] == 0:
-            f = first[node]
+        while nodes[r + FIRST] > 0 and st[H_STATUS] == 0:
+            f = nodes[r + FIRST]
             best = -1
             best_value = -1.0
-            vn = visits[node]
+            vn = nodes[r + VISITS]
             if vn < TABLE_SIZE:
                 explore = c * SQRT_LOG[vn]
             else:
                 explore = c * math.sqrt(math.log(vn + 1.0))
-            skip_draws = floor[node] != 0
-            for j in range(f, f + count[node]):
-                if solver and (
-                    proven[j] == PROVEN_LOSS or (skip_draws and proven[j] == PROVEN_DRAW)
-                ):
-                    continue
-                vj = visits[j]
+            skip_draws = nodes[r + FLOOR] != 0
+            for j in range(f, f + nodes[r + COUNT]):
+                rj = NODE_SIZE * j
+                if solver:
+                    pj = nodes[rj + PROVEN]
+                    if pj == PROVEN_LOSS or (skip_draws and pj == PROVEN_DRAW):
+                        continue
+                vj = nodes[rj + VISITS]
                 if vj == 0:
                     best = j
                     break
                 if vj < TABLE_SIZE:
-                    value = wins[j] * HALF_INV[vj] + explore * INV_SQRT[vj]
+                    value = nodes[rj + WINS] * HALF_INV[vj] + explore * INV_SQRT[vj]
                 else:
-                    value = wins[j] / (2.0 * vj) + explore / math.sqrt(vj)
+                    value = nodes[rj + WINS] / (2.0 * vj) + explore / math.sqrt(vj)
                 if value > best_value:
                     best_value = value
                     best = j
             if best < 0:
                 break
             node = best
-            apply(st, action[node])
+            r = NODE_SIZE * node
+            apply(st, nodes[r + ACTION])
             depth += 1
             path[depth] = node
-            if solver and proven[node] != UNKNOWN:
+            if solver and nodes[r + PROVEN] != UNKNOWN:
                 break
         mover_in = 1 - st[H_TO_MOVE]  # the player who moved into `node`
         if st[H_STATUS] != 0:
             status = st[H_STATUS]
-            if solver and proven[node] == UNKNOWN:
-                proven[node] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
-                _propagate(node, parent, first, count, proven, floor)
-        elif solver and proven[node] != UNKNOWN:
-            pv = proven[node]
+            if solver and nodes[r + PROVEN] == UNKNOWN:
+                nodes[r + PROVEN] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
+                _propagate(node, nodes)
+        elif solver and nodes[r + PROVEN] != UNKNOWN:
+            pv = nodes[r + PROVEN]
             if pv == PROVEN_DRAW:
                 status = DRAW
             elif pv == PROVEN_WIN:
@@ -185,8 +191,8 @@ def mcts_run(
             else:
                 status = 2 - mover_in
         elif (
-            first[node] == 0
-            and (node == 0 or visits[node] >= expand_at + prior)
+            nodes[r + FIRST] == 0
+            and (node == 0 or nodes[r + VISITS] >= expand_at + prior)
             and meta[M_NODES] < capacity
         ):
             # Expansion: all children at once, in random order.
@@ -204,20 +210,20 @@ def mcts_run(
             if n_nodes + n_moves > capacity:
                 n_moves = 0
             for i in range(n_moves - 1 if code != MOVES_MOVER_LOSES else 0, 0, -1):
-                r = rand_below(rng, i + 1)
+                k = rand_below(rng, i + 1)
                 tmp = buf[i]
-                buf[i] = buf[r]
-                buf[r] = tmp
+                buf[i] = buf[k]
+                buf[k] = tmp
             for i in range(n_moves):
-                j = n_nodes + i
-                parent[j] = node  # the other fields of a new slot are still zero
-                action[j] = buf[i]
+                rj = NODE_SIZE * (n_nodes + i)
+                nodes[rj + PARENT] = node  # the other fields of a new record are still zero
+                nodes[rj + ACTION] = buf[i]
                 if prior > 0:
-                    visits[j] = prior
-                    wins[j] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
+                    nodes[rj + VISITS] = prior
+                    nodes[rj + WINS] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
             if n_moves > 0:
-                first[node] = n_nodes
-                count[node] = n_moves
+                nodes[r + FIRST] = n_nodes
+                nodes[r + COUNT] = n_moves
                 meta[M_NODES] = n_nodes + n_moves
             mover = st[H_TO_MOVE]
             if n_moves > 0 and code == MOVES_MOVER_WINS:
@@ -226,25 +232,26 @@ def mcts_run(
                 path[depth] = node
                 status = mover + 1
                 if solver:
-                    proven[node] = PROVEN_WIN
-                    _propagate(node, parent, first, count, proven, floor)
+                    nodes[NODE_SIZE * node + PROVEN] = PROVEN_WIN
+                    _propagate(node, nodes)
             elif code == MOVES_MOVER_LOSES:
                 status = 2 - mover
                 if solver and node > 0:
-                    proven[node] = PROVEN_WIN
-                    _propagate(node, parent, first, count, proven, floor)
+                    nodes[r + PROVEN] = PROVEN_WIN
+                    _propagate(node, nodes)
                 elif solver:
-                    proven[0] = PROVEN_WIN
+                    nodes[PROVEN] = PROVEN_WIN
             elif n_moves > 0:
                 node = n_nodes
-                apply(st, action[node])
+                r = NODE_SIZE * node
+                apply(st, nodes[r + ACTION])
                 depth += 1
                 path[depth] = node
                 if st[H_STATUS] != 0:
                     status = st[H_STATUS]
                     if solver:
-                        proven[node] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
-                        _propagate(node, parent, first, count, proven, floor)
+                        nodes[r + PROVEN] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
+                        _propagate(node, nodes)
                 else:
                     status = playout(st, rng, playout_policy, near, buf)
             else:
@@ -254,79 +261,63 @@ def mcts_run(
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
         # at depth d-1; above a node with a draw in hand a loss for its mover becomes a draw.
         for d in range(depth, -1, -1):
-            nd = path[d]
+            rd = NODE_SIZE * path[d]
             player = (root_player + d + 1) & 1
-            visits[nd] += 1
-            wins[nd] += _half_points(status, player)
-            if d > 0 and floor[path[d - 1]] != 0 and status == 2 - player:
+            nodes[rd + VISITS] += 1
+            nodes[rd + WINS] += _half_points(status, player)
+            if d > 0 and nodes[NODE_SIZE * path[d - 1] + FLOOR] != 0 and status == 2 - player:
                 status = DRAW
     return iterations
 
 
 @njit(cache=True)
-def subtree_size(first, count, node, queue):
+def subtree_size(nodes, node, queue):
     """Number of nodes in the subtree under ``node`` (breadth first; ``queue`` holds at least
     that many slots, e.g. the tree's size)."""
     queue[0] = node
     head = 0
     tail = 1
     while head < tail:
-        f = first[queue[head]]
+        rq = NODE_SIZE * queue[head]
+        f = nodes[rq + FIRST]
         if f > 0:
-            for j in range(count[queue[head]]):
+            n = nodes[rq + COUNT]
+            for j in range(n):
                 queue[tail + j] = f + j
-            tail += count[queue[head]]
+            tail += n
         head += 1
     return tail
 
 
 @njit(cache=True)
-def compact(
-    parent,
-    first,
-    count,
-    action,
-    visits,
-    wins,
-    proven,
-    floor,
-    new_root,
-    d_parent,
-    d_first,
-    d_count,
-    d_action,
-    d_visits,
-    d_wins,
-    d_proven,
-    d_floor,
-    src_of,
-):
-    """Copy the subtree under ``new_root`` into the ``d_`` arrays with the new root at slot 0
-    (breadth first, child blocks stay contiguous). Returns the number of nodes copied."""
+def compact(nodes, new_root, out, src_of):
+    """Copy the subtree under ``new_root`` into the records ``out`` with the new root at
+    record 0 (breadth first, child blocks stay contiguous). Returns the number of nodes
+    copied."""
     src_of[0] = new_root
     head = 0
     tail = 1
     while head < tail:
-        s = src_of[head]
-        d_action[head] = action[s]
-        d_visits[head] = visits[s]
-        d_wins[head] = wins[s]
-        d_proven[head] = proven[s]
-        d_floor[head] = floor[s]
-        f = first[s]
+        rs = NODE_SIZE * src_of[head]
+        rd = NODE_SIZE * head
+        for k in range(NODE_SIZE):
+            out[rd + k] = nodes[rs + k]
+        f = nodes[rs + FIRST]
         if f > 0:
-            n = count[s]
-            d_first[head] = tail
-            d_count[head] = n
+            n = nodes[rs + COUNT]
+            out[rd + FIRST] = tail
             for j in range(n):
                 src_of[tail + j] = f + j
-                d_parent[tail + j] = head
             tail += n
-        else:
-            d_first[head] = 0
-            d_count[head] = 0
         head += 1
-    d_parent[0] = -1
+    # Parents: each copied child block points at its new parent.
+    for h in range(tail):
+        rd = NODE_SIZE * h
+        f = out[rd + FIRST]
+        if f > 0:
+            for j in range(f, f + out[rd + COUNT]):
+                out[NODE_SIZE * j + PARENT] = h
+    out[PARENT] = -1
     return tail
 
 

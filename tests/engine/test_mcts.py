@@ -314,7 +314,7 @@ def test_no_budget_means_the_default_time_budget() -> None:
 
 
 def test_chunking_does_not_change_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the budget loop cuts the iterations into chunks (and where the node arrays
+    """Where the budget loop cuts the iterations into chunks (and where the node records
     grow) leaves the tree, hence the result, unchanged."""
     from engine.kernels import budget
 
@@ -377,7 +377,7 @@ def _tree_capacity(searcher: engine.Searcher, key: str) -> int:
 
 
 def test_the_tree_grows_only_when_the_copy_fits_in_the_budget(monkeypatch) -> None:  # noqa: ANN001
-    """Doubling the node arrays copies the whole tree (80 ms at 2M nodes): a search whose
+    """Doubling the node records copies the whole tree (80 ms at 2M nodes): a search whose
     remaining time would not cover the copy goes on without new nodes instead."""
     import engine.mcts as mcts
 

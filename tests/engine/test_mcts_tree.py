@@ -1,0 +1,101 @@
+"""The MCTS node records (engine.kernels.tree): after seeded searches of several games, the
+records form one tree whose visits and wins add up, and a copied subtree holds the same
+records as the original."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import engine
+from engine.kernels import kernel_game, root_state
+from engine.kernels.layout import seed_rng
+from engine.mcts import _run, _Tree
+
+# (game, params, moves before the search)
+POSITIONS = [
+    ("uttt", {}, []),
+    ("uttt", {}, [40, 36, 4, 37, 13, 41]),
+    ("5x5", {}, [12]),
+    ("gomoku", {}, [112, 113]),
+    ("mnk", {"m": 4, "n": 6, "k": 3}, []),
+]
+
+
+def _search(name: str, params: dict, moves: list[int], *, prior: int, expand: int, seed: int):  # noqa: ANN202
+    state = engine.replay(engine.make_game(name, **params), moves)
+    game = kernel_game(state.game)
+    tree = _Tree(1 << 10)  # small, so that the search grows it on the way
+    done = _run(
+        tree,
+        root_state(state, game),
+        game,
+        deadline=None,
+        iterations=6000,
+        clock=time.perf_counter,
+        rng=seed_rng(seed),
+        c=0.7,
+        solver=False,
+        decisive=True,
+        expand=expand,
+        prior=prior,
+    )
+    assert done == 6000
+    return tree
+
+
+def _children(tree: _Tree, node: int) -> range:
+    f = int(tree.first[node])
+    return range(f, f + int(tree.count[node])) if f > 0 else range(0)
+
+
+@pytest.mark.parametrize(("name", "params", "moves"), POSITIONS)
+@pytest.mark.parametrize(("prior", "expand"), [(0, 1), (8, 4)])
+def test_the_records_form_one_tree_whose_visits_add_up(
+    name: str, params: dict, moves: list[int], prior: int, expand: int
+) -> None:
+    tree = _search(name, params, moves, prior=prior, expand=expand, seed=3)
+    size = tree.size
+    assert tree.capacity > 1 << 10 or size < 1 << 10
+    assert int(tree.parent[0]) == -1
+    seen = [0] * size
+    for node in range(size):
+        kids = _children(tree, node)
+        for j in kids:
+            seen[j] += 1
+            assert int(tree.parent[j]) == node
+        real = int(tree.visits[node]) - (prior if node > 0 else 0)
+        assert 0 <= int(tree.wins[node]) <= 2 * int(tree.visits[node])
+        if not kids:
+            continue
+        # Each iteration through a node goes on into one child, except the playouts it ran
+        # before its expansion (``expand``; one more if every move lost) and none at the root.
+        below = sum(int(tree.visits[j]) - prior for j in kids)
+        assert 0 <= real - below <= (0 if node == 0 else expand + 1)
+        if prior == 0:
+            # Half-points of the two players sum to 2 a visit (no solver: no draw floors).
+            from_children = 2 * below - sum(int(tree.wins[j]) for j in kids)
+            assert 0 <= int(tree.wins[node]) - from_children <= 2 * (real - below)
+    assert seen == [0] + [1] * (size - 1)  # every node but the root has one parent
+    assert sum(int(tree.visits[j]) - prior for j in _children(tree, 0)) == 6000
+
+
+@pytest.mark.parametrize(("name", "params", "moves"), POSITIONS[:3])
+def test_a_copied_subtree_holds_the_same_records(name: str, params: dict, moves: list[int]) -> None:
+    tree = _search(name, params, moves, prior=8, expand=4, seed=5)
+    root = max(_children(tree, 0), key=lambda j: int(tree.visits[j]))
+    copy = tree.subtree(root)
+    pairs = [(root, 0)]  # (node in tree, node in copy), walked together by their actions
+    while pairs:
+        old, new = pairs.pop()
+        for field in ("visits", "wins", "proven", "floor", "count"):
+            assert int(getattr(copy, field)[new]) == int(getattr(tree, field)[old])
+        assert int(copy.action[new]) == int(tree.action[old])
+        old_kids = _children(tree, old)
+        new_kids = _children(copy, new)
+        assert [int(tree.action[j]) for j in old_kids] == [int(copy.action[j]) for j in new_kids]
+        for j in new_kids:
+            assert int(copy.parent[j]) == new
+        pairs.extend(zip(old_kids, new_kids, strict=True))
+    assert int(copy.parent[0]) == -1
