@@ -9,6 +9,7 @@ import asyncio
 import shutil
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
@@ -18,14 +19,18 @@ from redis.exceptions import RedisError
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
+    PROTOCOL_VERSION,
     Abort,
     AcceptSeek,
     CreateGame,
+    Error,
+    Hello,
     JoinGame,
     ListGames,
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
+    Message,
     Move,
     Moved,
     QuickPair,
@@ -37,9 +42,10 @@ from protocol import (
     SeekPosted,
     Snapshot,
     Watch,
+    Welcome,
 )
-from tests.server.cluster_nodes import Cluster, cluster_of
-from tests.server.conftest import next_event
+from tests.server.cluster_nodes import Cluster, Node, cluster_of
+from tests.server.conftest import RawClient, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
@@ -196,6 +202,61 @@ async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_o
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME
     for client in (ada, bo):
         await client.close()
+
+
+async def _raw_back(node: Node, session: str | None) -> RawClient:
+    """A client back with its session on ``node``, speaking frames (it picks its rids)."""
+    client = await RawClient.connect(node.url, hello=False)
+    await client.send_message(Hello(rid=1, version=PROTOCOL_VERSION, session=session))
+    assert isinstance(await client.receive(), Welcome)
+    return client
+
+
+async def _reply(client: RawClient, rid: int) -> Message:
+    """The frame answering ``rid`` (the game's events before it skipped)."""
+    while True:
+        message = await client.receive()
+        if getattr(message, "rid", None) == rid:
+            return message
+
+
+async def test_a_move_sent_again_through_another_node_is_acknowledged_again(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """bo's move is committed but its acknowledgement lost with its connection; bo comes
+    back on the other node (its requests forwarded to the game's owner) and sends the
+    move again, with its rid and ply, as a client does that never saw the reply: the same
+    acknowledgement (the move's ``moved``, with the new copy's rid), before and after the
+    opponent's reply, and after a failover (from the stored move), and the move stored once.
+    A different move at that ply is refused."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")  # both on the owner
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await two_nodes.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    first = await _play(bo, joined.token, game_id, LONG_GAME[1])
+    await bo.close()  # as if the acknowledgement had been lost with the connection
+    back = await _raw_back(b, bo.session)
+    again = Move(rid=7, game_id=game_id, token=joined.token, action=LONG_GAME[1], ply=1)
+    await back.send_message(again)
+    reply = await _reply(back, 7)
+    assert reply == replace(first, rid=7), reply  # not not_your_turn
+    await _play(ada, created.token, game_id, LONG_GAME[2])
+    await back.send_message(replace(again, rid=8))
+    assert await _reply(back, 8) == replace(first, rid=8)  # not stale_move
+    await back.send_message(replace(again, rid=9, action=LONG_GAME[3]))
+    refused = await _reply(back, 9)
+    assert isinstance(refused, Error) and refused.code == "stale_move", refused
+    # The owner dies: b restores the game (no event log) and acknowledges from the record.
+    a.kill()
+    await two_nodes.wait_owned(game_id, {b.name})
+    await back.send_message(replace(again, rid=10))
+    assert await _reply(back, 10) == replace(first, rid=10)
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
+    await back.close()
+    await ada.close()
 
 
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
