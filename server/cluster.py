@@ -89,6 +89,16 @@ redis.call('RPUSH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return false
 """
+# The live games' index (KEYS: the index; ARGV: game id, data, ...): new summaries for the
+# games still in it (one that ended meanwhile stays out, whichever write comes first).
+_REINDEX = """
+for i = 1, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+return 0
+"""
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 # The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
@@ -216,6 +226,9 @@ class Cluster:
         # Live public games owned by other nodes, as their owners announced them: rank
         # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
         self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        # This node's public live games in the index, and the ply their entry shows.
+        self._indexed_ply: dict[str, int] = {}
+        self._reindex: Any = None  # the script, registered once
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
 
     # --- life -------------------------------------------------------------------------
@@ -439,6 +452,8 @@ class Cluster:
         last = self.relayed.pop(session.id, None)
         self._relay_owner.pop(session.id, None)
         self._recovering.pop(session.id, None)
+        if session.status == "live" and not session.private:
+            self._indexed_ply[session.id] = -1  # its entry, as of its old owner: at the next beat
         followers = self.server.subscribers.get(session.id)
         if followers and (last is None or last < session.seq):
             frame = encode(session.snapshot(self.server.clock()))
@@ -481,6 +496,7 @@ class Cluster:
                 reraise_cancel(exc)
                 log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
+            self._index_plies()
             now = time.monotonic()
             if now - self._open_refreshed >= OPEN_TTL_S / 3:
                 self._open_refreshed = now
@@ -1082,12 +1098,42 @@ class Cluster:
         of live games, and in every node's lobby; out of the index of open games."""
         if live:
             data = {"rank": list(game_rank(session)), "summary": session.summary()}
+            self._indexed_ply[session.id] = session.state.ply()
             self.server._spawn(self._index_game(session.id, pack(data)))
             message = {"op": "game+", "id": session.id, "data": data, "from": self.node}
         else:
+            self._indexed_ply.pop(session.id, None)
             self.server._spawn(self._index_game(session.id, None))
             message = {"op": "game-", "id": session.id, "from": self.node}
         self._publish(self.bus.lobby_channel, message)
+
+    def _index_plies(self) -> None:
+        """Every heartbeat, not every move: this node's live games whose ply moved since
+        their entry was written get a new summary, in the index (one script run) and in
+        every node's lobby (one message), without a lobby event (as on one node, a game's
+        moves change only its summary)."""
+        changed: dict[str, dict[str, Any]] = {}
+        for game_id, ply in list(self._indexed_ply.items()):
+            session = self.server.games.get(game_id)
+            if session is None or session.status != "live":  # handed over, or ended
+                del self._indexed_ply[game_id]
+            elif session.state.ply() != ply:
+                self._indexed_ply[game_id] = session.state.ply()
+                changed[game_id] = {"rank": list(game_rank(session)), "summary": session.summary()}
+        if not changed:
+            return
+        self.server._spawn(self._write_plies(changed))
+        self._publish(self.bus.lobby_channel, {"op": "games~", "games": changed, "from": self.node})
+
+    async def _write_plies(self, changed: dict[str, dict[str, Any]]) -> None:
+        script = self._reindex
+        if script is None:
+            script = self._reindex = self.bus.client.register_script(_REINDEX)
+        entries = [x for game_id, data in changed.items() for x in (game_id, pack(data))]
+        try:
+            await script(keys=[self._live_key], args=entries)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot index %d games' plies (%s)", len(changed), exc)
 
     def open_listed(self, session: GameSession) -> None:
         """A public game of this node waits for its opponent (created, or restored): in
@@ -1145,6 +1191,10 @@ class Cluster:
             self._list_remote(payload["id"], payload["data"])
         elif op == "game-":
             self._list_remote(payload["id"], None)
+        elif op == "games~":  # their plies moved: only their summaries change
+            for game_id, data in payload["games"].items():
+                if game_id in self.listed:
+                    self.listed[game_id] = (tuple(data["rank"]), data["summary"])
         elif op == "add":
             self._add_seek(payload["seek"])
         elif payload.get("op") == "remove":

@@ -44,6 +44,7 @@ from protocol import (
     Watch,
     Welcome,
 )
+from server.bus import unpack
 from tests.server.cluster_nodes import Cluster, Node, cluster_of
 from tests.server.conftest import RawClient, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -414,6 +415,44 @@ async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: C
         if isinstance(event, LobbyEvent) and event.kind == "game_removed":
             assert event.game_id == game_id
             break
+    for client in (ada, bo, cy):
+        await client.close()
+
+
+async def test_a_game_listed_on_another_node_shows_its_current_ply(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """The summary of a live game owned elsewhere (``list``, the lobby, the live games'
+    index) follows its moves, as the owner's own does, not its start (ply 0)."""
+    first, second = two_nodes.nodes
+    ada, bo = await first.connect("ada"), await first.connect("bo")  # both on node a
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    players = [(ada, created.token), (bo, joined.token)]
+    for ply, action in enumerate(LONG_GAME[:3]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+    cy = await second.connect("cy")
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while True:  # the owner updates the summaries of its games every heartbeat (0.5 s)
+        listed = await cy.request(ListGames, status="live")
+        plies = [g["ply"] for g in listed.games if g["game_id"] == game_id]
+        if plies == [3]:
+            break
+        assert loop.time() < give_up, f"game {game_id} listed on node b with plies {plies}"
+        await asyncio.sleep(0.05)
+    state = await cy.request(LobbySubscribe)
+    assert isinstance(state, LobbyState)
+    assert [(g["game_id"], g["ply"]) for g in state.games] == [(game_id, 3)]
+    redis = aioredis.from_url(REDIS_URL)
+    try:  # and in the index, for the nodes to come
+        while unpack(await redis.hget(f"{redis_prefix}:live", game_id))["summary"]["ply"] != 3:
+            assert loop.time() < give_up, f"game {game_id} indexed at another ply"
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
     for client in (ada, bo, cy):
         await client.close()
 
