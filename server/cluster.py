@@ -255,17 +255,24 @@ class Cluster:
         ]
 
     async def drain(self) -> None:
-        """Graceful stop: hand every shard over now (the others are told at once)."""
+        """Graceful stop: hand every shard over now (the others are told at once). The
+        heartbeats go on until the shards are free: the requests in flight here are
+        answered from here (the other nodes wait for this node while it is present)."""
         self.draining = True
-        for task in self._tasks:
+        claims = [t for t in self._tasks if t.get_name() == "cluster-claims"]
+        beats = [t for t in self._tasks if t not in claims]
+        for task in claims:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*claims, return_exceptions=True)
         try:
             await self._release(set(self.locks.held))
         except _LOCK_ERRORS as exc:
             log.warning("cluster: releasing shards failed (%s); they drop with the connection", exc)
         await self.locks.close()
+        for task in beats:
+            task.cancel()
+        await asyncio.gather(*beats, return_exceptions=True)
+        self._tasks = []
         try:
             await self._heartbeat()
         except Exception as exc:
@@ -508,13 +515,13 @@ class Cluster:
                     self._recover(game_id)
 
     def _owners_changed(self) -> None:
-        """Forwards waiting on a node that no longer owns their game are sent again; games
-        whose owner changed are caught up (what the old one committed last, the new
-        one's restore)."""
-        for future, target, game_id in list(self._pending.values()):
-            if not future.done() and (
-                target not in self.present or self.owner_of(game_id) != target
-            ):
+        """Forwards waiting on a node that died are sent again (a live node answers every
+        request it received: served, or ``moved``; one sent again while that node still
+        serves it would be applied twice, or refused after it was applied); games whose
+        owner changed are caught up (what the old one committed last, the new one's
+        restore)."""
+        for future, target, _ in list(self._pending.values()):
+            if not future.done() and target not in self.present:
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
             if self.owner_of(game_id) != owner:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -23,6 +24,7 @@ from protocol import (
     Abort,
     AcceptSeek,
     CreateGame,
+    Ended,
     Error,
     Hello,
     JoinGame,
@@ -33,6 +35,7 @@ from protocol import (
     Message,
     Move,
     Moved,
+    Ping,
     QuickPair,
     Resign,
     Resume,
@@ -731,6 +734,60 @@ async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME
     for client, _ in seats.values():
         await client.close()
+
+
+async def test_a_forwarded_request_in_flight_when_its_owner_drains_is_answered_once(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """bo's resignation, forwarded to the game's owner, is being committed there (its write
+    held up by a lock the test holds) when the owner gets SIGTERM: the drain waits for it
+    longer than a node's presence lasts without heartbeats (presence_ttl_s, 2 s). bo gets
+    the ``ended`` it asked for, and nothing else: its node does not send the request again
+    to the game's next owner (that copy was answered ``unknown_game``). A second SIGTERM
+    meanwhile changes nothing (it logged a traceback)."""
+    cluster = two_nodes
+    a, b = cluster.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await cluster.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute("LOCK TABLE games IN ACCESS EXCLUSIVE MODE")
+        resign = asyncio.create_task(bo.request(Resign, game_id=game_id, token=joined.token))
+        await _until_waiting_on_a_lock(blocker, f"noughts {a.name}")
+        a.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(3.0)  # longer than presence_ttl_s
+        assert not resign.done(), resign
+        a.process.send_signal(signal.SIGTERM)  # an impatient operator: the drain goes on
+        await holding.rollback()
+    finally:
+        await blocker.close()
+    ended = await asyncio.wait_for(resign, 20)
+    assert isinstance(ended, Ended) and ended.reason == "resign", ended
+    await bo.request(Ping)  # answered after whatever bo's node still did for the resignation
+    assert bo.errors.empty(), bo.errors.get_nowait()
+    assert await asyncio.wait_for(a.process.wait(), 30) == 0
+    assert "Traceback" not in a.log.read_text()
+    for client in (ada, bo):
+        await client.close()
+
+
+async def _until_waiting_on_a_lock(conn: asyncpg.Connection, application: str) -> None:
+    """Until a query of ``application`` waits on a lock (the test's)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while not await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+        "AND wait_event_type = 'Lock'",
+        application,
+    ):
+        assert loop.time() < give_up, f"no query of {application} waits on the lock"
+        await asyncio.sleep(0.02)
 
 
 async def test_a_stopping_node_cuts_its_drain_at_its_bound(
