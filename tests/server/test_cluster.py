@@ -169,6 +169,52 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     assert await survivor.stop() == 0
 
 
+async def test_a_spectator_on_a_third_node_follows_the_game_through_a_failover(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """eve watches from node c a game owned by node a between players on a and b; a is
+    killed: eve gets what it missed (b restored the game: a snapshot), then every move
+    played at b, once and in order, and the lobby on c lists the game with its ply."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b, c = [await cluster.start(name) for name in "abc"]
+        await cluster.wait_balanced()
+        ada, bo = await a.connect("ada"), await b.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        joined = await bo.request(JoinGame, game_id=created.game_id)
+        game_id = created.game_id
+        assert await cluster.owner_of(game_id) == a.name
+        eve = await c.connect("eve")
+        watched = await eve.request(Watch, game_id=game_id)
+        assert isinstance(watched, Snapshot) and watched.status == "live"
+        players = [(ada, created.token), (bo, joined.token)]
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            assert (await _heard(eve, ply)).action == action
+        a.kill()
+        await a.process.wait()
+        owner = await cluster.wait_owned(game_id, {b.name, c.name})
+        node = b if owner == b.name else c
+        back = await node.connect("ada", session=ada.session)
+        resumed = await back.request(Resume, game_id=game_id, since=ada.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.token is not None
+        players[0] = (back, resumed.token)
+        for ply, action in enumerate(LONG_GAME[3:7], start=3):
+            mover, token = players[ply % 2]
+            await _play_retrying(mover, token, game_id, action)
+            assert (await _heard(eve, ply)).action == action  # after the snapshot, if any
+        give_up = asyncio.get_running_loop().time() + 10
+        while True:
+            listed = await eve.request(ListGames, status="live")
+            plies = [g["ply"] for g in listed.games if g["game_id"] == game_id]
+            if plies == [7]:
+                break
+            assert asyncio.get_running_loop().time() < give_up, plies
+            await asyncio.sleep(0.05)
+        for client in (ada, bo, back, eve):
+            await client.close()
+
+
 @pytest.mark.parametrize("replaced", [False, True], ids=["survivor", "replaced"])
 async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_on(
     two_nodes: Cluster, pg_schema: str, replaced: bool
