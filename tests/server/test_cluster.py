@@ -858,18 +858,60 @@ async def test_a_node_is_ready_when_its_bus_and_locks_answer(
     async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
         node = await cluster.start("a", "--admin-port", "0")
         await cluster.wait_balanced()
-        port = None
-        while port is None:  # the log line naming the admin port comes after the address
-            for line in node.log.read_text().splitlines():
-                if "admin endpoints on http://" in line:
-                    port = int(line.rsplit(":", 1)[1].split("/")[0])
-            if port is None:
-                await asyncio.sleep(0.05)
+        port = await _admin_port(node)
         ready = await _http_get(port, "/readyz")
         assert ready.startswith("HTTP/1.1 200") and "bus: ok" in ready, ready
         metrics = await _http_get(port, "/metrics")
         assert "noughts_cluster_shards 64.0" in metrics and "noughts_cluster_nodes" in metrics
         assert await node.stop() == 0
+
+
+async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """/readyz answers 503 naming the bus while the node's Redis is down (a load balancer
+    then sends no new clients there), within its own time bound, and 200 once it is back."""
+    if shutil.which("redis-server") is None:
+        pytest.skip(REDIS_SERVER_HINT)
+    port = _free_port()
+    redis = await _redis_server(port, tmp_path)
+    try:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            cluster.bus = f"redis://127.0.0.1:{port}/0"
+            node = await cluster.start("a", "--admin-port", "0")
+            await cluster.wait_balanced()
+            admin = await _admin_port(node)
+            assert (await _http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
+            redis.kill()
+            await redis.wait()
+            ready = await _until_http(admin, "/readyz", "HTTP/1.1 503")
+            assert "bus: " in ready and "bus: ok" not in ready, ready
+            redis = await _redis_server(port, tmp_path)
+            ready = await _until_http(admin, "/readyz", "HTTP/1.1 200")
+            assert "bus: ok" in ready, ready
+            assert await node.stop() == 0
+    finally:
+        redis.kill()
+        await redis.wait()
+
+
+async def _admin_port(node: Node) -> int:
+    """The node's admin port, from the log line naming it (after the address)."""
+    while True:
+        for line in node.log.read_text().splitlines():
+            if "admin endpoints on http://" in line:
+                return int(line.rsplit(":", 1)[1].split("/")[0])
+        await asyncio.sleep(0.05)
+
+
+async def _until_http(port: int, path: str, status: str) -> str:
+    """GET ``path`` until its answer starts with ``status`` (20 s at most); the answer."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 20
+    while not (answer := await _http_get(port, path)).startswith(status):
+        assert loop.time() < give_up, answer
+        await asyncio.sleep(0.1)
+    return answer
 
 
 async def _http_get(port: int, path: str) -> str:
