@@ -99,6 +99,9 @@ for i = 1, #ARGV, 2 do
 end
 return 0
 """
+# Summaries per index update and lobby message (a few hundred bytes each: a message stays
+# far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
+PLIES_BATCH = 500
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 # The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
@@ -1116,9 +1119,9 @@ class Cluster:
 
     def _index_plies(self) -> None:
         """Every heartbeat, not every move: this node's live games whose ply moved since
-        their entry was written get a new summary, in the index (one script run) and in
-        every node's lobby (one message), without a lobby event (as on one node, a game's
-        moves change only its summary)."""
+        their entry was written get a new summary, in the index (a script run) and in
+        every node's lobby (a message) per PLIES_BATCH games, without a lobby event (as on
+        one node, a game's moves change only its summary)."""
         changed: dict[str, dict[str, Any]] = {}
         for game_id, ply in list(self._indexed_ply.items()):
             session = self.server.games.get(game_id)
@@ -1127,8 +1130,13 @@ class Cluster:
             elif session.state.ply() != ply:
                 self._indexed_ply[game_id] = session.state.ply()
                 changed[game_id] = {"rank": list(game_rank(session)), "summary": session.summary()}
-        if not changed:
-            return
+                if len(changed) == PLIES_BATCH:
+                    self._send_plies(changed)
+                    changed = {}
+        if changed:
+            self._send_plies(changed)
+
+    def _send_plies(self, changed: dict[str, dict[str, Any]]) -> None:
         self.server._spawn(self._write_plies(changed))
         self._publish(self.bus.lobby_channel, {"op": "games~", "games": changed, "from": self.node})
 
