@@ -518,13 +518,15 @@ class Cluster:
                     self._recover(game_id)
 
     def _owners_changed(self) -> None:
-        """Forwards waiting on a node that died are sent again (a live node answers every
-        request it received: served, or ``moved``; one sent again while that node still
-        serves it would be applied twice, or refused after it was applied); games whose
-        owner changed are caught up (what the old one committed last, the new one's
-        restore)."""
-        for future, target, _ in list(self._pending.values()):
-            if not future.done() and target not in self.present:
+        """Forwards waiting on a node that died, or whose game another node owns now, are
+        sent again; not while the game has no owner (its owner may be draining, still
+        serving it: sent again, it would be applied twice, or refused after it was
+        applied). Games whose owner changed are caught up (what the old one committed
+        last, the new one's restore)."""
+        for future, target, game_id in list(self._pending.values()):
+            if not future.done() and (
+                target not in self.present or self.owner_of(game_id) not in (None, target)
+            ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
             if self.owner_of(game_id) != owner:
