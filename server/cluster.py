@@ -233,6 +233,10 @@ class Cluster:
         self._indexed_ply: dict[str, int] = {}
         self._reindex: Any = None  # the script, registered once
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
+        # Nodes missing from presence while the bus was coming back (until _unseen_until):
+        # their seeks are forgotten only if they are still missing after that.
+        self._unseen: set[str] = set()
+        self._unseen_until = 0.0
 
     # --- life -------------------------------------------------------------------------
 
@@ -490,8 +494,15 @@ class Cluster:
         changed = owners != self.owners or present.keys() != self.present.keys()
         gone = set(self.present) - set(present)
         self.present, self.owners = present, owners
-        if gone:
-            self._forget_seeks_of(gone)
+        if time.monotonic() < self._unseen_until:
+            # Redis came back without the presence keys: the nodes missing now may only
+            # not have beaten yet (their seeks, posted again, would be deleted).
+            self._unseen |= gone
+        else:
+            gone |= self._unseen - set(present)
+            self._unseen = set()
+            if gone:
+                self._forget_seeks_of(gone)
         if changed:
             self._map_changed.set()
             self._map_changed = asyncio.Event()
@@ -781,6 +792,7 @@ class Cluster:
             if payload.get("from") != self.node:
                 self._lobby(payload)
         elif kind == "reconnected":
+            self._unseen_until = time.monotonic() + self.presence_ttl_s
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
             self.server._spawn(self._repost_seeks())

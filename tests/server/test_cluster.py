@@ -6,11 +6,12 @@ restarted, PostgreSQL connections cut."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import signal
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import asyncpg
@@ -497,8 +498,12 @@ async def test_a_game_listed_on_another_node_shows_its_current_ply(
     assert [(g["game_id"], g["ply"]) for g in state.games] == [(game_id, 3)]
     redis = aioredis.from_url(REDIS_URL)
     try:  # and in the index, for the nodes to come
-        while unpack(await redis.hget(f"{redis_prefix}:live", game_id))["summary"]["ply"] != 3:
-            assert loop.time() < give_up, f"game {game_id} indexed at another ply"
+        while True:
+            entry = await redis.hget(f"{redis_prefix}:live", game_id)
+            assert isinstance(entry, bytes), entry
+            if unpack(entry)["summary"]["ply"] == 3:
+                break
+            assert loop.time() < give_up, f"game {game_id} indexed at ply {unpack(entry)}"
             await asyncio.sleep(0.05)
     finally:
         await redis.aclose()
@@ -635,61 +640,85 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass
+class OwnRedis:
+    """A redis-server of the test's own, on a free port, to stop and start again."""
+
+    directory: Path
+    port: int = field(default_factory=lambda: _free_port())
+    process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.process = await _redis_server(self.port, self.directory)
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def _cluster_on_own_redis(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> AsyncIterator[tuple[Cluster, OwnRedis]]:
+    """A cluster (no node started yet) whose bus is a redis-server of the test's own."""
+    if shutil.which("redis-server") is None:
+        pytest.skip(REDIS_SERVER_HINT)
+    redis = OwnRedis(tmp_path)
+    await redis.start()
+    try:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            cluster.bus = f"redis://127.0.0.1:{redis.port}/0"
+            yield cluster, redis
+    finally:
+        await redis.stop()
+
+
 async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip(REDIS_SERVER_HINT)
-    port = _free_port()
-    redis = await _redis_server(port, tmp_path)
-    try:
-        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-            cluster.bus = f"redis://127.0.0.1:{port}/0"
-            await cluster.start_pair()
-            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-            players = [(ada, ada_token), (bo, bo_token)]
-            owner = await cluster.owner_of(game_id)
-            local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
-            ply = 0
-            while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
-                mover, token = players[ply % 2]
-                await _play(mover, token, game_id, LONG_GAME[ply])
-                ply += 1
-            await _heard(players[1 - local][0], ply - 1)
-            # A seek of ada's, in both nodes' lobbies (and in the Redis about to be lost).
-            await bo.request(LobbySubscribe)
-            posted = await ada.request(Seek, game="tictactoe")
-            await _sees_seek(bo, posted.seek_id)
-            redis.kill()
-            await redis.wait()
-            # Redis is down: the owner's player moves (stored, acknowledged, not published).
-            mover, token = players[local]
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        await cluster.start_pair()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        owner = await cluster.owner_of(game_id)
+        local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
+        ply = 0
+        while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
+            mover, token = players[ply % 2]
             await _play(mover, token, game_id, LONG_GAME[ply])
-            redis = await _redis_server(port, tmp_path)
-            # Back: the other node asks the owner for what it missed, by seq.
-            other, other_token = players[1 - local]
-            heard = await _heard(other, ply)
-            assert heard.action == LONG_GAME[ply]
-            # And the game goes on across the nodes.
-            await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
-            await _heard(mover, ply + 1)
-            assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
-            # The new Redis started empty: ada's node posted the seek again, and bo takes it.
-            client = aioredis.Redis(host="127.0.0.1", port=port)
-            try:
-                give_up = asyncio.get_running_loop().time() + 10
-                while not await client.hexists(f"{redis_prefix}:seeks", posted.seek_id):
-                    assert asyncio.get_running_loop().time() < give_up, "seek not posted again"
-                    await asyncio.sleep(0.02)
-            finally:
-                await client.aclose()
-            seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
-            assert isinstance(seated, Seated)
-            await ada.close()
-            await bo.close()
-    finally:
-        redis.kill()
-        await redis.wait()
+            ply += 1
+        await _heard(players[1 - local][0], ply - 1)
+        # A seek of ada's, in both nodes' lobbies (and in the Redis about to be lost).
+        await bo.request(LobbySubscribe)
+        posted = await ada.request(Seek, game="tictactoe")
+        await _sees_seek(bo, posted.seek_id)
+        await redis.stop()
+        # Redis is down: the owner's player moves (stored, acknowledged, not published).
+        mover, token = players[local]
+        await _play(mover, token, game_id, LONG_GAME[ply])
+        await redis.start()
+        # Back: the other node asks the owner for what it missed, by seq.
+        other, other_token = players[1 - local]
+        heard = await _heard(other, ply)
+        assert heard.action == LONG_GAME[ply]
+        # And the game goes on across the nodes.
+        await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
+        await _heard(mover, ply + 1)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
+        # The new Redis started empty: ada's node posted the seek again, and bo takes it.
+        client = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            give_up = asyncio.get_running_loop().time() + 10
+            while not await client.hexists(f"{redis_prefix}:seeks", posted.seek_id):
+                assert asyncio.get_running_loop().time() < give_up, "seek not posted again"
+                await asyncio.sleep(0.02)
+        finally:
+            await client.aclose()
+        seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+        assert isinstance(seated, Seated)
+        await ada.close()
+        await bo.close()
 
 
 async def _play_retrying(
@@ -871,28 +900,18 @@ async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
 ) -> None:
     """/readyz answers 503 naming the bus while the node's Redis is down (a load balancer
     then sends no new clients there), within its own time bound, and 200 once it is back."""
-    if shutil.which("redis-server") is None:
-        pytest.skip(REDIS_SERVER_HINT)
-    port = _free_port()
-    redis = await _redis_server(port, tmp_path)
-    try:
-        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-            cluster.bus = f"redis://127.0.0.1:{port}/0"
-            node = await cluster.start("a", "--admin-port", "0")
-            await cluster.wait_balanced()
-            admin = await _admin_port(node)
-            assert (await _http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
-            redis.kill()
-            await redis.wait()
-            ready = await _until_http(admin, "/readyz", "HTTP/1.1 503")
-            assert "bus: " in ready and "bus: ok" not in ready, ready
-            redis = await _redis_server(port, tmp_path)
-            ready = await _until_http(admin, "/readyz", "HTTP/1.1 200")
-            assert "bus: ok" in ready, ready
-            assert await node.stop() == 0
-    finally:
-        redis.kill()
-        await redis.wait()
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        node = await cluster.start("a", "--admin-port", "0")
+        await cluster.wait_balanced()
+        admin = await _admin_port(node)
+        assert (await _http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
+        await redis.stop()
+        ready = await _until_http(admin, "/readyz", "HTTP/1.1 503")
+        assert "bus: " in ready and "bus: ok" not in ready, ready
+        await redis.start()
+        ready = await _until_http(admin, "/readyz", "HTTP/1.1 200")
+        assert "bus: ok" in ready, ready
+        assert await node.stop() == 0
 
 
 async def _admin_port(node: Node) -> int:
