@@ -605,6 +605,32 @@ async def test_two_accepters_on_two_nodes_race_for_one_seek(
             await client.close()
 
 
+async def test_the_seeks_of_a_killed_node_leave_the_other_nodes_lobbies(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    await bo.request(LobbySubscribe)
+    posted = await ada.request(Seek, game="tictactoe")
+    await _sees_seek(bo, posted.seek_id)
+    a.kill()
+    while True:  # once a's presence expired (presence_ttl_s)
+        event = await asyncio.wait_for(bo.lobby_events.get(), 10)
+        if isinstance(event, LobbyEvent) and event.kind == "seek_removed":
+            assert event.seek_id == posted.seek_id
+            break
+    redis = aioredis.from_url(REDIS_URL)
+    try:  # and out of the cluster's seeks
+        give_up = asyncio.get_running_loop().time() + 10
+        while await redis.hexists(f"{redis_prefix}:seeks", posted.seek_id):
+            assert asyncio.get_running_loop().time() < give_up, "the seek stayed in Redis"
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    for client in (ada, bo):
+        await client.close()
+
+
 async def _seated(client: ServerConnection) -> Seated:
     """The ``seated`` a client gets without asking (its seek accepted)."""
     while True:
