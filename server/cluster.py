@@ -289,6 +289,10 @@ class Cluster:
     async def close(self) -> None:
         if not self.draining:
             await self.drain()
+        for task in self._tasks:  # a drain cut short (--drain-timeout-s) left them running
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(NodeUnavailable("this node is stopping: reconnect"))

@@ -878,6 +878,40 @@ async def test_a_forwarded_request_in_flight_when_its_owner_drains_is_answered_o
         await client.close()
 
 
+async def test_a_drain_cut_while_a_commit_hangs_stops_the_nodes_heartbeats(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A drain cut at --drain-timeout-s while a move's commit hangs (a lock the test holds):
+    the node exits 0, its heartbeats stop with it (none tried on a closed bus)."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--drain-timeout-s", "1")
+        await cluster.wait_balanced()
+        ada, bo = await node.connect("ada"), await node.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        await bo.request(JoinGame, game_id=created.game_id)
+        blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+        try:
+            holding = blocker.transaction()
+            await holding.start()
+            await blocker.execute("LOCK TABLE moves IN ACCESS EXCLUSIVE MODE")
+            move = asyncio.create_task(
+                ada.request(Move, game_id=created.game_id, token=created.token, action=0)
+            )
+            await _until_waiting_on_a_lock(blocker, f"noughts {node.name}")
+            node.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(4.0)  # the cut (1 s), then a few heartbeats' time
+            await holding.rollback()
+        finally:
+            await blocker.close()
+        assert await node.stop() == 0
+        log = node.log.read_text()
+        assert "the drain took over 1 s" in log
+        assert "heartbeat failed" not in log, log[-3000:]
+        move.cancel()
+        for client in (ada, bo):
+            await client.close()
+
+
 async def _until_waiting_on_a_lock(conn: asyncpg.Connection, application: str) -> None:
     """Until a query of ``application`` waits on a lock (the test's)."""
     loop = asyncio.get_running_loop()
