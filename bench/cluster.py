@@ -72,6 +72,7 @@ def _process_cpu_s(pid: int) -> float:
     return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
 
 
+LOOK_UP_S = 60.0  # a failover takes 1 to 2 s; an owner missing this long is a failure
 UNANSWERED: list[str] = []  # requests no node answered within 15 s (then sent again)
 
 
@@ -248,6 +249,24 @@ class Player:
                         )
 
 
+async def look_up(
+    mover: Player, tally: Tally, kind: type[Message], game_id: str, **fields: Any
+) -> Any:
+    """A request that says where a game stands after a failover hid a move's fate (``get``,
+    ``resume``), sent again while the cluster answers ``unavailable`` (the game's owner is
+    being replaced: counted, as a move's retry is) for at most LOOK_UP_S; any other error,
+    or one that lasts longer, is raised: the pair stops on it and it is reported."""
+    give_up = time.monotonic() + LOOK_UP_S
+    while True:
+        try:
+            return await mover.request(kind, resume=game_id, game_id=game_id, **fields)
+        except RequestFailed as exc:
+            if exc.code != "unavailable" or time.monotonic() > give_up:
+                raise
+            tally.unavailable += 1
+            await asyncio.sleep(0.05)
+
+
 async def play(pair: int, players: tuple[Player, Player], tally: Tally, *args: Any) -> None:
     """``games``, its end reported: a pair whose games stopped on an error is an error."""
     try:
@@ -312,9 +331,10 @@ async def games(
                     tally.unavailable += 1
                     continue  # sent again at the next tick
                 if exc.code in ("stale_move", "not_your_turn"):
-                    # A move sent again after a failover (or one that timed out) had been
-                    # played after all, or not: the stored record says where the game is.
-                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    # A move that timed out or failed over, played after all (by then a
+                    # move sent again is acknowledged again) or not: the stored record says
+                    # where the game is.
+                    record = await look_up(mover, tally, GetGame, game_id)
                     played = [m["action"] for m in record.game["moves"]]
                     ply = len(played)
                     empty = [c for c in empty if c not in played]
@@ -323,11 +343,11 @@ async def games(
                 if exc.code == "game_over":
                     break  # a line
                 if exc.code == "unknown_game":  # over and unloaded (a node restores live games)
-                    record = await mover.request(GetGame, resume=game_id, game_id=game_id)
+                    record = await look_up(mover, tally, GetGame, game_id)
                     if record.game["status"] == "finished":
                         break
                 if exc.code == "bad_token":  # restored elsewhere: the seat's new token
-                    resumed = await mover.request(Resume, resume=game_id, game_id=game_id, since=0)
+                    resumed = await look_up(mover, tally, Resume, game_id, since=0)
                     tokens[ply % 2] = resumed.token or tokens[ply % 2]
                     tally.resumed += 1
                     continue

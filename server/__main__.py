@@ -233,9 +233,14 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
             # Stopping is graceful from the moment anyone may know the address.
             stop = asyncio.get_running_loop().create_future()
+
+            def stopping() -> None:  # a second signal during the drain changes nothing
+                if not stop.done():
+                    stop.set_result(None)
+
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError):
-                    asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
+                    asyncio.get_running_loop().add_signal_handler(sig, stopping)
             scheme = "wss" if tls else "ws"
             url = f"{scheme}://{settings.host}:{port}"
             if lock is not None:

@@ -89,6 +89,19 @@ redis.call('RPUSH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return false
 """
+# The live games' index (KEYS: the index; ARGV: game id, data, ...): new summaries for the
+# games still in it (one that ended meanwhile stays out, whichever write comes first).
+_REINDEX = """
+for i = 1, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+return 0
+"""
+# Summaries per index update and lobby message (a few hundred bytes each: a message stays
+# far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
+PLIES_BATCH = 500
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 # The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
@@ -216,7 +229,14 @@ class Cluster:
         # Live public games owned by other nodes, as their owners announced them: rank
         # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
         self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        # This node's public live games in the index, and the ply their entry shows.
+        self._indexed_ply: dict[str, int] = {}
+        self._reindex: Any = None  # the script, registered once
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
+        # Nodes missing from presence while the bus was coming back (until _unseen_until):
+        # their seeks are forgotten only if they are still missing after that.
+        self._unseen: set[str] = set()
+        self._unseen_until = 0.0
 
     # --- life -------------------------------------------------------------------------
 
@@ -242,17 +262,24 @@ class Cluster:
         ]
 
     async def drain(self) -> None:
-        """Graceful stop: hand every shard over now (the others are told at once)."""
+        """Graceful stop: hand every shard over now (the others are told at once). The
+        heartbeats go on until the shards are free: the requests in flight here are
+        answered from here (the other nodes wait for this node while it is present)."""
         self.draining = True
-        for task in self._tasks:
+        claims = [t for t in self._tasks if t.get_name() == "cluster-claims"]
+        beats = [t for t in self._tasks if t not in claims]
+        for task in claims:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*claims, return_exceptions=True)
         try:
             await self._release(set(self.locks.held))
         except _LOCK_ERRORS as exc:
             log.warning("cluster: releasing shards failed (%s); they drop with the connection", exc)
         await self.locks.close()
+        for task in beats:
+            task.cancel()
+        await asyncio.gather(*beats, return_exceptions=True)
+        self._tasks = []
         try:
             await self._heartbeat()
         except Exception as exc:
@@ -262,6 +289,10 @@ class Cluster:
     async def close(self) -> None:
         if not self.draining:
             await self.drain()
+        for task in self._tasks:  # a drain cut short (--drain-timeout-s) left them running
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(NodeUnavailable("this node is stopping: reconnect"))
@@ -439,6 +470,8 @@ class Cluster:
         last = self.relayed.pop(session.id, None)
         self._relay_owner.pop(session.id, None)
         self._recovering.pop(session.id, None)
+        if session.status == "live" and not session.private:
+            self._indexed_ply[session.id] = -1  # its entry, as of its old owner: at the next beat
         followers = self.server.subscribers.get(session.id)
         if followers and (last is None or last < session.seq):
             frame = encode(session.snapshot(self.server.clock()))
@@ -465,8 +498,15 @@ class Cluster:
         changed = owners != self.owners or present.keys() != self.present.keys()
         gone = set(self.present) - set(present)
         self.present, self.owners = present, owners
-        if gone:
-            self._forget_seeks_of(gone)
+        if time.monotonic() < self._unseen_until:
+            # Redis came back without the presence keys: the nodes missing now may only
+            # not have beaten yet (their seeks, posted again, would be deleted).
+            self._unseen |= gone
+        else:
+            gone |= self._unseen - set(present)
+            self._unseen = set()
+            if gone:
+                self._forget_seeks_of(gone)
         if changed:
             self._map_changed.set()
             self._map_changed = asyncio.Event()
@@ -481,6 +521,7 @@ class Cluster:
                 reraise_cancel(exc)
                 log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
+            self._index_plies()
             now = time.monotonic()
             if now - self._open_refreshed >= OPEN_TTL_S / 3:
                 self._open_refreshed = now
@@ -492,12 +533,14 @@ class Cluster:
                     self._recover(game_id)
 
     def _owners_changed(self) -> None:
-        """Forwards waiting on a node that no longer owns their game are sent again; games
-        whose owner changed are caught up (what the old one committed last, the new
-        one's restore)."""
+        """Forwards waiting on a node that died, or whose game another node owns now, are
+        sent again; not while the game has no owner (its owner may be draining, still
+        serving it: sent again, it would be applied twice, or refused after it was
+        applied). Games whose owner changed are caught up (what the old one committed
+        last, the new one's restore)."""
         for future, target, game_id in list(self._pending.values()):
             if not future.done() and (
-                target not in self.present or self.owner_of(game_id) != target
+                target not in self.present or self.owner_of(game_id) not in (None, target)
             ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
@@ -753,6 +796,7 @@ class Cluster:
             if payload.get("from") != self.node:
                 self._lobby(payload)
         elif kind == "reconnected":
+            self._unseen_until = time.monotonic() + self.presence_ttl_s
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
             self.server._spawn(self._repost_seeks())
@@ -1082,12 +1126,47 @@ class Cluster:
         of live games, and in every node's lobby; out of the index of open games."""
         if live:
             data = {"rank": list(game_rank(session)), "summary": session.summary()}
+            self._indexed_ply[session.id] = session.state.ply()
             self.server._spawn(self._index_game(session.id, pack(data)))
             message = {"op": "game+", "id": session.id, "data": data, "from": self.node}
         else:
+            self._indexed_ply.pop(session.id, None)
             self.server._spawn(self._index_game(session.id, None))
             message = {"op": "game-", "id": session.id, "from": self.node}
         self._publish(self.bus.lobby_channel, message)
+
+    def _index_plies(self) -> None:
+        """Every heartbeat, not every move: this node's live games whose ply moved since
+        their entry was written get a new summary, in the index (a script run) and in
+        every node's lobby (a message) per PLIES_BATCH games, without a lobby event (as on
+        one node, a game's moves change only its summary)."""
+        changed: dict[str, dict[str, Any]] = {}
+        for game_id, ply in list(self._indexed_ply.items()):
+            session = self.server.games.get(game_id)
+            if session is None or session.status != "live":  # handed over, or ended
+                del self._indexed_ply[game_id]
+            elif session.state.ply() != ply:
+                self._indexed_ply[game_id] = session.state.ply()
+                changed[game_id] = {"rank": list(game_rank(session)), "summary": session.summary()}
+                if len(changed) == PLIES_BATCH:
+                    self._send_plies(changed)
+                    changed = {}
+        if changed:
+            self._send_plies(changed)
+
+    def _send_plies(self, changed: dict[str, dict[str, Any]]) -> None:
+        self.server._spawn(self._write_plies(changed))
+        self._publish(self.bus.lobby_channel, {"op": "games~", "games": changed, "from": self.node})
+
+    async def _write_plies(self, changed: dict[str, dict[str, Any]]) -> None:
+        script = self._reindex
+        if script is None:
+            script = self._reindex = self.bus.client.register_script(_REINDEX)
+        entries = [x for game_id, data in changed.items() for x in (game_id, pack(data))]
+        try:
+            await script(keys=[self._live_key], args=entries)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot index %d games' plies (%s)", len(changed), exc)
 
     def open_listed(self, session: GameSession) -> None:
         """A public game of this node waits for its opponent (created, or restored): in
@@ -1145,6 +1224,10 @@ class Cluster:
             self._list_remote(payload["id"], payload["data"])
         elif op == "game-":
             self._list_remote(payload["id"], None)
+        elif op == "games~":  # their plies moved: only their summaries change
+            for game_id, data in payload["games"].items():
+                if game_id in self.listed:
+                    self.listed[game_id] = (tuple(data["rank"]), data["summary"])
         elif op == "add":
             self._add_seek(payload["seek"])
         elif payload.get("op") == "remove":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import engine
-from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, encode
+from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, decode_server, encode
 from server.clock import FIRST_MOVE_S, GameClock, Now, TimeControl
 from server.errors import (
     BadRequest,
@@ -355,6 +355,44 @@ class GameSession:
         end = self._finish(RESULTS[winner], "line" if winner is not None else "draw", now)
         # The move and the end commit in one transaction (the move's row carries the end).
         return [self._emit(moved, move=row, end=end), self._ended(end, now)]
+
+    def sent_again(self, seat: int, action: int, ply: int) -> bool:
+        """``seat`` played ``action`` at ``ply`` already: a move sent again (its reply lost
+        with a connection or a node, PROTOCOL.md), acknowledged again, never applied twice."""
+        history = self.state.history()
+        if not 0 <= ply < len(history) or history[ply] != action:
+            return False
+        return engine.replay(self.game, history[:ply], trusted=True).current_player() == seat
+
+    def moved_event(self, ply: int, stored: list[MoveRow] | None = None) -> bytes | None:
+        """The ``moved`` event of ``ply`` (a frame without ``rid``): from the log, else
+        from the ``stored`` moves (a restored game keeps no log); None if in neither."""
+        for _, frame in reversed(self.log):
+            message = decode_server(frame)
+            if type(message) is Moved and message.ply == ply:
+                return frame
+        if stored is None or len(stored) <= ply:
+            return None
+        move = stored[ply]
+        if ply + 1 < len(stored):
+            to_move = stored[ply + 1].seat
+        elif self.state.is_terminal():
+            to_move = engine.TERMINAL
+        else:
+            to_move = self.state.current_player()
+        return encode(
+            Moved(
+                game_id=self.id,
+                seq=move.seq,
+                ply=ply,
+                seat=move.seat,
+                action=move.action,
+                to_move=to_move,
+                at=move.at,
+                stats=move.stats,
+                clocks=move.clocks,
+            )
+        )
 
     # --- endings ---------------------------------------------------------------------
 

@@ -25,9 +25,18 @@ from protocol import (
     Unwatch,
     Watch,
     encode,
+    with_rid,
 )
 from server.connection import Connection
-from server.errors import LimitExceeded, NotAllowed, SeatTaken, UnknownGame
+from server.errors import (
+    GameOver,
+    LimitExceeded,
+    NotAllowed,
+    NotYourTurn,
+    SeatTaken,
+    StaleMove,
+    UnknownGame,
+)
 from server.game_events import GameEvents
 from server.hub import UNFINISHED
 from server.rows import GameRecord
@@ -88,9 +97,33 @@ class GameRequests(GameEvents):
     async def on_move(self, connection: Connection, request: Move) -> None:
         session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
-            emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
+            try:
+                emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
+            except (NotYourTurn, StaleMove, GameOver):
+                if not await self._acknowledge_again(connection, session, seat, request):
+                    raise
+                return
             await self._commit(session, emitted, connection, request.rid)
         self._maybe_ai_turn(session)
+
+    async def _acknowledge_again(
+        self, connection: Connection, session: GameSession, seat: int, request: Move
+    ) -> bool:
+        """A move sent again with its ``ply`` (its acknowledgement lost with a connection,
+        or a node: a cluster's node sends a forwarded request again to a game's new owner)
+        gets its acknowledgement again, the ``moved`` event with this request's ``rid``;
+        False if it is not one (the refusal stands)."""
+        ply = request.ply
+        if ply is None or not session.sent_again(seat, request.action, ply):
+            return False
+        frame = session.moved_event(ply)
+        if frame is None:  # a restored game keeps no event log: its stored move
+            record = await self.store.get_game(session.id)
+            frame = session.moved_event(ply, None if record is None else record.moves)
+        if frame is None:
+            return False
+        connection.post(with_rid(frame, request.rid))
+        return True
 
     async def on_resign(self, connection: Connection, request: Resign) -> None:
         session, seat = self._seat_request(connection, request.game_id, request.token)

@@ -6,9 +6,12 @@ restarted, PostgreSQL connections cut."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import signal
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import asyncpg
@@ -18,16 +21,22 @@ from redis.exceptions import RedisError
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
+    PROTOCOL_VERSION,
     Abort,
     AcceptSeek,
     CreateGame,
+    Ended,
+    Error,
+    Hello,
     JoinGame,
     ListGames,
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
+    Message,
     Move,
     Moved,
+    Ping,
     QuickPair,
     Resign,
     Resume,
@@ -37,9 +46,11 @@ from protocol import (
     SeekPosted,
     Snapshot,
     Watch,
+    Welcome,
 )
-from tests.server.cluster_nodes import Cluster, cluster_of
-from tests.server.conftest import next_event
+from server.bus import unpack
+from tests.server.cluster_nodes import Cluster, Node, cluster_of
+from tests.server.conftest import RawClient, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
@@ -159,6 +170,52 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     assert await survivor.stop() == 0
 
 
+async def test_a_spectator_on_a_third_node_follows_the_game_through_a_failover(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """eve watches from node c a game owned by node a between players on a and b; a is
+    killed: eve gets what it missed (b restored the game: a snapshot), then every move
+    played at b, once and in order, and the lobby on c lists the game with its ply."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b, c = [await cluster.start(name) for name in "abc"]
+        await cluster.wait_balanced()
+        ada, bo = await a.connect("ada"), await b.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        joined = await bo.request(JoinGame, game_id=created.game_id)
+        game_id = created.game_id
+        assert await cluster.owner_of(game_id) == a.name
+        eve = await c.connect("eve")
+        watched = await eve.request(Watch, game_id=game_id)
+        assert isinstance(watched, Snapshot) and watched.status == "live"
+        players = [(ada, created.token), (bo, joined.token)]
+        for ply, action in enumerate(LONG_GAME[:3]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            assert (await _heard(eve, ply)).action == action
+        a.kill()
+        await a.process.wait()
+        owner = await cluster.wait_owned(game_id, {b.name, c.name})
+        node = b if owner == b.name else c
+        back = await node.connect("ada", session=ada.session)
+        resumed = await back.request(Resume, game_id=game_id, since=ada.last_seq[game_id])
+        assert isinstance(resumed, Resumed) and resumed.token is not None
+        players[0] = (back, resumed.token)
+        for ply, action in enumerate(LONG_GAME[3:7], start=3):
+            mover, token = players[ply % 2]
+            await _play_retrying(mover, token, game_id, action)
+            assert (await _heard(eve, ply)).action == action  # after the snapshot, if any
+        give_up = asyncio.get_running_loop().time() + 10
+        while True:
+            listed = await eve.request(ListGames, status="live")
+            plies = [g["ply"] for g in listed.games if g["game_id"] == game_id]
+            if plies == [7]:
+                break
+            assert asyncio.get_running_loop().time() < give_up, plies
+            await asyncio.sleep(0.05)
+        for client in (ada, bo, back, eve):
+            await client.close()
+
+
 @pytest.mark.parametrize("replaced", [False, True], ids=["survivor", "replaced"])
 async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_on(
     two_nodes: Cluster, pg_schema: str, replaced: bool
@@ -196,6 +253,61 @@ async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_o
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME
     for client in (ada, bo):
         await client.close()
+
+
+async def _raw_back(node: Node, session: str | None) -> RawClient:
+    """A client back with its session on ``node``, speaking frames (it picks its rids)."""
+    client = await RawClient.connect(node.url, hello=False)
+    await client.send_message(Hello(rid=1, version=PROTOCOL_VERSION, session=session))
+    assert isinstance(await client.receive(), Welcome)
+    return client
+
+
+async def _reply(client: RawClient, rid: int) -> Message:
+    """The frame answering ``rid`` (the game's events before it skipped)."""
+    while True:
+        message = await client.receive()
+        if getattr(message, "rid", None) == rid:
+            return message
+
+
+async def test_a_move_sent_again_through_another_node_is_acknowledged_again(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """bo's move is committed but its acknowledgement lost with its connection; bo comes
+    back on the other node (its requests forwarded to the game's owner) and sends the
+    move again, with its rid and ply, as a client does that never saw the reply: the same
+    acknowledgement (the move's ``moved``, with the new copy's rid), before and after the
+    opponent's reply, and after a failover (from the stored move), and the move stored once.
+    A different move at that ply is refused."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")  # both on the owner
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await two_nodes.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    first = await _play(bo, joined.token, game_id, LONG_GAME[1])
+    await bo.close()  # as if the acknowledgement had been lost with the connection
+    back = await _raw_back(b, bo.session)
+    again = Move(rid=7, game_id=game_id, token=joined.token, action=LONG_GAME[1], ply=1)
+    await back.send_message(again)
+    reply = await _reply(back, 7)
+    assert reply == replace(first, rid=7), reply  # not not_your_turn
+    await _play(ada, created.token, game_id, LONG_GAME[2])
+    await back.send_message(replace(again, rid=8))
+    assert await _reply(back, 8) == replace(first, rid=8)  # not stale_move
+    await back.send_message(replace(again, rid=9, action=LONG_GAME[3]))
+    refused = await _reply(back, 9)
+    assert isinstance(refused, Error) and refused.code == "stale_move", refused
+    # The owner dies: b restores the game (no event log) and acknowledges from the record.
+    a.kill()
+    await two_nodes.wait_owned(game_id, {b.name})
+    await back.send_message(replace(again, rid=10))
+    assert await _reply(back, 10) == replace(first, rid=10)
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
+    await back.close()
+    await ada.close()
 
 
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
@@ -357,6 +469,48 @@ async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: C
         await client.close()
 
 
+async def test_a_game_listed_on_another_node_shows_its_current_ply(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """The summary of a live game owned elsewhere (``list``, the lobby, the live games'
+    index) follows its moves, as the owner's own does, not its start (ply 0)."""
+    first, second = two_nodes.nodes
+    ada, bo = await first.connect("ada"), await first.connect("bo")  # both on node a
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    players = [(ada, created.token), (bo, joined.token)]
+    for ply, action in enumerate(LONG_GAME[:3]):
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, action)
+    cy = await second.connect("cy")
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while True:  # the owner updates the summaries of its games every heartbeat (0.5 s)
+        listed = await cy.request(ListGames, status="live")
+        plies = [g["ply"] for g in listed.games if g["game_id"] == game_id]
+        if plies == [3]:
+            break
+        assert loop.time() < give_up, f"game {game_id} listed on node b with plies {plies}"
+        await asyncio.sleep(0.05)
+    state = await cy.request(LobbySubscribe)
+    assert isinstance(state, LobbyState)
+    assert [(g["game_id"], g["ply"]) for g in state.games] == [(game_id, 3)]
+    redis = aioredis.from_url(REDIS_URL)
+    try:  # and in the index, for the nodes to come
+        while True:
+            entry = await redis.hget(f"{redis_prefix}:live", game_id)
+            assert isinstance(entry, bytes), entry
+            if unpack(entry)["summary"]["ply"] == 3:
+                break
+            assert loop.time() < give_up, f"game {game_id} indexed at ply {unpack(entry)}"
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    for client in (ada, bo, cy):
+        await client.close()
+
+
 async def test_an_ended_games_index_entry_left_by_a_dead_owner_is_swept(
     two_nodes: Cluster, redis_prefix: str
 ) -> None:
@@ -451,6 +605,32 @@ async def test_two_accepters_on_two_nodes_race_for_one_seek(
             await client.close()
 
 
+async def test_the_seeks_of_a_killed_node_leave_the_other_nodes_lobbies(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    await bo.request(LobbySubscribe)
+    posted = await ada.request(Seek, game="tictactoe")
+    await _sees_seek(bo, posted.seek_id)
+    a.kill()
+    while True:  # once a's presence expired (presence_ttl_s)
+        event = await asyncio.wait_for(bo.lobby_events.get(), 10)
+        if isinstance(event, LobbyEvent) and event.kind == "seek_removed":
+            assert event.seek_id == posted.seek_id
+            break
+    redis = aioredis.from_url(REDIS_URL)
+    try:  # and out of the cluster's seeks
+        give_up = asyncio.get_running_loop().time() + 10
+        while await redis.hexists(f"{redis_prefix}:seeks", posted.seek_id):
+            assert asyncio.get_running_loop().time() < give_up, "the seek stayed in Redis"
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    for client in (ada, bo):
+        await client.close()
+
+
 async def _seated(client: ServerConnection) -> Seated:
     """The ``seated`` a client gets without asking (its seek accepted)."""
     while True:
@@ -486,61 +666,85 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass
+class OwnRedis:
+    """A redis-server of the test's own, on a free port, to stop and start again."""
+
+    directory: Path
+    port: int = field(default_factory=lambda: _free_port())
+    process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.process = await _redis_server(self.port, self.directory)
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def _cluster_on_own_redis(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> AsyncIterator[tuple[Cluster, OwnRedis]]:
+    """A cluster (no node started yet) whose bus is a redis-server of the test's own."""
+    if shutil.which("redis-server") is None:
+        pytest.skip(REDIS_SERVER_HINT)
+    redis = OwnRedis(tmp_path)
+    await redis.start()
+    try:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            cluster.bus = f"redis://127.0.0.1:{redis.port}/0"
+            yield cluster, redis
+    finally:
+        await redis.stop()
+
+
 async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip(REDIS_SERVER_HINT)
-    port = _free_port()
-    redis = await _redis_server(port, tmp_path)
-    try:
-        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
-            cluster.bus = f"redis://127.0.0.1:{port}/0"
-            await cluster.start_pair()
-            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
-            players = [(ada, ada_token), (bo, bo_token)]
-            owner = await cluster.owner_of(game_id)
-            local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
-            ply = 0
-            while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
-                mover, token = players[ply % 2]
-                await _play(mover, token, game_id, LONG_GAME[ply])
-                ply += 1
-            await _heard(players[1 - local][0], ply - 1)
-            # A seek of ada's, in both nodes' lobbies (and in the Redis about to be lost).
-            await bo.request(LobbySubscribe)
-            posted = await ada.request(Seek, game="tictactoe")
-            await _sees_seek(bo, posted.seek_id)
-            redis.kill()
-            await redis.wait()
-            # Redis is down: the owner's player moves (stored, acknowledged, not published).
-            mover, token = players[local]
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        await cluster.start_pair()
+        ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+        players = [(ada, ada_token), (bo, bo_token)]
+        owner = await cluster.owner_of(game_id)
+        local = 0 if owner == cluster.nodes[0].name else 1  # the seat on the owner node
+        ply = 0
+        while ply % 2 != local or ply < 2:  # a few moves, then the local player's turn
+            mover, token = players[ply % 2]
             await _play(mover, token, game_id, LONG_GAME[ply])
-            redis = await _redis_server(port, tmp_path)
-            # Back: the other node asks the owner for what it missed, by seq.
-            other, other_token = players[1 - local]
-            heard = await _heard(other, ply)
-            assert heard.action == LONG_GAME[ply]
-            # And the game goes on across the nodes.
-            await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
-            await _heard(mover, ply + 1)
-            assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
-            # The new Redis started empty: ada's node posted the seek again, and bo takes it.
-            client = aioredis.Redis(host="127.0.0.1", port=port)
-            try:
-                give_up = asyncio.get_running_loop().time() + 10
-                while not await client.hexists(f"{redis_prefix}:seeks", posted.seek_id):
-                    assert asyncio.get_running_loop().time() < give_up, "seek not posted again"
-                    await asyncio.sleep(0.02)
-            finally:
-                await client.aclose()
-            seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
-            assert isinstance(seated, Seated)
-            await ada.close()
-            await bo.close()
-    finally:
-        redis.kill()
-        await redis.wait()
+            ply += 1
+        await _heard(players[1 - local][0], ply - 1)
+        # A seek of ada's, in both nodes' lobbies (and in the Redis about to be lost).
+        await bo.request(LobbySubscribe)
+        posted = await ada.request(Seek, game="tictactoe")
+        await _sees_seek(bo, posted.seek_id)
+        await redis.stop()
+        # Redis is down: the owner's player moves (stored, acknowledged, not published).
+        mover, token = players[local]
+        await _play(mover, token, game_id, LONG_GAME[ply])
+        await redis.start()
+        # Back: the other node asks the owner for what it missed, by seq.
+        other, other_token = players[1 - local]
+        heard = await _heard(other, ply)
+        assert heard.action == LONG_GAME[ply]
+        # And the game goes on across the nodes.
+        await _play_retrying(other, other_token, game_id, LONG_GAME[ply + 1])
+        await _heard(mover, ply + 1)
+        assert await _stored_moves(pg_schema, game_id) == LONG_GAME[: ply + 2]
+        # The new Redis started empty: ada's node posted the seek again, and bo takes it.
+        client = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            give_up = asyncio.get_running_loop().time() + 10
+            while not await client.hexists(f"{redis_prefix}:seeks", posted.seek_id):
+                assert asyncio.get_running_loop().time() < give_up, "seek not posted again"
+                await asyncio.sleep(0.02)
+        finally:
+            await client.aclose()
+        seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+        assert isinstance(seated, Seated)
+        await ada.close()
+        await bo.close()
 
 
 async def _play_retrying(
@@ -633,6 +837,94 @@ async def test_a_draining_node_hands_its_games_over_and_says_reconnect(
         await client.close()
 
 
+async def test_a_forwarded_request_in_flight_when_its_owner_drains_is_answered_once(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """bo's resignation, forwarded to the game's owner, is being committed there (its write
+    held up by a lock the test holds) when the owner gets SIGTERM: the drain waits for it
+    longer than a node's presence lasts without heartbeats (presence_ttl_s, 2 s). bo gets
+    the ``ended`` it asked for, and nothing else: its node does not send the request again
+    to the game's next owner (that copy was answered ``unknown_game``). A second SIGTERM
+    meanwhile changes nothing (it logged a traceback)."""
+    cluster = two_nodes
+    a, b = cluster.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await cluster.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute("LOCK TABLE games IN ACCESS EXCLUSIVE MODE")
+        resign = asyncio.create_task(bo.request(Resign, game_id=game_id, token=joined.token))
+        await _until_waiting_on_a_lock(blocker, f"noughts {a.name}")
+        a.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(3.0)  # longer than presence_ttl_s
+        assert not resign.done(), resign
+        a.process.send_signal(signal.SIGTERM)  # an impatient operator: the drain goes on
+        await holding.rollback()
+    finally:
+        await blocker.close()
+    ended = await asyncio.wait_for(resign, 20)
+    assert isinstance(ended, Ended) and ended.reason == "resign", ended
+    await bo.request(Ping)  # answered after whatever bo's node still did for the resignation
+    assert bo.errors.empty(), bo.errors.get_nowait()
+    assert await asyncio.wait_for(a.process.wait(), 30) == 0
+    assert "Traceback" not in a.log.read_text()
+    for client in (ada, bo):
+        await client.close()
+
+
+async def test_a_drain_cut_while_a_commit_hangs_stops_the_nodes_heartbeats(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A drain cut at --drain-timeout-s while a move's commit hangs (a lock the test holds):
+    the node exits 0, its heartbeats stop with it (none tried on a closed bus)."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--drain-timeout-s", "1")
+        await cluster.wait_balanced()
+        ada, bo = await node.connect("ada"), await node.connect("bo")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        await bo.request(JoinGame, game_id=created.game_id)
+        blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+        try:
+            holding = blocker.transaction()
+            await holding.start()
+            await blocker.execute("LOCK TABLE moves IN ACCESS EXCLUSIVE MODE")
+            move = asyncio.create_task(
+                ada.request(Move, game_id=created.game_id, token=created.token, action=0)
+            )
+            await _until_waiting_on_a_lock(blocker, f"noughts {node.name}")
+            node.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(4.0)  # the cut (1 s), then a few heartbeats' time
+            await holding.rollback()
+        finally:
+            await blocker.close()
+        assert await node.stop() == 0
+        log = node.log.read_text()
+        assert "the drain took over 1 s" in log
+        assert "heartbeat failed" not in log, log[-3000:]
+        move.cancel()
+        for client in (ada, bo):
+            await client.close()
+
+
+async def _until_waiting_on_a_lock(conn: asyncpg.Connection, application: str) -> None:
+    """Until a query of ``application`` waits on a lock (the test's)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while not await conn.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+        "AND wait_event_type = 'Lock'",
+        application,
+    ):
+        assert loop.time() < give_up, f"no query of {application} waits on the lock"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_stopping_node_cuts_its_drain_at_its_bound(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -655,18 +947,50 @@ async def test_a_node_is_ready_when_its_bus_and_locks_answer(
     async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
         node = await cluster.start("a", "--admin-port", "0")
         await cluster.wait_balanced()
-        port = None
-        while port is None:  # the log line naming the admin port comes after the address
-            for line in node.log.read_text().splitlines():
-                if "admin endpoints on http://" in line:
-                    port = int(line.rsplit(":", 1)[1].split("/")[0])
-            if port is None:
-                await asyncio.sleep(0.05)
+        port = await _admin_port(node)
         ready = await _http_get(port, "/readyz")
         assert ready.startswith("HTTP/1.1 200") and "bus: ok" in ready, ready
         metrics = await _http_get(port, "/metrics")
         assert "noughts_cluster_shards 64.0" in metrics and "noughts_cluster_nodes" in metrics
         assert await node.stop() == 0
+
+
+async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """/readyz answers 503 naming the bus while the node's Redis is down (a load balancer
+    then sends no new clients there), within its own time bound, and 200 once it is back."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        node = await cluster.start("a", "--admin-port", "0")
+        await cluster.wait_balanced()
+        admin = await _admin_port(node)
+        assert (await _http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
+        await redis.stop()
+        ready = await _until_http(admin, "/readyz", "HTTP/1.1 503")
+        assert "bus: " in ready and "bus: ok" not in ready, ready
+        await redis.start()
+        ready = await _until_http(admin, "/readyz", "HTTP/1.1 200")
+        assert "bus: ok" in ready, ready
+        assert await node.stop() == 0
+
+
+async def _admin_port(node: Node) -> int:
+    """The node's admin port, from the log line naming it (after the address)."""
+    while True:
+        for line in node.log.read_text().splitlines():
+            if "admin endpoints on http://" in line:
+                return int(line.rsplit(":", 1)[1].split("/")[0])
+        await asyncio.sleep(0.05)
+
+
+async def _until_http(port: int, path: str, status: str) -> str:
+    """GET ``path`` until its answer starts with ``status`` (20 s at most); the answer."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 20
+    while not (answer := await _http_get(port, path)).startswith(status):
+        assert loop.time() < give_up, answer
+        await asyncio.sleep(0.1)
+    return answer
 
 
 async def _http_get(port: int, path: str) -> str:

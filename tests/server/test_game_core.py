@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 
-from protocol import encode
+from protocol import Moved, decode_server, encode
 from server.clock import Now, TimeControl
 from server.errors import GameError
+from server.rows import MoveRow
 from server.session import Emitted, EventLimits, GameSession, Player
 
 EPOCH = 1_800_000_000.0
@@ -228,6 +229,37 @@ def test_a_line_wins_and_then_nothing_moves() -> None:
         draw 1 offer ! game_over
         """
     )
+
+
+def test_a_move_sent_again_is_found_with_its_event_in_the_log_or_the_store() -> None:
+    """``sent_again``: the seat's own move at that ply, the same action (a reply lost);
+    ``moved_event`` gives its event, from the log or, for a restored game, its stored row."""
+    transcript = run(
+        HUMANS.format(game="tictactoe")
+        + """
+        play 0 4 -> moved seq=2 ply=0
+        play 1 0 -> moved seq=3 ply=1
+        play 0 8 -> moved seq=4 ply=2
+        """
+    )
+    game = transcript.session
+    assert game.sent_again(0, 4, 0) and game.sent_again(1, 0, 1) and game.sent_again(0, 8, 2)
+    assert not game.sent_again(1, 4, 0)  # not this seat's move
+    assert not game.sent_again(0, 2, 0)  # another action at that ply
+    assert not game.sent_again(1, 2, 3)  # not played yet
+    logged = game.moved_event(1)
+    assert logged is not None and decode_server(logged) == Moved(
+        game_id=game.id, seq=3, ply=1, seat=1, action=0, to_move=0, at=EPOCH
+    )
+    rows = [
+        MoveRow(game.id, ply, 2 + ply, ply % 2, action, EPOCH)
+        for ply, action in enumerate([4, 0, 8])
+    ]
+    game.log = []  # as restored
+    assert game.moved_event(1) is None
+    assert game.moved_event(1, rows) == logged
+    last = game.moved_event(2, rows)
+    assert last is not None and decode_server(last).to_move == 1
 
 
 def test_a_full_board_without_a_line_is_a_draw() -> None:
