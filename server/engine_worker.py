@@ -56,10 +56,13 @@ class Worker:
         self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
         self.due = 0.0  # (monotonic) when the next heartbeat and reclaim are due
 
-    def heartbeat(self, extra_s: float = 0.0) -> None:
-        """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget)."""
+    def heartbeat(self, extra_s: float = 0.0, pipe: Any = None) -> None:
+        """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget),
+        now or as part of ``pipe``, a pipeline about to be executed."""
         lifetime_s = 2 * self.heartbeat_s + extra_s
-        self.client.set(worker_key(self.prefix, self.name), b"1", px=int(lifetime_s * 1000))
+        (pipe or self.client).set(
+            worker_key(self.prefix, self.name), b"1", px=int(lifetime_s * 1000)
+        )
         self.alive_until = time.monotonic() + lifetime_s
 
     def ensure_group(self) -> None:
@@ -107,7 +110,6 @@ class Worker:
         costs two round trips to Redis: read it; answer, acknowledge and delete it in one);
         then wait for a job until the next heartbeat is due, and run it."""
         if time.monotonic() >= self.due:
-            self.heartbeat()
             self.reclaim()
             self.due = time.monotonic() + self.heartbeat_s / 2
         entries: Any = self.client.xreadgroup(
@@ -122,14 +124,24 @@ class Worker:
                 self.handle(entry_id, fields, spent_ms=0.0)
 
     def reclaim(self) -> None:
-        """Take over the pending jobs of consumers whose heartbeat has expired."""
-        pending: Any = self.client.xpending_range(
-            jobs_key(self.prefix), GROUP, min="-", max="+", count=100
-        )
-        for item in pending:
-            owner = item["consumer"].decode()
-            if owner == self.name or self.client.exists(worker_key(self.prefix, owner)):
+        """Renew this worker's heartbeat and take over the pending jobs of consumers whose
+        heartbeat has expired: one round trip to Redis (two if other consumers have jobs
+        pending), so that a job arriving meanwhile waits little."""
+        beat = self.client.pipeline(transaction=False)
+        self.heartbeat(pipe=beat)
+        beat.xpending_range(jobs_key(self.prefix), GROUP, min="-", max="+", count=100)
+        pending: Any = beat.execute()[-1]
+        others = [item for item in pending if item["consumer"].decode() != self.name]
+        if not others:
+            return
+        check = self.client.pipeline(transaction=False)
+        for item in others:
+            check.exists(worker_key(self.prefix, item["consumer"].decode()))
+        alive = check.execute()
+        for item, owner_alive in zip(others, alive, strict=True):
+            if owner_alive:
                 continue
+            owner = item["consumer"].decode()
             claimed: Any = self.client.xclaim(
                 jobs_key(self.prefix),
                 GROUP,
