@@ -55,6 +55,8 @@ class Worker:
         self.searcher = Searcher()
         self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
         self.due = 0.0  # (monotonic) when the next heartbeat and reclaim are due
+        # Answers not yet sent: each goes with the read of the next job (``step``).
+        self.answers: Any = self.client.pipeline(transaction=False)
 
     def heartbeat(self, extra_s: float = 0.0, pipe: Any = None) -> None:
         """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget),
@@ -103,22 +105,28 @@ class Worker:
                 time.sleep(pause)
                 self.due = 0.0
         with contextlib.suppress(redis.RedisError):
+            self.answers.execute()  # stopped during a search: its answer
             self.client.delete(worker_key(self.prefix, self.name))
 
     def step(self) -> None:
-        """Heartbeat and reclaim when due (every half heartbeat, not around every job: a job
-        costs two round trips to Redis: read it; answer, acknowledge and delete it in one);
-        then wait for a job until the next heartbeat is due, and run it."""
+        """Heartbeat and reclaim when due (every half heartbeat, not around every job); then
+        wait for a job until the next heartbeat is due, and run it. A job costs one round
+        trip to Redis: the answer to the last one (written, acknowledged and deleted, in
+        that order) goes in one pipeline with the blocking read of the next, so a worker
+        that has just searched is woken once, by its next job, not first by the reply to
+        its answer (on a busy machine each wake-up of a process that has used its share of
+        the CPU may wait milliseconds for it)."""
         if time.monotonic() >= self.due:
             self.reclaim()
             self.due = time.monotonic() + self.heartbeat_s / 2
-        entries: Any = self.client.xreadgroup(
+        self.answers.xreadgroup(
             GROUP,
             self.name,
             {jobs_key(self.prefix): ">"},
             count=1,
             block=max(1, int((self.due - time.monotonic()) * 1000)),
         )
+        entries: Any = self.answers.execute()[-1]
         for _, messages in entries or []:
             for entry_id, fields in messages:
                 self.handle(entry_id, fields, spent_ms=0.0)
@@ -153,6 +161,7 @@ class Worker:
                 if fields:
                     log.warning("re-running job %s of dead worker %s", entry_id, owner)
                     self.handle(entry_id, fields, spent_ms=float(item["time_since_delivered"]))
+                    self.answers.execute()
 
     def handle(self, entry_id: bytes, fields: dict[bytes, bytes], spent_ms: float) -> None:
         request = decode_request(fields[b"request"])
@@ -169,17 +178,16 @@ class Worker:
             reply = {"result": run(self.searcher, retry.for_worker()).to_dict()}
         except Exception as exc:  # reported to the asking node; the worker carries on
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        # One round trip, in this order: the answer is written before the job is acknowledged.
-        answer = self.client.pipeline(transaction=False)
-        answer.xadd(
+        # Queued for the next round trip, in this order: the answer is written before the
+        # job is acknowledged.
+        self.answers.xadd(
             fields[b"reply"],
             {"job": fields[b"job"], "reply": msgpack.packb(reply, use_bin_type=True)},
             maxlen=MAX_REPLIES,
             approximate=True,
         )
-        answer.xack(jobs_key(self.prefix), GROUP, entry_id)
-        answer.xdel(jobs_key(self.prefix), entry_id)
-        answer.execute()
+        self.answers.xack(jobs_key(self.prefix), GROUP, entry_id)
+        self.answers.xdel(jobs_key(self.prefix), entry_id)
         self.jobs_done += 1
 
 
