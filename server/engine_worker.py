@@ -134,8 +134,9 @@ class Worker:
     def reclaim(self) -> None:
         """Renew this worker's heartbeat and take over the pending jobs of consumers whose
         heartbeat has expired: one round trip to Redis (two if other consumers have jobs
-        pending), so that a job arriving meanwhile waits little."""
-        beat = self.client.pipeline(transaction=False)
+        pending), so that a job arriving meanwhile waits little. The answer not yet sent,
+        if any, goes first in it: it does not wait for the re-run of a dead worker's job."""
+        beat = self.answers
         self.heartbeat(pipe=beat)
         beat.xpending_range(jobs_key(self.prefix), GROUP, min="-", max="+", count=100)
         pending: Any = beat.execute()[-1]
