@@ -55,11 +55,16 @@ class Worker:
         self.searcher = Searcher()
         self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
         self.due = 0.0  # (monotonic) when the next heartbeat and reclaim are due
+        # Answers not yet sent: each goes with the read of the next job (``step``).
+        self.answers: Any = self.client.pipeline(transaction=False)
 
-    def heartbeat(self, extra_s: float = 0.0) -> None:
-        """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget)."""
+    def heartbeat(self, extra_s: float = 0.0, pipe: Any = None) -> None:
+        """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget),
+        now or as part of ``pipe``, a pipeline about to be executed."""
         lifetime_s = 2 * self.heartbeat_s + extra_s
-        self.client.set(worker_key(self.prefix, self.name), b"1", px=int(lifetime_s * 1000))
+        (pipe or self.client).set(
+            worker_key(self.prefix, self.name), b"1", px=int(lifetime_s * 1000)
+        )
         self.alive_until = time.monotonic() + lifetime_s
 
     def ensure_group(self) -> None:
@@ -100,36 +105,52 @@ class Worker:
                 time.sleep(pause)
                 self.due = 0.0
         with contextlib.suppress(redis.RedisError):
+            self.answers.execute()  # stopped during a search: its answer
             self.client.delete(worker_key(self.prefix, self.name))
 
     def step(self) -> None:
-        """Heartbeat and reclaim when due (every half heartbeat, not around every job: a job
-        costs two round trips to Redis: read it; answer, acknowledge and delete it in one);
-        then wait for a job until the next heartbeat is due, and run it."""
+        """Heartbeat and reclaim when due (every half heartbeat, not around every job); then
+        wait for a job until the next heartbeat is due, and run it. A job costs one round
+        trip to Redis: the answer to the last one (written, acknowledged and deleted, in
+        that order) goes in one pipeline with the blocking read of the next, so a worker
+        that has just searched is woken once, by its next job, not first by the reply to
+        its answer (on a busy machine each wake-up of a process that has used its share of
+        the CPU may wait milliseconds for it)."""
         if time.monotonic() >= self.due:
-            self.heartbeat()
             self.reclaim()
             self.due = time.monotonic() + self.heartbeat_s / 2
-        entries: Any = self.client.xreadgroup(
+        self.answers.xreadgroup(
             GROUP,
             self.name,
             {jobs_key(self.prefix): ">"},
             count=1,
             block=max(1, int((self.due - time.monotonic()) * 1000)),
         )
+        entries: Any = self.answers.execute()[-1]
         for _, messages in entries or []:
             for entry_id, fields in messages:
                 self.handle(entry_id, fields, spent_ms=0.0)
 
     def reclaim(self) -> None:
-        """Take over the pending jobs of consumers whose heartbeat has expired."""
-        pending: Any = self.client.xpending_range(
-            jobs_key(self.prefix), GROUP, min="-", max="+", count=100
-        )
-        for item in pending:
-            owner = item["consumer"].decode()
-            if owner == self.name or self.client.exists(worker_key(self.prefix, owner)):
+        """Renew this worker's heartbeat and take over the pending jobs of consumers whose
+        heartbeat has expired: one round trip to Redis (two if other consumers have jobs
+        pending), so that a job arriving meanwhile waits little. The answer not yet sent,
+        if any, goes first in it: it does not wait for the re-run of a dead worker's job."""
+        beat = self.answers
+        self.heartbeat(pipe=beat)
+        beat.xpending_range(jobs_key(self.prefix), GROUP, min="-", max="+", count=100)
+        pending: Any = beat.execute()[-1]
+        others = [item for item in pending if item["consumer"].decode() != self.name]
+        if not others:
+            return
+        check = self.client.pipeline(transaction=False)
+        for item in others:
+            check.exists(worker_key(self.prefix, item["consumer"].decode()))
+        alive = check.execute()
+        for item, owner_alive in zip(others, alive, strict=True):
+            if owner_alive:
                 continue
+            owner = item["consumer"].decode()
             claimed: Any = self.client.xclaim(
                 jobs_key(self.prefix),
                 GROUP,
@@ -141,6 +162,7 @@ class Worker:
                 if fields:
                     log.warning("re-running job %s of dead worker %s", entry_id, owner)
                     self.handle(entry_id, fields, spent_ms=float(item["time_since_delivered"]))
+                    self.answers.execute()
 
     def handle(self, entry_id: bytes, fields: dict[bytes, bytes], spent_ms: float) -> None:
         request = decode_request(fields[b"request"])
@@ -157,17 +179,16 @@ class Worker:
             reply = {"result": run(self.searcher, retry.for_worker()).to_dict()}
         except Exception as exc:  # reported to the asking node; the worker carries on
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        # One round trip, in this order: the answer is written before the job is acknowledged.
-        answer = self.client.pipeline(transaction=False)
-        answer.xadd(
+        # Queued for the next round trip, in this order: the answer is written before the
+        # job is acknowledged.
+        self.answers.xadd(
             fields[b"reply"],
             {"job": fields[b"job"], "reply": msgpack.packb(reply, use_bin_type=True)},
             maxlen=MAX_REPLIES,
             approximate=True,
         )
-        answer.xack(jobs_key(self.prefix), GROUP, entry_id)
-        answer.xdel(jobs_key(self.prefix), entry_id)
-        answer.execute()
+        self.answers.xack(jobs_key(self.prefix), GROUP, entry_id)
+        self.answers.xdel(jobs_key(self.prefix), entry_id)
         self.jobs_done += 1
 
 

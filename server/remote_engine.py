@@ -92,14 +92,14 @@ class RemoteEngine:
         self.node = node or secrets.token_hex(6)
         self.replaced = 0
         self._client: aioredis.Redis | None = None
-        self._waiting: dict[str, asyncio.Future[SearchResult]] = {}
-        self._owners: dict[str, str | None] = {}  # job -> the player it runs for
+        self._jobs: dict[str, _Job] = {}  # the jobs whose answer is awaited, by id
         self._reader: asyncio.Task[None] | None = None
+        self._closing = False
         self._alive = 0
 
     @property
     def pending(self) -> int:
-        return len(self._waiting)
+        return len(self._jobs)
 
     @property
     def alive(self) -> int:
@@ -126,15 +126,15 @@ class RemoteEngine:
         return count
 
     async def close(self) -> None:
+        self._closing = True
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
             self._reader = None
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(EngineUnavailable("the engine queue is closed"))
-        self._waiting.clear()
+        for job in self._jobs.values():
+            job.answer(EngineUnavailable("the engine queue is closed"))
+        self._jobs.clear()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -153,7 +153,7 @@ class RemoteEngine:
 
     def searches_of(self, owner: str) -> int:
         """Searches run for ``owner`` that are waiting for their answer."""
-        return sum(1 for o in self._owners.values() if o == owner)
+        return sum(1 for job in self._jobs.values() if job.owner == owner)
 
     async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
         """Queue one search; EngineUnavailable if no worker answers within its budget plus
@@ -166,17 +166,15 @@ class RemoteEngine:
         if self._client is None:
             raise EngineUnavailable("the engine queue is not running")
         client = self._client
-        job = secrets.token_hex(8)
+        job_id = secrets.token_hex(8)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[SearchResult] = loop.create_future()
-        self._waiting[job] = future
-        self._owners[job] = request.owner
+        job = self._jobs[job_id] = _Job(request.owner)
         budget_s = (request.budget_ms or 1000.0) / 1000
         total_s = budget_s + (REPLY_GRACE_S if wait_s is None else wait_s)
         deadline = loop.time() + total_s
         stream = jobs_key(self.prefix)
         fields: dict[Any, Any] = {
-            "job": job,
+            "job": job_id,
             "reply": replies_key(self.prefix, self.node),
             "request": encode_request(request),
         }
@@ -192,22 +190,28 @@ class RemoteEngine:
                 try:
                     if entry is None or not await client.xrange(stream, entry, entry):
                         if entry is not None:
-                            log.warning("engine job %s was lost by the queue: submitting it", job)
+                            log.warning(
+                                "engine job %s was lost by the queue: submitting it", job_id
+                            )
                         entry = await client.xadd(stream, fields)
                 except (RedisError, OSError) as exc:
                     failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
-                with contextlib.suppress(TimeoutError):
-                    return await asyncio.wait_for(asyncio.shield(future), min(wait, left))
+                answer = await job.wait(min(wait, left))
+                if answer is not None:
+                    if isinstance(answer, EngineUnavailable):
+                        raise answer
+                    return answer
                 wait = RESUBMIT_S  # then: is the job still queued or running? every second
         finally:
-            self._waiting.pop(job, None)
-            self._owners.pop(job, None)
+            self._jobs.pop(job_id, None)
 
     async def _read_replies(self) -> None:
         assert self._client is not None
         stream = replies_key(self.prefix, self.node)
         last = "0"  # the stream is this node's own, new with it: read it all
-        while True:
+        # Until closed: redis-py's retry may swallow a cancel that lands in a blocking read
+        # on a connection Redis dropped; the next XREAD then ends the loop within its block.
+        while not self._closing:
             try:
                 replies: Any = await self._client.xread({stream: last}, block=1000, count=100)
             except (RedisError, OSError) as exc:
@@ -219,13 +223,54 @@ class RemoteEngine:
                 for entry_id, fields in entries:
                     last = entry_id
                     self._settle(fields)
+            # Let the searches just answered run on before the next XREAD is written: that
+            # write wakes Redis, which on a busy machine may take this process's core.
+            await asyncio.sleep(0)
 
     def _settle(self, fields: dict[bytes, bytes]) -> None:
-        future = self._waiting.get(fields[b"job"].decode())
-        if future is None or future.done():
-            return  # a late or duplicated answer (a re-run of a job already answered)
+        job = self._jobs.get(fields[b"job"].decode())
+        if job is None:
+            return  # a late answer: its search has given up, or was answered already
         reply = msgpack.unpackb(fields[b"reply"], raw=False)
         if reply.get("error"):
-            future.set_exception(EngineUnavailable(f"search failed: {reply['error']}"))
+            job.answer(EngineUnavailable(f"search failed: {reply['error']}"))
         else:
-            future.set_result(SearchResult.from_dict(reply["result"]))
+            job.answer(SearchResult.from_dict(reply["result"]))
+
+
+class _Job:
+    """A submitted search's answer, and the future its ``search`` sleeps on. The first
+    answer is kept (a re-run of a job already answered answers twice). Waiting costs one
+    wake-up of the search's task: ``wait`` awaits its own future, which an answer or a
+    timer completes (``asyncio.wait_for`` on a shielded future would be three)."""
+
+    __slots__ = ("owner", "result", "_wake")
+
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner  # the player it runs for
+        self.result: SearchResult | EngineUnavailable | None = None
+        self._wake: asyncio.Future[None] | None = None
+
+    def answer(self, result: SearchResult | EngineUnavailable) -> None:
+        if self.result is None:
+            self.result = result
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)
+
+    async def wait(self, timeout_s: float) -> SearchResult | EngineUnavailable | None:
+        """The answer, once there; None if none came within ``timeout_s``."""
+        if self.result is None:
+            loop = asyncio.get_running_loop()
+            wake = self._wake = loop.create_future()
+            timer = loop.call_later(timeout_s, _wake_up, wake)
+            try:
+                await wake
+            finally:
+                timer.cancel()
+                self._wake = None
+        return self.result
+
+
+def _wake_up(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
