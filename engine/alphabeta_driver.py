@@ -139,6 +139,12 @@ def _deepen(
         best_index = AB.root(player, depth, root_moves, root_scores, n, context.game,
                              context.search)  # fmt: skip
         if info[base.STOP] != 0:
+            # A move that beat the first one (the last depth's best) in a full-window search
+            # of this unfinished depth is the better move (as chess engines play it).
+            if best_index > 0 and root_scores[best_index] > -base.INF:
+                best_action = int(root_moves[best_index])
+                best_score = int(root_scores[best_index])
+                root_moves[[0, best_index]] = root_moves[[best_index, 0]]
             break
         best_action = int(root_moves[best_index])
         best_score = int(root_scores[best_index])
@@ -246,6 +252,7 @@ def mnk_alphabeta(
     info = context.info
     info[K.VCF_DEPTH] = 0
     context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)
+    context.t.params[K.P_WIDTH] = options.width
     kernel_deadline = _kernel_deadline(deadline)
     if game.cells <= EXACT_CELLS:
         kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly

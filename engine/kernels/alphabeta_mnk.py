@@ -52,7 +52,7 @@ from engine.kernels.alphabeta_base import (
 )
 
 MAX_PLY = 400
-WIDTH = 12  # moves searched below the root with P_THREATS (the best by static score)
+WIDTH = 12  # moves searched below the root with P_THREATS (AlphaBetaOptions.width's default)
 
 # info[] slots of the m,n,k games (alphabeta_base numbers the shared ones)
 EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
