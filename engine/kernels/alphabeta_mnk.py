@@ -93,9 +93,9 @@ MNKArrays = namedtuple(
 # that move generation and the threat searches read a cell instead of rescanning its
 # windows): the sum of weights[count + 1] of those free of the other player (bits 0-31),
 # how many are two short of k for q and free of the other (a stone of q on c makes a four
-# there; bits 32-39), one short (q wins on c; bits 40-47), and, in X's word only, how many
-# hold no stone (bits 48-55).
-T_FOURS, T_WINS, T_EMPTY = 32, 40, 48
+# there; bits 32-39), one short (q wins on c; bits 40-47), three short (bits 56-62), and,
+# in X's word only, how many hold no stone (bits 48-55).
+T_FOURS, T_WINS, T_EMPTY, T_THREES = 32, 40, 48, 56
 
 
 @kernel
@@ -136,6 +136,8 @@ def _window_tally(own, other, k, weights):
         t += 1 << T_FOURS
     elif own == k - 1:
         t += 1 << T_WINS
+    elif own == k - 3:
+        t += 1 << T_THREES
     return t
 
 
@@ -629,15 +631,9 @@ def _threat_kind(p, c, g, info):
     counts alone) only where there is one."""
     k = g.params[P_K]
     counts, cell_win, cell_win_n = g.counts, g.cell_win, g.cell_win_n
-    three = False
-    for j in range(cell_win_n[c]):
-        w = cell_win[c, j]
-        if counts[w, 1 - p] == 0:
-            if counts[w, p] == k - 2:
-                return 2
-            if counts[w, p] == k - 3:
-                three = True
-    if not three:
+    if _fours_at(p, c, g) > 0:
+        return 2
+    if (g.tally[p, c] >> T_THREES) & 0x7F == 0:
         return 0
     threat = 0
     g.cells[c] = p + 1

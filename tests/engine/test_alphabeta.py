@@ -236,28 +236,29 @@ def _window_order_score(g, t, p: int, c: int) -> int:
     return own
 
 
-def _window_tallies(g, t, k: int) -> list[list[tuple[int, int, int, int]]]:
+def _window_tallies(g, t, k: int) -> list[list[tuple[int, int, int, int, int]]]:
     """Per player and cell, from the windows through it: (sum of weights[count + 1] of those
-    free of the other player, how many are k - 2 and k - 1 for the player and free of the
-    other, how many are empty (X's only))."""
+    free of the other player, how many are k - 2, k - 1 and k - 3 for the player and free of
+    the other, how many are empty (X's only))."""
     out = []
     for q in (0, 1):
         row = []
         for c in range(t.cells):
-            score = fours = wins = empty = 0
+            score = fours = wins = threes = empty = 0
             for w in t.cell_win[c, : t.cell_win_n[c]]:
                 own, other = int(g.counts[w, q]), int(g.counts[w, 1 - q])
                 if other == 0:
                     score += int(t.weights[own + 1])
                     fours += own == k - 2
                     wins += own == k - 1
+                    threes += own == k - 3
                 empty += q == 0 and own + other == 0
-            row.append((score, fours, wins, empty))
+            row.append((score, fours, wins, threes, empty))
         out.append(row)
     return out
 
 
-def _fields(tally) -> list[list[tuple[int, int, int, int]]]:
+def _fields(tally) -> list[list[tuple[int, int, int, int, int]]]:
     """The packed tallies (``alphabeta_mnk.tally``) unpacked."""
     return [
         [
@@ -265,6 +266,7 @@ def _fields(tally) -> list[list[tuple[int, int, int, int]]]:
                 int(v) & 0xFFFFFFFF,
                 (int(v) >> K.T_FOURS) & 0xFF,
                 (int(v) >> K.T_WINS) & 0xFF,
+                (int(v) >> K.T_THREES) & 0x7F,
                 (int(v) >> K.T_EMPTY) & 0xFF,
             )  # fmt: skip
             for v in row
