@@ -149,31 +149,30 @@ def _retally(w, x0, o0, x1, o1, g):
     dx = _window_tally(x1, o1, k, weights) - _window_tally(x0, o0, k, weights)
     dx += ((1 if x1 + o1 == 0 else 0) - (1 if x0 + o0 == 0 else 0)) << T_EMPTY
     do = _window_tally(o1, x1, k, weights) - _window_tally(o0, x0, k, weights)
-    tally = g.tally
-    for t in range(k):
-        e = g.win_cells[w, t]
-        tally[0, e] += dx
-        tally[1, e] += do
+    _add_to_cells(w, dx, do, g)
     return 0
 
 
 @kernel
-def tally_from_scratch(g, tally):
-    """The tallies of ``_retally`` computed from the window counts (the start of a position,
-    and the reference the incremental ones are tested against)."""
+def _add_to_cells(w, dx, do, g):
+    """Add dx to X's and do to O's tally of each cell of window w."""
+    for t in range(g.params[P_K]):
+        e = g.win_cells[w, t]
+        g.tally[0, e] += dx
+        g.tally[1, e] += do
+    return 0
+
+
+@kernel
+def tally_from_scratch(g):
+    """The tallies of ``_retally`` computed from the window counts (a new position)."""
     k = g.params[P_K]
-    tally[:] = 0
+    g.tally[:] = 0
     for w in range(g.win_cells.shape[0]):
         x = g.counts[w, 0]
         o = g.counts[w, 1]
-        tx = _window_tally(x, o, k, g.weights)
-        if x + o == 0:
-            tx += 1 << T_EMPTY
-        to = _window_tally(o, x, k, g.weights)
-        for t in range(k):
-            e = g.win_cells[w, t]
-            tally[0, e] += tx
-            tally[1, e] += to
+        tx = _window_tally(x, o, k, g.weights) + ((1 if x + o == 0 else 0) << T_EMPTY)
+        _add_to_cells(w, tx, _window_tally(o, x, k, g.weights), g)
     return 0
 
 
@@ -999,7 +998,7 @@ class MNKContext:
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
-        tally_from_scratch(g, g.tally)
+        tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)
 
