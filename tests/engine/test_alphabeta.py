@@ -308,3 +308,17 @@ def test_per_cell_window_sums_follow_place_and_remove(m, n, k):
                 assert context.search.scores[0, i] == _window_order_score(g, t, mover, c)
             checked += 1
     assert checked > 100
+
+
+def test_gomoku_depth_one_stops_at_the_deadline():
+    """Every depth of the deepening stops at the deadline, the first included (with a VCF at
+    each leaf, a gomoku depth 1 took seconds of a 200 ms move). On a clock that advances 1 ms
+    a read, the root's threat searches spend a 30 ms budget: depth 1 is cut (it used to run
+    to its end, reading no clock), and the move is still a legal one."""
+    ticks = iter(range(10_000_000))
+    searcher = engine.Searcher(clock=lambda: next(ticks) * 0.001)
+    moves = [174, 52, 50, 84, 80, 124, 55, 56, 64, 172, 54, 79, 123, 48]  # bench/gomoku_nodes
+    state = engine.replay(engine.make_game("gomoku"), moves)
+    result = searcher.search(state, "alphabeta", Budget(time_ms=30), seed=1)
+    assert result.depth == 0
+    assert result.action in state.legal_actions()
