@@ -6,7 +6,10 @@ the number of X and O stones in it. A window holding k stones of one player is a
 or more in a row" needs no special case; the counts also give the line-counting evaluation
 (each window open to one player only scores ``WEIGHT[count]`` for that player)
 incrementally, and the move ordering: a cell scores by the windows it extends and the
-windows it blocks.
+windows it blocks. Each cell keeps, per player, a tally of the windows through it (``tally``:
+their ordering score, and how many make a win, a four, a three there), updated by
+``place``/``remove`` for the cells of the windows a stone changes, so that move generation
+and the threat searches read a cell instead of scanning its windows.
 
 With AlphaBetaOptions.patterns, on boards with k = 5 (gomoku) the evaluation and the move
 ordering read line shapes instead (engine/kernels/patterns.py, as Rapfi and Embryo do):
