@@ -35,7 +35,7 @@ from engine.result import Proof, SearchResult
 TT_BITS_BIG = 20  # 1M entries (32 MB) for boards of more than 49 cells
 TT_BITS_SMALL = 16
 ROOT_VCF_DEPTH = 16  # fours in a row tried at the root (k >= 5)
-LEAF_VCF_DEPTH = 2  # and at the leaves
+LEAF_VCF_DEPTH = 4  # and at the quiet leaves (threat extension in the tree)
 DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
 VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
 VCT_SHARE = 0.2  # of the budget left after the VCF
@@ -125,20 +125,27 @@ def _deepen(
     single_opening: bool,
 ) -> tuple[int, int, int, list[int]]:
     """Iterative deepening over the root moves: (move, score, depth) of the last completed
-    depth, and the root moves in that depth's order (best first). Depth 1 always completes,
-    so there is always a searched move to play."""
+    depth, and the root moves in that depth's order (best first). Every depth, the first
+    included, stops at the deadline (a gomoku depth 1, each leaf with its VCF, can take
+    seconds): then the best move searched so far is played, else the first of ``moves``."""
     info = context.info
     root_moves = np.array(moves, dtype=np.int32)
     root_scores = np.zeros(len(moves), dtype=np.int64)
     n = len(moves)
     best_action, best_score, completed = moves[0], 0, 0
     for depth in range(1, max_depth + 1):
-        context.deadline[base.D_DEADLINE] = kernel_deadline if depth > 1 else 0.0
-        info[base.LIMIT] = (iterations or 0) if depth > 1 else 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
+        info[base.LIMIT] = iterations or 0
         root_scores[:] = -base.INF
         best_index = AB.root(player, depth, root_moves, root_scores, n, context.game,
                              context.search)  # fmt: skip
         if info[base.STOP] != 0:
+            # A move that beat the first one (the last depth's best) in a full-window search
+            # of this unfinished depth is the better move (as chess engines play it).
+            if (best_index > 0 or completed == 0) and root_scores[best_index] > -base.INF:
+                best_action = int(root_moves[best_index])
+                best_score = int(root_scores[best_index])
+                root_moves[[0, best_index]] = root_moves[[best_index, 0]]
             break
         best_action = int(root_moves[best_index])
         best_score = int(root_scores[best_index])
@@ -246,6 +253,7 @@ def mnk_alphabeta(
     info = context.info
     info[K.VCF_DEPTH] = 0
     context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)
+    context.t.params[K.P_WIDTH] = options.width
     kernel_deadline = _kernel_deadline(deadline)
     if game.cells <= EXACT_CELLS:
         kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly

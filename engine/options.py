@@ -169,7 +169,8 @@ class AlphaBetaOptions(Options):
     ordering by line shapes (``patterns``; off: by counts of stones in windows, which
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
     victory by continuous fours and open threes) and a defence against the opponent's
-    (``defence``: the best root move after which the opponent has no VCT is played)."""
+    (``defence``: the best root move after which the opponent has no VCT is played); with
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
@@ -177,10 +178,13 @@ class AlphaBetaOptions(Options):
     patterns: bool = False
     vct: bool = True
     defence: bool = True
+    width: int = 12
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_depth(self.max_depth)
+        if self.width < 1:
+            raise EngineError(f"option width must be at least 1, not {self.width!r}")
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)

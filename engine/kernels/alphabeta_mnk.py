@@ -6,7 +6,10 @@ the number of X and O stones in it. A window holding k stones of one player is a
 or more in a row" needs no special case; the counts also give the line-counting evaluation
 (each window open to one player only scores ``WEIGHT[count]`` for that player)
 incrementally, and the move ordering: a cell scores by the windows it extends and the
-windows it blocks.
+windows it blocks. Each cell keeps, per player, a tally of the windows through it (``tally``:
+their ordering score, and how many make a win, a four, a three there), updated by
+``place``/``remove`` for the cells of the windows a stone changes, so that move generation
+and the threat searches read a cell instead of scanning its windows.
 
 With AlphaBetaOptions.patterns, on boards with k = 5 (gomoku) the evaluation and the move
 ordering read line shapes instead (engine/kernels/patterns.py, as Rapfi and Embryo do):
@@ -52,7 +55,7 @@ from engine.kernels.alphabeta_base import (
 )
 
 MAX_PLY = 400
-WIDTH = 12  # moves searched below the root with P_THREATS (the best by static score)
+WIDTH = 12  # moves searched below the root with P_THREATS (AlphaBetaOptions.width's default)
 
 # info[] slots of the m,n,k games (alphabeta_base numbers the shared ones)
 EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
@@ -85,8 +88,17 @@ MNKArrays = namedtuple(
      "shape_value",  # int64[9]: SHAPE_VALUE
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
-     "mark"],  # uint8[cells]: scratch (``_answers``)
+     "mark",  # uint8[cells]: scratch (``_answers``)
+     "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
 )  # fmt: skip
+
+# tally[q, c] packs, over the windows through cell c (kept up to date by place/remove, so
+# that move generation and the threat searches read a cell instead of rescanning its
+# windows): the sum of weights[count + 1] of those free of the other player (bits 0-31),
+# how many are two short of k for q and free of the other (a stone of q on c makes a four
+# there; bits 32-39), one short (q wins on c; bits 40-47), three short (bits 56-62), and,
+# in X's word only, how many hold no stone (bits 48-55).
+T_FOURS, T_WINS, T_EMPTY, T_THREES = 32, 40, 48, 56
 
 
 @kernel
@@ -115,6 +127,62 @@ def _threat_counts(x, o, info, sign):
             info[FOURS + 1] += sign
         elif o == k - 2:
             info[THREES + 1] += sign
+
+
+@kernel
+def _window_tally(own, other, k, weights):
+    """What one window with ``own`` and ``other`` stones adds to the tally of a player."""
+    if other != 0:
+        return 0
+    t = weights[own + 1]
+    if own == k - 2:
+        t += 1 << T_FOURS
+    elif own == k - 1:
+        t += 1 << T_WINS
+    elif own == k - 3:
+        t += 1 << T_THREES
+    return t
+
+
+@kernel
+def _retally(w, x0, o0, x1, o1, g):
+    """Window w went from (x0, o0) stones of X and O to (x1, o1): update its cells' tallies."""
+    k = g.params[P_K]
+    weights = g.weights
+    dx = _window_tally(x1, o1, k, weights) - _window_tally(x0, o0, k, weights)
+    dx += ((1 if x1 + o1 == 0 else 0) - (1 if x0 + o0 == 0 else 0)) << T_EMPTY
+    do = _window_tally(o1, x1, k, weights) - _window_tally(o0, x0, k, weights)
+    _add_to_cells(w, dx, do, g)
+    return 0
+
+
+@kernel
+def _add_to_cells(w, dx, do, g):
+    """Add dx to X's and do to O's tally of each cell of window w."""
+    for t in range(g.params[P_K]):
+        e = g.win_cells[w, t]
+        g.tally[0, e] += dx
+        g.tally[1, e] += do
+    return 0
+
+
+@kernel
+def tally_from_scratch(g):
+    """The tallies of ``_retally`` computed from the window counts (a new position)."""
+    k = g.params[P_K]
+    g.tally[:] = 0
+    for w in range(g.win_cells.shape[0]):
+        x = g.counts[w, 0]
+        o = g.counts[w, 1]
+        tx = _window_tally(x, o, k, g.weights) + ((1 if x + o == 0 else 0) << T_EMPTY)
+        _add_to_cells(w, tx, _window_tally(o, x, k, g.weights), g)
+    return 0
+
+
+@kernel
+def _fours_at(q, c, g):
+    """How many windows through c a stone of q there makes a four in (``tally``)."""
+    return (g.tally[q, c] >> T_FOURS) & 0xFF
 
 
 @kernel
@@ -170,11 +238,13 @@ def place(c, p, g, info):
         w = g.cell_win[c, j]
         if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-        _threat_counts(counts[w, 0], counts[w, 1], info, -1)
+        x0, o0 = counts[w, 0], counts[w, 1]
+        _threat_counts(x0, o0, info, -1)
         counts[w, p] += 1
         if counts[w, p] == k:
             won = True
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
+        _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
     if pattern:
@@ -200,9 +270,11 @@ def remove(c, p, g, info):
         w = g.cell_win[c, j]
         if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-        _threat_counts(counts[w, 0], counts[w, 1], info, -1)
+        x0, o0 = counts[w, 0], counts[w, 1]
+        _threat_counts(x0, o0, info, -1)
         counts[w, p] -= 1
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
+        _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
     if pattern:
@@ -273,15 +345,6 @@ def generate(p, ply, g, s, tt_move):
     a double four) keeps only the moves that answer it (``_answers``): kind 4; other nodes
     below the root keep their params[P_WIDTH] best moves: kind 5 when that drops some."""
     params = g.params
-    k = params[P_K]
-    board, counts, cell_win, cell_win_n, weights = (
-        g.cells,
-        g.counts,
-        g.cell_win,
-        g.cell_win_n,
-        g.weights,
-    )
-    win_cells = g.win_cells
     moves, scores, killers, history = s.moves, s.scores, s.killers, s.history
     buf = moves[ply]
     n = _candidates(g, buf)
@@ -289,35 +352,24 @@ def generate(p, ply, g, s, tt_move):
     threats = 0
     look = params[P_THREATS] != 0
     pattern = params[P_PATTERN] != 0
+    q = 1 - p
+    tally = g.tally
     open_fours = 0  # candidates where the opponent would get two winning cells
     for i in range(n):
         c = buf[i]
-        own = 0
-        win_q = -1  # a cell where the opponent would win after playing c
-        for j in range(cell_win_n[c]):
-            w = cell_win[c, j]
-            a = counts[w, p]
-            b = counts[w, 1 - p]
-            if b == 0:
-                if a == k - 1:
-                    return n, 1, c
-                own += weights[a + 1]
-            if a == 0:
-                if b == k - 1:
-                    if threat != c:
-                        threats += 1
-                        threat = c
-                elif b == k - 2 and look and win_q != -2:
-                    for t in range(k):  # the window's one other empty cell
-                        e = win_cells[w, t]
-                        if e != c and board[e] == 0:
-                            if win_q == -1:
-                                win_q = e
-                            elif e != win_q:
-                                win_q = -2  # a second winning cell
-                                open_fours += 1
-                            break
-                own += weights[b + 1] >> 1
+        mine = tally[p, c]
+        theirs = tally[q, c]
+        if (mine >> T_WINS) & 0xFF:
+            return n, 1, c
+        if (theirs >> T_WINS) & 0xFF:
+            threats += 1
+            threat = c
+        if look and ((theirs >> T_FOURS) & 0xFF) >= 2 and _winning_cells_after(q, c, g) >= 2:
+            open_fours += 1
+        # The windows c extends (weights[count + 1]) and, at half, those it blocks (the
+        # empty windows count 1 for p, 0 for q: weights[1] = 1, and 1 >> 1 = 0).
+        empty = (tally[0, c] >> T_EMPTY) & 0xFF
+        own = (mine & 0xFFFFFFFF) + (((theirs & 0xFFFFFFFF) - empty) >> 1)
         if pattern:
             own = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
         score = own + history[c]
@@ -390,7 +442,7 @@ def _answers(p, ply, n, g, moves, scores):
     defence[:] = 0
     for i in range(n):
         t = buf[i]
-        if _winning_cells_after(q, t, g) >= 2:
+        if _fours_at(q, t, g) >= 2 and _winning_cells_after(q, t, g) >= 2:
             for j in range(cell_win_n[t]):
                 w = cell_win[t, j]
                 if counts[w, q] == k - 2 and counts[w, p] == 0:
@@ -399,13 +451,7 @@ def _answers(p, ply, n, g, moves, scores):
     kept = 0
     for i in range(n):
         c = buf[i]
-        keep = defence[c] == 1
-        if not keep:
-            for j in range(cell_win_n[c]):
-                w = cell_win[c, j]
-                if counts[w, p] == k - 2 and counts[w, q] == 0:
-                    keep = True  # c makes a four
-                    break
+        keep = defence[c] == 1 or _fours_at(p, c, g) > 0  # or c makes a four
         if keep:
             buf[kept] = c
             scores[ply, kept] = scores[ply, i]
@@ -416,21 +462,14 @@ def _answers(p, ply, n, g, moves, scores):
 @kernel
 def _winning_cells(p, g, out):
     """The distinct empty cells where p wins at once (at most ``out.size``); returns how many."""
-    k = g.params[P_K]
-    win_cells = g.win_cells
+    tally = g.tally
     n = 0
-    for w in range(win_cells.shape[0]):
-        if g.counts[w, p] == k - 1 and g.counts[w, 1 - p] == 0:
-            for t in range(k):
-                e = win_cells[w, t]
-                if g.cells[e] == 0:
-                    seen = False
-                    for i in range(n):
-                        if out[i] == e:
-                            seen = True
-                    if not seen and n < out.size:
-                        out[n] = e
-                        n += 1
+    for e in range(g.params[P_CELLS]):
+        if (tally[p, e] >> T_WINS) & 0xFF and g.cells[e] == 0:
+            out[n] = e
+            n += 1
+            if n == out.size:
+                break
     return n
 
 
@@ -438,21 +477,16 @@ def _winning_cells(p, g, out):
 def _four_cells(p, g, out, forced):
     """The cells where p makes a four (empty cells of windows two short for p, free of the
     opponent), only ``forced`` if it is >= 0; returns how many (distinct)."""
-    k = g.params[P_K]
-    win_cells = g.win_cells
+    if forced >= 0:
+        if g.cells[forced] == 0 and _fours_at(p, forced, g) > 0:
+            out[0] = forced
+            return 1
+        return 0
     n = 0
-    for w in range(win_cells.shape[0]):
-        if g.counts[w, p] == k - 2 and g.counts[w, 1 - p] == 0:
-            for t in range(k):
-                e = win_cells[w, t]
-                if g.cells[e] == 0 and (forced < 0 or e == forced):
-                    seen = False
-                    for i in range(n):
-                        if out[i] == e:
-                            seen = True
-                    if not seen:
-                        out[n] = e
-                        n += 1
+    for e in range(g.params[P_CELLS]):
+        if (g.tally[p, e] >> T_FOURS) & 0xFF and g.cells[e] == 0:
+            out[n] = e
+            n += 1
     return n
 
 
@@ -599,15 +633,9 @@ def _threat_kind(p, c, g, info):
     counts alone) only where there is one."""
     k = g.params[P_K]
     counts, cell_win, cell_win_n = g.counts, g.cell_win, g.cell_win_n
-    three = False
-    for j in range(cell_win_n[c]):
-        w = cell_win[c, j]
-        if counts[w, 1 - p] == 0:
-            if counts[w, p] == k - 2:
-                return 2
-            if counts[w, p] == k - 3:
-                three = True
-    if not three:
+    if _fours_at(p, c, g) > 0:
+        return 2
+    if (g.tally[p, c] >> T_THREES) & 0x7F == 0:
         return 0
     threat = 0
     g.cells[c] = p + 1
@@ -655,7 +683,7 @@ def vct(p, attacking, depth, ply, g, s):
             n = _candidates(g, buf)
             threat = False
             for i in range(n):
-                if _winning_cells_after(p, buf[i], g) >= 2:
+                if _fours_at(p, buf[i], g) >= 2 and _winning_cells_after(p, buf[i], g) >= 2:
                     threat = True
                     break
             if not threat:
@@ -937,6 +965,7 @@ class MNKContext:
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
             mark=np.zeros(cells, dtype=np.uint8),
+            tally=np.zeros((2, cells), dtype=np.int64),
         )
         self.info = self.search.info
         self.deadline = self.search.deadline
@@ -972,6 +1001,7 @@ class MNKContext:
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
+        tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)
 

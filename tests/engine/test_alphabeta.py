@@ -220,3 +220,105 @@ def test_one_games_searches_share_the_table():
     assert warm.action in state.legal_actions()
     # the kept table lets the same node budget reach at least as deep
     assert warm.depth >= fresh.depth
+
+
+def _window_order_score(g, t, p: int, c: int) -> int:
+    """A cell's ordering score for p read off its windows (the scan ``generate`` did before
+    the per-cell sums): each window free of the opponent counts weights[own + 1], each free of
+    p counts half of weights[opponent's + 1]."""
+    own = 0
+    for w in t.cell_win[c, : t.cell_win_n[c]]:
+        a, b = int(g.counts[w, p]), int(g.counts[w, 1 - p])
+        if b == 0:
+            own += int(t.weights[a + 1])
+        if a == 0:
+            own += int(t.weights[b + 1]) >> 1
+    return own
+
+
+def _window_tallies(g, t, k: int) -> list[list[tuple[int, int, int, int, int]]]:
+    """Per player and cell, from the windows through it: (sum of weights[count + 1] of those
+    free of the other player, how many are k - 2, k - 1 and k - 3 for the player and free of
+    the other, how many are empty (X's only))."""
+    out = []
+    for q in (0, 1):
+        row = []
+        for c in range(t.cells):
+            score = fours = wins = threes = empty = 0
+            for w in t.cell_win[c, : t.cell_win_n[c]]:
+                own, other = int(g.counts[w, q]), int(g.counts[w, 1 - q])
+                if other == 0:
+                    score += int(t.weights[own + 1])
+                    fours += own == k - 2
+                    wins += own == k - 1
+                    threes += own == k - 3
+                empty += q == 0 and own + other == 0
+            row.append((score, fours, wins, threes, empty))
+        out.append(row)
+    return out
+
+
+def _fields(tally) -> list[list[tuple[int, int, int, int, int]]]:
+    """The packed tallies (``alphabeta_mnk.tally``) unpacked."""
+    return [
+        [
+            (
+                int(v) & 0xFFFFFFFF,
+                (int(v) >> K.T_FOURS) & 0xFF,
+                (int(v) >> K.T_WINS) & 0xFF,
+                (int(v) >> K.T_THREES) & 0x7F,
+                (int(v) >> K.T_EMPTY) & 0xFF,
+            )  # fmt: skip
+            for v in row
+        ]
+        for row in tally
+    ]
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(15, 15, 5), (5, 5, 4), (4, 7, 3)])
+def test_per_cell_window_sums_follow_place_and_remove(m, n, k):
+    """The per-cell window tallies kept by place/remove (``_retally``) equal a scan of the
+    windows after every step of random make/unmake sequences, and the ordering scores of
+    ``generate`` equal the window scan they replace."""
+    game = engine.make_game("mnk", m=m, n=n, k=k)
+    context = _mnk_context(game)
+    context.set_position([])
+    g, t, info = context.game, context.t, context.info
+    cells = t.cells
+    rng = random.Random(m * 100 + n * 10 + k)
+    stack: list[tuple[int, int]] = []
+    checked = 0
+    for step in range(600):
+        empty = [c for c in range(cells) if g.cells[c] == 0]
+        if stack and (not empty or rng.random() < 0.4):
+            c, p = stack.pop()
+            K.remove(c, p, g, info)
+        else:
+            c, p = rng.choice(empty), len(stack) & 1
+            K.place(c, p, g, info)
+            stack.append((c, p))
+        assert _fields(g.tally) == _window_tallies(g, t, k), step
+        mover = len(stack) & 1
+        context.search.history[:] = 0
+        context.search.killers[:] = -1
+        count, kind, _ = K.generate(mover, 0, g, context.search, -1)
+        if kind in (0, 5):
+            for i in range(count):
+                c = int(context.search.moves[0, i])
+                assert context.search.scores[0, i] == _window_order_score(g, t, mover, c)
+            checked += 1
+    assert checked > 100
+
+
+def test_gomoku_depth_one_stops_at_the_deadline():
+    """Every depth of the deepening stops at the deadline, the first included (with a VCF at
+    each leaf, a gomoku depth 1 took seconds of a 200 ms move). On a clock that advances 1 ms
+    a read, the root's threat searches spend a 30 ms budget: depth 1 is cut (it used to run
+    to its end, reading no clock), and the move is still a legal one."""
+    ticks = iter(range(10_000_000))
+    searcher = engine.Searcher(clock=lambda: next(ticks) * 0.001)
+    moves = [174, 52, 50, 84, 80, 124, 55, 56, 64, 172, 54, 79, 123, 48]  # bench/gomoku_nodes
+    state = engine.replay(engine.make_game("gomoku"), moves)
+    result = searcher.search(state, "alphabeta", Budget(time_ms=30), seed=1)
+    assert result.depth == 0
+    assert result.action in state.legal_actions()
