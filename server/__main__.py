@@ -212,10 +212,10 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             await store.close()
             return 1
         logging.info("node %s of the cluster on %s", node, settings.bus)
+    admin = None  # open until the process ends: /readyz answers 503 for the whole drain
     try:
         async with running(game_server, settings.host, settings.port, tls) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
-            admin = None
             if settings.admin_port is not None:
                 admin = await AdminServer(game_server).start(
                     settings.admin_host, settings.admin_port
@@ -256,8 +256,6 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
                     child.terminate()
             for child in children:
                 await child.wait()
-            if admin is not None:
-                admin.close()
     except OSError as exc:
         print(
             f"noughts serve: cannot listen on {settings.host}:{settings.port}: {exc}",
@@ -268,6 +266,8 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 1
     finally:
+        if admin is not None:
+            admin.close()
         if game_server.cluster is not None:
             await game_server.cluster.close()
         await store.close()

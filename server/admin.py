@@ -96,12 +96,21 @@ class AdminServer:
         self.game_server = game_server
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(ServerCollector(game_server))
-        self.checks: dict[str, Check] = {"store": self._check_store, "engine": self._check_engine}
+        self.checks: dict[str, Check] = {
+            "drain": self._check_drain,
+            "store": self._check_store,
+            "engine": self._check_engine,
+        }
         if game_server.cluster is not None:
             self.checks["bus"] = self._check_bus
 
     async def start(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST_BYTES)
+
+    async def _check_drain(self) -> None:
+        """Stopping (SIGTERM): a load balancer sends no new client; /healthz stays 200."""
+        if self.game_server.draining:
+            raise RuntimeError("draining")
 
     async def _check_store(self) -> None:
         await self.game_server.store.list_games("finished", 1)

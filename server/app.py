@@ -237,6 +237,7 @@ async def running(
     finally:
         # Bounded: a drain waits on the games' locks, the shards' hand-over, every close
         # handshake and the work in flight, each slow on a loaded machine.
+        game_server.draining = True
         bound = game_server.settings.drain_timeout_s
         try:
             async with asyncio.timeout(bound):

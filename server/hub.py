@@ -93,6 +93,7 @@ class Hub:
         self._claiming: dict[str, str] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        self.draining = False  # set at the start of the graceful drain: /readyz says 503
         # A node of a cluster (server/cluster.py), or None: a lone server, and no cost.
         self.cluster: Cluster | None = None
 

@@ -41,7 +41,7 @@ async def test_health_and_readiness(admin: tuple[AdminServer, int]) -> None:
     _, port = admin
     assert await _get(port, _request("/healthz")) == (200, "ok\n")
     status, body = await _get(port, _request("/readyz"))
-    assert status == 200 and body == "store: ok\nengine: ok\n"
+    assert status == 200 and body == "drain: ok\nstore: ok\nengine: ok\n"
 
 
 async def test_not_ready_when_the_store_fails(

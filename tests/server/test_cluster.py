@@ -1019,3 +1019,49 @@ async def test_processes_share_one_port_each_a_node(
         await ada.close()
         await bo.close()
         assert await node.stop() == 0  # and its other process with it
+
+
+async def _admin_get(port: int, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    head, _, body = (await reader.read()).decode().partition("\r\n\r\n")
+    writer.close()
+    return int(head.split()[1]), body
+
+
+async def _admin_port(node: Node) -> int:
+    async with asyncio.timeout(30):
+        while "admin endpoints on http://" not in node.log.read_text():
+            await asyncio.sleep(0.05)
+    line = node.log.read_text().split("admin endpoints on http://", 1)[1]
+    return int(line.split("/", 1)[0].rsplit(":", 1)[1])
+
+
+async def test_readyz_says_draining_for_the_whole_drain(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """SIGTERM: /readyz answers 503 "draining" while a client holds the drain open (it never
+    answers the closing handshake), /healthz stays 200; the port closes with the process."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--admin-port", "0", "--drain-timeout-s", "60")
+        port = await _admin_port(node)
+        host, ws_port = node.url.removeprefix("ws://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(ws_port))
+        writer.write(
+            b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
+        async with asyncio.timeout(30):
+            while (await _admin_get(port, "/readyz"))[0] != 200:
+                await asyncio.sleep(0.1)
+        node.process.send_signal(signal.SIGTERM)
+        await reader.readexactly(2)  # the server's close frame: the drain is under way
+        status, body = await _admin_get(port, "/readyz")
+        assert status == 503 and "drain: RuntimeError: draining\n" in body
+        assert await _admin_get(port, "/healthz") == (200, "ok\n")
+        assert node.process.returncode is None
+        writer.close()  # the drain ends; so does the process, and its admin port with it
+        assert await node.stop() == 0
+        with pytest.raises(OSError):
+            await _admin_get(port, "/healthz")
