@@ -37,21 +37,25 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
+import msgpack
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+for _path in (str(ROOT), str(BENCH)):  # run as `python bench/cluster.py` from anywhere
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
-from client.connection import (  # noqa: E402
-    UNREACHABLE,
-    ConnectionLost,
-    RequestFailed,
-    ServerConnection,
-)
-from protocol import CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
+from load import WebSocketLink, _load_average, _pack  # noqa: E402
+
+from protocol import PROTOCOL_VERSION, CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
 from server.shards import shard_of  # noqa: E402
+
+# Issue 13's target: a forwarded human move's round trip at 1,000 moves/s offered.
+TARGET_FORWARDED_P99_MS = 5.0
 
 CELLS = {"tictactoe": 9, "5x5": 25, "gomoku": 225}
 # Every scripted player comes from 127.0.0.1 and moves as fast as it is told: the caps per
@@ -76,11 +80,99 @@ LOOK_UP_S = 60.0  # a failover takes 1 to 2 s; an owner missing this long is a f
 UNANSWERED: list[str] = []  # requests no node answered within 15 s (then sent again)
 
 
-class QuietConnection(ServerConnection):
-    """A scripted player: replies only (events are not queued: nobody reads them)."""
+class RequestFailed(Exception):
+    """The server answered a request with an ``error`` frame."""
 
-    def received(self, message: Message, replied: bool) -> None:
-        pass
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ConnectionLost(Exception):
+    """The connection closed while a request waited for its reply."""
+
+
+UNREACHABLE = (OSError, TimeoutError, ConnectionError)
+
+
+class Reply(SimpleNamespace):
+    """A reply's fields as attributes (``TYPE``: its wire type), as the client's messages;
+    a field the server left out (an optional one) reads as None."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+class LeanConnection:
+    """A scripted player's connection: bench/load.py's WebSocketLink (a minimal RFC 6455
+    client on asyncio.Protocol), requests matched to replies by ``rid``, every other frame
+    (game events) dropped unread: the players must cost less than the nodes they measure,
+    on the same two cores."""
+
+    def __init__(self) -> None:
+        self.link: WebSocketLink | None = None
+        self.session: str | None = None
+        self.rids = 0
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+
+    @classmethod
+    async def connect(cls, url: str, *, name: str, session: str | None) -> LeanConnection:
+        self = cls()
+        host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+        self.link = await WebSocketLink.connect(host, int(port), self._on_frame, self._on_lost)
+        hello: dict[str, Any] = {
+            "type": "hello", "version": PROTOCOL_VERSION, "name": name, "client": "noughts-bench"
+        }  # fmt: skip
+        if session is not None:
+            hello["session"] = session
+        try:
+            welcome = await asyncio.wait_for(self._send(hello), 15)
+        except BaseException:
+            self.link.abort()
+            raise
+        self.session = welcome["session"]
+        return self
+
+    def _send(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        self.rids += 1
+        body["rid"] = self.rids
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self.link is None or self.link.closed:
+            future.set_exception(ConnectionLost("not connected"))
+            return future
+        self.pending[self.rids] = future
+        self.link.send(_pack(body))
+        return future
+
+    async def request(self, kind: type[Message], **fields: Any) -> Reply:
+        """Send a request; its reply, or RequestFailed (an ``error``), or ConnectionLost."""
+        reply = await self._send({"type": kind.TYPE, **fields})
+        if reply["type"] == "error":
+            raise RequestFailed(reply.get("code", "?"), reply.get("message", ""))
+        return Reply(TYPE=reply["type"], **{k: v for k, v in reply.items() if k != "type"})
+
+    def _on_frame(self, frame: bytes) -> None:
+        # The rid is looked for before anything is decoded: most frames are events.
+        message = msgpack.unpackb(frame, raw=False)
+        rid = message.get("rid")
+        if rid is None:
+            return
+        future = self.pending.pop(rid, None)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def _on_lost(self, link: WebSocketLink) -> None:
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLost("connection lost"))
+        self.pending.clear()
+
+    async def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
 
 
 @dataclass
@@ -100,6 +192,7 @@ class Bench:
     prefix: str
     log_dir: Path
     log_level: str = "WARNING"
+    server_tree: Path = ROOT  # the source tree the nodes run (--server-tree)
     nodes: list[Node] = field(default_factory=list)
     started = 0
 
@@ -117,7 +210,7 @@ class Bench:
             "-m", "server", "--port", "0", "--workers", "0",
             "--db", self.db, "--bus", self.bus, "--bus-prefix", self.prefix, "--node", name,
             "--log-level", self.log_level, *LIFTED,
-            stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=self.server_tree,
             start_new_session=True,
         )  # fmt: skip
         log.close()
@@ -188,7 +281,7 @@ class Player:
         self.bench = bench
         self.node = node
         self.name = name
-        self.connection: ServerConnection | None = None
+        self.connection: LeanConnection | None = None
         self.session: str | None = None
         self.unanswered = UNANSWERED
         # What it last sent and last heard (a stuck game's report): (seconds since the
@@ -199,14 +292,14 @@ class Player:
     def _note(self, attribute: str, text: str) -> None:
         setattr(self, attribute, (time.monotonic(), text))
 
-    async def connect(self) -> ServerConnection:
+    async def connect(self) -> LeanConnection:
         """Connect to its node, or to another while its node is down; again until one
         answers (a node killed during the handshake cuts it: InvalidMessage)."""
         while True:
             alive = self.bench.alive()
             nodes = [n for n in alive if n.index == self.node] or alive
             try:
-                self.connection = await QuietConnection.connect(
+                self.connection = await LeanConnection.connect(
                     nodes[0].url, name=self.name, session=self.session
                 )
                 self.session = self.connection.session
@@ -392,8 +485,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = Path(f"/tmp/noughts-bench-{schema}")
     log_dir.mkdir()
     bench = Bench(db, schema, args.bus, "b" + secrets.token_hex(4), log_dir, args.log_level)
+    bench.server_tree = Path(args.server_tree).resolve() if args.server_tree else ROOT
     rng = random.Random(args.seed)
     report: dict[str, Any] = {"mode": args.mode, "nodes": args.nodes, "games": args.games}
+    report["server_tree"] = str(Path(args.server_tree).resolve() if args.server_tree else ROOT)
+    report["load_average_before"] = _load_average()
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -427,6 +523,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         tally.local.clear()
         tally.forwarded.clear()
         cpu_before, moves_before = bench.cpu_by_node(), len(tally.acknowledged)
+        players_before = time.process_time()  # the players run in this process
         games_before = tally.games
         started = time.monotonic()
         kills: list[dict[str, Any]] = []
@@ -442,6 +539,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             after - before for before, after in zip(cpu_before, bench.cpu_by_node(), strict=True)
         ]
         cpu = sum(cpu_nodes)
+        players_cpu = time.process_time() - players_before
         cpu_net = cpu - sum(idle_rate) * elapsed
         stop.set()
         await asyncio.wait(tasks, timeout=10)
@@ -456,6 +554,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             idle_cpu_percent_by_node=[round(r * 100, 2) for r in idle_rate],
             move_ms_owner_node=_percentiles(tally.local),
             move_ms_forwarded=_percentiles(tally.forwarded),
+            target_forwarded_p99_ms=TARGET_FORWARDED_P99_MS,
+            players_cpu_us_per_move=round(players_cpu / max(1, moves) * 1e6, 1),
+            load_average_after=_load_average(),
             unavailable_retries=tally.unavailable,
             resynced_after_failover=tally.resynced,
             errors=tally.errors[:20],
@@ -584,6 +685,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING"],
         help="the nodes' log level (their logs: the directory reported as logs)",
+    )
+    parser.add_argument(
+        "--server-tree",
+        help="run the nodes from this source tree (another checkout, to compare two versions "
+        "under the same players and interpreter; default: this one)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
