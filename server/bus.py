@@ -17,6 +17,16 @@ Everything one node publishes goes out through one Redis connection, in the orde
 was published: a reply routed to a client's node arrives before the game events
 published after it (Redis delivers a connection's publications in order). What is
 lost while Redis is down is recovered by sequence number (server/cluster.py).
+
+The hot path (every move crosses it twice when the mover sits on another node) speaks
+RESP itself on two connections of its own: the publisher's, in ``CLIENT REPLY OFF``
+mode (nothing to read back), written once per turn of the event loop with every
+PUBLISH of that turn; and the subscriber's, its replies parsed by hiredis (redis-py's
+own C parser, ``redis[hiredis]``) and each message handed to the receiver at once. Both
+are opened by redis-py from the same URL (``open_raw``): TCP, TLS (``rediss://``), a unix
+socket, AUTH and the database are whatever redis-py does with that URL; only the bytes
+exchanged afterwards are the bus's. Everything else (presence, the lobby's keys) goes
+through a redis-py client whose pool is capped (MAX_CONNECTIONS).
 """
 
 from __future__ import annotations
@@ -24,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from typing import Any
 
+import hiredis
 import msgpack
 import redis.asyncio as aioredis
-from redis.asyncio.client import PubSub
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
@@ -41,6 +52,14 @@ log = logging.getLogger(__name__)
 
 RECONNECT_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # waits between attempts to reach Redis again
 MAX_PAYLOAD = 1 << 20  # a bus message larger than this is a bug or an attack: dropped
+# Connections of the redis-py client per node (presence, lobby keys, quick pairing, the
+# engine queue): commands beyond wait for one (a burst of lobby writes had opened 205).
+MAX_CONNECTIONS = 16
+POOL_WAIT_S = 10.0  # how long a command waits for a connection of the capped pool
+# While the publisher's connection is down, what is published is held this long for the
+# next connection (well inside a forwarded request's timeout); older is dropped, counted.
+HOLD_S = 1.0
+CLIENT_REPLY_OFF = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"
 
 # What the node's reader hands on: (kind, name, payload) with kind "game" (name: the
 # game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage
@@ -65,12 +84,43 @@ def reraise_cancel(exc: BaseException) -> None:
 def redis_client(url: str) -> aioredis.Redis:
     """A client whose commands are tried again, on a new connection, when the one they
     were sent on turns out dead (Redis restarted: redis-py's default does not retry)."""
-    return aioredis.Redis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=POOL_WAIT_S,
         socket_connect_timeout=3,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 2),
         retry_on_error=[ConnectionError, TimeoutError],
     )
+    return aioredis.Redis.from_pool(pool)
+
+
+async def open_raw(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
+    """A connection to the bus's Redis opened by redis-py (TCP or unix socket, TLS for
+    ``rediss://`` with the URL's ssl_* options, AUTH, SELECT: exactly what redis-py does
+    with ``url``), then handed over as its raw streams, RESP2, for the bus to speak RESP
+    itself; close it with ``close_raw``. BusUnavailable-free: raises RedisError/OSError."""
+    pool = aioredis.ConnectionPool.from_url(url, socket_connect_timeout=3, protocol=2)
+    connection: AbstractConnection = pool.make_connection()
+    await connection.connect()
+    # redis-py's asyncio connection keeps its streams here (redis-py 5 to 8, pinned <9).
+    reader, writer = connection._reader, connection._writer
+    if reader is None or writer is None:
+        raise ConnectionError(f"no connection to {url}")
+    return reader, writer, connection
+
+
+async def close_raw(connection: Any) -> None:
+    with contextlib.suppress(Exception):
+        await connection.disconnect(nowait=True)
+
+
+def pack_command(*parts: bytes) -> bytes:
+    """A command in RESP: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        out.append(b"$%d\r\n%b\r\n" % (len(part), part))
+    return b"".join(out)
 
 
 def pack(payload: Any) -> bytes:
@@ -104,18 +154,23 @@ class RedisBus:
         self.prefix = prefix
         self.node = node
         self._client: aioredis.Redis | None = None
-        self._outgoing: asyncio.Queue[bytes] = asyncio.Queue()  # PUBLISH commands, packed
         self._tasks: list[asyncio.Task[None]] = []
         self._receiver: Receiver | None = None
         self.connected = False  # the subscriber is subscribed (readiness)
         self.lost = 0  # publications dropped while Redis was down
+        # The publisher: PUBLISH commands of this turn of the loop, packed, written by
+        # _flush at its end; the connection (None while down); since when what waits was
+        # held for lack of one.
+        self._outgoing: list[bytes] = []
+        self._flush_soon: asyncio.Handle | None = None
+        self._publisher: asyncio.StreamWriter | None = None
+        self._held_since: float | None = None
         # Game channels: those wanted, SUBSCRIBEs sent and not yet confirmed (Redis answers
         # them in order on the subscriber's connection), and who waits for a confirmation.
         self.games: set[str] = set()
         self._unconfirmed: dict[str, int] = {}
         self._confirmed: dict[str, asyncio.Future[None]] = {}
-        self._pubsub: PubSub | None = None
-        self._sending: set[asyncio.Task[None]] = set()
+        self._subscriber: asyncio.StreamWriter | None = None  # None while down
 
     # --- names ------------------------------------------------------------------------
 
@@ -152,20 +207,28 @@ class RedisBus:
         except (RedisError, OSError) as exc:
             await self._client.aclose()
             raise BusUnavailable(f"cannot reach the bus at {self.url}: {exc}") from exc
-        subscribed = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        subscribed, publishing = loop.create_future(), loop.create_future()
         self._tasks = [
             asyncio.create_task(self._read(subscribed), name="bus-reader"),
-            asyncio.create_task(self._publish_loop(), name="bus-publisher"),
+            asyncio.create_task(self._publish_loop(publishing), name="bus-publisher"),
         ]
-        await subscribed
+        try:
+            await asyncio.gather(subscribed, publishing)
+        except BaseException:
+            await self.close()
+            raise
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._sending]
+        tasks = self._tasks
         for task in tasks:
             task.cancel()
         if tasks:  # bounded: a stop must not hang on a client that swallowed a cancel
             await asyncio.wait(tasks, timeout=2)
         self._tasks = []
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if self._client is not None:
             with contextlib.suppress(RedisError, OSError):
                 await self._client.delete(self.presence_key(self.node))
@@ -175,43 +238,75 @@ class RedisBus:
     # --- publishing -----------------------------------------------------------------------
 
     def publish(self, channel: str, payload: Any) -> None:
-        """Send ``payload`` on ``channel`` after everything this node published before."""
-        self._outgoing.put_nowait(pack_publish(channel, pack(payload)))
+        """Send ``payload`` on ``channel`` after everything this node published before:
+        with every other publication of this turn of the event loop, in one write."""
+        self._outgoing.append(pack_publish(channel, pack(payload)))
+        if self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
 
-    async def _publish_loop(self) -> None:
-        """Everything queued goes out as one pipelined write of PUBLISH commands, in order,
-        on a connection of its own (held for the node's life: no pool or Pipeline object
-        per batch, about half the CPU of a one-command pipeline, measured); while Redis is
-        down it is dropped (and counted): sequence numbers recover it."""
-        assert self._client is not None
-        pool = self._client.connection_pool
-        connection: Connection | None = None
-        try:
-            while True:
-                batch = [await self._outgoing.get()]
-                while not self._outgoing.empty() and len(batch) < 1024:
-                    batch.append(self._outgoing.get_nowait())
-                for attempt in (1, 2):  # the second on a new connection (Redis restarted)
-                    try:
-                        if connection is None:
-                            connection = await pool.get_connection()
-                        await connection.send_packed_command(batch, check_health=False)
-                        for _ in batch:
-                            await connection.read_response()
-                        break
-                    except (RedisError, OSError) as exc:
-                        reraise_cancel(exc)
-                        if connection is not None:
-                            await connection.disconnect()
-                            await pool.release(connection)
-                            connection = None
-                        if attempt == 2:
-                            self.lost += len(batch)
-                            log.warning("bus: %d messages not published (%s)", len(batch), exc)
-        finally:
-            if connection is not None:  # maybe mid-reply: not back to the pool as it is
-                await connection.disconnect()
-                await pool.release(connection)
+    def _flush(self) -> None:
+        self._flush_soon = None
+        outgoing = self._outgoing
+        if not outgoing:
+            return
+        writer = self._publisher
+        if writer is None or writer.is_closing():
+            # Down: held for the next connection a little while (HOLD_S), then dropped.
+            now = time.monotonic()
+            if self._held_since is None:
+                self._held_since = now
+            elif now - self._held_since > HOLD_S:
+                self._drop_held()
+            return
+        self._outgoing = []
+        writer.write(b"".join(outgoing))
+
+    def _drop_held(self) -> None:
+        self.lost += len(self._outgoing)
+        log.warning("bus: %d messages not published (Redis down)", len(self._outgoing))
+        self._outgoing = []
+        self._held_since = None
+
+    async def _publish_loop(self, ready: asyncio.Future[None]) -> None:
+        """The publisher's connection, in ``CLIENT REPLY OFF`` mode (Redis answers none of
+        its PUBLISH commands: nothing to read, no reply to wait for before the next
+        write): open it, again after an outage. Its reads only see the connection end."""
+        attempt = 0
+        while True:
+            connection = None
+            try:
+                reader, writer, connection = await open_raw(self.url)
+                writer.write(CLIENT_REPLY_OFF)
+                self._publisher = writer
+                if not ready.done():
+                    ready.set_result(None)
+                elif attempt:
+                    log.info("bus: publishing again to %s", self.url)
+                attempt = 0
+                if self._held_since is not None:  # what waited for this connection
+                    if time.monotonic() - self._held_since > HOLD_S:
+                        self._drop_held()
+                    self._held_since = None
+                    self._flush()
+                while await reader.read(1 << 16):
+                    pass  # nothing is expected (an old Redis's replies, say): dropped
+                raise ConnectionError("Redis closed the publisher's connection")
+            except (RedisError, OSError) as exc:
+                reraise_cancel(exc)
+                self._publisher = None
+                if not ready.done():
+                    ready.set_exception(
+                        BusUnavailable(f"cannot publish to the bus at {self.url}: {exc}")
+                    )
+                    return
+                if attempt == 0:
+                    log.warning("bus: lost the publisher's %s (%s); reconnecting", self.url, exc)
+                await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
+                attempt += 1
+            finally:
+                self._publisher = None
+                if connection is not None:
+                    await close_raw(connection)
 
     # --- game channels -------------------------------------------------------------------
 
@@ -224,7 +319,7 @@ class RedisBus:
         from then on arrive). After an outage the reader subscribes again by itself."""
         if game_id not in self.games:
             self.games.add(game_id)
-            self._send_subscription("SUBSCRIBE", game_id)
+            self._send_subscription(b"SUBSCRIBE", game_id)
         if self._unconfirmed.get(game_id):
             waiter = self._confirmed.get(game_id)
             if waiter is None or waiter.done():
@@ -235,33 +330,19 @@ class RedisBus:
         """Stop receiving the game's events."""
         if game_id in self.games:
             self.games.discard(game_id)
-            self._send_subscription("UNSUBSCRIBE", game_id)
+            self._send_subscription(b"UNSUBSCRIBE", game_id)
 
-    def _send_subscription(self, command: str, game_id: str) -> None:
+    def _send_subscription(self, command: bytes, game_id: str) -> None:
         """SUBSCRIBE or UNSUBSCRIBE on the subscriber's connection (the reader reads the
         confirmation); while Redis is down, the reader's next subscription includes it."""
-        pubsub = self._pubsub
-        if pubsub is None:
-            if command == "SUBSCRIBE":
+        if command == b"SUBSCRIBE":
+            self._unconfirmed[game_id] = self._unconfirmed.get(game_id, 0) + 1
+        writer = self._subscriber
+        if writer is None:
+            if command == b"SUBSCRIBE":
                 self._unconfirmed[game_id] = 1  # by the reader's next subscription
             return
-        channel = self.game_channel(game_id)
-        sent: Awaitable[Any]
-        if command == "SUBSCRIBE":
-            self._unconfirmed[game_id] = self._unconfirmed.get(game_id, 0) + 1
-            sent = pubsub.subscribe(channel)
-        else:
-            sent = pubsub.unsubscribe(channel)
-
-        async def send() -> None:
-            try:
-                await sent
-            except (RedisError, OSError) as exc:  # the reader reconnects and subscribes again
-                log.debug("bus: %s %s failed (%s)", command, channel, exc)
-
-        task = asyncio.get_running_loop().create_task(send())
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        writer.write(pack_command(command, self.game_channel(game_id).encode()))
 
     def _subscription_confirmed(self, game_id: str) -> None:
         left = self._unconfirmed.get(game_id, 0) - 1
@@ -280,77 +361,86 @@ class RedisBus:
         (then the receiver hears ``reconnected``: what it follows may have moved on)."""
         assert self._receiver is not None
         receiver = self._receiver
-        game_prefix = f"{self.prefix}:game:"
-        game_bytes = game_prefix.encode()
+        game_bytes = f"{self.prefix}:game:".encode()
         channels = {
             self.inbox(self.node): "inbox",
             self.cluster_channel: "cluster",
             self.lobby_channel: "lobby",
         }
         kinds = {channel.encode(): kind for channel, kind in channels.items()}
+        first = self.inbox(self.node).encode()
         attempt = 0
         while True:
-            # RESP2: a publication is a plain array (RESP3, redis-py 8's default, makes it
-            # a push, which its parser logs at debug level, formatting every payload).
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=3, protocol=2)
-            pubsub = client.pubsub()
+            connection = None
             try:
+                reader, writer, connection = await open_raw(self.url)
                 # One SUBSCRIBE for the fixed channels and every game followed; games
                 # followed from now on are subscribed on this connection as they come.
                 games = set(self.games)
                 self._unconfirmed = dict.fromkeys(games, 1)
-                self._pubsub = pubsub
-                await pubsub.subscribe(*channels, *(self.game_channel(g) for g in games))
-                if subscribed.done():
-                    log.info("bus: subscribed again to %s", self.url)
-                    receiver("reconnected", "", None)
-                else:
-                    subscribed.set_result(None)
-                self.connected = True
-                attempt = 0
+                names = [*kinds, *(self.game_channel(g).encode() for g in games)]
+                writer.write(pack_command(b"SUBSCRIBE", *names))
+                self._subscriber = writer
+                parser = hiredis.Reader()
                 while True:
-                    # The raw reply, [b"message", channel, data] for a publication (one
-                    # a move, at least): handled here; the rest (confirmations) through
-                    # redis-py's handle_message, which keeps the PubSub's own state.
-                    response = await pubsub.parse_response(block=True)
-                    if not (isinstance(response, list) and response[0] == b"message"):
-                        message = await pubsub.handle_message(response)
-                        if message is not None and message["type"] == "subscribe":
-                            channel = message["channel"].decode()
-                            if channel.startswith(game_prefix):
-                                self._subscription_confirmed(channel[len(game_prefix) :])
-                        continue
-                    _, channel_bytes, data = response
-                    if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
-                        continue
-                    try:
-                        payload = unpack(data)
-                        if channel_bytes.startswith(game_bytes):
-                            receiver("game", channel_bytes[len(game_bytes) :].decode(), payload)
-                        else:
-                            channel = channel_bytes.decode()
-                            receiver(kinds.get(channel_bytes, "?"), channel, payload)
-                    except Exception:
-                        log.exception("bus: a message on %s could not be handled", channel_bytes)
-            except (RedisError, OSError) as exc:
+                    data = await reader.read(1 << 16)
+                    if not data:
+                        raise ConnectionError("Redis closed the subscriber's connection")
+                    parser.feed(data)
+                    while (reply := parser.gets()) is not False:
+                        # A publication: [b"message", channel, data]; a confirmation:
+                        # [b"subscribe", channel, count] (or unsubscribe).
+                        if not isinstance(reply, list) or len(reply) != 3:
+                            if isinstance(reply, Exception):
+                                log.warning("bus: Redis answered %s", reply)
+                            continue
+                        kind, channel_bytes, data = reply
+                        if kind == b"message":
+                            if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
+                                continue
+                            try:
+                                payload = unpack(data)
+                                if channel_bytes.startswith(game_bytes):
+                                    name = channel_bytes[len(game_bytes) :].decode()
+                                    receiver("game", name, payload)
+                                else:
+                                    name = channel_bytes.decode()
+                                    receiver(kinds.get(channel_bytes, "?"), name, payload)
+                            except Exception:
+                                log.exception(
+                                    "bus: a message on %s could not be handled", channel_bytes
+                                )
+                        elif kind == b"subscribe":
+                            if channel_bytes.startswith(game_bytes):
+                                name = channel_bytes[len(game_bytes) :].decode()
+                                self._subscription_confirmed(name)
+                            elif channel_bytes == first:
+                                # All of the first SUBSCRIBE's channels (Redis answers a
+                                # command's channels together): subscribed.
+                                if subscribed.done():
+                                    log.info("bus: subscribed again to %s", self.url)
+                                    receiver("reconnected", "", None)
+                                else:
+                                    subscribed.set_result(None)
+                                self.connected = True
+                                attempt = 0
+            except (RedisError, OSError, hiredis.ProtocolError) as exc:
                 reraise_cancel(exc)
                 self.connected = False
-                self._pubsub = None
+                self._subscriber = None
                 if not subscribed.done():
                     subscribed.set_exception(
                         BusUnavailable(f"cannot subscribe to the bus at {self.url}: {exc}")
                     )
                     return
-                log.warning("bus: lost %s (%s); reconnecting", self.url, exc)
+                if attempt == 0:
+                    log.warning("bus: lost %s (%s); reconnecting", self.url, exc)
                 await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
                 attempt += 1
             finally:
-                if self._pubsub is pubsub:
-                    self._pubsub = None
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
-                with contextlib.suppress(Exception):
-                    await client.aclose()
+                self._subscriber = None
+                if connection is not None:
+                    await close_raw(connection)
 
     # --- presence ---------------------------------------------------------------------------
 
