@@ -590,7 +590,10 @@ class Cluster:
         player = connection.player
         assert player is not None
         deadline = time.monotonic() + self.forward_timeout_s
-        frame = encode(message)
+        # The client's own bytes when it sent this request (validated here, decoded again
+        # by the owner, which validates what it serves): not encoded again.
+        sent = connection.request_frame
+        frame = sent[1] if sent is not None and sent[0] is message else encode(message)
         unanswered = False  # a copy went to an owner that never answered
         while True:
             if self.serves(game_id):

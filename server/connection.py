@@ -90,6 +90,9 @@ class Connection:
     # The cluster node this client is connected to, when it is not this one (a
     # RemoteConnection, server/cluster.py); None for a websocket here.
     node: str | None = None
+    # The request being served and the frame it was decoded from: a request forwarded
+    # to its game's owner node goes as the client's bytes (server/cluster.py).
+    request_frame: tuple[Message, bytes] | None = None
 
     def __init__(
         self,
@@ -247,6 +250,8 @@ class Connection:
             elif not self.ready:
                 raise ProtocolError(ErrorCode.NOT_READY, "send hello first")
             else:
+                if type(frame) is bytes:
+                    self.request_frame = (message, frame)
                 await self.server.dispatch(self, message)
         except ProtocolError as exc:
             self.send_error(exc.code, exc.message, rid if rid is not None else exc.rid)
