@@ -147,9 +147,10 @@ class LeanConnection:
         self.link.send(_pack(body))
         return future
 
-    async def request(self, kind: type[Message], **fields: Any) -> Reply:
-        """Send a request; its reply, or RequestFailed (an ``error``), or ConnectionLost."""
-        reply = await self._send({"type": kind.TYPE, **fields})
+    async def request(self, kind: type[Message], timeout: float, **fields: Any) -> Reply:
+        """Send a request; its reply, or RequestFailed (an ``error``), ConnectionLost, or
+        TimeoutError after ``timeout`` seconds (waiting on the future itself: no task)."""
+        reply = await asyncio.wait_for(self._send({"type": kind.TYPE, **fields}), timeout)
         if reply["type"] == "error":
             raise RequestFailed(reply.get("code", "?"), reply.get("message", ""))
         return Reply(TYPE=reply["type"], **{k: v for k, v in reply.items() if k != "type"})
@@ -320,7 +321,7 @@ class Player:
             connection = self.connection or await self.connect()
             self._note("last_sent", f"{kind.TYPE} {shown} to {self.node_name}")
             try:
-                reply = await asyncio.wait_for(connection.request(kind, **fields), 15)
+                reply = await connection.request(kind, 15, **fields)
                 self._note("last_heard", f"{reply.TYPE}")
                 return reply
             except RequestFailed as exc:
@@ -337,9 +338,7 @@ class Player:
                 connection = await self.connect()
                 if resume is not None:
                     with contextlib.suppress(RequestFailed, ConnectionLost, TimeoutError):
-                        await asyncio.wait_for(
-                            connection.request(Resume, game_id=resume, since=0), 15
-                        )
+                        await connection.request(Resume, 15, game_id=resume, since=0)
 
 
 async def look_up(
