@@ -285,13 +285,24 @@ class Player:
         self.connection: LeanConnection | None = None
         self.session: str | None = None
         self.unanswered = UNANSWERED
-        # What it last sent and last heard (a stuck game's report): (seconds since the
-        # kill's clock, text).
-        self.last_sent: tuple[float, str] = (0.0, "")
-        self.last_heard: tuple[float, str] = (0.0, "")
+        self.connected_to = ""  # the name of the node it is connected to
+        # What it last sent and last heard (a stuck game's report): (monotonic time, what),
+        # formatted only when reported (``sent``, ``heard``), not on every move.
+        self.last_sent: tuple[float, str, dict[str, Any], str] = (0.0, "", {}, "")
+        self.last_heard: tuple[float, Any] = (0.0, "")
 
-    def _note(self, attribute: str, text: str) -> None:
-        setattr(self, attribute, (time.monotonic(), text))
+    def sent(self) -> str:
+        at, kind, fields, node = self.last_sent
+        shown = {k: v for k, v in fields.items() if k != "token"}
+        return f"{time.monotonic() - at:.1f} s ago: {kind} {shown} to {node}"
+
+    def heard(self) -> str:
+        at, what = self.last_heard
+        if isinstance(what, RequestFailed):
+            what = f"error {what.code}: {what.message}"
+        elif isinstance(what, Exception):
+            what = type(what).__name__
+        return f"{time.monotonic() - at:.1f} s ago: {what}"
 
     async def connect(self) -> LeanConnection:
         """Connect to its node, or to another while its node is down; again until one
@@ -303,6 +314,7 @@ class Player:
                 self.connection = await LeanConnection.connect(
                     nodes[0].url, name=self.name, session=self.session
                 )
+                self.connected_to = nodes[0].name
                 self.session = self.connection.session
                 return self.connection
             except (*UNREACHABLE, ConnectionLost):
@@ -310,25 +322,22 @@ class Player:
 
     @property
     def node_name(self) -> str:
-        alive = self.bench.alive()
-        nodes = [n for n in alive if n.index == self.node] or alive
-        return nodes[0].name if self.connection and nodes else ""
+        return self.connected_to if self.connection else ""
 
     async def request(self, kind: type[Message], resume: str | None = None, **fields: Any) -> Any:
         """A request; after a lost connection: reconnect, resume game ``resume``, send again."""
-        shown = {k: v for k, v in fields.items() if k != "token"}
         while True:
             connection = self.connection or await self.connect()
-            self._note("last_sent", f"{kind.TYPE} {shown} to {self.node_name}")
+            self.last_sent = (time.monotonic(), kind.TYPE, fields, self.connected_to)
             try:
                 reply = await connection.request(kind, 15, **fields)
-                self._note("last_heard", f"{reply.TYPE}")
+                self.last_heard = (time.monotonic(), reply.TYPE)
                 return reply
             except RequestFailed as exc:
-                self._note("last_heard", f"error {exc.code}: {exc.message}")
+                self.last_heard = (time.monotonic(), exc)
                 raise
             except (ConnectionLost, TimeoutError) as exc:
-                self._note("last_heard", f"{type(exc).__name__}")
+                self.last_heard = (time.monotonic(), exc)
                 if isinstance(exc, TimeoutError):  # reported; then as a lost connection
                     game = fields.get("game_id")
                     self.unanswered.append(f"{kind.TYPE} {game} on {self.node_name}")
@@ -621,7 +630,6 @@ async def _kill_one(
     owners.update(await bench.owners())
     report: dict[str, Any] = {}
     if stuck:  # its games that did not move: what their players last sent and heard
-        now = time.monotonic()
         report["stuck"] = {
             game_id: {
                 "owner": owners.get(shard_of(game_id)),
@@ -629,8 +637,8 @@ async def _kill_one(
                 **{
                     player.name: {
                         "node": player.node_name,
-                        "sent": f"{now - player.last_sent[0]:.1f} s ago: {player.last_sent[1]}",
-                        "heard": f"{now - player.last_heard[0]:.1f} s ago: {player.last_heard[1]}",
+                        "sent": player.sent(),
+                        "heard": player.heard(),
                     }
                     for pair, game in tally.current.items()
                     if game == game_id
