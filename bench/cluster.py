@@ -156,7 +156,10 @@ class LeanConnection:
         return Reply(TYPE=reply["type"], **{k: v for k, v in reply.items() if k != "type"})
 
     def _on_frame(self, frame: bytes) -> None:
-        # The rid is looked for before anything is decoded: most frames are events.
+        # Most frames are events, without a rid: not decoded (a frame whose bytes hold
+        # "rid" elsewhere, a name say, is decoded and then dropped).
+        if b"\xa3rid" not in frame:
+            return
         message = msgpack.unpackb(frame, raw=False)
         rid = message.get("rid")
         if rid is None:

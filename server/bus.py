@@ -144,6 +144,39 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+class Subscription(asyncio.Protocol):
+    """The subscriber's connection's protocol once subscribed: bytes parsed by hiredis as
+    they are received, each reply handed to ``handle`` at once; ``ended`` is done when
+    the connection ends (``error`` says why)."""
+
+    def __init__(self, handle: Callable[[Any], None], transport: asyncio.BaseTransport) -> None:
+        self.parser = hiredis.Reader()
+        self.handle = handle
+        self.transport = transport
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.error: Exception = ConnectionError("Redis closed the subscriber's connection")
+
+    def data_received(self, data: bytes) -> None:
+        parser = self.parser
+        handle = self.handle
+        try:
+            parser.feed(data)
+            while (reply := parser.gets()) is not False:
+                handle(reply)
+        except hiredis.ProtocolError as exc:  # not RESP: the connection is of no use
+            self.error = exc
+            self.transport.close()
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and not isinstance(self.error, hiredis.ProtocolError):
+            self.error = ConnectionError(f"the subscriber's connection was lost ({exc})")
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+
 class RedisBus:
     """One node's end of the bus: a publisher (one connection, in order), a subscriber
     (its inbox, the cluster's channels and the channels of the games it follows) and its
@@ -358,7 +391,9 @@ class RedisBus:
 
     async def _read(self, subscribed: asyncio.Future[None]) -> None:
         """Subscribe and hand every message to the receiver, reconnecting after an outage
-        (then the receiver hears ``reconnected``: what it follows may have moved on)."""
+        (then the receiver hears ``reconnected``: what it follows may have moved on).
+        The connection's bytes are parsed as they are received (``Subscription``), each
+        message handed on from there: no task wakes up between Redis and the receiver."""
         assert self._receiver is not None
         receiver = self._receiver
         game_bytes = f"{self.prefix}:game:".encode()
@@ -370,10 +405,48 @@ class RedisBus:
         kinds = {channel.encode(): kind for channel, kind in channels.items()}
         first = self.inbox(self.node).encode()
         attempt = 0
+
+        def handle(reply: Any) -> None:
+            # A publication: [b"message", channel, data]; a confirmation: [b"subscribe",
+            # channel, count] (or unsubscribe).
+            if type(reply) is not list or len(reply) != 3:
+                if isinstance(reply, Exception):
+                    log.warning("bus: Redis answered %s", reply)
+                return
+            kind, channel_bytes, data = reply
+            if kind == b"message":
+                if type(data) is not bytes or len(data) > MAX_PAYLOAD:
+                    return
+                try:
+                    payload = unpack(data)
+                    if channel_bytes.startswith(game_bytes):
+                        receiver("game", channel_bytes[len(game_bytes) :].decode(), payload)
+                    else:
+                        name = channel_bytes.decode()
+                        receiver(kinds.get(channel_bytes, "?"), name, payload)
+                except Exception:
+                    log.exception("bus: a message on %s could not be handled", channel_bytes)
+            elif kind == b"subscribe":
+                if channel_bytes.startswith(game_bytes):
+                    self._subscription_confirmed(channel_bytes[len(game_bytes) :].decode())
+                elif channel_bytes == first:
+                    # All of the first SUBSCRIBE's channels (Redis answers a command's
+                    # channels together): subscribed.
+                    if subscribed.done():
+                        log.info("bus: subscribed again to %s", self.url)
+                        receiver("reconnected", "", None)
+                    else:
+                        subscribed.set_result(None)
+                    self.connected = True
+
         while True:
             connection = None
             try:
-                reader, writer, connection = await open_raw(self.url)
+                _, writer, connection = await open_raw(self.url)
+                # Nothing was sent yet, so nothing waits in redis-py's reader: the
+                # connection's bytes go to the parser from now on.
+                subscription = Subscription(handle, writer.transport)
+                writer.transport.set_protocol(subscription)
                 # One SUBSCRIBE for the fixed channels and every game followed; games
                 # followed from now on are subscribed on this connection as they come.
                 games = set(self.games)
@@ -381,51 +454,12 @@ class RedisBus:
                 names = [*kinds, *(self.game_channel(g).encode() for g in games)]
                 writer.write(pack_command(b"SUBSCRIBE", *names))
                 self._subscriber = writer
-                parser = hiredis.Reader()
-                while True:
-                    data = await reader.read(1 << 16)
-                    if not data:
-                        raise ConnectionError("Redis closed the subscriber's connection")
-                    parser.feed(data)
-                    while (reply := parser.gets()) is not False:
-                        # A publication: [b"message", channel, data]; a confirmation:
-                        # [b"subscribe", channel, count] (or unsubscribe).
-                        if not isinstance(reply, list) or len(reply) != 3:
-                            if isinstance(reply, Exception):
-                                log.warning("bus: Redis answered %s", reply)
-                            continue
-                        kind, channel_bytes, data = reply
-                        if kind == b"message":
-                            if not isinstance(data, bytes) or len(data) > MAX_PAYLOAD:
-                                continue
-                            try:
-                                payload = unpack(data)
-                                if channel_bytes.startswith(game_bytes):
-                                    name = channel_bytes[len(game_bytes) :].decode()
-                                    receiver("game", name, payload)
-                                else:
-                                    name = channel_bytes.decode()
-                                    receiver(kinds.get(channel_bytes, "?"), name, payload)
-                            except Exception:
-                                log.exception(
-                                    "bus: a message on %s could not be handled", channel_bytes
-                                )
-                        elif kind == b"subscribe":
-                            if channel_bytes.startswith(game_bytes):
-                                name = channel_bytes[len(game_bytes) :].decode()
-                                self._subscription_confirmed(name)
-                            elif channel_bytes == first:
-                                # All of the first SUBSCRIBE's channels (Redis answers a
-                                # command's channels together): subscribed.
-                                if subscribed.done():
-                                    log.info("bus: subscribed again to %s", self.url)
-                                    receiver("reconnected", "", None)
-                                else:
-                                    subscribed.set_result(None)
-                                self.connected = True
-                                attempt = 0
+                await subscription.ended
+                raise subscription.error
             except (RedisError, OSError, hiredis.ProtocolError) as exc:
                 reraise_cancel(exc)
+                if self.connected:
+                    attempt = 0  # it was up: the first wait after an outage is the shortest
                 self.connected = False
                 self._subscriber = None
                 if not subscribed.done():
