@@ -286,20 +286,27 @@ class SQLStore(Store):
     read; StorageError on failure); and, where it differs, ``_write_error``,
     ``_before_batch`` and ``_batch_lost``."""
 
-    def __init__(self, *, max_batch: int = 1024) -> None:
+    def __init__(self, *, max_batch: int = 1024, writers: int = 1) -> None:
         self.max_batch = max_batch
-        # Writes waiting for the next transaction; the writer waits on _wake when none do.
+        # Writes waiting for the next transaction; idle writers wait on _wake when none do.
         self._queue: collections.deque[_Item] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         self._idle = asyncio.Event()  # set while nothing waits and nothing commits
         self._idle.set()
         self._writer: asyncio.Task[None] | None = None
+        # Writers committing at once (``writers``, each with its own connection where the
+        # store has them): a write queued while one commits starts its own transaction at
+        # once on another, instead of waiting for that commit to end first.
+        self.writers = writers
+        self._more_writers: list[asyncio.Task[None]] = []
+        self._committing = 0
         self.commits = 0  # transactions committed (for benchmarks)
         self.writes = 0  # write requests committed
 
     @abstractmethod
-    async def _commit(self, runs: _Runs) -> None:
-        """Run ``runs`` (each statement with its rows, in order) as one transaction."""
+    async def _commit(self, runs: _Runs, writer: int = 0) -> None:
+        """Run ``runs`` (each statement with its rows, in order) as one transaction, on
+        writer ``writer``'s connection (0 to ``writers`` - 1)."""
 
     @abstractmethod
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]: ...
@@ -319,13 +326,20 @@ class SQLStore(Store):
     # --- group commit --------------------------------------------------------------
 
     def _start_writer(self, name: str) -> None:
-        self._writer = asyncio.create_task(self._write_loop(), name=name)
+        self._writer = asyncio.create_task(self._write_loop(0), name=name)
+        self._more_writers = [
+            asyncio.create_task(self._write_loop(i), name=f"{name}-{i}")
+            for i in range(1, self.writers)
+        ]
 
     async def _stop_writer(self) -> None:
-        """Let queued writes commit, then stop the writer."""
+        """Let queued writes commit, then stop the writers."""
         if self._writer is not None:
             while self._queue or not self._idle.is_set():
                 await self._idle.wait()
+            for task in self._more_writers:
+                await _cancel(task)
+            self._more_writers = []
             await _cancel(self._writer)
             self._writer = None
 
@@ -344,34 +358,41 @@ class SQLStore(Store):
                 wake.set_result(None)
         return future
 
-    async def _write_loop(self) -> None:
+    async def _write_loop(self, writer: int = 0) -> None:
         queue = self._queue
         loop = asyncio.get_running_loop()
         while True:
             while not queue:
-                self._idle.set()
-                self._wake = loop.create_future()
+                if not self._committing:
+                    self._idle.set()
+                if self._wake is None:  # one future the idle writers share
+                    self._wake = loop.create_future()
                 await self._wake
             await self._before_batch()
+            if not queue:  # another writer took it meanwhile
+                continue
             # Everything queued while the previous transaction committed joins this one.
             count = min(len(queue), self.max_batch)
             batch = [queue.popleft() for _ in range(count)]
+            self._committing += 1
             try:
-                await self._commit_batch(batch)
+                await self._commit_batch(batch, writer)
             except Exception as exc:
                 # Retry one by one so a single bad write fails alone.
                 if len(batch) > 1 and not self._batch_lost(exc):
                     for item in batch:
-                        await self._commit_one(item)
+                        await self._commit_one(item, writer)
                 else:
                     for _, future in batch:
                         self._fail(future, exc)
             else:
                 self._resolve(batch)
+            finally:
+                self._committing -= 1
 
-    async def _commit_one(self, item: _Item) -> None:
+    async def _commit_one(self, item: _Item, writer: int = 0) -> None:
         try:
-            await self._commit_batch([item])
+            await self._commit_batch([item], writer)
         except Exception as exc:
             self._fail(item[1], exc)
         else:
@@ -388,7 +409,7 @@ class SQLStore(Store):
         if not future.done():
             future.set_exception(self._write_error(exc))
 
-    async def _commit_batch(self, batch: list[_Item]) -> None:
+    async def _commit_batch(self, batch: list[_Item], writer: int = 0) -> None:
         # Consecutive writes with the same SQL go down in one executemany. A move's or
         # event's raise of its game's seq goes last: it never lowers a seq (its guard), so
         # the batch's raises commute with each other and with every other write, and
@@ -407,7 +428,7 @@ class SQLStore(Store):
                     runs.append((sql, [params]))
         if raises:
             runs.append((self._SET_SEQ, raises))
-        await self._commit(runs)
+        await self._commit(runs, writer)
 
     # --- writes --------------------------------------------------------------------
 
@@ -929,7 +950,7 @@ class SQLiteStore(SQLStore):
     def _write_error(self, exc: Exception) -> StorageError:
         return storage_error(exc, "a database write")
 
-    async def _commit(self, runs: _Runs) -> None:
+    async def _commit(self, runs: _Runs, writer: int = 0) -> None:
         if self._write_db is None or self._write_thread is None:
             raise StorageError("the store is not open")
         # The whole transaction on the writer's thread (see the module's docstring).
