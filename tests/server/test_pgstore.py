@@ -234,3 +234,33 @@ async def _read_retrying(store: PostgresStore, game_id: str) -> GameRecord:
             assert record is not None
             return record
     raise AssertionError(f"{game_id} could not be read back")
+
+
+async def test_a_cluster_nodes_write_does_not_wait_for_the_commit_in_progress(
+    pg_schema: str,
+) -> None:
+    """A cluster node's store commits on two connections: while one transaction waits (on a
+    row another connection holds, here), a write queued meanwhile commits on the other.
+    Both end committed; one server alone keeps one writer."""
+    assert PostgresStore(PG_URL, schema=pg_schema).writers == 1
+    store = PostgresStore(PG_URL, schema=pg_schema, node="n1")
+    assert store.writers == 2
+    await store.open()
+    holder = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        await store.create_game(_row("g1"))
+        await holder.execute("BEGIN")
+        await holder.execute("SELECT 1 FROM games WHERE id = 'g1' FOR UPDATE")
+        blocked = asyncio.ensure_future(store.end_game("g1", GameEnd("draw", "agreed", 2, 2.0)))
+        await asyncio.sleep(0.2)
+        assert not blocked.done()  # its transaction waits for the row
+        await asyncio.wait_for(store.create_game(_row("g2")), 5)  # on the other writer
+        assert not blocked.done()
+        await holder.execute("COMMIT")
+        await asyncio.wait_for(blocked, 5)
+        record = await store.get_game("g1")
+        assert record is not None and record.row.status == "finished"
+        assert await store.get_game("g2") is not None
+    finally:
+        await holder.close()
+        await store.close()
