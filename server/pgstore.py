@@ -9,9 +9,9 @@ has two, each committing a batch of its own while the other commits (a game's
 writes are never in two at once: each is awaited, under the game's lock, before
 the next is queued; two batches touching the same session rows in opposite
 orders would deadlock, which PostgreSQL breaks after a second, and the batch
-it fails is retried write by write); a small pool reads. A lost connection fails the writes of that transaction with a clear
-``StorageError`` and is replaced at the next one, so the server recovers as soon
-as PostgreSQL answers again.
+it fails is retried write by write); a small pool reads. A lost connection fails
+the writes of that transaction with a clear ``StorageError`` and is replaced at
+the next one, so the server recovers as soon as PostgreSQL answers again.
 
 The schema is versioned like SQLite's: ``PG_MIGRATIONS[i]`` upgrades version i to
 i+1, the same versions as ``server.store.MIGRATIONS`` (a test holds the two lists
