@@ -265,7 +265,7 @@ class Rematch(Message):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Abort(Message):
-    """Abort a game before this seat's first move: no result, no winner."""
+    """Abort a game before both sides have made their first move (ply < 2): no result."""
 
     TYPE: ClassVar[str] = "abort"
     rid: int = _rid()

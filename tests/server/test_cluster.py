@@ -974,15 +974,6 @@ async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
         assert await node.stop() == 0
 
 
-async def _admin_port(node: Node) -> int:
-    """The node's admin port, from the log line naming it (after the address)."""
-    while True:
-        for line in node.log.read_text().splitlines():
-            if "admin endpoints on http://" in line:
-                return int(line.rsplit(":", 1)[1].split("/")[0])
-        await asyncio.sleep(0.05)
-
-
 async def _until_http(port: int, path: str, status: str) -> str:
     """GET ``path`` until its answer starts with ``status`` (20 s at most); the answer."""
     loop = asyncio.get_running_loop()
@@ -1030,6 +1021,7 @@ async def _admin_get(port: int, path: str) -> tuple[int, str]:
 
 
 async def _admin_port(node: Node) -> int:
+    """The node's admin port, from the log line naming it (30 s at most)."""
     async with asyncio.timeout(30):
         while "admin endpoints on http://" not in node.log.read_text():
             await asyncio.sleep(0.05)
