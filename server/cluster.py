@@ -317,7 +317,15 @@ class Cluster:
                 return game_id
 
     def owner_of(self, game_id: str) -> str | None:
-        return self.owners.get(shard_of(game_id))
+        """The node serving the game now; None while no node does: its owner is gone, or
+        its shard is changing hands here (this node hands it over, or restores its games
+        from the database). A shard held here but not served yet is nobody's: asking this
+        node for the game's events then would ask it of itself ("catching up game X from"
+        this node), before it has the game."""
+        shard = shard_of(game_id)
+        if shard in self.releasing or shard in self.taking:
+            return None
+        return self.owners.get(shard)
 
     async def _claim_loop(self) -> None:
         while True:

@@ -170,6 +170,47 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     assert await survivor.stop() == 0
 
 
+async def test_a_node_restoring_a_game_never_asks_itself_for_its_events(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """The owner killed, the survivor locks the game's shard and restores it from the
+    database, slowly here (the games table is locked meanwhile): while it restores, the
+    shard is its own in no one's eyes, its own included; it once asked itself for the
+    events its player there missed ("catching up game X from" itself), before it had the
+    game. The game goes on once restored."""
+    cluster = two_nodes
+    seats, game_id = await _seats(cluster)
+    for ply, action in enumerate(LONG_GAME[:2]):
+        mover, token = seats[["ada", "bo"][ply % 2]]
+        await _play(mover, token, game_id, action)
+    owner = await cluster.owner_of(game_id)
+    survivor = next(n for n in cluster.nodes if n.name != owner)
+    name = "ada" if owner == cluster.nodes[0].name else "bo"  # the player of the dead node
+    blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        restoring = blocker.transaction()
+        await restoring.start()
+        await blocker.execute("LOCK TABLE games IN ACCESS EXCLUSIVE MODE")
+        cluster.node(owner).kill()
+        await cluster.node(owner).process.wait()
+        await cluster.wait_owned(game_id, {survivor.name})
+        await asyncio.sleep(2.0)  # four heartbeats of the survivor's, its restore blocked
+        await restoring.rollback()
+    finally:
+        await blocker.close()
+    lost, _ = seats[name]
+    back = await survivor.connect(name, session=lost.session)
+    resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
+    assert isinstance(resumed, Resumed) and resumed.token
+    await _play(back, resumed.token, game_id, LONG_GAME[2])
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
+    log = survivor.log.read_text()
+    assert f"catching up game {game_id} from {survivor.name}" not in log, log[-3000:]
+    for client in (back, lost, *(c for c, _ in seats.values())):
+        await client.close()
+    assert await survivor.stop() == 0
+
+
 async def test_a_spectator_on_a_third_node_follows_the_game_through_a_failover(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
