@@ -207,6 +207,7 @@ class Cluster:
         self.releasing: set[int] = set()
         self.taking: set[int] = set()  # locked, their games being restored: not served yet
         self.draining = False
+        self.joined = False  # start() is over: /readyz says "not joined yet" until then
         self._map_changed = asyncio.Event()
         self._wake = asyncio.Event()
         self._free_before: set[int] = set()  # shards unheld at the last claim
@@ -260,6 +261,7 @@ class Cluster:
             asyncio.create_task(self._claim_loop(), name="cluster-claims"),
             asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
         ]
+        self.joined = True
 
     async def drain(self) -> None:
         """Graceful stop: hand every shard over now (the others are told at once). The

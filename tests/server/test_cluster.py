@@ -1061,12 +1061,43 @@ async def _admin_get(port: int, path: str) -> tuple[int, str]:
     return int(head.split()[1]), body
 
 
+async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """The admin port opens before the node joins the cluster; while its Redis stalls
+    (stopped: connections are accepted, nothing is answered) the join waits, and /readyz
+    answers 503 "bus: not joined yet" (/healthz 200). Redis going on, the node joins,
+    listens and is ready."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        assert redis.process is not None
+        redis.process.send_signal(signal.SIGSTOP)
+        try:
+            starting = asyncio.create_task(cluster.start("a", "--admin-port", "0"))
+            port = await _admin_port_of(cluster.directory / "a.log")
+            status, body = await _admin_get(port, "/readyz")
+            assert status == 503 and "bus: not joined yet\n" in body, body
+            assert await _admin_get(port, "/healthz") == (200, "ok\n")
+            assert not starting.done()
+        finally:
+            redis.process.send_signal(signal.SIGCONT)
+        node = await starting
+        async with asyncio.timeout(30):
+            while (answer := await _admin_get(port, "/readyz"))[0] != 200:
+                await asyncio.sleep(0.1)
+        assert "bus: ok\n" in answer[1], answer
+        assert await node.stop() == 0
+
+
 async def _admin_port(node: Node) -> int:
-    """The node's admin port, from the log line naming it (30 s at most)."""
+    return await _admin_port_of(node.log)
+
+
+async def _admin_port_of(log: Path) -> int:
+    """A node's admin port, from the log line naming it (30 s at most)."""
     async with asyncio.timeout(30):
-        while "admin endpoints on http://" not in node.log.read_text():
+        while not log.exists() or "admin endpoints on http://" not in log.read_text():
             await asyncio.sleep(0.05)
-    line = node.log.read_text().split("admin endpoints on http://", 1)[1]
+    line = log.read_text().split("admin endpoints on http://", 1)[1]
     return int(line.split("/", 1)[0].rsplit(":", 1)[1])
 
 
@@ -1091,7 +1122,7 @@ async def test_readyz_says_draining_for_the_whole_drain(
         node.process.send_signal(signal.SIGTERM)
         await reader.readexactly(2)  # the server's close frame: the drain is under way
         status, body = await _admin_get(port, "/readyz")
-        assert status == 503 and "drain: RuntimeError: draining\n" in body
+        assert status == 503 and "drain: draining: its games go to the other nodes\n" in body
         assert await _admin_get(port, "/healthz") == (200, "ok\n")
         assert node.process.returncode is None
         writer.close()  # the drain ends; so does the process, and its admin port with it
