@@ -24,6 +24,7 @@ Clients connect to any node:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -36,6 +37,8 @@ import asyncpg
 from redis.exceptions import RedisError
 
 from protocol import (
+    PROTOCOL_VERSION,
+    SEQ_SINCE_VERSION,
     ErrorCode,
     JoinGame,
     LobbyEvent,
@@ -491,7 +494,11 @@ class Cluster:
     # --- presence ------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        state = {"shards": sorted(self.locks.held - self.releasing), "draining": self.draining}
+        state = {
+            "shards": sorted(self.locks.held - self.releasing),
+            "draining": self.draining,
+            "protocol": PROTOCOL_VERSION,  # what requests forwarded here may carry
+        }
         await self.bus.heartbeat(state, self.presence_ttl_s)
         await self._refresh()
 
@@ -600,7 +607,9 @@ class Cluster:
         player = connection.player
         assert player is not None
         deadline = time.monotonic() + self.forward_timeout_s
-        frame = encode(message)
+        frame = plain = encode(message)
+        if getattr(message, "seq", None) is not None:  # a game request's (PROTOCOL.md)
+            plain = encode(dataclasses.replace(message, seq=None))  # type: ignore[type-var]
         unanswered = False  # a copy went to an owner that never answered
         while True:
             if self.serves(game_id):
@@ -644,7 +653,7 @@ class Cluster:
                     "player": [player.player_id, player.name, player.bot, player.address],
                     "watching": sorted(connection.watching),
                     "tokens": tokens,
-                    "frame": frame,
+                    "frame": frame if self._takes_seq(owner) else plain,
                     "sub": self.bus.subscribed(game_id),
                 },
             )
@@ -667,6 +676,12 @@ class Cluster:
             if spent > 0:
                 connection.bucket.charge(time.monotonic(), spent, owe=True)
             return
+
+    def _takes_seq(self, node: str) -> bool:
+        """``node`` takes the ``seq`` of game requests: a node of an older version (a
+        rolling upgrade) announces no protocol, and would refuse the field (bad_field)."""
+        state = self.present.get(node) or {}
+        return int(state.get("protocol", 1)) >= SEQ_SINCE_VERSION
 
     async def _follow_channel(self, game_id: str, timeout: float) -> bool:
         """Subscribe to the game's channel; True once Redis confirmed it in ``timeout``."""

@@ -25,6 +25,7 @@ from protocol import (
     Abort,
     AcceptSeek,
     CreateGame,
+    Draw,
     Ended,
     Error,
     Hello,
@@ -36,6 +37,7 @@ from protocol import (
     Message,
     Move,
     Moved,
+    Ok,
     Ping,
     QuickPair,
     Resign,
@@ -349,6 +351,56 @@ async def test_a_move_sent_again_through_another_node_is_acknowledged_again(
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
     await back.close()
     await ada.close()
+
+
+async def test_a_draw_offer_and_a_resign_sent_again_through_another_node_count_once(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """Game requests carry the seq their client had seen (PROTOCOL.md, "A request sent
+    again"): ada's draw offer, made on the owner, sent again from the other node after the
+    opponent moved, is answered ``ok`` from the owner's memory, and after a failover from
+    the store (a restored game keeps no event log), never offered twice; her resign, its
+    reply lost, likewise gets its ``ended`` again."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await two_nodes.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    await _heard(bo, 0)
+    seen = ada.seen_seq[game_id]
+    offer = Draw(rid=7, game_id=game_id, token=created.token, seq=seen)
+    assert isinstance(await ada.request(Draw, game_id=game_id, seq=seen), Ok)
+    await _play(bo, joined.token, game_id, LONG_GAME[1])  # declines the offer
+    await ada.close()
+    back = await _raw_back(b, ada.session)
+    await back.send_message(offer)
+    assert await _reply(back, 7) == Ok(rid=7)
+    a.kill()
+    await two_nodes.wait_owned(game_id, {b.name})
+    await back.send_message(replace(offer, rid=8))
+    assert await _reply(back, 8) == Ok(rid=8)
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        kinds = await conn.fetch("SELECT kind FROM events WHERE game_id = $1", game_id)
+    finally:
+        await conn.close()
+    assert [r[0] for r in kinds].count("offer") == 1
+    await back.close()
+    resumed = await (back2 := await b.connect("ada", session=ada.session)).request(
+        Resume, game_id=game_id, since=0
+    )
+    resign = Resign(rid=9, game_id=game_id, token=resumed.token, seq=resumed.seq)
+    ended = await back2.request(Resign, game_id=game_id, seq=resumed.seq)
+    assert isinstance(ended, Ended) and ended.reason == "resign"
+    await back2.close()
+    last = await _raw_back(b, ada.session)
+    await last.send_message(resign)
+    again = await _reply(last, 9)
+    assert isinstance(again, Ended) and (again.seq, again.result) == (ended.seq, ended.result)
+    await last.close()
+    await bo.close()
 
 
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
