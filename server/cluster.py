@@ -768,8 +768,8 @@ class Cluster:
                 moved = True
             else:
                 await self.server.dispatch(proxy, message)
-        except ProtocolError as exc:
-            proxy.send_error(exc.code, exc.message, rid)
+        except ProtocolError as exc:  # a frame this node cannot read: the rid the codec read
+            proxy.send_error(exc.code, exc.message, rid if rid is not None else exc.rid)
         except ServerError as exc:
             proxy.send_error(exc.code, exc.message, rid, exc.game_id)
         except Exception:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import asyncpg
+import msgpack
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -49,8 +50,9 @@ from protocol import (
     Snapshot,
     Watch,
     Welcome,
+    decode_server,
 )
-from server.bus import unpack
+from server.bus import pack, unpack
 from tests.server.cluster_nodes import Cluster, Node, cluster_of
 from tests.server.conftest import RawClient, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -401,6 +403,43 @@ async def test_a_draw_offer_and_a_resign_sent_again_through_another_node_count_o
     assert isinstance(again, Ended) and (again.seq, again.result) == (ended.seq, ended.result)
     await last.close()
     await bo.close()
+
+
+async def test_a_forwarded_frame_its_owner_cannot_read_is_refused_with_its_rid(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Nodes of two versions (a rolling upgrade): a request forwarded with a field its owner
+    does not know is refused ``bad_field`` with the request's ``rid`` (without it, the client
+    waited for a reply forever). A node sends the owner's inbox the envelope a newer node
+    would; its own inbox hears the answer."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        owner = await cluster.start("a")
+        await cluster.wait_balanced()
+        client = aioredis.Redis.from_url(cluster.bus)
+        listener = client.pubsub()
+        try:
+            await listener.subscribe(f"{redis_prefix}:inbox:newer")
+            frame = msgpack.packb(
+                {"type": "draw", "rid": 5, "game_id": "g", "token": "t", "future": 1}
+            )
+            envelope = {
+                "op": "req", "fid": 1, "conn": "k1", "player": ["p-x", "eve", False, "::1"],
+                "watching": [], "tokens": 10.0, "frame": frame, "sub": False, "from": "newer",
+            }  # fmt: skip
+            await client.publish(f"{redis_prefix}:inbox:{owner.name}", pack(envelope))
+            async with asyncio.timeout(10):
+                while True:
+                    message = await listener.get_message(ignore_subscribe_messages=True, timeout=1)
+                    if message is not None:
+                        break
+            done = unpack(message["data"])
+            assert done["op"] == "done" and done["fid"] == 1, done
+            (error,) = [decode_server(f) for f in done["frames"]]
+            assert isinstance(error, Error) and (error.code, error.rid) == ("bad_field", 5), error
+        finally:
+            await listener.aclose()
+            await client.aclose()
+        assert await owner.stop() == 0
 
 
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
