@@ -51,7 +51,7 @@ for _path in (str(ROOT), str(BENCH)):  # run as `python bench/cluster.py` from a
 
 from load import WebSocketLink, _load_average, _pack  # noqa: E402
 
-from protocol import PROTOCOL_VERSION, CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
+from protocol import OLDEST_PROTOCOL_VERSION, CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
 from server.shards import shard_of  # noqa: E402
 
 # Issue 13's target: a forwarded human move's round trip at 1,000 moves/s offered.
@@ -123,8 +123,11 @@ class LeanConnection:
         self = cls()
         host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
         self.link = await WebSocketLink.connect(host, int(port), self._on_frame, self._on_lost)
+        # The oldest version: nothing newer is used (seq), and an older tree's nodes
+        # (--server-tree) accept it.
         hello: dict[str, Any] = {
-            "type": "hello", "version": PROTOCOL_VERSION, "name": name, "client": "noughts-bench"
+            "type": "hello", "version": OLDEST_PROTOCOL_VERSION, "name": name,
+            "client": "noughts-bench",
         }  # fmt: skip
         if session is not None:
             hello["session"] = session

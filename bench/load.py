@@ -83,6 +83,7 @@ TARGET_CONNECTIONS = 10_000
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 SERVER_START_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 RECONNECT_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
+KILL_PATIENCE_S = 10.0  # the longest a kill waits for the previous kill's players
 CLIENT_RATE_CAP = 1_000_000  # messages/s per connection: no limit in practice
 SERVER_CONNECTION_CAP = 100_000
 
@@ -1269,11 +1270,13 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
         cpu_mark = (0.0, 0.0, 0)
         kill_times = _kill_schedule(options, rng)
         kills_done: list[dict[str, float]] = []
+        players = 2 * options.games + options.ai_games
+        restarted = t0
         next_print = t0 + 1.0
         last_delivered = 0
         last_print = t0
         end = t0 + options.duration_s
-        while time.monotonic() < end:
+        while time.monotonic() < end or kill_times:  # every kill asked for is made
             for i, pipe in enumerate(pipes):
                 while pipe.poll():
                     message = pipe.recv()
@@ -1285,11 +1288,20 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
                 cpu_mark = (_cpu_s(server.pid), sum(_cpu_s(c.pid) for c in children), server.pid)
                 for pipe in pipes:
                     pipe.send(("measure",))
-            if kill_times and now - t0 >= kill_times[0]:
+            # A kill lands on a server whose players are all back from the previous kill
+            # (or, should one never come back, 10 s after the restart): a kill while they
+            # are still reconnecting would count one reconnection for two kills.
+            everyone_back = _sum(tallies, "reconnections") >= players * len(kills_done)
+            if (
+                kill_times
+                and now - t0 >= kill_times[0]
+                and (everyone_back or now - restarted >= KILL_PATIENCE_S)
+            ):
                 kill_times.pop(0)
                 down = time.monotonic()
                 server.kill()
                 server.start()
+                restarted = time.monotonic()
                 kills_done.append(
                     {"at_s": round(down - t0, 3), "restart_s": round(time.monotonic() - down, 3)}
                 )
@@ -1360,7 +1372,8 @@ def run_load(options: LoadOptions, mode: str) -> dict[str, Any]:
 
 def _kill_schedule(options: LoadOptions, rng: random.Random) -> list[float]:
     """``kills`` random moments, spread over the run, leaving its last fifth for checking
-    that every game goes on after the last restart."""
+    that every game goes on after the last restart. A kill waits, past its moment, for the
+    players of the previous one to be back (at most ``KILL_PATIENCE_S``)."""
     if not options.kills:
         return []
     span = options.duration_s * 0.8

@@ -186,6 +186,10 @@ class ServerConnection:
     def last_seq(self) -> dict[str, int]:
         return self.core.last_seq
 
+    @property
+    def seen_seq(self) -> dict[str, int]:
+        return self.core.seen_seq
+
     def token_for(self, game_id: str) -> str | None:
         return self.core.token_for(game_id)
 
@@ -265,8 +269,12 @@ class ServerConnection:
     async def request(self, kind: type[M], *, again: bool = False, **fields: Any) -> Any:
         """Send a request and wait for its reply; raises RequestFailed on an error reply,
         ConnectionLost when not connected or when the connection drops first. With ``again``
-        (for requests that change nothing: ``get``, ``list``), a request the connection
-        dropped under is sent again once reconnected, until the connection closes for good."""
+        (for requests that change nothing: ``get``, ``list``; and game requests, which carry
+        the ``seq`` they were first sent with: PROTOCOL.md, "A request sent again"), a
+        request the connection dropped under is sent again once reconnected, until the
+        connection closes for good."""
+        if again:
+            fields = self.core.with_seq(kind, fields)
         while again and self.reconnect:
             try:
                 return await self.request(kind, **fields)

@@ -16,6 +16,7 @@ from typing import Any
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks, player_name
+from client.session_core import RESENDABLE
 from protocol import (
     Abort,
     Claim,
@@ -242,15 +243,18 @@ class PlainGame:
                     continue
                 kind, fields = Move, {"action": action, "ply": state.ply()}
                 what = "The server refused that move"
+            # A game request carries the seq seen when first sent: sent again after a
+            # reconnection it is never applied twice (PROTOCOL.md, "A request sent again").
+            again = kind in RESENDABLE
             try:
-                await self.connection.request(kind, game_id=self.game_id, **fields)
+                await self.connection.request(kind, again=again, game_id=self.game_id, **fields)
             except RequestFailed as exc:
                 self.write(f"{what}: {exc.message}")
                 if not self.connection.events.empty():
                     return True  # the game moved on meanwhile: show it first
                 continue
             except ConnectionLost:
-                # Not sent again blindly: the resumed game says whether it arrived.
+                # A move is not sent again blindly: the resumed game says whether it arrived.
                 self.write("The connection dropped before the server answered; reconnecting…")
                 await self.connection.resynced()
                 if self.connection.events.empty():

@@ -13,7 +13,9 @@ frame received (``receive_frame``), sends what ``data_to_send`` returns and acts
   token of every request for a seat's game (a server restored from its database issues new
   tokens in its welcome: a token kept anywhere else would go stale);
 - the last ``seq`` seen per game followed, so an event seen already is never delivered
-  twice;
+  twice; and in every game request (resign, abort, draw, claim, rematch) to a server that
+  takes it, the ``seq`` seen when it was first sent, so that sending it again is harmless
+  (PROTOCOL.md, "A request sent again");
 - what to send again after a reconnection (PROTOCOL.md, resume): ``resume`` for every game
   played or ours, ``watch`` with ``since`` for every game watched (a ``resume`` would leave
   the server unable to ``unwatch`` it), the lobby subscription.
@@ -31,13 +33,19 @@ import msgpack
 
 from protocol import (
     GAME_EVENTS,
-    PROTOCOL_VERSION,
+    OLDEST_PROTOCOL_VERSION,
+    SEQ_SINCE_VERSION,
+    Abort,
+    Claim,
+    Draw,
     Ended,
     Error,
     Hello,
     LobbySubscribe,
     Message,
     ProtocolError,
+    Rematch,
+    Resign,
     Resume,
     Resumed,
     Seated,
@@ -48,6 +56,9 @@ from protocol import (
     decode_server,
     encode,
 )
+
+# Game requests that carry ``seq`` (the seq seen when first sent) to a server of version 2.
+RESENDABLE: tuple[type[Message], ...] = (Resign, Abort, Draw, Claim, Rematch)
 
 # --- what the session tells its I/O layer ---------------------------------------------------
 
@@ -150,6 +161,8 @@ class ClientSession:
         self.connected = False
         self.seats: dict[str, tuple[int, str]] = {}  # game_id -> (seat, token)
         self.last_seq: dict[str, int] = {}  # game_id -> seq of the last event delivered
+        # game_id -> the highest seq seen, kept after the game's end (a rematch's ``seq``)
+        self.seen_seq: dict[str, int] = {}
         self.watching: set[str] = set()  # games followed as a spectator (``watch``)
         self.lobby: dict[str, Any] | None = None  # the fields of the lobby subscription
         self._rids = itertools.count(1)
@@ -179,11 +192,15 @@ class ClientSession:
 
     def send_request(self, kind: type[Message], **fields: Any) -> int:
         """Queue a request; returns its rid (its reply comes as a ``Reply`` with it). A
-        request for a game we hold a seat in gets that seat's token unless it names one."""
+        request for a game we hold a seat in gets that seat's token unless it names one; a
+        game request its ``seq`` (``with_seq``) unless it names one."""
         if "token" in getattr(kind, "__dataclass_fields__", ()) and fields.get("token") is None:
             token = self.token_for(str(fields.get("game_id")))
             if token is not None:
                 fields["token"] = token
+        fields = self.with_seq(kind, fields)
+        if not self.takes_seq:  # a server of version 1 would refuse it (bad_field)
+            fields.pop("seq", None)
         rid = next(self._rids)
         request = kind(rid=rid, **fields)  # type: ignore[call-arg]
         self._pending[rid] = request
@@ -199,6 +216,22 @@ class ClientSession:
             elif request.page in (None, 1):
                 self.lobby = fields
         return rid
+
+    @property
+    def takes_seq(self) -> bool:
+        """The server greeting us takes ``seq`` on game requests (protocol version 2): an
+        older one would refuse the field (``bad_field``)."""
+        return self.welcome is not None and self.welcome.version >= SEQ_SINCE_VERSION
+
+    def with_seq(self, kind: type[Message], fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` of a game request with its ``seq``: the last seq of the game seen now,
+        unless given (a request sent again keeps the one it was first sent with); none for a
+        game of which no event was seen (a seq too old would answer the request with what an
+        earlier one of its kind did, and leave it undone)."""
+        if kind not in RESENDABLE or fields.get("seq") is not None:
+            return fields
+        seen = self.seen_seq.get(str(fields.get("game_id")))
+        return fields if seen is None else fields | {"seq": seen}
 
     def forget(self, game_id: str) -> None:
         """Stop following a game after a reconnection (no longer watched, or left)."""
@@ -254,6 +287,7 @@ class ClientSession:
     def _seen(self, event: Message) -> bool:
         game_id: str = event.game_id  # type: ignore[attr-defined]
         seq: int = event.seq  # type: ignore[attr-defined]
+        self.seen_seq[game_id] = max(seq, self.seen_seq.get(game_id, 0))
         if isinstance(event, Snapshot):
             # A game still open has no events to resume from: it is followed from 0.
             if event.status != "open":
@@ -278,7 +312,7 @@ class ClientSession:
 
     def _send_hello(self) -> None:
         fields: dict[str, Any] = {
-            "version": PROTOCOL_VERSION,
+            "version": OLDEST_PROTOCOL_VERSION,  # welcome names the server's
             "name": self.name,
             "bot": self.bot,
             "client": self.client,

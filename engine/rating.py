@@ -3,8 +3,13 @@
 Pure math on win/draw/loss counts (no I/O, no randomness), for ``noughts arena``.
 
 - Elo uses the logistic model: a score ``s`` means ``elo = -400 * log10(1/s - 1)``.
-- The interval is a normal approximation on the mean score with the trinomial variance of one
-  game (win 1, draw 1/2, loss 0), mapped through the logistic curve; draws therefore narrow it.
+- The interval is a normal approximation on the mean score, mapped through the logistic curve.
+  Its variance is the trinomial one of a game (win 1, draw 1/2, loss 0; draws narrow it) for
+  games played independently, and the pentanomial one of a game pair for pairs that play one
+  opening with the colours swapped (``noughts arena``): the two games of a pair are correlated
+  (the same opening favours the same colour in both), so counting them as independent games
+  misstates the interval; the pair, with its five outcomes (0, 1/2, 1, 3/2, 2 points), is
+  the independent unit (fishtest's pentanomial model, M. Van den Bergh, "Normalized Elo").
 - The SPRT tests H0: elo = elo0 against H1: elo = elo1 with the generalized SPRT in its normal
   (Brownian) approximation, as fishtest does: ``LLR = N (s1 - s0) (2 s - s0 - s1) / (2 var)``
   (M. Van den Bergh, "A practical introduction to the GSPRT", fishtest's ``LLR_alt2``), and stops
@@ -22,6 +27,7 @@ __all__ = [
     "SprtResult",
     "elo_from_score",
     "elo_interval",
+    "pentanomial_variance",
     "score_from_elo",
     "sprt",
     "sprt_bounds",
@@ -69,6 +75,21 @@ def trinomial_variance(wins: float, draws: float, losses: float) -> float:
     ) / games
 
 
+PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # a pair's points for its five outcomes
+
+
+def pentanomial_variance(pairs: tuple[int, ...] | list[int]) -> float:
+    """Variance of one pair's points (0, 1/2, 1, 3/2, 2: LL, LD, DD or WL, WD, WW) under the
+    observed frequencies of the five outcomes."""
+    if len(pairs) != len(PAIR_POINTS) or min(pairs) < 0:
+        raise ValueError(f"pairs must be five non-negative counts, got {pairs}")
+    count = sum(pairs)
+    if count <= 0:
+        raise ValueError("no pairs")
+    mean = sum(n * p for n, p in zip(pairs, PAIR_POINTS, strict=True)) / count
+    return sum(n * (p - mean) ** 2 for n, p in zip(pairs, PAIR_POINTS, strict=True)) / count
+
+
 @dataclass(frozen=True, slots=True)
 class EloEstimate:
     """Score and Elo difference of a match with their 95% confidence intervals."""
@@ -80,6 +101,7 @@ class EloEstimate:
     elo: float
     elo_low: float
     elo_high: float
+    pairs: int = 0  # game pairs the interval's variance counts (0: trinomial, every game alone)
 
     @property
     def error(self) -> float:
@@ -87,14 +109,37 @@ class EloEstimate:
         return (self.elo_high - self.elo_low) / 2.0
 
 
-def elo_interval(wins: int, draws: int, losses: int, z: float = Z95) -> EloEstimate:
+def elo_interval(
+    wins: int,
+    draws: int,
+    losses: int,
+    z: float = Z95,
+    *,
+    pairs: tuple[int, ...] | list[int] | None = None,
+) -> EloEstimate:
     """Elo difference from win/draw/loss counts with a confidence interval (default 95%).
 
-    Normal approximation on the mean score: ``s +- z * sqrt(var / N)`` with the trinomial
-    per-game variance, clamped to [0, 1] and mapped to Elo (the mapping is monotonic).
+    Normal approximation on the mean score ``s`` of the N games: ``s +- z * sd``, clamped to
+    [0, 1] and mapped to Elo (the mapping is monotonic). Unpaired, ``sd = sqrt(var / N)``
+    with the trinomial variance of one game. With ``pairs`` (the counts of pairs that scored
+    0, 1/2, 1, 3/2 and 2 points, each pair one opening played with the colours swapped;
+    its games are among the counts), the P pairs are the independent units:
+    ``sd = sqrt(P var_pair + U var_game) / N``, var_pair the pentanomial variance of a pair's
+    points and U the games in no finished pair (an odd last game, a pair cut short), counted
+    with the trinomial variance of all the games.
     """
     games, score = _score(wins, draws, losses)
-    half_width = z * math.sqrt(trinomial_variance(wins, draws, losses) / games)
+    paired = 0 if pairs is None else sum(pairs)
+    if pairs is not None and paired:
+        unpaired = games - 2 * paired
+        if unpaired < 0:
+            raise ValueError(f"{paired} pairs hold more than the {games:g} games")
+        variance_of_sum = paired * pentanomial_variance(pairs)
+        if unpaired:
+            variance_of_sum += unpaired * trinomial_variance(wins, draws, losses)
+        half_width = z * math.sqrt(variance_of_sum) / games
+    else:
+        half_width = z * math.sqrt(trinomial_variance(wins, draws, losses) / games)
     low = min(max(score - half_width, 0.0), 1.0)
     high = min(max(score + half_width, 0.0), 1.0)
     return EloEstimate(
@@ -105,6 +150,7 @@ def elo_interval(wins: int, draws: int, losses: int, z: float = Z95) -> EloEstim
         elo=elo_from_score(score),
         elo_low=elo_from_score(low),
         elo_high=elo_from_score(high),
+        pairs=paired,
     )
 
 

@@ -15,7 +15,9 @@ from protocol.codec import (
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
     GAME_EVENTS,
+    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
+    SEQ_SINCE_VERSION,
     Abort,
     AcceptSeek,
     CancelSeek,
@@ -86,7 +88,9 @@ __all__ = [
     "CLIENT_TYPES",
     "MAX_CLIENT_FRAME",
     "MAX_SERVER_FRAME",
+    "OLDEST_PROTOCOL_VERSION",
     "PROTOCOL_VERSION",
+    "SEQ_SINCE_VERSION",
     "SERVER_TYPES",
     "CreateGame",
     "Ended",

@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-PROTOCOL_VERSION = 1
+# The version this code speaks. Version 2 is version 1 with one optional field more: the
+# ``seq`` of the game requests (resign, abort, draw, claim, rematch) that makes sending one
+# again harmless. A server accepts ``hello`` of any version from OLDEST_PROTOCOL_VERSION to
+# its own and names its own in ``welcome``; a client says the oldest it can speak, so that
+# a server of either version accepts it, and sends ``seq`` only to a server of version 2.
+PROTOCOL_VERSION = 2
+OLDEST_PROTOCOL_VERSION = 1
+SEQ_SINCE_VERSION = 2  # the first version whose servers take ``seq`` on game requests
 
 
 def _rid() -> Any:
@@ -41,6 +48,13 @@ def _bounded(lo: int, hi: int, default: Any = _REQUIRED) -> Any:
     if default is _REQUIRED:
         return field(metadata={"min": lo, "max": hi})
     return field(default=default, metadata={"min": lo, "max": hi})
+
+
+def _request_seq() -> Any:
+    """A game request's ``seq``: the last seq of the game the client had seen when it first
+    sent the request, the same when it sends it again (PROTOCOL.md, "A request sent
+    again")."""
+    return _bounded(0, 2**31 - 1, None)
 
 
 Status = Literal["open", "live", "finished", "aborted"]
@@ -130,6 +144,7 @@ class Resign(Message):
     rid: int = _rid()
     game_id: str = _game_id()
     token: str = _token()
+    seq: int | None = _request_seq()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,6 +265,7 @@ class Draw(Message):
     game_id: str = _game_id()
     token: str = _token()
     answer: Answer = "offer"
+    seq: int | None = _request_seq()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,16 +277,18 @@ class Rematch(Message):
     game_id: str = _game_id()
     token: str = _token()
     answer: Answer = "offer"
+    seq: int | None = _request_seq()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Abort(Message):
-    """Abort a game before this seat's first move: no result, no winner."""
+    """Abort a game before both sides have made their first move (ply < 2): no result."""
 
     TYPE: ClassVar[str] = "abort"
     rid: int = _rid()
     game_id: str = _game_id()
     token: str = _token()
+    seq: int | None = _request_seq()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,6 +300,7 @@ class Claim(Message):
     game_id: str = _game_id()
     token: str = _token()
     outcome: Literal["win", "draw"] = "win"
+    seq: int | None = _request_seq()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from server.admin import AdminServer
     from server.lockfile import ServerLock
     from server.settings import ServerSettings
     from server.store import Store
@@ -197,6 +198,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         logging.info("starting %d engine workers", pool.size)
         await pool.start_async()
     game_server = GameServer(store, pool, settings=settings)
+    admin = None  # open until the process ends: /readyz answers 503 for the whole drain
     if node is not None:
         from server.bus import RedisBus
         from server.cluster import Cluster
@@ -205,27 +207,23 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         assert settings.bus is not None and isinstance(store, PostgresStore)
         bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
         game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect))
+        # Open while the node joins (a stalled Redis may hold the join): /readyz answers
+        # 503 "bus: not joined yet" until it has.
+        admin = await _open_admin(AdminServer(game_server), settings)
         try:
             await game_server.cluster.start()
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
+            if admin is not None:
+                admin.close()
             await store.close()
             return 1
         logging.info("node %s of the cluster on %s", node, settings.bus)
-    admin = None  # open until the process ends: /readyz answers 503 for the whole drain
     try:
         async with running(game_server, settings.host, settings.port, tls) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
-            if settings.admin_port is not None:
-                admin = await AdminServer(game_server).start(
-                    settings.admin_host, settings.admin_port
-                )
-                admin_port = next(iter(admin.sockets)).getsockname()[1]
-                logging.info(
-                    "admin endpoints on http://%s:%d/ (healthz, readyz, metrics)",
-                    settings.admin_host,
-                    admin_port,
-                )
+            if admin is None:
+                admin = await _open_admin(AdminServer(game_server), settings)
             # Everything alive now (modules, numba's tables, restored games) leaves the
             # collector's generations: full collections then walk only what games
             # allocate later, which keeps their pauses short (Python docs, gc.freeze).
@@ -276,6 +274,19 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         elif pool is not None:
             await pool.close()
     return 0
+
+
+async def _open_admin(admin: AdminServer, settings: ServerSettings) -> asyncio.Server | None:
+    """The admin port (``--admin-port``), or None without one."""
+    if settings.admin_port is None:
+        return None
+    listening: asyncio.Server = await admin.start(settings.admin_host, settings.admin_port)
+    logging.info(
+        "admin endpoints on http://%s:%d/ (healthz, readyz, metrics)",
+        settings.admin_host,
+        next(iter(listening.sockets)).getsockname()[1],
+    )
+    return listening
 
 
 async def _start_processes(

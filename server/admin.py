@@ -4,7 +4,9 @@ Operators and load balancers poll it, never players: it listens on its own port
 (``--admin-port``; 127.0.0.1 by default), answers GET only, reads at most one
 small request per connection under a timeout, and closes. ``/healthz`` says the
 process is up; ``/readyz`` says it can serve a game: the store answers a read
-and the engine has a live worker (or AI games are off); ``/metrics`` is the text
+and the engine has a live worker (or AI games are off), and a cluster node has
+joined the bus (the port opens before it joins: 503 ``bus: not joined yet`` until
+then); ``/metrics`` is the text
 exposition of prometheus-client, with the server's figures read at scrape time
 from its own state (nothing is counted on the per-move path for it).
 """
@@ -31,6 +33,10 @@ REQUEST_TIMEOUT_S = 5.0
 READY_CHECK_TIMEOUT_S = 2.0
 
 Check = Callable[[], Awaitable[None]]
+
+
+class NotReady(Exception):
+    """A check's own verdict: its message is the whole answer (no exception type)."""
 
 
 class ServerCollector(Collector):
@@ -110,25 +116,30 @@ class AdminServer:
     async def _check_drain(self) -> None:
         """Stopping (SIGTERM): a load balancer sends no new client; /healthz stays 200."""
         if self.game_server.draining:
-            raise RuntimeError("draining")
+            if self.game_server.cluster is not None:
+                raise NotReady("draining: its games go to the other nodes")
+            raise NotReady("draining: the server is stopping")
 
     async def _check_store(self) -> None:
         await self.game_server.store.list_games("finished", 1)
 
     async def _check_bus(self) -> None:
-        """A cluster node: subscribed to the bus, and holding its shard locks' connection."""
+        """A cluster node: joined (subscribed, announced, its first shards claimed), still
+        subscribed to the bus, and holding its shard locks' connection."""
         cluster = self.game_server.cluster
         assert cluster is not None
+        if not cluster.joined:
+            raise NotReady("not joined yet")
         if not cluster.bus.connected:
-            raise RuntimeError("not subscribed to the bus (Redis unreachable)")
+            raise NotReady("not subscribed to the bus (Redis unreachable)")
         await cluster.bus.client.ping()
         if not cluster.locks.connected:
-            raise RuntimeError("no connection holding shard locks (PostgreSQL unreachable)")
+            raise NotReady("no connection holding shard locks (PostgreSQL unreachable)")
 
     async def _check_engine(self) -> None:
         pool = self.game_server.pool
         if pool is not None and pool.alive == 0:
-            raise RuntimeError("no engine worker is alive")
+            raise NotReady("no engine worker is alive")
 
     async def readiness(self) -> dict[str, str]:
         """Each check's verdict: "ok" or why it failed."""
@@ -138,6 +149,8 @@ class AdminServer:
                 await asyncio.wait_for(check(), READY_CHECK_TIMEOUT_S)
             except TimeoutError:
                 verdicts[name] = f"no answer in {READY_CHECK_TIMEOUT_S:g} s"
+            except NotReady as exc:
+                verdicts[name] = str(exc)
             except Exception as exc:
                 verdicts[name] = f"{type(exc).__name__}: {exc}"
             else:

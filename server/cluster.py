@@ -24,6 +24,7 @@ Clients connect to any node:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -36,6 +37,8 @@ import asyncpg
 from redis.exceptions import RedisError
 
 from protocol import (
+    PROTOCOL_VERSION,
+    SEQ_SINCE_VERSION,
     ErrorCode,
     JoinGame,
     LobbyEvent,
@@ -207,6 +210,7 @@ class Cluster:
         self.releasing: set[int] = set()
         self.taking: set[int] = set()  # locked, their games being restored: not served yet
         self.draining = False
+        self.joined = False  # start() is over: /readyz says "not joined yet" until then
         self._map_changed = asyncio.Event()
         self._wake = asyncio.Event()
         self._free_before: set[int] = set()  # shards unheld at the last claim
@@ -260,6 +264,7 @@ class Cluster:
             asyncio.create_task(self._claim_loop(), name="cluster-claims"),
             asyncio.create_task(self._heartbeat_loop(), name="cluster-heartbeat"),
         ]
+        self.joined = True
 
     async def drain(self) -> None:
         """Graceful stop: hand every shard over now (the others are told at once). The
@@ -317,7 +322,15 @@ class Cluster:
                 return game_id
 
     def owner_of(self, game_id: str) -> str | None:
-        return self.owners.get(shard_of(game_id))
+        """The node serving the game now; None while no node does: its owner is gone, or
+        its shard is changing hands here (this node hands it over, or restores its games
+        from the database). A shard held here but not served yet is nobody's: asking this
+        node for the game's events then would ask it of itself ("catching up game X from"
+        this node), before it has the game."""
+        shard = shard_of(game_id)
+        if shard in self.releasing or shard in self.taking:
+            return None
+        return self.owners.get(shard)
 
     async def _claim_loop(self) -> None:
         while True:
@@ -481,7 +494,11 @@ class Cluster:
     # --- presence ------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        state = {"shards": sorted(self.locks.held - self.releasing), "draining": self.draining}
+        state = {
+            "shards": sorted(self.locks.held - self.releasing),
+            "draining": self.draining,
+            "protocol": PROTOCOL_VERSION,  # what requests forwarded here may carry
+        }
         await self.bus.heartbeat(state, self.presence_ttl_s)
         await self._refresh()
 
@@ -591,9 +608,12 @@ class Cluster:
         assert player is not None
         deadline = time.monotonic() + self.forward_timeout_s
         # The client's own bytes when it sent this request (validated here, decoded again
-        # by the owner, which validates what it serves): not encoded again.
+        # by the owner, which validates what it serves): not encoded again, except without
+        # its seq for an owner of an older version (a rolling upgrade; PROTOCOL.md).
         sent = connection.request_frame
-        frame = sent[1] if sent is not None and sent[0] is message else encode(message)
+        frame = plain = sent[1] if sent is not None and sent[0] is message else encode(message)
+        if getattr(message, "seq", None) is not None:  # a game request's (PROTOCOL.md)
+            plain = encode(dataclasses.replace(message, seq=None))  # type: ignore[type-var]
         unanswered = False  # a copy went to an owner that never answered
         while True:
             if self.serves(game_id):
@@ -637,7 +657,7 @@ class Cluster:
                     "player": [player.player_id, player.name, player.bot, player.address],
                     "watching": sorted(connection.watching),
                     "tokens": tokens,
-                    "frame": frame,
+                    "frame": frame if self._takes_seq(owner) else plain,
                     "sub": self.bus.subscribed(game_id),
                 },
             )
@@ -660,6 +680,12 @@ class Cluster:
             if spent > 0:
                 connection.bucket.charge(time.monotonic(), spent, owe=True)
             return
+
+    def _takes_seq(self, node: str) -> bool:
+        """``node`` takes the ``seq`` of game requests: a node of an older version (a
+        rolling upgrade) announces no protocol, and would refuse the field (bad_field)."""
+        state = self.present.get(node) or {}
+        return int(state.get("protocol", 1)) >= SEQ_SINCE_VERSION
 
     async def _follow_channel(self, game_id: str, timeout: float) -> bool:
         """Subscribe to the game's channel; True once Redis confirmed it in ``timeout``."""
@@ -746,8 +772,8 @@ class Cluster:
                 moved = True
             else:
                 await self.server.dispatch(proxy, message)
-        except ProtocolError as exc:
-            proxy.send_error(exc.code, exc.message, rid)
+        except ProtocolError as exc:  # a frame this node cannot read: the rid the codec read
+            proxy.send_error(exc.code, exc.message, rid if rid is not None else exc.rid)
         except ServerError as exc:
             proxy.send_error(exc.code, exc.message, rid, exc.game_id)
         except Exception:

@@ -27,6 +27,7 @@ from typing import Protocol
 from websockets.exceptions import ConnectionClosed
 
 from protocol import (
+    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     Error,
     ErrorCode,
@@ -301,11 +302,11 @@ class Connection:
         asyncio.get_running_loop().create_task(self.websocket.close(code, reason))
 
     async def _hello(self, hello: Hello) -> None:
-        if hello.version != PROTOCOL_VERSION:
+        if not OLDEST_PROTOCOL_VERSION <= hello.version <= PROTOCOL_VERSION:
             raise ProtocolError(
                 ErrorCode.VERSION_MISMATCH,
-                f"this server speaks protocol version {PROTOCOL_VERSION}, "
-                f"not {hello.version}: upgrade your client",
+                f"this server speaks protocol versions {OLDEST_PROTOCOL_VERSION} to "
+                f"{PROTOCOL_VERSION}, not {hello.version}: upgrade your client",
             )
         if self.ready:
             raise ProtocolError(ErrorCode.BAD_FIELD, "hello was already sent on this connection")

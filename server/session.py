@@ -15,11 +15,26 @@ from __future__ import annotations
 import hashlib
 import itertools
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import engine
-from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, decode_server, encode
+from protocol import (
+    Abort,
+    Claim,
+    Draw,
+    Ended,
+    Message,
+    Moved,
+    Offer,
+    Presence,
+    Rematch,
+    Resign,
+    Snapshot,
+    decode_server,
+    encode,
+)
 from server.clock import FIRST_MOVE_S, GameClock, Now, TimeControl
 from server.errors import (
     BadRequest,
@@ -800,3 +815,86 @@ class GameSession:
             self.online[seat] = True
             emitted += self.set_online(seat, False, now, grace_s)
         return emitted
+
+
+# --- a game request sent again --------------------------------------------------------------
+
+
+def event_fields(message: Message) -> dict[str, Any] | None:
+    """A game event as the store keeps it in a record's ``events`` ({"seq", "kind", ...}):
+    the start, offers and the end, what a game request can have made; None for the rest."""
+    fields: dict[str, Any] = {"seq": getattr(message, "seq", 0)}
+    if isinstance(message, Offer):
+        return fields | {"kind": message.kind, "seat": message.seat, "answer": message.answer}
+    if isinstance(message, Ended):
+        return fields | {
+            "kind": "ended",
+            "result": message.result,
+            "reason": message.reason,
+            "at": message.at,
+        }
+    if isinstance(message, Snapshot) and message.status == "live":
+        return fields | {"kind": "started"}
+    return None
+
+
+def made_already(
+    request: Message, seat: int, events: Iterable[dict[str, Any]], started: bool
+) -> dict[str, Any] | None:
+    """The event that ``request`` from ``seat`` made when it was first sent, among
+    ``events``: the game's events after the request's ``seq`` (what its client had seen),
+    oldest first; None if it made none of them (it was never applied). ``started``: the game
+    had started by that seq (resigning an open game withdraws it: an abort). PROTOCOL.md,
+    "A request sent again"."""
+    for event in events:
+        kind = event.get("kind")
+        if kind == "started":
+            started = True
+            continue
+        reason = event.get("reason")
+        if isinstance(request, Resign):
+            resigned = reason == "resign" and event.get("result") == RESULTS[1 - seat]
+            if kind == "ended" and (resigned or (reason == "abort" and not started)):
+                return event
+        elif isinstance(request, Abort):
+            if kind == "ended" and reason == "abort":
+                return event
+        elif isinstance(request, Claim):
+            result = RESULTS[seat] if request.outcome == "win" else RESULTS[None]
+            if kind == "ended" and reason == "abandoned" and event.get("result") == result:
+                return event
+        elif isinstance(request, Draw | Rematch):
+            offers = "draw" if isinstance(request, Draw) else "rematch"
+            if (
+                kind == offers
+                and event.get("seat") == seat
+                and event.get("answer") == request.answer
+            ):
+                return event
+            if request.answer == "decline":
+                continue
+            # An offer meeting the other side's, or an acceptance: the draw agreed, the
+            # rematch started (by whichever seat accepted).
+            if isinstance(request, Draw) and kind == "ended" and reason == "agreement":
+                return event
+            if (
+                isinstance(request, Rematch)
+                and kind == "rematch"
+                and event.get("answer") == "accept"
+            ):
+                return event
+    return None
+
+
+def ended_event(game_id: str, event: dict[str, Any]) -> Ended:
+    """The ``ended`` event of a game from its stored fields (``event_fields``)."""
+    result = event["result"]
+    winner = next((seat for seat, won in RESULTS.items() if won == result), None)
+    return Ended(
+        game_id=game_id,
+        seq=event["seq"],
+        result=result,
+        reason=event["reason"],
+        winner=winner,
+        at=float(event.get("at", 0.0)),
+    )

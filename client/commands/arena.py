@@ -365,6 +365,10 @@ class Tally:
     iterations: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
     forfeits: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
     plies: int = 0
+    # Games 2p and 2p+1 are pair p (one opening, the colours swapped): pairs finished by
+    # A's points in them (0, 1/2, 1, 3/2, 2), and A's points in the pairs half played.
+    pairs: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    halves: dict[int, float] = field(default_factory=dict)
 
     @property
     def games(self) -> int:
@@ -373,6 +377,13 @@ class Tally:
     def add(self, record: dict[str, Any]) -> None:
         slot = {"win": 0, "draw": 1, "loss": 2}[record["result"]]
         (self.first if record["a_first"] else self.second)[slot] += 1
+        points = (2 - slot) / 2
+        pair = record["index"] // 2
+        other = self.halves.pop(pair, None)
+        if other is None:
+            self.halves[pair] = points
+        else:
+            self.pairs[round(2 * (points + other))] += 1
         if slot == 0:
             self.wins += 1
         elif slot == 1:
@@ -413,7 +424,7 @@ def _status_line(tally: Tally, total: int) -> str:
 
     text = f"{tally.games}/{total} games  A +{tally.wins} ={tally.draws} -{tally.losses}"
     if tally.games:
-        estimate = elo_interval(tally.wins, tally.draws, tally.losses)
+        estimate = elo_interval(tally.wins, tally.draws, tally.losses, pairs=tally.pairs)
         text += f"  score {estimate.score:.3f}  Elo {_format_elo(estimate.elo)}"
         if tally.games > 1 and 0 < estimate.error < math.inf:
             text += f" +-{estimate.error:.0f}"
@@ -843,8 +854,13 @@ def build_report(match: Match, meta: dict[str, Any], elapsed_s: float) -> dict[s
         losses=t.losses,
     )
     if t.games:
-        estimate = elo_interval(t.wins, t.draws, t.losses)
+        estimate = elo_interval(t.wins, t.draws, t.losses, pairs=t.pairs)
         report.update(
+            # The interval's variance: pentanomial over the finished pairs (each opening
+            # played with the colours swapped, its two games correlated), the games left
+            # over counted alone; trinomial while no pair has finished.
+            interval="pentanomial" if estimate.pairs else "trinomial",
+            pairs=list(t.pairs),
             score=estimate.score,
             score_low=estimate.score_low,
             score_high=estimate.score_high,
@@ -853,6 +869,7 @@ def build_report(match: Match, meta: dict[str, Any], elapsed_s: float) -> dict[s
             elo_high=_finite(estimate.elo_high),
         )
     else:
+        report.update(interval=None, pairs=list(t.pairs))
         report.update(score=None, score_low=None, score_high=None, elo=None)
         report.update(elo_low=None, elo_high=None)
     report["by_colour"] = {
@@ -912,6 +929,13 @@ def format_report(report: dict[str, Any]) -> str:
         f"A: {report['wins']} wins, {report['draws']} draws, {report['losses']} losses"
         f"  score {report['score']:.4f} (95% {report['score_low']:.4f}..{report['score_high']:.4f})"
     )
+    pairs = report.get("pairs") or [0] * 5
+    if report.get("interval") == "pentanomial":
+        lines.append(
+            f"  95% intervals over {sum(pairs)} game pairs (colours swapped; pentanomial):"
+            f" A scored 0 in {pairs[0]}, 1/2 in {pairs[1]}, 1 in {pairs[2]},"
+            f" 3/2 in {pairs[3]}, 2 in {pairs[4]}"
+        )
 
     def elo(value: float | None, score: float) -> str:
         if value is None:  # unbounded: a score of 1 or 0

@@ -5,6 +5,7 @@ following them: watch, unwatch, resume.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import engine
 from protocol import (
@@ -24,11 +25,13 @@ from protocol import (
     Snapshot,
     Unwatch,
     Watch,
+    decode_server,
     encode,
     with_rid,
 )
 from server.connection import Connection
 from server.errors import (
+    BadToken,
     GameOver,
     LimitExceeded,
     NotAllowed,
@@ -40,7 +43,10 @@ from server.errors import (
 from server.game_events import GameEvents
 from server.hub import UNFINISHED
 from server.rows import GameRecord
-from server.session import GameSession
+from server.session import GameSession, ended_event, event_fields, made_already, token_hash
+
+# The game requests that a client may send again with their ``seq``.
+GameRequest = Resign | Abort | Draw | Claim | Rematch
 
 
 class GameRequests(GameEvents):
@@ -125,21 +131,104 @@ class GameRequests(GameEvents):
         connection.post(with_rid(frame, request.rid))
         return True
 
+    async def _seat_request_again(
+        self, connection: Connection, request: GameRequest
+    ) -> tuple[GameSession, int] | None:
+        """``_seat_request``; for a game no longer in memory (finished and unloaded), a
+        request sent again (``seq``) is answered from the store as it was the first time,
+        and None returned; any other still gets ``unknown_game``."""
+        if request.game_id in self.games or request.seq is None:
+            return self._seat_request(connection, request.game_id, request.token)
+        self._charge(connection, self.settings.cost_get, f"{request.TYPE} of a stored game")
+        record = await self.store.get_game(request.game_id)
+        if record is None:
+            raise UnknownGame(f"no live game {request.game_id!r}", request.game_id)
+        seat = _stored_seat(record, request.token, connection.player_id)
+        since = request.seq
+        started = any(e.get("kind") == "started" and e["seq"] <= since for e in record.events)
+        after = [e for e in record.events if e["seq"] > since]
+        event = made_already(request, seat, after, started)
+        if event is None:
+            raise UnknownGame(f"no live game {request.game_id!r}", request.game_id)
+        self._answer_again(connection, request, event, None)
+        return None
+
+    async def _answered_again(
+        self, connection: Connection, session: GameSession, seat: int, request: GameRequest
+    ) -> bool:
+        """A request sent again (its reply lost with a connection, or a node) that was
+        applied the first time: answered again as it was then (the ``ended`` event with this
+        request's ``rid``, or ``ok``), the game unchanged (PROTOCOL.md, "A request sent
+        again"). False if it was never applied (or has no ``seq``): it is served now. Called
+        under the game's lock."""
+        since = request.seq
+        if since is None or since >= session.seq:
+            return False
+        frames = session.events_since(since)
+        if frames is not None:
+            started = session.started_at is not None
+            events = [event_fields(decode_server(frame)) for frame in frames]
+            after = [e for e in events if e is not None]
+            started = started and not any(e["kind"] == "started" for e in after)
+        else:  # older than the log (or a restored game, which keeps none): the stored events
+            self._charge(connection, self.settings.cost_get, f"{request.TYPE} with an old seq")
+            record = await self.store.get_game(session.id)
+            stored = record.events if record is not None else []
+            started = any(e.get("kind") == "started" and e["seq"] <= since for e in stored)
+            after = [e for e in stored if e["seq"] > since]
+        event = made_already(request, seat, after, started)
+        if event is None:
+            return False
+        self._answer_again(connection, request, event, session)
+        return True
+
+    def _answer_again(
+        self,
+        connection: Connection,
+        request: GameRequest,
+        event: dict[str, Any],
+        session: GameSession | None,
+    ) -> None:
+        if isinstance(request, Draw | Rematch):
+            connection.send(Ok(rid=request.rid))
+            return
+        frame = None
+        if session is not None:  # the event exactly as first sent, if the log still has it
+            frame = next((f for seq, f in session.log if seq == event["seq"]), None)
+        if frame is None:
+            frame = encode(ended_event(request.game_id, event))
+        connection.post(with_rid(frame, request.rid))
+
     async def on_resign(self, connection: Connection, request: Resign) -> None:
-        session, seat = self._seat_request(connection, request.game_id, request.token)
+        seated = await self._seat_request_again(connection, request)
+        if seated is None:
+            return
+        session, seat = seated
         async with self._lock(session.id):
+            if await self._answered_again(connection, session, seat, request):
+                return
             emitted = session.resign(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_abort(self, connection: Connection, request: Abort) -> None:
-        session, seat = self._seat_request(connection, request.game_id, request.token)
+        seated = await self._seat_request_again(connection, request)
+        if seated is None:
+            return
+        session, seat = seated
         async with self._lock(session.id):
+            if await self._answered_again(connection, session, seat, request):
+                return
             emitted = session.abort(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_draw(self, connection: Connection, request: Draw) -> None:
-        session, seat = self._seat_request(connection, request.game_id, request.token)
+        seated = await self._seat_request_again(connection, request)
+        if seated is None:
+            return
+        session, seat = seated
         async with self._lock(session.id):
+            if await self._answered_again(connection, session, seat, request):
+                return
             now = self.clock()
             emitted = session.draw(seat, request.answer, now)
             await self._commit(session, emitted)
@@ -152,14 +241,24 @@ class GameRequests(GameEvents):
         connection.send(Ok(rid=request.rid))
 
     async def on_claim(self, connection: Connection, request: Claim) -> None:
-        session, seat = self._seat_request(connection, request.game_id, request.token)
+        seated = await self._seat_request_again(connection, request)
+        if seated is None:
+            return
+        session, seat = seated
         async with self._lock(session.id):
+            if await self._answered_again(connection, session, seat, request):
+                return
             emitted = session.claim(seat, request.outcome, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
-        session, seat = self._seat_request(connection, request.game_id, request.token)
+        seated = await self._seat_request_again(connection, request)
+        if seated is None:
+            return
+        session, seat = seated
         async with self._lock(session.id):
+            if await self._answered_again(connection, session, seat, request):
+                return
             now = self.clock()
             emitted, agreed = session.rematch(seat, request.answer, now)
             await self._commit(session, emitted)
@@ -173,7 +272,7 @@ class GameRequests(GameEvents):
                 await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
         connection.send(Ok(rid=request.rid))
         if agreed:
-            seated = []
+            seated_now = []
             for new_seat, player in enumerate(rematch.players):
                 if player is None or player.is_ai:
                     continue
@@ -181,8 +280,8 @@ class GameRequests(GameEvents):
                 targets = [
                     c for c in (online.connections if online else ()) if session.id in c.games
                 ]
-                seated += [(c, new_seat, None) for c in targets]
-            await self._start_game(rematch, seated)
+                seated_now += [(c, new_seat, None) for c in targets]
+            await self._start_game(rematch, seated_now)
 
     def _rematch_of(self, session: GameSession) -> GameSession:
         rematch = GameSession.new(
@@ -272,6 +371,18 @@ class GameRequests(GameEvents):
                     rid=request.rid, game_id=session.id, seq=session.seq, seat=seat, token=token
                 )
             )
+
+
+def _stored_seat(record: GameRecord, token: str, player_id: str | None) -> int:
+    """The seat ``token`` opens in a stored game, if the requesting player holds it; else
+    BadToken (as ``GameSession.authorize``, by the token's stored hash)."""
+    digest = token_hash(token)
+    for seat, held in enumerate(record.row.tokens):
+        player = record.row.players[seat]
+        if held is not None and secrets.compare_digest(held, digest) and player is not None:
+            if player_id is not None and player.get("player_id") == player_id:
+                return seat
+    raise BadToken(f"you hold no seat with this token in game {record.row.id}", record.row.id)
 
 
 def _final_snapshot(record: GameRecord) -> Snapshot:

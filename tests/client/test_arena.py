@@ -43,6 +43,11 @@ def test_alphabeta_never_loses_to_random_on_3x3(capsys: pytest.CaptureFixture[st
         expected = {1.0: "win", 0.0: "draw", -1.0: "loss"}[state.returns()[a_player]]
         assert record["result"] == expected
     assert report["ms_per_move"]["a"] > 0 and report["games_per_second"] > 0
+    # Games 2p and 2p+1 are a pair: the interval counts 3 pairs (pentanomial), by A's points.
+    assert report["interval"] == "pentanomial" and sum(report["pairs"]) == 3
+    points = [{"win": 1.0, "draw": 0.5, "loss": 0.0}[r["result"]] for r in records]
+    by_pair = [round(2 * (points[i] + points[i + 1])) for i in range(0, 6, 2)]
+    assert report["pairs"] == [by_pair.count(k) for k in range(5)]
 
 
 def test_balanced_openings_pair_the_games_and_end_the_repeats(
@@ -80,6 +85,7 @@ def test_text_report_and_progress(capsys: pytest.CaptureFixture[str]) -> None:
     assert "A = alphabeta:2ms  B = random:1ms" in captured.out
     assert "losses" in captured.out and "Elo difference" in captured.out
     assert "A first (X): 2 games" in captured.out
+    assert "95% intervals over 2 game pairs (colours swapped; pentanomial)" in captured.out
     # Not a terminal: a plain progress line every 2 games.
     assert captured.err.count("arena: ") == 2
 

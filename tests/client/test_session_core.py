@@ -21,8 +21,10 @@ from client.session_core import (
     Welcomed,
 )
 from protocol import (
+    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     CreateGame,
+    Draw,
     Ended,
     Error,
     Hello,
@@ -44,7 +46,7 @@ from protocol import (
     encode,
 )
 
-HELLO = {"version": PROTOCOL_VERSION, "name": "ada", "bot": False, "client": "noughts"}
+HELLO = {"version": OLDEST_PROTOCOL_VERSION, "name": "ada", "bot": False, "client": "noughts"}
 
 
 def welcome(rid: int, session: str = "s1", games: list[dict[str, Any]] | None = None) -> Welcome:
@@ -163,6 +165,37 @@ def test_a_seat_request_carries_the_token_of_the_latest_welcome() -> None:
         # A token named by the caller is sent as it is.
         (("send", Resign, {"game_id": "g1", "token": "mine"}),
          [Resign(rid=6, game_id="g1", token="mine")], []),
+    ])  # fmt: skip
+
+
+def test_a_game_request_carries_the_seq_seen_when_first_sent() -> None:
+    """Resign, abort, draw, claim and rematch carry the last seq of their game seen (none
+    before any was seen), to a server of version 2; one sent again keeps its first seq; a
+    server of version 1 gets none (it would refuse the field)."""
+    session = ClientSession(name="ada")
+    mine = {"game_id": "g1", "seat": 0, "token": "t1", "seq": 3}
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1, games=[mine]), [], [Welcomed(welcome(1, games=[mine]), again=False)]),
+        (("send", Resign, {"game_id": "g1"}), [Resign(rid=2, game_id="g1", token="t1")], []),
+        (snapshot("g1", 3), [], [Received(snapshot("g1", 3), replied=False)]),
+        (("send", Draw, {"game_id": "g1"}),
+         [Draw(rid=3, game_id="g1", token="t1", seq=3)], []),
+        (moved("g1", 4), [], [Received(moved("g1", 4), replied=False)]),
+        (("send", Draw, {"game_id": "g1", "seq": 3}),  # sent again: its first seq
+         [Draw(rid=4, game_id="g1", token="t1", seq=3)], []),
+        (("send", Resign, {"game_id": "g1"}), [Resign(rid=5, game_id="g1", token="t1", seq=4)],
+         []),
+    ])  # fmt: skip
+    assert session.with_seq(Move, {"game_id": "g1"}) == {"game_id": "g1"}  # moves have ply
+    old = ClientSession(name="ada")
+    old_welcome = dataclasses.replace(welcome(1, games=[mine]), version=1)
+    play(old, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (old_welcome, [], [Welcomed(old_welcome, again=False)]),
+        (snapshot("g1", 3), [], [Received(snapshot("g1", 3), replied=False)]),
+        (("send", Resign, {"game_id": "g1", "seq": 3}),
+         [Resign(rid=2, game_id="g1", token="t1")], []),
     ])  # fmt: skip
 
 

@@ -9,6 +9,7 @@ import pytest
 from engine.rating import (
     elo_from_score,
     elo_interval,
+    pentanomial_variance,
     score_from_elo,
     sprt,
     sprt_bounds,
@@ -56,6 +57,46 @@ def test_interval_known_value_and_shape() -> None:
     assert estimate.score_low == pytest.approx(0.75 - 1.959964 * math.sqrt(0.1875 / 100))
     assert estimate.elo == pytest.approx(190.85, abs=0.01)
     assert estimate.elo_low < estimate.elo < estimate.elo_high
+
+
+def test_pentanomial_interval_by_hand() -> None:
+    """10 pairs, each one opening with the colours swapped: 1 scored 1/2 point (LD), 6 one
+    point (WL: each side won with the same colour), 1 one and a half (WD), 2 two (WW); A's
+    games: 11 wins, 2 draws, 7 losses, score 0.6.
+    Pair points' mean 1.2, variance (0.7^2 + 6 * 0.2^2 + 0.3^2 + 2 * 0.8^2) / 10 = 0.21;
+    sd of the score sqrt(10 * 0.21) / 20 = 0.0724569, 95%: 0.6 +- 0.142013.
+    Counted as 20 independent games (trinomial): variance (11 * 0.4^2 + 2 * 0.1^2 +
+    7 * 0.6^2) / 20 = 0.215, sd sqrt(0.215 / 20) = 0.103682, 95%: 0.6 +- 0.203214: the
+    colour-decided pairs (WL) are less luck than two loose games."""
+    pairs = [0, 1, 6, 1, 2]
+    assert pentanomial_variance(pairs) == pytest.approx(0.21)
+    paired = elo_interval(11, 2, 7, pairs=pairs)
+    assert paired.pairs == 10 and paired.score == pytest.approx(0.6)
+    assert paired.score_low == pytest.approx(0.457987, abs=1e-6)
+    assert paired.score_high == pytest.approx(0.742013, abs=1e-6)
+    alone = elo_interval(11, 2, 7)
+    assert alone.pairs == 0
+    assert alone.score_low == pytest.approx(0.396786, abs=1e-6)
+    assert alone.score_high == pytest.approx(0.803214, abs=1e-6)
+    assert elo_interval(11, 2, 7, pairs=[0, 0, 0, 0, 0]) == alone  # no pair yet: trinomial
+    # Only colour decided: every pair won by each side with one colour, a score of exactly
+    # 0.5 (no spread), where 10 wins and 10 losses alone would look like a coin's luck.
+    assert elo_interval(10, 0, 10, pairs=[0, 0, 10, 0, 0]).error == 0.0
+    assert elo_interval(10, 0, 10).error > 100
+
+
+def test_pentanomial_interval_counts_the_games_left_over_alone() -> None:
+    """An odd last game (a win) outside the 10 pairs: its trinomial variance is added."""
+    wins, draws, losses = 12, 2, 7
+    games, score = 21, 13 / 21
+    single = (wins * (1 - score) ** 2 + draws * (0.5 - score) ** 2 + losses * score**2) / games
+    half = 1.959963984540054 * math.sqrt(10 * 0.21 + single) / games
+    estimate = elo_interval(wins, draws, losses, pairs=[0, 1, 6, 1, 2])
+    assert estimate.score_low == pytest.approx(score - half)
+    with pytest.raises(ValueError):
+        elo_interval(3, 0, 0, pairs=[0, 0, 0, 0, 2])  # 2 pairs are 4 games
+    with pytest.raises(ValueError):
+        pentanomial_variance([1, 2, 3])
 
 
 def test_interval_shrinks_with_more_games() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import asyncpg
+import msgpack
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -25,6 +26,7 @@ from protocol import (
     Abort,
     AcceptSeek,
     CreateGame,
+    Draw,
     Ended,
     Error,
     Hello,
@@ -36,6 +38,7 @@ from protocol import (
     Message,
     Move,
     Moved,
+    Ok,
     Ping,
     QuickPair,
     Resign,
@@ -47,8 +50,9 @@ from protocol import (
     Snapshot,
     Watch,
     Welcome,
+    decode_server,
 )
-from server.bus import unpack
+from server.bus import pack, unpack
 from tests.server.cluster_nodes import Cluster, Node, cluster_of
 from tests.server.conftest import RawClient, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -167,6 +171,47 @@ async def test_the_owner_killed_mid_game_the_game_goes_on_elsewhere(
     for client, _ in seats.values():
         await client.close()
     await lost.close()
+    assert await survivor.stop() == 0
+
+
+async def test_a_node_restoring_a_game_never_asks_itself_for_its_events(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """The owner killed, the survivor locks the game's shard and restores it from the
+    database, slowly here (the games table is locked meanwhile): while it restores, the
+    shard is its own in no one's eyes, its own included; it once asked itself for the
+    events its player there missed ("catching up game X from" itself), before it had the
+    game. The game goes on once restored."""
+    cluster = two_nodes
+    seats, game_id = await _seats(cluster)
+    for ply, action in enumerate(LONG_GAME[:2]):
+        mover, token = seats[["ada", "bo"][ply % 2]]
+        await _play(mover, token, game_id, action)
+    owner = await cluster.owner_of(game_id)
+    survivor = next(n for n in cluster.nodes if n.name != owner)
+    name = "ada" if owner == cluster.nodes[0].name else "bo"  # the player of the dead node
+    blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        restoring = blocker.transaction()
+        await restoring.start()
+        await blocker.execute("LOCK TABLE games IN ACCESS EXCLUSIVE MODE")
+        cluster.node(owner).kill()
+        await cluster.node(owner).process.wait()
+        await cluster.wait_owned(game_id, {survivor.name})
+        await asyncio.sleep(2.0)  # four heartbeats of the survivor's, its restore blocked
+        await restoring.rollback()
+    finally:
+        await blocker.close()
+    lost, _ = seats[name]
+    back = await survivor.connect(name, session=lost.session)
+    resumed = await back.request(Resume, game_id=game_id, since=lost.last_seq[game_id])
+    assert isinstance(resumed, Resumed) and resumed.token
+    await _play(back, resumed.token, game_id, LONG_GAME[2])
+    assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
+    log = survivor.log.read_text()
+    assert f"catching up game {game_id} from {survivor.name}" not in log, log[-3000:]
+    for client in (back, lost, *(c for c, _ in seats.values())):
+        await client.close()
     assert await survivor.stop() == 0
 
 
@@ -308,6 +353,93 @@ async def test_a_move_sent_again_through_another_node_is_acknowledged_again(
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME[:3]
     await back.close()
     await ada.close()
+
+
+async def test_a_draw_offer_and_a_resign_sent_again_through_another_node_count_once(
+    two_nodes: Cluster, pg_schema: str
+) -> None:
+    """Game requests carry the seq their client had seen (PROTOCOL.md, "A request sent
+    again"): ada's draw offer, made on the owner, sent again from the other node after the
+    opponent moved, is answered ``ok`` from the owner's memory, and after a failover from
+    the store (a restored game keeps no event log), never offered twice; her resign, its
+    reply lost, likewise gets its ``ended`` again."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await a.connect("bo")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    game_id = created.game_id
+    assert await two_nodes.owner_of(game_id) == a.name
+    await _play(ada, created.token, game_id, LONG_GAME[0])
+    await _heard(bo, 0)
+    seen = ada.seen_seq[game_id]
+    offer = Draw(rid=7, game_id=game_id, token=created.token, seq=seen)
+    assert isinstance(await ada.request(Draw, game_id=game_id, seq=seen), Ok)
+    await _play(bo, joined.token, game_id, LONG_GAME[1])  # declines the offer
+    await ada.close()
+    back = await _raw_back(b, ada.session)
+    await back.send_message(offer)
+    assert await _reply(back, 7) == Ok(rid=7)
+    a.kill()
+    await two_nodes.wait_owned(game_id, {b.name})
+    await back.send_message(replace(offer, rid=8))
+    assert await _reply(back, 8) == Ok(rid=8)
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        kinds = await conn.fetch("SELECT kind FROM events WHERE game_id = $1", game_id)
+    finally:
+        await conn.close()
+    assert [r[0] for r in kinds].count("offer") == 1
+    await back.close()
+    resumed = await (back2 := await b.connect("ada", session=ada.session)).request(
+        Resume, game_id=game_id, since=0
+    )
+    resign = Resign(rid=9, game_id=game_id, token=resumed.token, seq=resumed.seq)
+    ended = await back2.request(Resign, game_id=game_id, seq=resumed.seq)
+    assert isinstance(ended, Ended) and ended.reason == "resign"
+    await back2.close()
+    last = await _raw_back(b, ada.session)
+    await last.send_message(resign)
+    again = await _reply(last, 9)
+    assert isinstance(again, Ended) and (again.seq, again.result) == (ended.seq, ended.result)
+    await last.close()
+    await bo.close()
+
+
+async def test_a_forwarded_frame_its_owner_cannot_read_is_refused_with_its_rid(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Nodes of two versions (a rolling upgrade): a request forwarded with a field its owner
+    does not know is refused ``bad_field`` with the request's ``rid`` (without it, the client
+    waited for a reply forever). A node sends the owner's inbox the envelope a newer node
+    would; its own inbox hears the answer."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        owner = await cluster.start("a")
+        await cluster.wait_balanced()
+        client = aioredis.Redis.from_url(cluster.bus)
+        listener = client.pubsub()
+        try:
+            await listener.subscribe(f"{redis_prefix}:inbox:newer")
+            frame = msgpack.packb(
+                {"type": "draw", "rid": 5, "game_id": "g", "token": "t", "future": 1}
+            )
+            envelope = {
+                "op": "req", "fid": 1, "conn": "k1", "player": ["p-x", "eve", False, "::1"],
+                "watching": [], "tokens": 10.0, "frame": frame, "sub": False, "from": "newer",
+            }  # fmt: skip
+            await client.publish(f"{redis_prefix}:inbox:{owner.name}", pack(envelope))
+            async with asyncio.timeout(10):
+                while True:
+                    message = await listener.get_message(ignore_subscribe_messages=True, timeout=1)
+                    if message is not None:
+                        break
+            done = unpack(message["data"])
+            assert done["op"] == "done" and done["fid"] == 1, done
+            (error,) = [decode_server(f) for f in done["frames"]]
+            assert isinstance(error, Error) and (error.code, error.rid) == ("bad_field", 5), error
+        finally:
+            await listener.aclose()
+            await client.aclose()
+        assert await owner.stop() == 0
 
 
 async def test_the_caps_on_unfinished_games_count_every_nodes_games(
@@ -974,15 +1106,6 @@ async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
         assert await node.stop() == 0
 
 
-async def _admin_port(node: Node) -> int:
-    """The node's admin port, from the log line naming it (after the address)."""
-    while True:
-        for line in node.log.read_text().splitlines():
-            if "admin endpoints on http://" in line:
-                return int(line.rsplit(":", 1)[1].split("/")[0])
-        await asyncio.sleep(0.05)
-
-
 async def _until_http(port: int, path: str, status: str) -> str:
     """GET ``path`` until its answer starts with ``status`` (20 s at most); the answer."""
     loop = asyncio.get_running_loop()
@@ -1029,11 +1152,43 @@ async def _admin_get(port: int, path: str) -> tuple[int, str]:
     return int(head.split()[1]), body
 
 
+async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """The admin port opens before the node joins the cluster; while its Redis stalls
+    (stopped: connections are accepted, nothing is answered) the join waits, and /readyz
+    answers 503 "bus: not joined yet" (/healthz 200). Redis going on, the node joins,
+    listens and is ready."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        assert redis.process is not None
+        redis.process.send_signal(signal.SIGSTOP)
+        try:
+            starting = asyncio.create_task(cluster.start("a", "--admin-port", "0"))
+            port = await _admin_port_of(cluster.directory / "a.log")
+            status, body = await _admin_get(port, "/readyz")
+            assert status == 503 and "bus: not joined yet\n" in body, body
+            assert await _admin_get(port, "/healthz") == (200, "ok\n")
+            assert not starting.done()
+        finally:
+            redis.process.send_signal(signal.SIGCONT)
+        node = await starting
+        async with asyncio.timeout(30):
+            while (answer := await _admin_get(port, "/readyz"))[0] != 200:
+                await asyncio.sleep(0.1)
+        assert "bus: ok\n" in answer[1], answer
+        assert await node.stop() == 0
+
+
 async def _admin_port(node: Node) -> int:
+    return await _admin_port_of(node.log)
+
+
+async def _admin_port_of(log: Path) -> int:
+    """A node's admin port, from the log line naming it (30 s at most)."""
     async with asyncio.timeout(30):
-        while "admin endpoints on http://" not in node.log.read_text():
+        while not log.exists() or "admin endpoints on http://" not in log.read_text():
             await asyncio.sleep(0.05)
-    line = node.log.read_text().split("admin endpoints on http://", 1)[1]
+    line = log.read_text().split("admin endpoints on http://", 1)[1]
     return int(line.split("/", 1)[0].rsplit(":", 1)[1])
 
 
@@ -1058,7 +1213,7 @@ async def test_readyz_says_draining_for_the_whole_drain(
         node.process.send_signal(signal.SIGTERM)
         await reader.readexactly(2)  # the server's close frame: the drain is under way
         status, body = await _admin_get(port, "/readyz")
-        assert status == 503 and "drain: RuntimeError: draining\n" in body
+        assert status == 503 and "drain: draining: its games go to the other nodes\n" in body
         assert await _admin_get(port, "/healthz") == (200, "ok\n")
         assert node.process.returncode is None
         writer.close()  # the drain ends; so does the process, and its admin port with it

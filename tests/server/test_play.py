@@ -147,6 +147,40 @@ async def test_abort_only_before_both_sides_moved(server: RunningServer) -> None
         await ada2.request(Abort, game_id=a2.game_id, token=a2.token)
 
 
+async def test_an_agreed_draw_and_an_abort_are_taken_only_from_the_right_seat(
+    server: RunningServer,
+) -> None:
+    """A draw is agreed only by the side the offer was made to: the offerer cannot accept
+    its own offer, nor a spectator, nor a player holding the other seat's token (a seat
+    belongs to its player, not to whoever learnt its token). An abort likewise comes only
+    from a player with a seat in the game; nothing of the refused requests is stored."""
+    ada, bo, a, b = await human_game(server, game="5x5")
+    gid = a.game_id
+    eve = await server.connect("eve")
+    await eve.request(Watch, game_id=gid)
+    await _move(ada, gid, 12)
+    await ada.request(Draw, game_id=gid, token=a.token)
+    with pytest.raises(RequestFailed, match="not_allowed.*no draw offer"):
+        await ada.request(Draw, game_id=gid, token=a.token, answer="accept")
+    for token in (a.token, b.token):  # a spectator with either token: not its seat
+        with pytest.raises(RequestFailed, match="bad_token"):
+            await eve.request(Draw, game_id=gid, token=token, answer="accept")
+    with pytest.raises(RequestFailed, match="bad_token"):
+        await ada.request(Draw, game_id=gid, token=b.token, answer="accept")
+    with pytest.raises(RequestFailed, match="bad_token"):
+        await eve.request(Abort, game_id=gid, token=a.token)
+    with pytest.raises(RequestFailed, match="bad_token"):
+        await bo.request(Abort, game_id=gid, token=a.token)
+    record = (await eve.request(GetGame, game_id=gid)).game
+    assert record["status"] == "live" and [e["kind"] for e in record["events"]] == [
+        "started",
+        "draw",
+    ]
+    await bo.request(Draw, game_id=gid, token=b.token, answer="accept")
+    ended = await next_event(eve, Ended)
+    assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
+
+
 async def test_rematch_swaps_colours(server: RunningServer) -> None:
     ada, bo, a, b = await human_game(server, game="tictactoe")
     gid = a.game_id
