@@ -294,15 +294,21 @@ def _random_empty(full, x):
 
 @njit(cache=True)
 def _free_move(st, closed, j):
-    """(board, cell) of the ``j``-th empty cell of the open boards, in board order."""
+    """(board, cell) of the ``j``-th empty cell of the open boards, in board order (``j`` less
+    than their number). Branchless: every board is looked at and the choice is carried by
+    selects, since which board holds the ``j``-th cell is a coin toss a branch mispredicts."""
+    pick_b = 0
+    pick_e = 0
+    pick_j = 0
     for b in range(9):
-        if not (closed >> b) & 1:
-            e = EMPTY9[st[OFF_FULL + b]]
-            pc = e & 15
-            if j < pc:
-                return b, (e >> (4 * j + 4)) & 15
-            j -= pc
-    return -1, -1
+        e = EMPTY9[st[OFF_FULL + b]]
+        pc = (e & 15) & (((closed >> b) & 1) - 1)  # 0 for a closed board
+        here = (j >= 0) & (j < pc)
+        pick_b = b if here else pick_b
+        pick_e = e if here else pick_e
+        pick_j = j if here else pick_j
+        j -= pc
+    return pick_b, (pick_e >> (4 * pick_j + 4)) & 15
 
 
 @njit(cache=True)
