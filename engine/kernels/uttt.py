@@ -87,7 +87,7 @@ def uttt_init(st):
     st[H_FORCED] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def uttt_apply(st, action):
     """Play ``action`` for the side to move (unchecked)."""
     b = action // 9
@@ -123,7 +123,7 @@ def uttt_apply(st, action):
         st[H_STATUS] = DRAW
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _allowed(st):
     f = st[H_FORCED]
     if f >= 0:
@@ -284,7 +284,7 @@ def uttt_move_prior(st, action):
     return score
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _random_empty(full, x):
     """A uniformly random empty cell of a small board whose occupied cells are ``full``, from
     the generator state ``x``: one lookup in EMPTY9 gives the count and the cells."""
@@ -292,7 +292,7 @@ def _random_empty(full, x):
     return (e >> (4 * below(x, e & 15) + 4)) & 15
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _free_move(st, closed, j):
     """(board, cell) of the ``j``-th empty cell of the open boards, in board order (``j`` less
     than their number). Branchless: every board is looked at and the choice is carried by
