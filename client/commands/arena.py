@@ -549,15 +549,26 @@ def run_match(
         pool.join()
 
 
-def _stall_timeout(task: GameTask) -> float:
-    """A generous bound on one game's duration: 3x the longest possible game, plus start-up."""
+# A worker's start-up on a cold numba cache, per engine build it compiles, with its share of
+# the cores: uttt's mcts kernels took ~64 CPU s to compile (branch uttt5, inlined kernels), and
+# the machines matches run on are loaded (the 300 s of before ran out at load 8).
+STARTUP_S_PER_BUILD = 600.0
+
+
+def _stall_timeout(task: GameTask, workers: int = 1, cores: int | None = None) -> float:
+    """A generous bound on one game's duration: 3x the longest possible game, plus the start-up
+    of a worker on a cold numba cache: every worker compiles each engine build it plays (this
+    tree's, and each --a-ref/--b-ref build's in its child process) during its first game, all
+    workers at once, ``workers`` sharing ``cores``."""
     import engine
 
     plies = engine.make_game(task.game, **task.params).max_game_length()
     per_move_ms = max(
         spec.budget_ms if spec.budget_ms is not None else 1000.0 for spec in (task.a, task.b)
     )
-    return 300.0 + 3.0 * plies * per_move_ms / 1000.0
+    builds = len({spec.tree for spec in (task.a, task.b)})
+    share = max(1.0, workers / (cores or os.cpu_count() or 1))
+    return STARTUP_S_PER_BUILD * builds * share + 3.0 * plies * per_move_ms / 1000.0
 
 
 def _init_engine_here() -> None:
@@ -688,7 +699,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
         try:
-            run_match(match, meta["workers"], progress, _stall_timeout(match.tasks[0]))
+            stall = _stall_timeout(match.tasks[0], meta["workers"])
+            run_match(match, meta["workers"], progress, stall)
         except KeyboardInterrupt:
             match.interrupted = True
     elapsed = time.perf_counter() - started

@@ -65,7 +65,7 @@ UTTT_STATE_SIZE = HEADER + 27
 TTT_STATE_SIZE = HEADER
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def xorshift_step(x):
     """xorshift64 step (Vigna 2016): the next generator state, for loops that keep it in a
     register instead of ``rand_below``'s array."""
@@ -75,7 +75,7 @@ def xorshift_step(x):
     return x
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def below(x, n):
     """An int in [0, n) from the state ``x``: xorshift64* output (Vigna 2016) scaled by Lemire's
     multiply-shift."""

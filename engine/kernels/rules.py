@@ -41,7 +41,7 @@ from engine.kernels.uttt import (
 )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def apply(st, action):
     kind = st[H_KIND]
     if kind == KIND_TTT:

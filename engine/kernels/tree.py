@@ -83,7 +83,7 @@ def _propagate(node, nodes):
         node = par
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _half_points(status, player):
     if status == DRAW:
         return 1

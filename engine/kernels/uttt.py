@@ -87,7 +87,7 @@ def uttt_init(st):
     st[H_FORCED] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def uttt_apply(st, action):
     """Play ``action`` for the side to move (unchecked)."""
     b = action // 9
@@ -123,7 +123,7 @@ def uttt_apply(st, action):
         st[H_STATUS] = DRAW
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _allowed(st):
     f = st[H_FORCED]
     if f >= 0:
@@ -284,25 +284,31 @@ def uttt_move_prior(st, action):
     return score
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _random_empty(full, x):
     """A uniformly random empty cell of a small board whose occupied cells are ``full``, from
     the generator state ``x``: one lookup in EMPTY9 gives the count and the cells."""
-    e = EMPTY9[full]
+    e = EMPTY9[np.uint32(full)]
     return (e >> (4 * below(x, e & 15) + 4)) & 15
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _free_move(st, closed, j):
-    """(board, cell) of the ``j``-th empty cell of the open boards, in board order."""
+    """(board, cell) of the ``j``-th empty cell of the open boards, in board order (``j`` less
+    than their number). Branchless: every board is looked at and the choice is carried by
+    selects, since which board holds the ``j``-th cell is a coin toss a branch mispredicts."""
+    pick_b = 0
+    pick_e = 0
+    pick_j = 0
     for b in range(9):
-        if not (closed >> b) & 1:
-            e = EMPTY9[st[OFF_FULL + b]]
-            pc = e & 15
-            if j < pc:
-                return b, (e >> (4 * j + 4)) & 15
-            j -= pc
-    return -1, -1
+        e = EMPTY9[np.uint32(st[OFF_FULL + b])]
+        pc = (e & 15) & (((closed >> b) & 1) - 1)  # 0 for a closed board
+        here = (j >= 0) & (j < pc)
+        pick_b = b if here else pick_b
+        pick_e = e if here else pick_e
+        pick_j = j if here else pick_j
+        j -= pc
+    return pick_b, (pick_e >> (4 * pick_j + 4)) & 15
 
 
 @njit(cache=True)
@@ -396,7 +402,7 @@ def uttt_playout(st, rng, policy, buf):
         mine = meta_threat0 if p == 0 else meta_threat1
         if forced >= 0:
             b = forced
-            full = st[OFF_FULL + b]
+            full = st[np.uint32(OFF_FULL + b)]
             if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                 result = p + 1  # a game-winning move is there
                 break
@@ -414,35 +420,36 @@ def uttt_playout(st, rng, policy, buf):
             if b < 0:
                 result = 2 - p  # every move hands the opponent the game
                 break
-            full = st[OFF_FULL + b]
+            full = st[np.uint32(OFF_FULL + b)]
         elif forced >= 0:
             x = xorshift_step(x)
             c = _random_empty(full, x)
         else:
             x = xorshift_step(x)
             b, c = _free_move(st, closed, below(x, avail))
-            full = st[OFF_FULL + b]
-        # uttt_apply, inlined.
+            full = st[np.uint32(OFF_FULL + b)]
+        # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
+        # wraparound on the chain of dependent loads).
         bit = 1 << b
-        k = OFF_SMALL + 9 * p + b
+        k = np.uint32(OFF_SMALL + 9 * p + b)
         small = st[k] | (1 << c)
         st[k] = small
         full |= 1 << c
-        st[OFF_FULL + b] = full
+        st[np.uint32(OFF_FULL + b)] = full
         avail -= 1
         ply += 1
         last = 9 * b + c
         p = 1 - p
-        if WIN9[small]:
+        if WIN9[np.uint32(small)]:
             closed |= bit
-            avail -= EMPTY9[full] & 15
+            avail -= EMPTY9[np.uint32(full)] & 15
             if p == 1:
                 meta0 |= bit
-                if WIN9[meta0]:
+                if WIN9[np.uint32(meta0)]:
                     status = X_WON
             else:
                 meta1 |= bit
-                if WIN9[meta1]:
+                if WIN9[np.uint32(meta1)]:
                     status = O_WON
             meta_threat0 = THREAT9[meta0] & ~closed & decisive
             meta_threat1 = THREAT9[meta1] & ~closed & decisive

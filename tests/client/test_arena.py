@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -9,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from client.cli import main
-from client.commands.arena import ArenaError, parse_budget, parse_player, parse_sprt
+from client.commands.arena import (
+    STARTUP_S_PER_BUILD,
+    ArenaError,
+    GameTask,
+    PlayerSpec,
+    _stall_timeout,
+    parse_budget,
+    parse_player,
+    parse_sprt,
+)
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
@@ -151,6 +161,23 @@ def test_player_specs() -> None:
             parse_player(bad)
     with pytest.raises(ArenaError):
         parse_sprt("10,0")
+
+
+def test_stall_timeout_allows_each_build_a_cold_compile() -> None:
+    """A worker's first game compiles every engine build it plays (a cold compile of uttt's
+    mcts took ~64 CPU s, minutes at load 8): the wait scales with the builds and with the
+    workers sharing a core, on top of 3x the longest game."""
+    here = parse_player("mcts:100ms")
+    ref = dataclasses.replace(here, ref="c0f7043", tree="/tmp/build")
+
+    def task(a: PlayerSpec, b: PlayerSpec) -> GameTask:
+        return GameTask(0, "uttt", {}, a, b, 0)
+
+    longest = 3.0 * 81 * 0.1
+    assert _stall_timeout(task(here, here), 1, 2) == pytest.approx(STARTUP_S_PER_BUILD + longest)
+    assert _stall_timeout(task(here, ref), 1, 2) == pytest.approx(2 * STARTUP_S_PER_BUILD + longest)
+    assert _stall_timeout(task(here, ref), 4, 2) == pytest.approx(4 * STARTUP_S_PER_BUILD + longest)
+    assert STARTUP_S_PER_BUILD >= 600.0
 
 
 def test_db_stores_the_games_with_their_moves(
