@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -127,14 +126,10 @@ async def test_the_redis_client_pool_is_capped() -> None:
 async def test_the_bus_speaks_tls_rediss(tmp_path: Path, redis_prefix: str) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip(REDIS_SERVER_HINT)
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
     from tests.server.test_cluster import _free_port
+    from tests.server.test_tls import _certificate
+
+    cert, key = _certificate(tmp_path)
 
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
