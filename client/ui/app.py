@@ -25,6 +25,7 @@ from textual.screen import Screen
 
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel, clock_title, game_title, player_name, result_sentence
+from client.session_core import RESENDABLE
 from client.sessions import SessionStore
 from client.ui.dialogs import ChallengeDialog
 from client.ui.game import GameScreen
@@ -414,11 +415,16 @@ class NoughtsApp(App[None]):
         on_error: Callable[[RequestFailed], object] | None = None,
         **fields: Any,
     ) -> None:
-        """Send a request from a worker; errors become notifications unless ``on_error``."""
+        """Send a request from a worker; errors become notifications unless ``on_error``.
+        A game request other than a move (resign, draw, abort, claim, rematch) made while
+        offline waits and is sent once reconnected, with the ``seq`` seen when it was made, so
+        it is never applied twice (PROTOCOL.md, "A request sent again"); a move is not sent
+        again blindly: the resumed game says whether it arrived."""
+        again = kind in RESENDABLE
 
         async def send() -> None:
             try:
-                reply = await self.link.request(kind, **fields)
+                reply = await self.link.request(kind, again=again, **fields)
             except RequestFailed as exc:
                 if on_error is not None:
                     on_error(exc)

@@ -182,6 +182,42 @@ async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move
         await bob.close()
 
 
+async def test_a_resignation_made_offline_is_sent_once_the_connection_is_back(
+    ui_server: UIServer,
+) -> None:
+    from client.connection import ServerConnection
+    from protocol import CreateGame, Message, Move
+
+    pushed: list[Message] = []
+    bob = await ServerConnection.connect(ui_server.url, name="bob", deliver=pushed.append)
+    try:
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+        app = NoughtsApp(ui_server.url, name="ada", start=Start("join", game_id=seated.game_id))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            game = app.screen
+            assert isinstance(game, GameScreen)
+            model = game.model
+            await until(pilot, lambda: model.my_turn, "our first move")
+            await pilot.press("4", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            await until(pilot, lambda: model.my_turn, "our second move")
+            url = app.link.url
+            app.link.url = "ws://127.0.0.1:9"
+            app.link.drop()
+            await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
+            await pilot.press("ctrl+r", "ctrl+r")  # resign while offline
+            await pilot.pause()
+            assert not model.over
+            app.link.url = url
+            await until(pilot, lambda: model.over, "the resignation, sent once back online")
+            assert (model.result, model.reason) == ("0-1", "resign")
+            assert model.state is not None and model.state.history() == [4, 0]
+    finally:
+        await bob.close()
+
+
 async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
     from protocol import CreateGame, JoinGame, Move
 
