@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 from textual.widgets import DataTable
 
+from client.game_view import GameModel
 from client.ui import NoughtsApp, Start
 from client.ui.board import BoardView
 from client.ui.game import GameOverScreen, GameScreen
@@ -141,9 +146,10 @@ async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_th
             await bob.close()
 
 
-async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move(
-    ui_server: UIServer,
-) -> None:
+@asynccontextmanager
+async def ada_against_bob(ui_server: UIServer) -> AsyncIterator[tuple[Any, Any, GameModel, Any]]:
+    """ada in the app as X, bob a plain connection as O, both seated in one tictactoe game
+    and ada's first move (the centre) played: (app, pilot, ada's model, bob's move)."""
     from client.connection import ServerConnection
     from protocol import CreateGame, Message, Move
 
@@ -156,66 +162,63 @@ async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move
             await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
             game = app.screen
             assert isinstance(game, GameScreen)
-            model = game.model
-            await until(pilot, lambda: model.my_turn, "our first move")
+            await until(pilot, lambda: game.model.my_turn, "our first move")
             await pilot.press("4", "enter")
-            await until(pilot, lambda: len(model.moves) == 1, "our move")
-            # The network fails, and the server stays unreachable for a while.
-            url = app.link.url
-            app.link.url = "ws://127.0.0.1:9"
-            assert app.link.status == "connected"
-            app.link.drop()
-            await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
-            status = game.query_one("#link-status")
-            assert status.display and "Offline" in str(status.render())
-            # Meanwhile bob moves; the server keeps our seat.
-            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
-            assert len(model.moves) == 1
-            app.link.url = url
-            await until(pilot, lambda: len(model.moves) == 2, "the missed move after resume")
-            assert app.link_state[0] == "online" and not status.display
-            assert model.state is not None and model.state.history() == [4, 0]
-            # Our seat is ours again: the next move goes through.
-            await pilot.press("8", "enter")
-            await until(pilot, lambda: len(model.moves) == 3, "a move after the reconnection")
+            await until(pilot, lambda: len(game.model.moves) == 1, "our move")
+
+            async def bob_moves(action: int, ply: int) -> None:
+                await bob.request(
+                    Move, game_id=seated.game_id, token=seated.token, action=action, ply=ply
+                )
+
+            yield app, pilot, game.model, bob_moves
     finally:
         await bob.close()
+
+
+async def go_offline(pilot: Any, app: Any) -> str:
+    """The network fails and the server stays unreachable; returns the url to come back to."""
+    url: str = app.link.url
+    app.link.url = "ws://127.0.0.1:9"
+    assert app.link.status == "connected"
+    app.link.drop()
+    await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
+    return url
+
+
+async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move(
+    ui_server: UIServer,
+) -> None:
+    async with ada_against_bob(ui_server) as (app, pilot, model, bob_moves):
+        url = await go_offline(pilot, app)
+        status = app.screen.query_one("#link-status")
+        assert status.display and "Offline" in str(status.render())
+        # Meanwhile bob moves; the server keeps our seat.
+        await bob_moves(0, 1)
+        assert len(model.moves) == 1
+        app.link.url = url
+        await until(pilot, lambda: len(model.moves) == 2, "the missed move after resume")
+        assert app.link_state[0] == "online" and not status.display
+        assert model.state is not None and model.state.history() == [4, 0]
+        # Our seat is ours again: the next move goes through.
+        await pilot.press("8", "enter")
+        await until(pilot, lambda: len(model.moves) == 3, "a move after the reconnection")
 
 
 async def test_a_resignation_made_offline_is_sent_once_the_connection_is_back(
     ui_server: UIServer,
 ) -> None:
-    from client.connection import ServerConnection
-    from protocol import CreateGame, Message, Move
-
-    pushed: list[Message] = []
-    bob = await ServerConnection.connect(ui_server.url, name="bob", deliver=pushed.append)
-    try:
-        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
-        app = NoughtsApp(ui_server.url, name="ada", start=Start("join", game_id=seated.game_id))
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
-            game = app.screen
-            assert isinstance(game, GameScreen)
-            model = game.model
-            await until(pilot, lambda: model.my_turn, "our first move")
-            await pilot.press("4", "enter")
-            await until(pilot, lambda: len(model.moves) == 1, "our move")
-            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
-            await until(pilot, lambda: model.my_turn, "our second move")
-            url = app.link.url
-            app.link.url = "ws://127.0.0.1:9"
-            app.link.drop()
-            await until(pilot, lambda: app.link_state[0] == "offline", "the drop noticed")
-            await pilot.press("ctrl+r", "ctrl+r")  # resign while offline
-            await pilot.pause()
-            assert not model.over
-            app.link.url = url
-            await until(pilot, lambda: model.over, "the resignation, sent once back online")
-            assert (model.result, model.reason) == ("0-1", "resign")
-            assert model.state is not None and model.state.history() == [4, 0]
-    finally:
-        await bob.close()
+    async with ada_against_bob(ui_server) as (app, pilot, model, bob_moves):
+        await bob_moves(0, 1)
+        await until(pilot, lambda: model.my_turn, "our second move")
+        url = await go_offline(pilot, app)
+        await pilot.press("ctrl+r", "ctrl+r")  # resign while offline
+        await pilot.pause()
+        assert not model.over
+        app.link.url = url
+        await until(pilot, lambda: model.over, "the resignation, sent once back online")
+        assert (model.result, model.reason) == ("0-1", "resign")
+        assert model.state is not None and model.state.history() == [4, 0]
 
 
 async def test_watching_a_live_game_as_a_spectator(ui_server: UIServer) -> None:
