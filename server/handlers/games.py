@@ -5,7 +5,8 @@ following them: watch, unwatch, resume.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import engine
 from protocol import (
@@ -47,6 +48,7 @@ from server.session import GameSession, ended_event, event_fields, made_already,
 
 # The game requests that a client may send again with their ``seq``.
 GameRequest = Resign | Abort | Draw | Claim | Rematch
+T = TypeVar("T")
 
 
 class GameRequests(GameEvents):
@@ -199,66 +201,62 @@ class GameRequests(GameEvents):
             frame = encode(ended_event(request.game_id, event))
         connection.post(with_rid(frame, request.rid))
 
-    async def on_resign(self, connection: Connection, request: Resign) -> None:
+    async def _game_request(
+        self,
+        connection: Connection,
+        request: GameRequest,
+        act: Callable[[GameSession, int], Awaitable[T]],
+    ) -> T | None:
+        """A seat's game request (resign, abort, draw, claim, rematch): ``act(session,
+        seat)`` under the game's lock, unless the request is one sent again and already
+        answered (``_seat_request_again``, ``_answered_again``): then None."""
         seated = await self._seat_request_again(connection, request)
         if seated is None:
-            return
+            return None
         session, seat = seated
         async with self._lock(session.id):
             if await self._answered_again(connection, session, seat, request):
-                return
+                return None
+            return await act(session, seat)
+
+    async def on_resign(self, connection: Connection, request: Resign) -> None:
+        async def act(session: GameSession, seat: int) -> None:
             emitted = session.resign(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
+        await self._game_request(connection, request, act)
+
     async def on_abort(self, connection: Connection, request: Abort) -> None:
-        seated = await self._seat_request_again(connection, request)
-        if seated is None:
-            return
-        session, seat = seated
-        async with self._lock(session.id):
-            if await self._answered_again(connection, session, seat, request):
-                return
+        async def act(session: GameSession, seat: int) -> None:
             emitted = session.abort(seat, self.clock())
             await self._commit(session, emitted, connection, request.rid)
 
+        await self._game_request(connection, request, act)
+
+    async def on_claim(self, connection: Connection, request: Claim) -> None:
+        async def act(session: GameSession, seat: int) -> None:
+            emitted = session.claim(seat, request.outcome, self.clock())
+            await self._commit(session, emitted, connection, request.rid)
+
+        await self._game_request(connection, request, act)
+
     async def on_draw(self, connection: Connection, request: Draw) -> None:
-        seated = await self._seat_request_again(connection, request)
-        if seated is None:
-            return
-        session, seat = seated
-        async with self._lock(session.id):
-            if await self._answered_again(connection, session, seat, request):
-                return
+        async def act(session: GameSession, seat: int) -> bool:
             now = self.clock()
-            emitted = session.draw(seat, request.answer, now)
-            await self._commit(session, emitted)
+            await self._commit(session, session.draw(seat, request.answer, now))
             opponent = session.players[1 - seat]
             if session.status == "live" and opponent is not None and opponent.is_ai:
                 # The AI accepts when its last search saw nothing better than a draw.
                 value = session.last_value[1 - seat]
                 answer = "accept" if value is not None and value <= 0.0 else "decline"
                 await self._commit(session, session.draw(1 - seat, answer, now))
-        connection.send(Ok(rid=request.rid))
+            return True
 
-    async def on_claim(self, connection: Connection, request: Claim) -> None:
-        seated = await self._seat_request_again(connection, request)
-        if seated is None:
-            return
-        session, seat = seated
-        async with self._lock(session.id):
-            if await self._answered_again(connection, session, seat, request):
-                return
-            emitted = session.claim(seat, request.outcome, self.clock())
-            await self._commit(session, emitted, connection, request.rid)
+        if await self._game_request(connection, request, act):
+            connection.send(Ok(rid=request.rid))
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
-        seated = await self._seat_request_again(connection, request)
-        if seated is None:
-            return
-        session, seat = seated
-        async with self._lock(session.id):
-            if await self._answered_again(connection, session, seat, request):
-                return
+        async def act(session: GameSession, seat: int) -> tuple[GameSession | None]:
             now = self.clock()
             emitted, agreed = session.rematch(seat, request.answer, now)
             await self._commit(session, emitted)
@@ -267,21 +265,28 @@ class GameRequests(GameEvents):
             if not agreed and request.answer == "offer" and opponent is not None and opponent.is_ai:
                 emitted, agreed = session.rematch(1 - seat, "accept", now)
                 accepter = 1 - seat
-            if agreed:
-                rematch = self._rematch_of(session)
-                await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
+            if not agreed:
+                return (None,)
+            rematch = self._rematch_of(session)
+            await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
+            return (rematch,)
+
+        done = await self._game_request(connection, request, act)
+        if done is None:
+            return
         connection.send(Ok(rid=request.rid))
-        if agreed:
-            seated_now = []
-            for new_seat, player in enumerate(rematch.players):
-                if player is None or player.is_ai:
-                    continue
-                online = self.players.get(player.player_id or "")
-                targets = [
-                    c for c in (online.connections if online else ()) if session.id in c.games
-                ]
-                seated_now += [(c, new_seat, None) for c in targets]
-            await self._start_game(rematch, seated_now)
+        (rematch,) = done
+        if rematch is None:
+            return
+        seated_now = []
+        for new_seat, player in enumerate(rematch.players):
+            if player is None or player.is_ai:
+                continue
+            online = self.players.get(player.player_id or "")
+            connections = online.connections if online else ()
+            targets = [c for c in connections if request.game_id in c.games]
+            seated_now += [(c, new_seat, None) for c in targets]
+        await self._start_game(rematch, seated_now)
 
     def _rematch_of(self, session: GameSession) -> GameSession:
         rematch = GameSession.new(
