@@ -1145,10 +1145,8 @@ async def test_processes_share_one_port_each_a_node(
 
 
 async def _admin_get(port: int, path: str) -> tuple[int, str]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    head, _, body = (await reader.read()).decode().partition("\r\n\r\n")
-    writer.close()
+    """``_http_get``'s answer as its status code and body."""
+    head, _, body = (await _http_get(port, path)).partition("\r\n\r\n")
     return int(head.split()[1]), body
 
 
