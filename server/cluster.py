@@ -961,6 +961,8 @@ class Cluster:
             frames = session.events_since(since) if since > 0 else None
             if frames is None:
                 frames = [encode(session.snapshot(self.server.clock()))]
+            else:
+                reply["first"] = since + 1  # the seq of frames[0]: events, not a snapshot
             reply.update(frames=frames, seq=session.seq)
             for player_id in payload.get("present", ()):
                 self.server._spawn(self.server.remote_presence(game_id, player_id, True))
@@ -979,10 +981,18 @@ class Cluster:
         followers = self.server.subscribers.get(game_id, ())
         if game_id in self.server.games:
             return
-        for frame in payload["frames"]:
+        # Only what was not relayed yet: an answer to an earlier ask may come after events
+        # relayed since (two catch-ups crossing), and every event reaches a client once.
+        last, seq = self.relayed.get(game_id, 0), int(payload["seq"])
+        frames = payload["frames"]
+        if "first" in payload:
+            frames = frames[max(0, last + 1 - int(payload["first"])) :]
+        elif seq <= last:
+            frames = []  # a snapshot no newer than the events relayed
+        for frame in frames:
             for connection in list(followers):
                 connection.post(frame)
-        self.relayed[game_id] = max(self.relayed.get(game_id, 0), int(payload["seq"]))
+        self.relayed[game_id] = max(last, seq)
 
     # --- the lobby: the cluster's seeks ------------------------------------------------------
 

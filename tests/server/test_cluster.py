@@ -215,6 +215,50 @@ async def test_a_node_restoring_a_game_never_asks_itself_for_its_events(
     assert await survivor.stop() == 0
 
 
+async def test_a_catch_up_answered_late_repeats_no_event_to_the_followers(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """Two catch-ups crossing: the owner's answer to an ask from before events that were
+    relayed since. The node posts only what its followers have not had."""
+    cluster = two_nodes
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+    players = [(ada, ada_token), (bo, bo_token)]
+    owner = await cluster.owner_of(game_id)
+    other = next(node for node in cluster.nodes if node.name != owner)
+    # A spectator on the node that relays the game, speaking frames: no client-side dedupe.
+    eve = await RawClient.connect(other.url, name="eve")
+    await eve.send_message(Watch(rid=7, game_id=game_id))
+    snapshot = await _reply(eve, 7)
+    assert isinstance(snapshot, Snapshot)
+    # A few moves, until the player to move sits on eve's node: that move is forwarded to
+    # the owner through its inbox, after the asks below, so the answers reach eve's node
+    # before the move's event does (one Redis connection delivers in publication order).
+    on_other = 0 if other is cluster.nodes[0] else 1
+    ply = 0
+    while ply < 3 or ply % 2 != on_other:
+        mover, token = players[ply % 2]
+        await _play(mover, token, game_id, LONG_GAME[ply])
+        moved = await eve.receive()
+        assert isinstance(moved, Moved) and moved.ply == ply
+        ply += 1
+    # The owner is asked, as by that node, for everything after the game's first event and
+    # for the whole game (a snapshot): both answers hold only what eve has seen already.
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        for since in (1, 0):
+            ask = {"op": "since", "game": game_id, "since": since, "present": []}
+            await client.publish(f"{redis_prefix}:inbox:{owner}", pack({**ask, "from": other.name}))
+    finally:
+        await client.aclose()
+    mover, token = players[on_other]
+    await _play(mover, token, game_id, LONG_GAME[ply])
+    # The next frame eve gets is that move: nothing of the game repeated before it.
+    moved = await eve.receive()
+    assert isinstance(moved, Moved) and moved.ply == ply, moved
+    for client_ in (ada, bo, eve):
+        await client_.close()
+
+
 async def test_a_spectator_on_a_third_node_follows_the_game_through_a_failover(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
