@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import hiredis
@@ -300,46 +300,71 @@ class RedisBus:
         self._outgoing = []
         self._held_since = None
 
-    async def _publish_loop(self, ready: asyncio.Future[None]) -> None:
-        """The publisher's connection, in ``CLIENT REPLY OFF`` mode (Redis answers none of
-        its PUBLISH commands: nothing to read, no reply to wait for before the next
-        write): open it, again after an outage. Its reads only see the connection end."""
+    async def _keep_connected(
+        self,
+        role: str,
+        ready: asyncio.Future[None],
+        serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        served: Callable[[], bool],
+        down: Callable[[], None],
+    ) -> None:
+        """One of the bus's raw connections to Redis (``role``: "publish", "subscribe"):
+        opened and handed to ``serve`` until it ends, then opened again, RECONNECT_S apart
+        (from the shortest again once ``served`` says the last connection was up). If the
+        first connection cannot be made, ``ready`` fails instead. ``down`` forgets the
+        connection."""
         attempt = 0
         while True:
             connection = None
             try:
                 reader, writer, connection = await open_raw(self.url)
-                writer.write(CLIENT_REPLY_OFF)
-                self._publisher = writer
-                if not ready.done():
-                    ready.set_result(None)
-                elif attempt:
-                    log.info("bus: publishing again to %s", self.url)
-                attempt = 0
-                if self._held_since is not None:  # what waited for this connection
-                    if time.monotonic() - self._held_since > HOLD_S:
-                        self._drop_held()
-                    self._held_since = None
-                    self._flush()
-                while await reader.read(1 << 16):
-                    pass  # nothing is expected (an old Redis's replies, say): dropped
-                raise ConnectionError("Redis closed the publisher's connection")
-            except (RedisError, OSError) as exc:
+                await serve(reader, writer)
+            except (RedisError, OSError, hiredis.ProtocolError) as exc:
                 reraise_cancel(exc)
-                self._publisher = None
+                if served():
+                    attempt = 0  # it was up: the first wait after an outage is the shortest
+                down()
                 if not ready.done():
                     ready.set_exception(
-                        BusUnavailable(f"cannot publish to the bus at {self.url}: {exc}")
+                        BusUnavailable(f"cannot {role} to the bus at {self.url}: {exc}")
                     )
                     return
                 if attempt == 0:
-                    log.warning("bus: lost the publisher's %s (%s); reconnecting", self.url, exc)
+                    log.warning("bus: lost %s (%s, %s); reconnecting", self.url, role, exc)
                 await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
                 attempt += 1
             finally:
-                self._publisher = None
+                down()
                 if connection is not None:
                     await close_raw(connection)
+
+    async def _publish_loop(self, ready: asyncio.Future[None]) -> None:
+        """The publisher's connection, in ``CLIENT REPLY OFF`` mode (Redis answers none of
+        its PUBLISH commands: nothing to read, no reply to wait for before the next
+        write). Its reads only see the connection end."""
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(CLIENT_REPLY_OFF)
+            self._publisher = writer
+            if not ready.done():
+                ready.set_result(None)
+            else:
+                log.info("bus: publishing again to %s", self.url)
+            if self._held_since is not None:  # what waited for this connection
+                if time.monotonic() - self._held_since > HOLD_S:
+                    self._drop_held()
+                self._held_since = None
+                self._flush()
+            while await reader.read(1 << 16):
+                pass  # nothing is expected (an old Redis's replies, say): dropped
+            raise ConnectionError("Redis closed the publisher's connection")
+
+        def down() -> None:
+            self._publisher = None
+
+        await self._keep_connected(
+            "publish", ready, serve, lambda: self._publisher is not None, down
+        )
 
     # --- game channels -------------------------------------------------------------------
 
@@ -404,7 +429,6 @@ class RedisBus:
         }
         kinds = {channel.encode(): kind for channel, kind in channels.items()}
         first = self.inbox(self.node).encode()
-        attempt = 0
 
         def handle(reply: Any) -> None:
             # A publication: [b"message", channel, data]; a confirmation: [b"subscribe",
@@ -439,42 +463,26 @@ class RedisBus:
                         subscribed.set_result(None)
                     self.connected = True
 
-        while True:
-            connection = None
-            try:
-                _, writer, connection = await open_raw(self.url)
-                # Nothing was sent yet, so nothing waits in redis-py's reader: the
-                # connection's bytes go to the parser from now on.
-                subscription = Subscription(handle, writer.transport)
-                writer.transport.set_protocol(subscription)
-                # One SUBSCRIBE for the fixed channels and every game followed; games
-                # followed from now on are subscribed on this connection as they come.
-                games = set(self.games)
-                self._unconfirmed = dict.fromkeys(games, 1)
-                names = [*kinds, *(self.game_channel(g).encode() for g in games)]
-                writer.write(pack_command(b"SUBSCRIBE", *names))
-                self._subscriber = writer
-                await subscription.ended
-                raise subscription.error
-            except (RedisError, OSError, hiredis.ProtocolError) as exc:
-                reraise_cancel(exc)
-                if self.connected:
-                    attempt = 0  # it was up: the first wait after an outage is the shortest
-                self.connected = False
-                self._subscriber = None
-                if not subscribed.done():
-                    subscribed.set_exception(
-                        BusUnavailable(f"cannot subscribe to the bus at {self.url}: {exc}")
-                    )
-                    return
-                if attempt == 0:
-                    log.warning("bus: lost %s (%s); reconnecting", self.url, exc)
-                await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
-                attempt += 1
-            finally:
-                self._subscriber = None
-                if connection is not None:
-                    await close_raw(connection)
+        async def serve(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            # Nothing was sent yet, so nothing waits in redis-py's reader: the connection's
+            # bytes go to the parser from now on.
+            subscription = Subscription(handle, writer.transport)
+            writer.transport.set_protocol(subscription)
+            # One SUBSCRIBE for the fixed channels and every game followed; games followed
+            # from now on are subscribed on this connection as they come.
+            games = set(self.games)
+            self._unconfirmed = dict.fromkeys(games, 1)
+            names = [*kinds, *(self.game_channel(g).encode() for g in games)]
+            writer.write(pack_command(b"SUBSCRIBE", *names))
+            self._subscriber = writer
+            await subscription.ended
+            raise subscription.error
+
+        def down() -> None:
+            self.connected = False
+            self._subscriber = None
+
+        await self._keep_connected("subscribe", subscribed, serve, lambda: self.connected, down)
 
     # --- presence ---------------------------------------------------------------------------
 
