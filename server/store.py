@@ -416,16 +416,25 @@ class SQLStore(Store):
         # taking them out leaves its moves (or events) consecutive: two executemany
         # calls for a batch of moves, not two a move (one where a move's insert raises
         # its seq itself: _INSERT_MOVE_RAISING).
+        # Session touches go last too, ordered by player: a touch only ever moves a time
+        # later (they commute), and with every batch of every writer and node locking
+        # session rows in one order, no two transactions wait for each other in a cycle
+        # (two nodes' sweeps over the same players deadlocked; PostgreSQL failed one).
         runs: _Runs = []
         raises: list[tuple[Any, ...]] = []
+        touches: list[tuple[Any, ...]] = []
         for writes, _ in batch:
             for sql, params in writes:
                 if sql is self._SET_SEQ:
                     raises.append(params)
+                elif sql is self._TOUCH_SESSION:
+                    touches.append(params)
                 elif runs and runs[-1][0] == sql:
                     runs[-1][1].append(params)
                 else:
                     runs.append((sql, [params]))
+        if touches:
+            runs.append((self._TOUCH_SESSION, sorted(touches, key=lambda params: params[-1])))
         if raises:
             runs.append((self._SET_SEQ, raises))
         await self._commit(runs, writer)

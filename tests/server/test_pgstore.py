@@ -264,3 +264,30 @@ async def test_a_cluster_nodes_write_does_not_wait_for_the_commit_in_progress(
     finally:
         await holder.close()
         await store.close()
+
+
+async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
+    pg_schema: str,
+) -> None:
+    """Two nodes' session sweeps touch the same players, each in its own order, on two
+    writers each: every batch locks session rows in one order (by player), so none waits
+    for another in a cycle (PostgreSQL would fail one after its deadlock_timeout)."""
+    nodes = [PostgresStore(PG_URL, schema=pg_schema, node=f"n{i}") for i in (1, 2)]
+    for store in nodes:
+        await store.open()
+    try:
+        players = [f"p-{i:03d}" for i in range(400)]
+        for i, player in enumerate(players):
+            await nodes[0].save_session(SessionRow(f"{i:064x}", player, f"ada{i}", False, 5.0))
+        for round_ in range(15):
+            now = 10.0 + round_
+            touches = [
+                nodes[0].touch_sessions(players, now, True),
+                nodes[1].touch_sessions(players[::-1], now, False),
+            ]
+            await asyncio.wait_for(asyncio.gather(*touches), 30)
+        session = await nodes[1].load_session(f"{399:064x}")
+        assert session is not None and (session.seen_at, session.played) == (24.0, True)
+    finally:
+        for store in nodes:
+            await store.close()
