@@ -242,6 +242,14 @@ _Runs = list[tuple[str, list[tuple[Any, ...]]]]
 _Item = tuple[list[_Write], asyncio.Future[None]]  # a caller's writes, settled once committed
 
 
+def _append_run(runs: _Runs, sql: str, params: tuple[Any, ...]) -> None:
+    """Add a write to ``runs``: to the last run if it has the same SQL (one executemany)."""
+    if runs and runs[-1][0] == sql:
+        runs[-1][1].append(params)
+    else:
+        runs.append((sql, [params]))
+
+
 async def _cancel(task: asyncio.Task[None]) -> None:
     """Cancel ``task`` and wait for it to stop."""
     task.cancel()
@@ -416,25 +424,25 @@ class SQLStore(Store):
         # taking them out leaves its moves (or events) consecutive: two executemany
         # calls for a batch of moves, not two a move (one where a move's insert raises
         # its seq itself: _INSERT_MOVE_RAISING).
-        # Session touches go last too, ordered by player: a touch only ever moves a time
-        # later (they commute), and with every batch of every writer and node locking
-        # session rows in one order, no two transactions wait for each other in a cycle
-        # (two nodes' sweeps over the same players deadlocked; PostgreSQL failed one).
+        # Updates of session rows (touches, a name bound) go last too, ordered by player (a
+        # stable sort: one player's keep their order): a touch only ever moves a time later
+        # and a name is bound once, so they commute with the rest, and with every batch of
+        # every writer and node locking session rows in one order, no two transactions
+        # wait for each other in a cycle (two nodes' sweeps over the same players
+        # deadlocked; PostgreSQL failed one).
         runs: _Runs = []
         raises: list[tuple[Any, ...]] = []
-        touches: list[tuple[Any, ...]] = []
+        sessions: list[_Write] = []
         for writes, _ in batch:
             for sql, params in writes:
                 if sql is self._SET_SEQ:
                     raises.append(params)
-                elif sql is self._TOUCH_SESSION:
-                    touches.append(params)
-                elif runs and runs[-1][0] == sql:
-                    runs[-1][1].append(params)
+                elif sql is self._TOUCH_SESSION or sql is self._NAME_SESSION:
+                    sessions.append((sql, params))
                 else:
-                    runs.append((sql, [params]))
-        if touches:
-            runs.append((self._TOUCH_SESSION, sorted(touches, key=lambda params: params[-1])))
+                    _append_run(runs, sql, params)
+        for sql, params in sorted(sessions, key=lambda write: write[1][-1]):
+            _append_run(runs, sql, params)
         if raises:
             runs.append((self._SET_SEQ, raises))
         await self._commit(runs, writer)
@@ -713,6 +721,7 @@ class SQLStore(Store):
         " ELSE ? END, played = CASE WHEN played > ? THEN played ELSE ? END"
         " WHERE player_id = ?"
     )
+    _NAME_SESSION = "UPDATE sessions SET name = ?, named = 1 WHERE player_id = ?"
     _EXPIRED = (
         "(played = 0 AND coalesce(seen_at, created_at) < ?) OR coalesce(seen_at, created_at) < ?"
     )
@@ -752,9 +761,7 @@ class SQLStore(Store):
         return None if not rows else str(rows[0][0])
 
     async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
-        writes: list[_Write] = [
-            ("UPDATE sessions SET name = ?, named = 1 WHERE player_id = ?", (name, player_id))
-        ]
+        writes: list[_Write] = [(self._NAME_SESSION, (name, player_id))]
         writes += [(self._BIND_NAME, (key, player_id)) for key in sorted(name_keys)]
         await self._submit(writes)
 

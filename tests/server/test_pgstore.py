@@ -291,3 +291,31 @@ async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
     finally:
         for store in nodes:
             await store.close()
+
+
+async def test_names_bound_against_a_sweep_in_the_other_order_never_deadlock(
+    pg_schema: str,
+) -> None:
+    """One node binds players' names, last player first, while another sweeps the same
+    players' sessions first player first: a name bound updates its session row in the same
+    order as a touch does (by player), so no two batches wait for each other in a cycle."""
+    nodes = [PostgresStore(PG_URL, schema=pg_schema, node=f"n{i}") for i in (1, 2)]
+    for store in nodes:
+        await store.open()
+    try:
+        players = [f"p-{i:03d}" for i in range(400)]
+        for i, player in enumerate(players):
+            await nodes[0].save_session(SessionRow(f"{i:064x}", player, f"ada{i}", False, 5.0))
+        for round_ in range(15):
+            binds = [
+                nodes[0].bind_name(player, f"bo{i}r{round_}", [f"bo{i}r{round_}"])
+                for i, player in reversed(list(enumerate(players)))
+            ]
+            sweep = nodes[1].touch_sessions(players, 10.0 + round_, True)
+            await asyncio.wait_for(asyncio.gather(*binds, sweep), 30)
+        session = await nodes[1].load_session(f"{399:064x}")
+        assert session is not None
+        assert (session.name, session.seen_at, session.played) == ("bo399r14", 24.0, True)
+    finally:
+        for store in nodes:
+            await store.close()
