@@ -1501,6 +1501,7 @@ class Sampler(threading.Thread):
         self.samples: list[Sample] = []
         self.stopped = threading.Event()
         self.worker_cpu: dict[int, float] = {}
+        self.lock = threading.Lock()
 
     def sample(self) -> Sample:
         pid = self.server.pid
@@ -1527,9 +1528,16 @@ class Sampler(threading.Thread):
             alive,
         )
 
+    def take(self) -> None:
+        """One sample now. The coordinator takes one as each phase ends, so that every
+        phase holds one however long the sampling thread waits for the GIL (a quick run's
+        phase lasts 0.5 s, and the test runs several attacks at once)."""
+        with self.lock:
+            self.samples.append(self.sample())
+
     def run(self) -> None:
         while not self.stopped.is_set():
-            self.samples.append(self.sample())
+            self.take()
             self.stopped.wait(SAMPLE_INTERVAL_S)
 
     def between(self, start: float, end: float) -> list[Sample]:
@@ -1813,6 +1821,7 @@ def run_attack(name: str, options: RunOptions) -> dict[str, Any]:
         pump()
         tallies["before"] = dict(tallies.get("now", {}))
         log(f"[{name}] baseline done; attack for {options.seconds:g} s")
+        sampler.take()
         t_go = time.monotonic()
         attacker_pipe.send(("go",))
         newcomers: list[tuple[bool, float, str]] = []
@@ -1845,6 +1854,7 @@ def run_attack(name: str, options: RunOptions) -> dict[str, Any]:
             attack_stats = {"attack_error": "the attacker did not stop within 60 s: killed"}
             attacker.kill()
         attacker.join(timeout=10)
+        sampler.take()
         t_released = time.monotonic()
         pump()
         tallies["during"] = dict(tallies.get("now", {}))
@@ -1863,6 +1873,7 @@ def run_attack(name: str, options: RunOptions) -> dict[str, Any]:
         if lobby:
             probes["after"] = asyncio.run(_lobby_state("127.0.0.1", server.port))
         db_after = db_stats(db)
+        sampler.take()
         t_end = time.monotonic()
         bystander_pipe.send(("stop",))
         result: dict[str, Any] | None = None
