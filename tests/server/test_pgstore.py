@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -266,19 +267,31 @@ async def test_a_cluster_nodes_write_does_not_wait_for_the_commit_in_progress(
         await store.close()
 
 
-async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
-    pg_schema: str,
-) -> None:
-    """Two nodes' session sweeps touch the same players, each in its own order, on two
-    writers each: every batch locks session rows in one order (by player), so none waits
-    for another in a cycle (PostgreSQL would fail one after its deadlock_timeout)."""
-    nodes = [PostgresStore(PG_URL, schema=pg_schema, node=f"n{i}") for i in (1, 2)]
+@contextlib.asynccontextmanager
+async def _two_nodes_sharing_sessions(
+    schema: str,
+) -> AsyncIterator[tuple[list[PostgresStore], list[str]]]:
+    """Two nodes' stores on one schema (two writers each), and 400 players' sessions."""
+    nodes = [PostgresStore(PG_URL, schema=schema, node=f"n{i}") for i in (1, 2)]
     for store in nodes:
         await store.open()
     try:
         players = [f"p-{i:03d}" for i in range(400)]
         for i, player in enumerate(players):
             await nodes[0].save_session(SessionRow(f"{i:064x}", player, f"ada{i}", False, 5.0))
+        yield nodes, players
+    finally:
+        for store in nodes:
+            await store.close()
+
+
+async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
+    pg_schema: str,
+) -> None:
+    """Two nodes' session sweeps touch the same players, each in its own order, on two
+    writers each: every batch locks session rows in one order (by player), so none waits
+    for another in a cycle (PostgreSQL would fail one after its deadlock_timeout)."""
+    async with _two_nodes_sharing_sessions(pg_schema) as (nodes, players):
         for round_ in range(15):
             now = 10.0 + round_
             touches = [
@@ -288,9 +301,6 @@ async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
             await asyncio.wait_for(asyncio.gather(*touches), 30)
         session = await nodes[1].load_session(f"{399:064x}")
         assert session is not None and (session.seen_at, session.played) == (24.0, True)
-    finally:
-        for store in nodes:
-            await store.close()
 
 
 async def test_names_bound_against_a_sweep_in_the_other_order_never_deadlock(
@@ -299,13 +309,7 @@ async def test_names_bound_against_a_sweep_in_the_other_order_never_deadlock(
     """One node binds players' names, last player first, while another sweeps the same
     players' sessions first player first: a name bound updates its session row in the same
     order as a touch does (by player), so no two batches wait for each other in a cycle."""
-    nodes = [PostgresStore(PG_URL, schema=pg_schema, node=f"n{i}") for i in (1, 2)]
-    for store in nodes:
-        await store.open()
-    try:
-        players = [f"p-{i:03d}" for i in range(400)]
-        for i, player in enumerate(players):
-            await nodes[0].save_session(SessionRow(f"{i:064x}", player, f"ada{i}", False, 5.0))
+    async with _two_nodes_sharing_sessions(pg_schema) as (nodes, players):
         for round_ in range(15):
             binds = [
                 nodes[0].bind_name(player, f"bo{i}r{round_}", [f"bo{i}r{round_}"])
@@ -316,6 +320,3 @@ async def test_names_bound_against_a_sweep_in_the_other_order_never_deadlock(
         session = await nodes[1].load_session(f"{399:064x}")
         assert session is not None
         assert (session.name, session.seen_at, session.played) == ("bo399r14", 24.0, True)
-    finally:
-        for store in nodes:
-            await store.close()
