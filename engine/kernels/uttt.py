@@ -255,7 +255,8 @@ def uttt_move_prior(st, action):
     """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board,
     -1 if it gives the opponent a free move (sends them to a closed board), -1 if the
     opponent can capture a small board at once in reply; a move that ends the game scores
-    its capture alone."""
+    its capture alone. In constant time: the boards where the opponent can capture are its
+    threat mask (H_THREAT), with board ``b`` as after the move."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -275,12 +276,11 @@ def uttt_move_prior(st, action):
     else:
         open_boards = 1 << c
     # The opponent's captures in reply, on the boards it may play (board b as after the move).
-    for x in range(9):
-        if (open_boards >> x) & 1:
-            free = ~(full if x == b else st[OFF_FULL + x]) & 511
-            if THREAT9[st[OFF_SMALL + 9 * o + x]] & free:
-                score -= 1
-                break
+    threats = st[H_THREAT0 + o] & ~(1 << b)
+    if THREAT9[st[OFF_SMALL + 9 * o + b]] & ~full & 511:
+        threats |= 1 << b
+    if threats & open_boards:
+        score -= 1
     return score
 
 
