@@ -30,7 +30,7 @@ from engine.kernels.layout import (
     MOVES_MOVER_WINS,
     rand_below,
 )
-from engine.kernels.rules import apply, move_prior, playout, tree_moves
+from engine.kernels.rules import apply, descend, move_prior, playout, refresh, tree_moves
 
 UNKNOWN = 0
 PROVEN_WIN = 1  # the player who moved into the node wins with best play
@@ -139,6 +139,7 @@ def mcts_run(
         depth = 0
         path[0] = 0
         status = 0
+        stale = 0  # what the descent left for ``refresh`` (uttt: the boards played in)
         # Selection: UCB1 (Kocsis & Szepesvari 2006), unvisited children first.
         while nodes[r + FIRST] > 0 and st[H_STATUS] == 0:
             f = nodes[r + FIRST]
@@ -171,7 +172,7 @@ def mcts_run(
                 break
             node = best
             r = NODE_SIZE * node
-            apply(st, nodes[r + ACTION])
+            stale |= descend(st, nodes[r + ACTION])
             depth += 1
             path[depth] = node
             if solver and nodes[r + PROVEN] != UNKNOWN:
@@ -196,6 +197,7 @@ def mcts_run(
             and meta[M_NODES] < capacity
         ):
             # Expansion: all children at once, in random order.
+            refresh(st, stale)
             n_moves, code = tree_moves(st, buf, decisive)
             if node == 0 and code != MOVES_MOVER_WINS:
                 # The move lists are closed under the position's symmetries: keeping one move
@@ -244,7 +246,7 @@ def mcts_run(
             elif n_moves > 0:
                 node = n_nodes
                 r = NODE_SIZE * node
-                apply(st, nodes[r + ACTION])
+                descend(st, nodes[r + ACTION])  # the playout does not read what it leaves
                 depth += 1
                 path[depth] = node
                 if st[H_STATUS] != 0:

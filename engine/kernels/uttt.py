@@ -90,6 +90,15 @@ def uttt_init(st):
 @njit(cache=True, inline="always")
 def uttt_apply(st, action):
     """Play ``action`` for the side to move (unchecked)."""
+    uttt_play(st, action)
+    _refresh_board_threats(st, action // 9)
+
+
+@njit(cache=True, inline="always")
+def uttt_play(st, action):
+    """``uttt_apply`` but for the threat masks (H_THREAT0/1), left as they were: the tree's
+    descent, whose positions need them only where a leaf is expanded
+    (``uttt_refresh_threats`` on the boards played in); the playouts do not read them."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -97,13 +106,6 @@ def uttt_apply(st, action):
     st[OFF_SMALL + 9 * p + b] = small
     full = st[OFF_FULL + b] | (1 << c)
     st[OFF_FULL + b] = full
-    # Boards where each player has a cell completing a line there (decisive-move tests).
-    bit = 1 << b
-    for q in range(2):
-        if THREAT9[st[OFF_SMALL + 9 * q + b]] & ~full & 511:
-            st[H_THREAT0 + q] |= bit
-        else:
-            st[H_THREAT0 + q] &= ~bit
     closed = st[H_CLOSED]
     if WIN9[small]:
         closed |= 1 << b
@@ -121,6 +123,29 @@ def uttt_apply(st, action):
     st[H_TO_MOVE] = 1 - p
     if st[H_STATUS] == ONGOING and closed == 511:
         st[H_STATUS] = DRAW
+
+
+@njit(cache=True, inline="always")
+def _refresh_board_threats(st, b):
+    """Board ``b``'s bit of each player's threat mask: whether the player has an empty cell
+    there completing a small-board line (decisive-move tests)."""
+    bit = 1 << b
+    free = ~st[OFF_FULL + b] & 511
+    for q in range(2):
+        if THREAT9[st[OFF_SMALL + 9 * q + b]] & free:
+            st[H_THREAT0 + q] |= bit
+        else:
+            st[H_THREAT0 + q] &= ~bit
+
+
+@njit(cache=True)
+def uttt_refresh_threats(st, boards):
+    """The threat masks after ``uttt_play`` moves on the 9-bit mask ``boards``: the same
+    state as ``uttt_apply`` would have left."""
+    while boards:
+        b = NTH9[boards * 9]
+        boards &= boards - 1
+        _refresh_board_threats(st, b)
 
 
 @njit(cache=True, inline="always")
