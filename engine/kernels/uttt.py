@@ -392,7 +392,8 @@ def uttt_playout(st, rng, policy, buf):
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
     forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
-    sent to when it can.
+    sent to when it can. The state is left as ``uttt_apply`` would leave it but for the
+    threat masks (H_THREAT0/1), not kept up to date.
 
     The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
     registers for the whole playout and a move costs one lookup of the board's occupied
@@ -491,20 +492,13 @@ def uttt_playout(st, rng, policy, buf):
             result = status
             break
     rng[0] = x
-    # The boards where each player has a line-completing cell (uttt_apply's H_THREAT masks).
-    threat0 = 0
-    threat1 = 0
-    for bx in range(9):
-        free = ~st[OFF_FULL + bx] & 511
-        threat0 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + bx]] & free) != 0)
-        threat1 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + 9 + bx]] & free) != 0)
+    # The threat masks are left as they were (nothing reads them after a playout;
+    # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
     st[H_TO_MOVE] = p
     st[H_FORCED] = forced
     st[H_CLOSED] = closed
     st[H_META0] = meta0
     st[H_META0 + 1] = meta1
-    st[H_THREAT0] = threat0
-    st[H_THREAT0 + 1] = threat1
     st[H_EMPTY] -= ply - ply0
     st[H_PLY] = ply
     st[H_LAST] = last
