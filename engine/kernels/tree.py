@@ -55,6 +55,12 @@ HALF_INV = (0.5 / _v).astype(np.float32)
 INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
 SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
+# From TABLE_SIZE to WIDE_TABLE_SIZE visits, sqrt(log(v + 1)) and sqrt(v) in float64, computed
+# by the same libm calls as the loop's formula (bit for bit its values, so the search is the
+# same): the root and its most visited children skip a log and square roots per iteration.
+WIDE_TABLE_SIZE = 1 << 16
+SQRT_LOG_WIDE = np.array([math.sqrt(math.log(v + 1.0)) for v in range(WIDE_TABLE_SIZE)])
+SQRT_WIDE = np.array([math.sqrt(v) for v in range(WIDE_TABLE_SIZE)])
 
 
 @njit(cache=True)
@@ -148,6 +154,8 @@ def mcts_run(
             vn = nodes[r + VISITS]
             if vn < TABLE_SIZE:
                 explore = c * SQRT_LOG[vn]
+            elif vn < WIDE_TABLE_SIZE:
+                explore = c * SQRT_LOG_WIDE[vn]
             else:
                 explore = c * math.sqrt(math.log(vn + 1.0))
             skip_draws = nodes[r + FLOOR] != 0
@@ -163,6 +171,8 @@ def mcts_run(
                     break
                 if vj < TABLE_SIZE:
                     value = nodes[rj + WINS] * HALF_INV[vj] + explore * INV_SQRT[vj]
+                elif vj < WIDE_TABLE_SIZE:
+                    value = nodes[rj + WINS] / (2.0 * vj) + explore / SQRT_WIDE[vj]
                 else:
                     value = nodes[rj + WINS] / (2.0 * vj) + explore / math.sqrt(vj)
                 if value > best_value:

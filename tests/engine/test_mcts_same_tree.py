@@ -7,14 +7,23 @@ win, proof or child, or one draw of the generator, changes them."""
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 
+import numpy as np
 import pytest
+from numba import njit
 
 import engine
 from engine.kernels import kernel_game, root_state
 from engine.kernels.layout import seed_rng
-from engine.kernels.tree import NODE_SIZE
+from engine.kernels.tree import (
+    NODE_SIZE,
+    SQRT_LOG_WIDE,
+    SQRT_WIDE,
+    TABLE_SIZE,
+    WIDE_TABLE_SIZE,
+)
 from engine.mcts import _run, _Tree
 
 UTTT_MIDDLE = (30, 29, 23, 52, 64, 9, 7, 68, 48, 28, 17, 80, 79, 67, 38, 21)  # bench/mcts_speed
@@ -112,6 +121,25 @@ def test_seeded_search_builds_the_same_tree(case: tuple) -> None:
 def test_seeded_search_returns_the_same_result(case: tuple) -> None:
     *key, expected = case
     assert search_digest(*key) == expected
+
+
+@njit
+def _ucb1_roots(visits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sqrt(log(v + 1)) and sqrt(v) as the compiled UCB1 loop computes them past its tables."""
+    sqrt_log = np.empty(visits.shape[0])
+    sqrt_v = np.empty(visits.shape[0])
+    for i in range(visits.shape[0]):
+        v = visits[i]
+        sqrt_log[i] = math.sqrt(math.log(v + 1.0))
+        sqrt_v[i] = math.sqrt(v)
+    return sqrt_log, sqrt_v
+
+
+def test_wide_ucb1_tables_hold_the_formula_bit_for_bit() -> None:
+    visits = np.arange(TABLE_SIZE, WIDE_TABLE_SIZE, dtype=np.int32)
+    sqrt_log, sqrt_v = _ucb1_roots(visits)
+    assert np.array_equal(SQRT_LOG_WIDE[TABLE_SIZE:].view(np.int64), sqrt_log.view(np.int64))
+    assert np.array_equal(SQRT_WIDE[TABLE_SIZE:].view(np.int64), sqrt_v.view(np.int64))
 
 
 if __name__ == "__main__":  # the digests of this code, in the order of the tables
