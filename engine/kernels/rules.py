@@ -35,8 +35,10 @@ from engine.kernels.uttt import (
     uttt_init,
     uttt_legal,
     uttt_move_prior,
+    uttt_play,
     uttt_playout,
     uttt_random_move,
+    uttt_refresh_threats,
     uttt_tree_moves,
 )
 
@@ -50,6 +52,30 @@ def apply(st, action):
         mnk_apply(st, action)
     else:
         uttt_apply(st, action)
+
+
+@njit(cache=True, inline="always")
+def descend(st, action):
+    """``apply`` for the tree's descent: uttt leaves its threat masks as they were
+    (``uttt_play``); returns the mask of the boards whose masks that left stale (0 for the
+    other games), for ``refresh`` where a leaf is expanded."""
+    kind = st[H_KIND]
+    if kind == KIND_TTT:
+        ttt_apply(st, action)
+    elif kind == KIND_MNK:
+        mnk_apply(st, action)
+    else:
+        uttt_play(st, action)
+        return 1 << (action // 9)
+    return 0
+
+
+@njit(cache=True)
+def refresh(st, stale):
+    """After ``descend``: the state ``apply`` would have left (``stale``: the or of what
+    ``descend`` returned)."""
+    if stale:
+        uttt_refresh_threats(st, stale)
 
 
 @njit(cache=True)

@@ -30,7 +30,7 @@ from engine.kernels.layout import (
     MOVES_MOVER_WINS,
     rand_below,
 )
-from engine.kernels.rules import apply, move_prior, playout, tree_moves
+from engine.kernels.rules import apply, descend, move_prior, playout, refresh, tree_moves
 
 UNKNOWN = 0
 PROVEN_WIN = 1  # the player who moved into the node wins with best play
@@ -55,6 +55,12 @@ HALF_INV = (0.5 / _v).astype(np.float32)
 INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
 SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
+# From TABLE_SIZE to WIDE_TABLE_SIZE visits, sqrt(log(v + 1)) and sqrt(v) in float64, computed
+# by the same libm calls as the loop's formula (bit for bit its values, so the search is the
+# same): the root and its most visited children skip a log and square roots per iteration.
+WIDE_TABLE_SIZE = 1 << 16
+SQRT_LOG_WIDE = np.array([math.sqrt(math.log(v + 1.0)) for v in range(WIDE_TABLE_SIZE)])
+SQRT_WIDE = np.array([math.sqrt(v) for v in range(WIDE_TABLE_SIZE)])
 
 
 @njit(cache=True)
@@ -139,6 +145,7 @@ def mcts_run(
         depth = 0
         path[0] = 0
         status = 0
+        stale = 0  # what the descent left for ``refresh`` (uttt: the boards played in)
         # Selection: UCB1 (Kocsis & Szepesvari 2006), unvisited children first.
         while nodes[r + FIRST] > 0 and st[H_STATUS] == 0:
             f = nodes[r + FIRST]
@@ -147,6 +154,8 @@ def mcts_run(
             vn = nodes[r + VISITS]
             if vn < TABLE_SIZE:
                 explore = c * SQRT_LOG[vn]
+            elif vn < WIDE_TABLE_SIZE:
+                explore = c * SQRT_LOG_WIDE[vn]
             else:
                 explore = c * math.sqrt(math.log(vn + 1.0))
             skip_draws = nodes[r + FLOOR] != 0
@@ -162,6 +171,8 @@ def mcts_run(
                     break
                 if vj < TABLE_SIZE:
                     value = nodes[rj + WINS] * HALF_INV[vj] + explore * INV_SQRT[vj]
+                elif vj < WIDE_TABLE_SIZE:
+                    value = nodes[rj + WINS] / (2.0 * vj) + explore / SQRT_WIDE[vj]
                 else:
                     value = nodes[rj + WINS] / (2.0 * vj) + explore / math.sqrt(vj)
                 if value > best_value:
@@ -171,7 +182,7 @@ def mcts_run(
                 break
             node = best
             r = NODE_SIZE * node
-            apply(st, nodes[r + ACTION])
+            stale |= descend(st, nodes[r + ACTION])
             depth += 1
             path[depth] = node
             if solver and nodes[r + PROVEN] != UNKNOWN:
@@ -196,6 +207,7 @@ def mcts_run(
             and meta[M_NODES] < capacity
         ):
             # Expansion: all children at once, in random order.
+            refresh(st, stale)
             n_moves, code = tree_moves(st, buf, decisive)
             if node == 0 and code != MOVES_MOVER_WINS:
                 # The move lists are closed under the position's symmetries: keeping one move
@@ -244,7 +256,7 @@ def mcts_run(
             elif n_moves > 0:
                 node = n_nodes
                 r = NODE_SIZE * node
-                apply(st, nodes[r + ACTION])
+                descend(st, nodes[r + ACTION])  # the playout does not read what it leaves
                 depth += 1
                 path[depth] = node
                 if st[H_STATUS] != 0:

@@ -90,6 +90,15 @@ def uttt_init(st):
 @njit(cache=True, inline="always")
 def uttt_apply(st, action):
     """Play ``action`` for the side to move (unchecked)."""
+    uttt_play(st, action)
+    _refresh_board_threats(st, action // 9)
+
+
+@njit(cache=True, inline="always")
+def uttt_play(st, action):
+    """``uttt_apply`` but for the threat masks (H_THREAT0/1), left as they were: the tree's
+    descent, whose positions need them only where a leaf is expanded
+    (``uttt_refresh_threats`` on the boards played in); the playouts do not read them."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -97,13 +106,6 @@ def uttt_apply(st, action):
     st[OFF_SMALL + 9 * p + b] = small
     full = st[OFF_FULL + b] | (1 << c)
     st[OFF_FULL + b] = full
-    # Boards where each player has a cell completing a line there (decisive-move tests).
-    bit = 1 << b
-    for q in range(2):
-        if THREAT9[st[OFF_SMALL + 9 * q + b]] & ~full & 511:
-            st[H_THREAT0 + q] |= bit
-        else:
-            st[H_THREAT0 + q] &= ~bit
     closed = st[H_CLOSED]
     if WIN9[small]:
         closed |= 1 << b
@@ -121,6 +123,29 @@ def uttt_apply(st, action):
     st[H_TO_MOVE] = 1 - p
     if st[H_STATUS] == ONGOING and closed == 511:
         st[H_STATUS] = DRAW
+
+
+@njit(cache=True, inline="always")
+def _refresh_board_threats(st, b):
+    """Board ``b``'s bit of each player's threat mask: whether the player has an empty cell
+    there completing a small-board line (decisive-move tests)."""
+    bit = 1 << b
+    free = ~st[OFF_FULL + b] & 511
+    for q in range(2):
+        if THREAT9[st[OFF_SMALL + 9 * q + b]] & free:
+            st[H_THREAT0 + q] |= bit
+        else:
+            st[H_THREAT0 + q] &= ~bit
+
+
+@njit(cache=True)
+def uttt_refresh_threats(st, boards):
+    """The threat masks after ``uttt_play`` moves on the 9-bit mask ``boards``: the same
+    state as ``uttt_apply`` would have left."""
+    while boards:
+        b = NTH9[boards * 9]
+        boards &= boards - 1
+        _refresh_board_threats(st, b)
 
 
 @njit(cache=True, inline="always")
@@ -255,7 +280,8 @@ def uttt_move_prior(st, action):
     """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board,
     -1 if it gives the opponent a free move (sends them to a closed board), -1 if the
     opponent can capture a small board at once in reply; a move that ends the game scores
-    its capture alone."""
+    its capture alone. In constant time: the boards where the opponent can capture are its
+    threat mask (H_THREAT), with board ``b`` as after the move."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -275,12 +301,11 @@ def uttt_move_prior(st, action):
     else:
         open_boards = 1 << c
     # The opponent's captures in reply, on the boards it may play (board b as after the move).
-    for x in range(9):
-        if (open_boards >> x) & 1:
-            free = ~(full if x == b else st[OFF_FULL + x]) & 511
-            if THREAT9[st[OFF_SMALL + 9 * o + x]] & free:
-                score -= 1
-                break
+    threats = st[H_THREAT0 + o] & ~(1 << b)
+    if THREAT9[st[OFF_SMALL + 9 * o + b]] & ~full & 511:
+        threats |= 1 << b
+    if threats & open_boards:
+        score -= 1
     return score
 
 
@@ -367,7 +392,8 @@ def uttt_playout(st, rng, policy, buf):
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
     forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
-    sent to when it can.
+    sent to when it can. The state is left as ``uttt_apply`` would leave it but for the
+    threat masks (H_THREAT0/1), not kept up to date.
 
     The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
     registers for the whole playout and a move costs one lookup of the board's occupied
@@ -466,20 +492,13 @@ def uttt_playout(st, rng, policy, buf):
             result = status
             break
     rng[0] = x
-    # The boards where each player has a line-completing cell (uttt_apply's H_THREAT masks).
-    threat0 = 0
-    threat1 = 0
-    for bx in range(9):
-        free = ~st[OFF_FULL + bx] & 511
-        threat0 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + bx]] & free) != 0)
-        threat1 |= (1 << bx) * ((THREAT9[st[OFF_SMALL + 9 + bx]] & free) != 0)
+    # The threat masks are left as they were (nothing reads them after a playout;
+    # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
     st[H_TO_MOVE] = p
     st[H_FORCED] = forced
     st[H_CLOSED] = closed
     st[H_META0] = meta0
     st[H_META0 + 1] = meta1
-    st[H_THREAT0] = threat0
-    st[H_THREAT0 + 1] = threat1
     st[H_EMPTY] -= ply - ply0
     st[H_PLY] = ply
     st[H_LAST] = last

@@ -155,7 +155,8 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
 @pytest.mark.parametrize("policy", [0, 1, 2])
 def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     """The inlined playout equals the same random choices made through uttt_apply: policy 1
-    takes a game-winning move, 2 also avoids handing the opponent one."""
+    takes a game-winning move, 2 also avoids handing the opponent one. The playout leaves
+    the threat masks as they were: refreshed on every board, they are uttt_apply's."""
     from engine.kernels.layout import H_STATUS, H_TO_MOVE, seed_rng
     from engine.kernels.uttt import (
         SAFE_TRIES,
@@ -165,6 +166,7 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
         uttt_apply,
         uttt_playout,
         uttt_random_move,
+        uttt_refresh_threats,
     )
 
     game = engine.make_game("uttt")
@@ -202,4 +204,5 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
         else:
             expected = int(slow[H_STATUS])
         assert result == expected
+        uttt_refresh_threats(fast, 511)
         assert np.array_equal(fast, slow)

@@ -34,7 +34,9 @@ from engine.kernels.uttt import (
     _random_empty,
     uttt_apply,
     uttt_move_prior,
+    uttt_play,
     uttt_random_move,
+    uttt_refresh_threats,
 )
 from engine.mcts import mcts_search
 from engine.options import MCTSOptions
@@ -181,6 +183,29 @@ def test_apply_then_status_matches_reference_to_the_end() -> None:
             uttt_apply(s, action)
         assert compiled_outcome(s) == (True, state.winner())
         assert int(s[H_STATUS]) in (1, 2, 3)
+
+
+def test_descent_then_refresh_equals_apply() -> None:
+    """The tree's descent (``uttt_play``, then ``uttt_refresh_threats`` on the boards played
+    in, where a leaf is expanded) leaves the state ``uttt_apply`` leaves, move by move."""
+    rng = random.Random(15)
+    for _ in range(200):
+        state = _random_position(rng.randrange(10**6), rng.randrange(0, 60))
+        s = root_state(state, kernel_game(GAME))
+        applied = s.copy()
+        boards = 0
+        for _ in range(rng.randrange(1, 12)):
+            if state.is_terminal():
+                break
+            action = rng.choice(state.legal_actions())
+            state.apply_action(action)
+            uttt_play(s, action)
+            uttt_apply(applied, action)
+            boards |= 1 << (action // 9)
+            refreshed = s.copy()
+            uttt_refresh_threats(refreshed, boards)
+            assert np.array_equal(refreshed, applied)
+        assert np.array_equal(root_state(state, kernel_game(GAME)), applied)
 
 
 def _value(state: UTTTState, memo: dict[tuple[int, ...], int]) -> int:
