@@ -22,7 +22,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _mnk_context, _start
+from engine.alphabeta_driver import _defend, _mnk_context, _start
 from engine.kernels import alphabeta_base as base
 from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
@@ -288,3 +288,44 @@ def test_alphabeta_defends_against_the_opponents_vct(
     after = state.clone()
     after.apply_checked(result.action)
     assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_checks_its_candidates_together() -> None:
+    """The root's defence against the opponent's VCT deepens the check of its candidates in
+    lockstep, one threat more for each in turn. With 500 nodes, the first candidate here (124)
+    loses to an open four at once and the second (81) is safe, but takes ~3,000 nodes to
+    check to 6 threats: checked one after the other, the budget ran out on 81 and the first,
+    refuted, candidate was played; checked together, 124 is refuted at depth 1 and the first
+    candidate not refuted, 81, is played."""
+    moves = [98, 99, 125, 112, 128, 113, 127, 129, 114, 97, 145, 82, 100]
+    candidates = [124, 81, 67, 52, 65, 142]
+    state = engine.replay(("gomoku", {}), moves)
+    player = state.current_player()
+    refuted = state.clone()
+    refuted.apply_checked(candidates[0])
+    assert vct_proof(refuted, 1)
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, 500, time.perf_counter)
+    action = _defend(context, player, candidates, 0.0, 500)
+    assert context.info[base.NODES] <= 600  # the budget held
+    assert action != candidates[0]
+    after = state.clone()
+    after.apply_checked(action)
+    assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_plays_the_longest_resistance() -> None:
+    """When every candidate loses to a VCT, the defence plays the one whose VCT is the
+    longest (it had played the first candidate): here 141, refuted by 5 threats, against
+    96 and 95, refuted by 2."""
+    moves, longest, depth = DEFENCE_PUZZLES[0]
+    state = engine.replay(("gomoku", {}), moves)
+    candidates = [96, 95, longest]
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    action = _defend(context, state.current_player(), candidates, 0.0, None)
+    assert action == longest
+    for move in candidates[:2]:
+        after = state.clone()
+        after.apply_checked(move)
+        assert vct_proof(after, 2)
