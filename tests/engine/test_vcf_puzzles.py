@@ -263,10 +263,15 @@ def test_vct_needs_a_threat() -> None:
 
 
 # (moves from the start, a tempting move after which the opponent has a VCT, its threats):
-# from a match against c0f7043, where the search without the defence played that move.
+# from self-play, where the search without the defence plays that move. (The position of a
+# match against c0f7043 that stood here, LOST_POSITION, the search without the defence has
+# answered itself since the threat-answer extension was bounded: it plays a safe 170.)
 DEFENCE_PUZZLES = [
-    ([112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83, 97, 155, 110], 141, 5),
+    ([97, 141, 80, 125, 112, 157, 109, 127, 128, 96, 111, 110], 113, 5),
 ]  # fmt: skip
+# O to move: two moves hold (170, 185); after each other of its 20 best by static score, X
+# has a VCT within 6 threats.
+LOST_POSITION = [112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83, 97, 155, 110]
 
 
 @pytest.mark.parametrize(("moves", "refuted", "depth"), DEFENCE_PUZZLES)
@@ -318,8 +323,8 @@ def test_the_root_defence_plays_the_longest_resistance() -> None:
     """When every candidate loses to a VCT, the defence plays the one whose VCT is the
     longest (it had played the first candidate): here 141, refuted by 5 threats, against
     96 and 95, refuted by 2."""
-    moves, longest, depth = DEFENCE_PUZZLES[0]
-    state = engine.replay(("gomoku", {}), moves)
+    longest = 141
+    state = engine.replay(("gomoku", {}), LOST_POSITION)
     candidates = [96, 95, longest]
     context = _mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
