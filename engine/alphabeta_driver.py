@@ -9,7 +9,8 @@ table generation, while consecutive searches for the same game (a Searcher's gam
 the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
 the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
 then drops the moves after which the opponent has a VCF (within a share), and after the
-deepening (``defence``) plays the best move after which the opponent has no VCT; with
+deepening (``defence``) plays the best move after which the opponent has no VCT (the best
+moves checked together, one threat deeper each in turn), unless the search found a win; with
 ``threats`` (AlphaBetaOptions)
 the kernel answers open threes with their defences only and searches the best moves below
 the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
@@ -222,18 +223,19 @@ def _defend(
     kernel_deadline: float,
     iterations: int | None,
 ) -> int:
-    """The first of the DEFENCE_MOVES best root moves after which the opponent has no VCT
-    (``alphabeta_mnk.first_safe``), within the rest of the budget; the best move if each of
-    them loses to one or the budget runs out."""
+    """The DEFENCE_MOVES best root moves checked together for the opponent's VCT, one threat
+    deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget: the
+    first not refuted, else the one refuted by the longest VCT."""
     info = context.info
     info[base.STOP] = 0
     info[base.LIMIT] = iterations or 0
     context.deadline[base.D_DEADLINE] = kernel_deadline
     candidates = np.array(ordered[:DEFENCE_MOVES], dtype=np.int64)
-    index = K.first_safe(player, candidates, len(candidates), DEFENCE_VCT_DEPTH,
-                         context.game, context.search)  # fmt: skip
+    refuted_at = np.zeros(len(candidates), dtype=np.int64)
+    index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
+                     context.game, context.search)  # fmt: skip
     info[base.STOP] = 0
-    return int(candidates[index]) if index >= 0 else ordered[0]
+    return int(candidates[index])
 
 
 def mnk_alphabeta(
@@ -308,7 +310,9 @@ def mnk_alphabeta(
         context, player, moves, options.max_depth or empties, empties, search_deadline,
         search_iterations, single_opening=state.ply() == 0,
     )  # fmt: skip
-    if defend and abs(best_score) <= base.MATE_BOUND:
+    # Also when the search sees a loss (below the root it searches the best moves only: not a
+    # proof): then the move refuted by the longest VCT resists longest.
+    if defend and best_score <= base.MATE_BOUND:
         best_action = _defend(context, player, ordered, kernel_deadline, iterations)
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
     # With threats, nodes below the root search their best moves only (kind 5): a win or loss

@@ -24,6 +24,7 @@ from engine.kernels.alphabeta_base import (
     LOWER,
     MATE_BOUND,
     NODES,
+    ROOT_DEPTH,
     STOP,
     UPPER,
     WIN,
@@ -87,8 +88,11 @@ def negamax(p, depth, alpha, beta, ply, game, search):
         return -(WIN - (ply + 2))
     if n == 0:
         return 0
-    if kind == 3 or kind == 4:
-        depth += 1  # a forced block (3) or an answer to a threat (4) costs no depth
+    # A forced block (3) costs no depth; nor does an answer to a threat (4) within twice the
+    # iteration's depth (a bounded extension: beyond it, where the opponent's open threes
+    # follow each other, each answer extended again kept an iteration from ending).
+    if kind == 3 or (kind == 4 and ply < 2 * info[ROOT_DEPTH]):
+        depth += 1
     if depth <= 0:
         return evaluate(game, search, p)
     alpha0 = alpha
@@ -153,6 +157,7 @@ def root(p, depth, root_moves, root_scores, n, game, search):
     ply = np.int64(0)
     child_ply = ply + 1
     info[NODES] += 1
+    info[ROOT_DEPTH] = depth
     for i in range(n):
         c = root_moves[i]
         result = place(game, search, c, p, ply)

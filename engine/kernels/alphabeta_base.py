@@ -29,6 +29,9 @@ EXACT, LOWER, UPPER = 0, 1, 2
 # info[] slots (int64) every game's search uses; the games number theirs from 3 up.
 NODES, LIMIT, STOP = 0, 1, 2
 HASH, GEN, CHECK_AT = 4, 6, 7
+# The depth of the running iteration of the deepening, written by ``root``: the search
+# extends answers to threats only within twice that many plies (``negamax``).
+ROOT_DEPTH = 15
 INFO_SIZE = 16
 
 # deadline[] slots (float64): the deadline on CLOCK (0.0 = none), the time of the last
@@ -158,8 +161,9 @@ def generate(game, search, player, ply, tt_move):  # noqa: ANN001, ANN201
     """Fill ``search.moves[ply]`` with scored moves; (n, kind, cell): kind 1 = the mover wins
     at once on ``cell``; 2 = the opponent has two wins at once (the mover loses; ``cell`` is
     one); 3 = ``cell`` is the only move (a forced block: n = 1); 4 = the moves answer a threat
-    (the search extends both by a ply); 5 = the best moves only, not all of them (what is
-    found there is not a proof: the driver does not report it as one); 0 = ordinary."""
+    (the search extends 3 by a ply, and 4 within twice the iteration's depth); 5 = the best
+    moves only, not all of them (what is found there is not a proof: the driver does not
+    report it as one); 0 = ordinary."""
     raise NotImplementedError("compiled code only")
 
 

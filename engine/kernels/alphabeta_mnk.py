@@ -28,7 +28,7 @@ block (``generate``). On big boards only cells within two of a stone are candida
 that the defender must block) runs at the root (engine/alphabeta.py) and, shallower, at the
 quiet leaves (``quiet_leaf``); at the root a VCT follows (``vct``: victory by continuous
 threats, fours and open threes, every defence tried), and the defence against the
-opponent's (``first_safe``). Failed VCF/VCT searches are remembered per position
+opponent's (``safest``). Failed VCF/VCT searches are remembered per position
 (``_no_threat_win``).
 """
 
@@ -598,30 +598,45 @@ def refuted_by_vcf(p, root_moves, n, flags, depth, g, s):
 
 
 @kernel
-def first_safe(p, root_moves, n, depth, g, s):
-    """Threat-space defence at the root against a VCT (Allis 1994): the index of the first of
-    root_moves[:n] after which the opponent has no victory by continuous threats within
-    ``depth`` threats (iterative deepening from 2), or -1 if each of them has one or the
-    deadline cut the check short."""
+def safest(p, root_moves, n, depth, refuted_at, g, s):
+    """Threat-space defence at the root against a VCT (Allis 1994), the candidates together:
+    the opponent's VCT after each of root_moves[:n] is searched within 1, 2, ... ``depth``
+    threats, each candidate not yet refuted in turn at each depth (in lockstep: a budget cut
+    short leaves the candidates checked to about the same depth, not the first one deep and
+    the others unchecked). refuted_at[i] = the threats of the VCT found after root_moves[i],
+    0 if none was. Returns the index of the first candidate not refuted; if each is, of the
+    one refuted by the longest VCT (it needs the deepest search to see: the best resistance).
+    Stops at the deadline, when at most one candidate is left unrefuted (deeper searches
+    cannot change the answer then), or at the first found safe to the full depth."""
     info = s.info
     ply = np.int64(1)  # not literals (see ``vct``)
     attack = ply
     for i in range(n):
-        c = root_moves[i]
-        refuted = False
-        if not place(c, p, g, info):
-            for d in range(2, depth + 1):
-                if vct(1 - p, attack, d, ply, g, s):
-                    refuted = True
-                    break
-                if info[STOP] != 0:
-                    break
-        remove(c, p, g, info)
-        if info[STOP] != 0:
-            return -1
-        if not refuted:
+        refuted_at[i] = 0
+    for d in range(1, depth + 1):
+        left = 0
+        for i in range(n):
+            if refuted_at[i] != 0:
+                continue
+            c = root_moves[i]
+            if not place(c, p, g, info) and vct(1 - p, attack, d, ply, g, s):
+                refuted_at[i] = d  # a True is a proof, even when the deadline came after it
+            remove(c, p, g, info)
+            if info[STOP] != 0:
+                break
+            if refuted_at[i] == 0:
+                left += 1
+                if d == depth:
+                    break  # checked to the full depth, the ones before it refuted: the answer
+        if info[STOP] != 0 or left <= 1:
+            break
+    best = 0
+    for i in range(n):
+        if refuted_at[i] == 0:
             return i
-    return -1
+        if refuted_at[i] > refuted_at[best]:
+            best = i
+    return best
 
 
 @kernel

@@ -322,3 +322,15 @@ def test_gomoku_depth_one_stops_at_the_deadline():
     result = searcher.search(state, "alphabeta", Budget(time_ms=30), seed=1)
     assert result.depth == 0
     assert result.action in state.legal_actions()
+
+
+def test_gomoku_threat_answers_extend_within_twice_the_root_depth():
+    """An answer to an open three (generate's kind 4) costs no depth only within twice the
+    iteration's depth (info[ROOT_DEPTH]); beyond it, answers cost depth like other moves. On
+    this position, rich in threes (test_vcf_puzzles.LOST_POSITION three moves earlier), the
+    unbounded extension let the deepening complete depth 2 only within 50,000 nodes."""
+    moves = [112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83]
+    state = engine.replay(("gomoku", {}), moves)
+    result = engine.search(state, "alphabeta", Budget(iterations=50_000), seed=1)
+    assert result.depth >= 4
+    assert result.action in state.legal_actions()

@@ -22,7 +22,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _mnk_context, _start
+from engine.alphabeta_driver import _defend, _mnk_context, _start
 from engine.kernels import alphabeta_base as base
 from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
@@ -263,10 +263,15 @@ def test_vct_needs_a_threat() -> None:
 
 
 # (moves from the start, a tempting move after which the opponent has a VCT, its threats):
-# from a match against c0f7043, where the search without the defence played that move.
+# from self-play, where the search without the defence plays that move. (The position of a
+# match against c0f7043 that stood here, LOST_POSITION, the search without the defence has
+# answered itself since the threat-answer extension was bounded: it plays a safe 170.)
 DEFENCE_PUZZLES = [
-    ([112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83, 97, 155, 110], 141, 5),
+    ([97, 141, 80, 125, 112, 157, 109, 127, 128, 96, 111, 110], 113, 5),
 ]  # fmt: skip
+# O to move: two moves hold (170, 185); after each other of its 20 best by static score, X
+# has a VCT within 6 threats.
+LOST_POSITION = [112, 127, 126, 111, 98, 140, 84, 70, 143, 125, 128, 83, 97, 155, 110]
 
 
 @pytest.mark.parametrize(("moves", "refuted", "depth"), DEFENCE_PUZZLES)
@@ -288,3 +293,44 @@ def test_alphabeta_defends_against_the_opponents_vct(
     after = state.clone()
     after.apply_checked(result.action)
     assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_checks_its_candidates_together() -> None:
+    """The root's defence against the opponent's VCT deepens the check of its candidates in
+    lockstep, one threat more for each in turn. With 500 nodes, the first candidate here (124)
+    loses to an open four at once and the second (81) is safe, but takes ~3,000 nodes to
+    check to 6 threats: checked one after the other, the budget ran out on 81 and the first,
+    refuted, candidate was played; checked together, 124 is refuted at depth 1 and the first
+    candidate not refuted, 81, is played."""
+    moves = [98, 99, 125, 112, 128, 113, 127, 129, 114, 97, 145, 82, 100]
+    candidates = [124, 81, 67, 52, 65, 142]
+    state = engine.replay(("gomoku", {}), moves)
+    player = state.current_player()
+    refuted = state.clone()
+    refuted.apply_checked(candidates[0])
+    assert vct_proof(refuted, 1)
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, 500, time.perf_counter)
+    action = _defend(context, player, candidates, 0.0, 500)
+    assert context.info[base.NODES] <= 600  # the budget held
+    assert action != candidates[0]
+    after = state.clone()
+    after.apply_checked(action)
+    assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_plays_the_longest_resistance() -> None:
+    """When every candidate loses to a VCT, the defence plays the one whose VCT is the
+    longest (it had played the first candidate): here 141, refuted by 5 threats, against
+    96 and 95, refuted by 2."""
+    longest = 141
+    state = engine.replay(("gomoku", {}), LOST_POSITION)
+    candidates = [96, 95, longest]
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    action = _defend(context, state.current_player(), candidates, 0.0, None)
+    assert action == longest
+    for move in candidates[:2]:
+        after = state.clone()
+        after.apply_checked(move)
+        assert vct_proof(after, 2)
