@@ -254,6 +254,15 @@ class PostgresStore(SQLStore):
 
     _INSERT_MOVE_RAISING = f"WITH m AS ({SQLStore._INSERT_MOVE}) {SQLStore._SET_SEQ}"
     _INSERT_EVENT_RAISING = f"WITH e AS ({SQLStore._INSERT_EVENT}) {SQLStore._SET_SEQ}"
+    # A sweep locks the sessions it expires by player before it deletes them: the deletes
+    # alone lock them in the order of the table's scan, and met another node's touches of
+    # the same players in the other order (a deadlock; PostgreSQL failed the touches). A row
+    # touched meanwhile no longer matches (seen_at only grows), so the deletes that follow
+    # in the transaction find exactly the rows locked here.
+    _LOCK_EXPIRED = (
+        f"SELECT 1 FROM sessions WHERE {SQLStore._EXPIRED}"
+        " ORDER BY player_id, token_sha256 FOR UPDATE"
+    )
 
     def _batch_lost(self, exc: Exception) -> bool:
         # A lost connection fails the whole transaction's writes, not one of them.

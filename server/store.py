@@ -772,18 +772,23 @@ class SQLStore(Store):
         if writes:
             await self._submit(writes)
 
+    # A statement run before a sweep's deletes that locks the expired sessions by player,
+    # the order in which every batch updates session rows (``_commit_batch``); None where
+    # one writer holds the whole database (SQLite). PostgresStore sets it.
+    _LOCK_EXPIRED: str | None = None
+
     async def expire_sessions(self, unplayed_before: float, played_before: float) -> None:
         cutoffs = (unplayed_before, played_before)
-        await self._submit(
-            [
-                (
-                    "DELETE FROM names WHERE player_id IN"
-                    f" (SELECT player_id FROM sessions WHERE {self._EXPIRED})",
-                    cutoffs,
-                ),
-                (f"DELETE FROM sessions WHERE {self._EXPIRED}", cutoffs),
-            ]
-        )
+        writes: list[_Write] = [] if self._LOCK_EXPIRED is None else [(self._LOCK_EXPIRED, cutoffs)]
+        writes += [
+            (
+                "DELETE FROM names WHERE player_id IN"
+                f" (SELECT player_id FROM sessions WHERE {self._EXPIRED})",
+                cutoffs,
+            ),
+            (f"DELETE FROM sessions WHERE {self._EXPIRED}", cutoffs),
+        ]
+        await self._submit(writes)
 
 
 class SQLiteStore(SQLStore):

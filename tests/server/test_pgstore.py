@@ -268,21 +268,28 @@ async def test_a_cluster_nodes_write_does_not_wait_for_the_commit_in_progress(
 
 
 @contextlib.asynccontextmanager
-async def _two_nodes_sharing_sessions(
-    schema: str,
-) -> AsyncIterator[tuple[list[PostgresStore], list[str]]]:
-    """Two nodes' stores on one schema (two writers each), and 400 players' sessions."""
+async def _two_nodes(schema: str) -> AsyncIterator[list[PostgresStore]]:
+    """Two nodes' stores on one schema (two writers each)."""
     nodes = [PostgresStore(PG_URL, schema=schema, node=f"n{i}") for i in (1, 2)]
     for store in nodes:
         await store.open()
     try:
+        yield nodes
+    finally:
+        for store in nodes:
+            await store.close()
+
+
+@contextlib.asynccontextmanager
+async def _two_nodes_sharing_sessions(
+    schema: str,
+) -> AsyncIterator[tuple[list[PostgresStore], list[str]]]:
+    """Two nodes' stores on one schema, and 400 players' sessions."""
+    async with _two_nodes(schema) as nodes:
         players = [f"p-{i:03d}" for i in range(400)]
         for i, player in enumerate(players):
             await nodes[0].save_session(SessionRow(f"{i:064x}", player, f"ada{i}", False, 5.0))
         yield nodes, players
-    finally:
-        for store in nodes:
-            await store.close()
 
 
 async def test_session_touches_in_opposite_orders_on_two_nodes_never_deadlock(
@@ -320,3 +327,25 @@ async def test_names_bound_against_a_sweep_in_the_other_order_never_deadlock(
         session = await nodes[1].load_session(f"{399:064x}")
         assert session is not None
         assert (session.name, session.seen_at, session.played) == ("bo399r14", 24.0, True)
+
+
+async def test_a_sweep_against_touches_of_the_sessions_it_expires_never_deadlocks(
+    pg_schema: str,
+) -> None:
+    """One node expires sessions while another touches the same players, first player
+    first. The rows lie last player first, the order a sweep's scan would lock them in;
+    the sweep locks them by player, as every batch does, so neither waits for the other in
+    a cycle (PostgreSQL would fail one after its deadlock_timeout)."""
+    async with _two_nodes(pg_schema) as nodes:
+        for round_ in range(10):
+            players = [f"r{round_:02d}-p{i:03d}" for i in range(400)]
+            for i, player in reversed(list(enumerate(players))):
+                token = f"{round_:02d}{i:062x}"
+                await nodes[0].save_session(SessionRow(token, player, f"ada{i}", False, 5.0))
+            sweep = nodes[0].expire_sessions(unplayed_before=50.0, played_before=50.0)
+            touches = nodes[1].touch_sessions(players, 100.0, True)
+            await asyncio.wait_for(asyncio.gather(sweep, touches), 30)
+            # Every session was swept or touched: none is left as it was.
+            for i in (0, 199, 399):
+                session = await nodes[1].load_session(f"{round_:02d}{i:062x}")
+                assert session is None or session.seen_at == 100.0, session
