@@ -8,8 +8,9 @@ dedicated connection writes (its transactions in commit order); a cluster's node
 has two, each committing a batch of its own while the other commits (a game's
 writes are never in two at once: each is awaited, under the game's lock, before
 the next is queued; the rows many batches share, players' sessions, are updated
-last and in one order, touches and names bound alike, so that no two
-transactions deadlock on them); a small pool reads. A lost connection fails the
+last and in one order, touches and names bound alike, and a sweep locks those it
+deletes in that order first, so that no two transactions deadlock on them); a
+small pool reads. A lost connection fails the
 writes of that transaction with a clear ``StorageError`` and is replaced at the
 next one, so the server recovers as soon as PostgreSQL answers again.
 
