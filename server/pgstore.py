@@ -10,9 +10,9 @@ writes are never in two at once: each is awaited, under the game's lock, before
 the next is queued; the rows many batches share, players' sessions, are updated
 last and in one order, touches and names bound alike, and a sweep locks those it
 deletes in that order first, so that no two transactions deadlock on them); a
-small pool reads. A lost connection fails the
-writes of that transaction with a clear ``StorageError`` and is replaced at the
-next one, so the server recovers as soon as PostgreSQL answers again.
+small pool reads. A lost connection fails the writes of that transaction with a
+clear ``StorageError`` and is replaced at the next one, so the server recovers as
+soon as PostgreSQL answers again.
 
 The schema is versioned like SQLite's: ``PG_MIGRATIONS[i]`` upgrades version i to
 i+1, the same versions as ``server.store.MIGRATIONS`` (a test holds the two lists
