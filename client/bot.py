@@ -248,13 +248,15 @@ class Bot:
             log.info("claim in game %s refused: %s", game_id, exc)
 
 
-def engine_player(algorithm: str = "mcts", budget_ms: int = 100) -> Callable[[Turn], int]:
-    """An ``on_turn`` that searches with the local engine (tree reuse within a game)."""
+def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], int]:
+    """An ``on_turn`` that searches with the local engine (tree reuse within a game):
+    ``algorithm``, or each game's own (``engine.default_ai``)."""
     searcher = engine.Searcher()
 
     def on_turn(turn: Turn) -> int:
+        search = algorithm or engine.default_ai(turn.state.game)
         result = searcher.search(
-            turn.state, algorithm, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
+            turn.state, search, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
         )
         return int(result.action)
 

@@ -4,7 +4,7 @@ Pure (no I/O, no asyncio): time and randomness come in as arguments. Importing i
 rules and the registries only; numpy and numba load when a search first runs, so a command's
 ``--help`` stays fast. The front door:
 
-- games: ``GAMES`` (the registry), ``make_game``, ``replay``; ``Game`` / ``State``;
+- games: ``GAMES`` (the registry), ``make_game``, ``replay``, ``default_ai``; ``Game`` / ``State``;
 - searches: ``ALGORITHMS`` (the registry), ``search`` / ``Searcher`` taking a ``Budget`` and
   the algorithm's options dataclass, returning a ``SearchResult``; ``check_algorithm``;
 - ``warm_up`` (compile ahead), ``solve`` and ``label_moves`` (exact values, small boards).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from engine.algorithms import ALGORITHMS, Algorithm, algorithm, check_algorithm
 from engine.errors import EngineError, IllegalMove
 from engine.game import TERMINAL, Game, State
-from engine.games import GAME_NAMES, GAMES, GameType, make_game, replay
+from engine.games import GAME_NAMES, GAMES, GameType, default_ai, make_game, replay
 from engine.mnk import MNKGame, MNKState
 from engine.options import (
     DEFAULT_BUDGET,
@@ -78,6 +78,7 @@ __all__ = [
     "UTTTState",
     "algorithm",
     "check_algorithm",
+    "default_ai",
     "label_moves",
     "make_game",
     "parse_options",

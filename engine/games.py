@@ -1,7 +1,9 @@
 """The games registry: every game the engine plays, by name, in one place.
 
 Adding a game is one entry in ``GAMES`` (OpenSpiel's registration): its name, a one-line
-title for menus and ``--help``, the integer parameters it takes, and how to build it. A game
+title for menus and ``--help``, the integer parameters it takes, how to build it, and the
+search that plays it unless told otherwise (``ai``: what a player, a bot or the server's AI
+seat gets without naming one). A game
 keeps the name it was created with everywhere (games list, snapshots, records, exports):
 ``make_game("gomoku").spec() == ("gomoku", {})``. Searches and kernels know games by their
 rules (``MNKGame``, ``UTTTGame``), never by these names.
@@ -19,7 +21,13 @@ from engine.mnk import MNKGame
 from engine.tictactoe import TicTacToeGame
 from engine.uttt import UTTTGame
 
-__all__ = ["GAMES", "GAME_NAMES", "GameType", "make_game", "replay"]
+__all__ = ["GAMES", "GAME_NAMES", "GameType", "default_ai", "make_game", "replay"]
+
+# The strongest search for each game, as measured (bench/README.md): tic-tac-toe is solved
+# whole by ``perfect`` (exact play that sets traps; its kernel also compiles in ~4 s where
+# mcts's takes ~35 s on a first start); on gomoku ``alphabeta`` scores 0.98 against ``mcts``
+# at 200 ms; ``mcts`` elsewhere.
+DEFAULT_AI = "mcts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,7 @@ class GameType:
     parameters: tuple[str, ...] = ()  # the integer parameters it takes, all required
     preset: Mapping[str, int] | None = None  # a named m,n,k board: its m, n and k
     sample: Mapping[str, int] | None = None  # parameters to try it with (warm-up, tests)
+    ai: str = DEFAULT_AI  # the search that plays it unless told otherwise
 
     def make(self, params: Mapping[str, Any]) -> Game:
         """The game with these parameters, or EngineError saying what is wrong."""
@@ -55,11 +64,11 @@ class GameType:
         return self.build(**given)
 
 
-def _preset(name: str, title: str, m: int, n: int, k: int) -> GameType:
+def _preset(name: str, title: str, m: int, n: int, k: int, ai: str = DEFAULT_AI) -> GameType:
     def build() -> Game:
         return MNKGame(m, n, k, preset=name)
 
-    return GameType(name, title, build, preset={"m": m, "n": n, "k": k})
+    return GameType(name, title, build, preset={"m": m, "n": n, "k": k}, ai=ai)
 
 
 GAMES: Mapping[str, GameType] = {
@@ -70,9 +79,12 @@ GAMES: Mapping[str, GameType] = {
             "tic-tac-toe: 3x3, three in a row",
             TicTacToeGame,
             preset={"m": 3, "n": 3, "k": 3},
+            ai="perfect",
         ),  # fmt: skip
         _preset("5x5", "5x5, four in a row", 5, 5, 4),
-        _preset("gomoku", "gomoku: 15x15, five or more in a row (freestyle)", 15, 15, 5),
+        _preset(
+            "gomoku", "gomoku: 15x15, five or more in a row (freestyle)", 15, 15, 5, "alphabeta"
+        ),
         GameType("uttt", "ultimate tic-tac-toe: nine boards in one", UTTTGame),
         GameType(
             "mnk",
@@ -92,6 +104,15 @@ def make_game(name: str, **params: Any) -> Game:
     if game_type is None:
         raise EngineError(f"unknown game {name!r}: choose one of {', '.join(GAME_NAMES)}")
     return game_type.make(params)
+
+
+def default_ai(game: str | Game) -> str:
+    """The search that plays ``game`` (a registered name, or a game) unless told otherwise."""
+    name = game if isinstance(game, str) else game.spec()[0]
+    game_type = GAMES.get(name)
+    if game_type is None:
+        raise EngineError(f"unknown game {name!r}: choose one of {', '.join(GAME_NAMES)}")
+    return game_type.ai
 
 
 def replay(

@@ -104,7 +104,7 @@ class CreateGame(Message):
     params: dict[str, int] = _game_params()
     opponent: Literal["ai", "human"] = "ai"
     seat: int = _bounded(-1, 1, 0)  # the seat the creator takes; -1 = random
-    algorithm: str = field(default="mcts", metadata={"max_len": 32})
+    algorithm: str = field(default="", metadata={"max_len": 32})  # "": the game's own
     budget_ms: int = _bounded(1, 60_000, 200)
     clock: dict[str, int] = _clock()
     private: bool = False  # an open seat joined only by its id (the invite code), never listed
@@ -252,7 +252,7 @@ class QuickPair(Message):
     params: dict[str, int] = _game_params()
     clock: dict[str, int] = _clock()
     ai_after_s: int = _bounded(0, 3600, 20)
-    algorithm: str = field(default="mcts", metadata={"max_len": 32})
+    algorithm: str = field(default="", metadata={"max_len": 32})  # "": the game's own
     budget_ms: int = _bounded(1, 60_000, 200)
 
 

@@ -268,9 +268,11 @@ class GameEvents(LobbyFeed):
         player_id: str | None = None,
     ) -> Player:
         """The AI seat of a new game against ``player_id``, refused now (not at the AI's
-        turn) for an algorithm that cannot play the game, a budget over the server's
+        turn) for an algorithm that cannot play the game (none named: the game's own,
+        ``engine.default_ai``), a budget over the server's
         maximum, no engine worker up, or a player whose AI searches are at their cap."""
         try:
+            algorithm = algorithm or engine.default_ai(game)
             engine.check_algorithm(algorithm, engine.make_game(game, **params))
         except engine.EngineError as exc:
             raise BadRequest(str(exc)) from exc

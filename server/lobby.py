@@ -46,7 +46,7 @@ class SeekEntry:
     to: str | None = None  # a challenge: the one player_id who may accept
     quick: bool = False
     ai_after_s: int = 0
-    algorithm: str = "mcts"
+    algorithm: str = ""  # "": the game's own
     budget_ms: int = 200
     order: int = field(default_factory=itertools.count().__next__)
 

@@ -9,7 +9,7 @@ import sys
 
 from client.commands.common import SERVER_ENV, check_budget, parse_clock, parse_params
 from engine.algorithms import ALGORITHMS
-from engine.games import GAME_NAMES
+from engine.games import GAME_NAMES, GAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,9 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--engine",
-        default="mcts",
+        default=None,
         metavar="ALGORITHM",
-        help=f"search: {', '.join(ALGORITHMS)} (default: %(default)s)",
+        help=f"search: {', '.join(ALGORITHMS)} (default: each game's own: "
+        f"{', '.join(f'{name} {game.ai}' for name, game in GAMES.items())})",
     )
     parser.add_argument(
         "--budget-ms", type=int, default=100, help="time per move (default: %(default)s)"
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import engine
 
-    if args.engine not in engine.ALGORITHMS:
+    if args.engine is not None and args.engine not in engine.ALGORITHMS:
         print(
             f"noughts bot: unknown engine {args.engine!r}; choose one of "
             f"{', '.join(engine.ALGORITHMS)}",
@@ -125,7 +126,9 @@ async def _run_bot(
     accept = args.accept or (None if args.seek else "challenges")
     how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"
     print(
-        f"{args.name}: {args.engine} {args.budget_ms} ms on {args.server}, {how}", file=sys.stderr
+        f"{args.name}: {args.engine or 'each game its own search'} {args.budget_ms} ms on "
+        f"{args.server}, {how}",
+        file=sys.stderr,
     )
     try:
         await bot.play(

@@ -23,18 +23,13 @@ from client.commands.common import (
     session_key,
 )
 from engine.algorithms import ALGORITHMS
-from engine.games import GAME_NAMES
+from engine.games import GAME_NAMES, GAMES, default_ai
 from protocol import Message
 
 # The embedded server of one player searches one move at a time: one engine worker. It
 # starts sooner than two on a loaded 2-core machine (cached make play to the first board,
 # medians of 3 at load 5.4: 6.7 s with two workers, 5.1 s with one).
 EMBEDDED_WORKERS = 1
-# The AI of a game when --ai is not given. Tic-tac-toe is solved whole by ``perfect`` (exact
-# play that sets traps), whose kernel compiles in ~4 s where mcts's takes ~35 s on a first
-# start: the newcomer's first board waits for it (README, Quick start).
-DEFAULT_AI = {"tictactoe": "perfect"}
-OTHER_GAMES_AI = "mcts"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ai",
         default=None,
         metavar="ALGORITHM",
-        help=f"the AI's search: {', '.join(ALGORITHMS)} (default: perfect on tictactoe, "
-        f"{OTHER_GAMES_AI} on the other games)",
+        help=f"the AI's search: {', '.join(ALGORITHMS)} (default: the game's own: "
+        f"{', '.join(f'{name} {game.ai}' for name, game in GAMES.items())})",
     )
     parser.add_argument(
         "--budget-ms", type=int, default=500, help="the AI's time per move (default: %(default)s)"
@@ -161,7 +156,7 @@ def pairing_request(args: argparse.Namespace) -> tuple[type[Message], dict[str, 
 
 def run(args: argparse.Namespace) -> int:
     if args.ai is None:
-        args.ai = DEFAULT_AI.get(args.game, OTHER_GAMES_AI)
+        args.ai = default_ai(args.game)
     problem = check_budget(args.budget_ms, "noughts play")
     if problem is not None:
         print(problem, file=sys.stderr)

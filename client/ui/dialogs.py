@@ -105,7 +105,11 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
             if kind in ("ai", "quick"):
                 yield Label("AI search")
                 yield Select(
-                    ALGORITHMS, value="mcts", allow_blank=False, compact=True, id="algorithm"
+                    ALGORITHMS,
+                    value=engine.default_ai("tictactoe"),
+                    allow_blank=False,
+                    compact=True,
+                    id="algorithm",
                 )
                 yield Label("AI time per move (ms, 1-60000)")
                 yield Input("200", type="integer", compact=True, id="budget")
@@ -113,6 +117,12 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
             with Horizontal(id="dialog-buttons"):
                 yield Button("OK", variant="primary", id="ok")
                 yield Button("Cancel", id="cancel")
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        """A game picked proposes its own AI (``engine.default_ai``), which can be changed."""
+        if event.select.id == "game" and self.kind in ("ai", "quick"):
+            game = game_fields(str(event.value))["game"]
+            self.query_one("#algorithm", Select).value = engine.default_ai(game)
 
     def _value(self, widget_id: str) -> Any:
         return self.query_one(f"#{widget_id}", Select).value

@@ -527,7 +527,7 @@ class GameScreen(RequestingScreen):
                     params=model.params,
                     opponent="ai",
                     seat=1 - (model.seat or 0),
-                    algorithm=ai_player.get("algorithm", "mcts"),
+                    algorithm=ai_player.get("algorithm", ""),
                     budget_ms=ai_player.get("budget_ms", 200),
                     clock=model.clock,
                 )

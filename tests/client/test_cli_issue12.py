@@ -113,12 +113,15 @@ async def test_perfect_on_gomoku_is_refused_in_the_plain_client(ui_server: UISer
     )
 
 
-@pytest.mark.parametrize(("game", "ai"), [("tictactoe", "perfect"), ("5x5", "mcts")])
+@pytest.mark.parametrize(
+    ("game", "ai"), [("tictactoe", "perfect"), ("5x5", "mcts"), ("gomoku", "alphabeta")]
+)
 async def test_the_ai_without_ai_is_the_games_default(
     ui_server: UIServer, game: str, ai: str
 ) -> None:
     """Without --ai, tic-tac-toe is played by ``perfect`` (its kernel compiles in seconds
-    on a first start, mcts's in half a minute), the other games by mcts."""
+    on a first start, mcts's in half a minute), gomoku by alphabeta (0.98 against mcts), the
+    other games by mcts."""
     code, out, err = await play_plain(ui_server, "--game", game, stdin=b"q\n")
     assert code in (0, 1), err
     assert re.search(rf"X = \S+, O = {ai} 500ms\.", out), out
@@ -343,7 +346,8 @@ def test_play_help_lists_every_search() -> None:
     from engine.algorithms import ALGORITHMS
 
     text = " ".join(noughts("play", "--help").stdout.split())
-    assert f"the AI's search: {', '.join(ALGORITHMS)} (default: perfect on tictactoe, mcts" in text
+    assert f"the AI's search: {', '.join(ALGORITHMS)} (default: the game's own: " in text
+    assert "tictactoe perfect, 5x5 mcts, gomoku alphabeta, uttt mcts" in text
     assert "uct" in ALGORITHMS
 
 

@@ -248,3 +248,26 @@ async def test_a_seek_from_the_command_line_waits_in_the_lobby_and_x_cancels_it(
         await pilot.press("x")
         await until(pilot, lambda: not server_lobby.seeks, "the seek cancelled on the server")
         assert "Seek cancelled." in status_of(lobby)
+
+
+async def test_the_new_game_dialog_proposes_each_games_own_ai(ui_server: UIServer) -> None:
+    """The dialog proposed mcts for every game; it now follows the game picked (gomoku:
+    alphabeta, tic-tac-toe: perfect), and what the player picks after that is sent."""
+    from textual.widgets import Select
+
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        await open_lobby(pilot, app)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        dialog = app.screen
+        assert isinstance(dialog, NewGameDialog)
+        algorithm = dialog.query_one("#algorithm", Select)
+        assert algorithm.value == "perfect"
+        await choose(pilot, dialog, "game", "gomoku")
+        await until(pilot, lambda: algorithm.value == "alphabeta", "gomoku's own AI")
+        await choose(pilot, dialog, "game", "uttt")
+        await until(pilot, lambda: algorithm.value == "mcts", "uttt's own AI")
+        await choose(pilot, dialog, "algorithm", "random")
+        assert dialog.fields()["algorithm"] == "random"
+        assert dialog.fields()["game"] == "uttt"

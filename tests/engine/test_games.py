@@ -183,6 +183,16 @@ def _rc(n, *cells):
     return [r * n + c for r, c in cells]
 
 
+def test_each_games_own_ai_is_a_search_that_can_play_it():
+    for name, game_type in engine.GAMES.items():
+        game = engine.make_game(name, **(game_type.sample or {}))
+        assert engine.default_ai(name) == engine.default_ai(game) == game_type.ai
+        engine.check_algorithm(game_type.ai, game)  # raises if it cannot
+    assert engine.default_ai("tictactoe") == "perfect"
+    with pytest.raises(EngineError, match="unknown game 'chess'"):
+        engine.default_ai("chess")
+
+
 def test_gomoku_five_or_more_wins():
     # X fills (7,2),(7,3),(7,5),(7,6) and then (7,4): six in a row... with (7,7) too.
     x = _rc(15, (7, 1), (7, 2), (7, 3), (7, 5), (7, 6), (7, 4))

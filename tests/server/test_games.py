@@ -107,6 +107,26 @@ async def test_the_ai_moves_first_when_the_human_takes_o(server: RunningServer) 
     await bo.close()
 
 
+async def test_an_ai_game_without_an_algorithm_gets_the_games_own(
+    server: RunningServer,
+) -> None:
+    """A create or quick request that names no search is played by the game's own
+    (engine.default_ai): perfect on tic-tac-toe, alphabeta on gomoku (0.98 against mcts);
+    before, every game got mcts."""
+    client = await server.connect()
+    for game in ("tictactoe", "gomoku", "uttt"):
+        seated = await client.request(CreateGame, game=game, opponent="ai", budget_ms=10)
+        snapshot = await client.next_event(timeout=10)
+        assert isinstance(snapshot, Snapshot) and snapshot.game_id == seated.game_id
+        ai = snapshot.players[1]
+        assert ai is not None and ai["algorithm"] == engine.default_ai(game), (game, ai)
+        await client.request(Resign, game_id=seated.game_id, token=seated.token)
+        while not isinstance(await client.next_event(timeout=10), Ended):
+            pass
+    assert engine.default_ai("gomoku") == "alphabeta"
+    await client.close()
+
+
 async def test_every_algorithm_plays_through_the_pool(server: RunningServer) -> None:
     client = await server.connect()
     for algorithm in ("random", "flat", "mcts", "uct", "alphabeta", "minimax", "perfect"):

@@ -130,7 +130,7 @@ async def test_a_game_server_plays_its_ai_through_the_queue(
             )
             moved = await next_event(ada, Moved)
             assert moved.game_id == seated.game_id and moved.seat == 0
-            assert moved.stats is not None and moved.stats["algorithm"] == "mcts"
+            assert moved.stats is not None and moved.stats["algorithm"] == "perfect"
             await ada.close()
     finally:
         await store.close()
