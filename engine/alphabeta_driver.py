@@ -44,6 +44,8 @@ REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF afte
 DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the defence
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
+RESUME_SHARE = 0.05  # of the budget: left after the defence, the deepening goes on in it
+MAX_ROUNDS = 4  # deepening and defence, at most
 DEADLINE_MARGIN_S = 0.0003
 EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 MNK_EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / scale)
@@ -124,17 +126,21 @@ def _deepen(
     kernel_deadline: float,
     iterations: int | None,
     single_opening: bool,
-) -> tuple[int, int, int, list[int]]:
+    resume: tuple[int, int, int] | None = None,
+) -> tuple[int, int, int, list[int], bool]:
     """Iterative deepening over the root moves: (move, score, depth) of the last completed
-    depth, and the root moves in that depth's order (best first). Every depth, the first
-    included, stops at the deadline (a gomoku depth 1, each leaf with its VCF, can take
-    seconds): then the best move searched so far is played, else the first of ``moves``."""
+    depth, the root moves in that depth's order (best first), and whether the deadline (or
+    node limit) stopped it. Every depth, the first included, stops at the deadline (a gomoku
+    depth 1, each leaf with its VCF, can take seconds): then the best move searched so far is
+    played, else the first of ``moves``. ``resume`` = (move, score, depth) of an earlier
+    deepening over ``moves`` (in its order): this one goes on from the depth after it."""
     info = context.info
     root_moves = np.array(moves, dtype=np.int32)
     root_scores = np.zeros(len(moves), dtype=np.int64)
     n = len(moves)
-    best_action, best_score, completed = moves[0], 0, 0
-    for depth in range(1, max_depth + 1):
+    best_action, best_score, completed = resume or (moves[0], 0, 0)
+    stopped = False
+    for depth in range(completed + 1, max_depth + 1):
         context.deadline[base.D_DEADLINE] = kernel_deadline
         info[base.LIMIT] = iterations or 0
         root_scores[:] = -base.INF
@@ -147,6 +153,7 @@ def _deepen(
                 best_action = int(root_moves[best_index])
                 best_score = int(root_scores[best_index])
                 root_moves[[0, best_index]] = root_moves[[best_index, 0]]
+            stopped = True
             break
         best_action = int(root_moves[best_index])
         best_score = int(root_scores[best_index])
@@ -158,7 +165,7 @@ def _deepen(
             break
         if depth >= empties:
             break
-    return best_action, best_score, completed, [int(m) for m in root_moves]
+    return best_action, best_score, completed, [int(m) for m in root_moves], stopped
 
 
 def _pv(context: Any, player: int, first: int, limit: int) -> tuple[int, ...]:
@@ -222,10 +229,11 @@ def _defend(
     ordered: list[int],
     kernel_deadline: float,
     iterations: int | None,
-) -> int:
+) -> tuple[int, set[int]]:
     """The DEFENCE_MOVES best root moves checked together for the opponent's VCT, one threat
     deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget: the
-    first not refuted, else the one refuted by the longest VCT."""
+    first not refuted, else the one refuted by the longest VCT; and the moves refuted (each
+    a proof that the opponent wins)."""
     info = context.info
     info[base.STOP] = 0
     info[base.LIMIT] = iterations or 0
@@ -235,7 +243,27 @@ def _defend(
     index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
                      context.game, context.search)  # fmt: skip
     info[base.STOP] = 0
-    return int(candidates[index])
+    refuted = {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
+    return int(candidates[index]), refuted
+
+
+def _budget_left(
+    context: Any,
+    started: float,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> bool:
+    """Whether more than RESUME_SHARE of the budget (time since ``started``, or nodes) is left:
+    enough for the deepening to go on."""
+    if kernel_deadline:
+        now = clock()
+        if kernel_deadline - now <= RESUME_SHARE * (kernel_deadline - started):
+            return False
+    if iterations:
+        if iterations - int(context.info[base.NODES]) <= RESUME_SHARE * iterations:
+            return False
+    return True
 
 
 def mnk_alphabeta(
@@ -296,24 +324,36 @@ def mnk_alphabeta(
             moves = safe
         info[K.VCF_DEPTH] = LEAF_VCF_DEPTH
 
-    # Threat-space defence against a VCT: keep DEFENCE_SHARE of what is left for it.
+    # Threat-space defence against a VCT: keep DEFENCE_SHARE of what is left for it. When the
+    # defence ends early (at once when the opponent has no threats), the deepening goes on
+    # in what it left, over the moves it did not refute, and the defence checks again.
     defend = game.k >= 5 and options.defence and kind in (0, 4) and len(moves) > 1
-    search_deadline, search_iterations = kernel_deadline, iterations
-    if defend:
-        if deadline is not None:
-            now = clock()
-            search_deadline = now + (1.0 - DEFENCE_SHARE) * max(0.0, kernel_deadline - now)
-        if iterations:
-            spent = int(info[base.NODES])
-            search_iterations = spent + int((1.0 - DEFENCE_SHARE) * max(1, iterations - spent))
-    best_action, best_score, completed, ordered = _deepen(
-        context, player, moves, options.max_depth or empties, empties, search_deadline,
-        search_iterations, single_opening=state.ply() == 0,
-    )  # fmt: skip
-    # Also when the search sees a loss (below the root it searches the best moves only: not a
-    # proof): then the move refuted by the longest VCT resists longest.
-    if defend and best_score <= base.MATE_BOUND:
-        best_action = _defend(context, player, ordered, kernel_deadline, iterations)
+    started, resume = clock(), None
+    for _ in range(MAX_ROUNDS):
+        search_deadline, search_iterations = kernel_deadline, iterations
+        if defend:
+            if deadline is not None:
+                now = clock()
+                search_deadline = now + (1.0 - DEFENCE_SHARE) * max(0.0, kernel_deadline - now)
+            if iterations:
+                spent = int(info[base.NODES])
+                search_iterations = spent + int((1.0 - DEFENCE_SHARE) * max(1, iterations - spent))
+        best_action, best_score, completed, moves, stopped = _deepen(
+            context, player, moves, options.max_depth or empties, empties, search_deadline,
+            search_iterations, single_opening=state.ply() == 0, resume=resume,
+        )  # fmt: skip
+        # Also when the search sees a loss (below the root it searches the best moves only:
+        # not a proof): then the move refuted by the longest VCT resists longest.
+        if not (defend and best_score <= base.MATE_BOUND):
+            break
+        deepened = best_action
+        best_action, refuted = _defend(context, player, moves, kernel_deadline, iterations)
+        if not stopped or not _budget_left(context, started, kernel_deadline, iterations, clock):
+            break
+        safe = [m for m in moves if m not in refuted]
+        if safe and safe != moves:
+            moves, deepened = safe, safe[0]
+        resume = (deepened, best_score, completed)
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
     # With threats, nodes below the root search their best moves only (kind 5): a win or loss
     # the search scores there is not a proof and is not reported as one (the root's VCF is).
@@ -347,7 +387,7 @@ def uttt_alphabeta(
     if winning >= 0:
         return SearchResult(winning, 1.0, "alphabeta", 1, pv=(winning,), depth=1, proven="win")
     empties = 81 - state.ply()
-    best_action, best_score, completed, _ = _deepen(
+    best_action, best_score, completed, _, _ = _deepen(
         context, player, moves, options.max_depth or empties, empties, kernel_deadline,
         iterations, single_opening=False,
     )  # fmt: skip

@@ -311,7 +311,7 @@ def test_the_root_defence_checks_its_candidates_together() -> None:
     assert vct_proof(refuted, 1)
     context = _mnk_context(state.game)
     _start(context, state.history(), False, 500, time.perf_counter)
-    action = _defend(context, player, candidates, 0.0, 500)
+    action, _ = _defend(context, player, candidates, 0.0, 500)
     assert context.info[base.NODES] <= 600  # the budget held
     assert action != candidates[0]
     after = state.clone()
@@ -328,7 +328,7 @@ def test_the_root_defence_plays_the_longest_resistance() -> None:
     candidates = [96, 95, longest]
     context = _mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
-    action = _defend(context, state.current_player(), candidates, 0.0, None)
+    action, _ = _defend(context, state.current_player(), candidates, 0.0, None)
     assert action == longest
     for move in candidates[:2]:
         after = state.clone()
