@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ VCT_SHARE = 0.2  # of the budget left after the VCF
 REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF after each move
 DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the defence
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
+DEFENCE_STATIC = 3  # and the best root moves by static score not among them
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
 RESUME_SHARE = 0.05  # of the budget: left after the defence, the deepening goes on in it
 MAX_ROUNDS = 4  # deepening and defence, at most
@@ -229,16 +230,22 @@ def _defend(
     ordered: list[int],
     kernel_deadline: float,
     iterations: int | None,
+    static: Sequence[int] = (),
 ) -> tuple[int, set[int]]:
-    """The DEFENCE_MOVES best root moves checked together for the opponent's VCT, one threat
-    deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget: the
-    first not refuted, else the one refuted by the longest VCT; and the moves refuted (each
-    a proof that the opponent wins)."""
+    """The DEFENCE_MOVES best root moves, then the DEFENCE_STATIC best of ``static`` (the
+    root moves by static score) not among them, checked together for the opponent's VCT, one
+    threat deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget:
+    the first not refuted, else the one refuted by the longest VCT; and the moves refuted
+    (each a proof that the opponent wins). The static best moves are the search's fallback
+    where its own best are refuted: its scores, a few plies deep, miss the threats that
+    refute them, and the shape of a cell (the windows it blocks) often holds the defence."""
     info = context.info
     info[base.STOP] = 0
     info[base.LIMIT] = iterations or 0
     context.deadline[base.D_DEADLINE] = kernel_deadline
-    candidates = np.array(ordered[:DEFENCE_MOVES], dtype=np.int64)
+    chosen = ordered[:DEFENCE_MOVES]
+    chosen += [m for m in static if m not in chosen][:DEFENCE_STATIC]
+    candidates = np.array(chosen, dtype=np.int64)
     refuted_at = np.zeros(len(candidates), dtype=np.int64)
     index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
                      context.game, context.search)  # fmt: skip
@@ -328,7 +335,7 @@ def mnk_alphabeta(
     # defence ends early (at once when the opponent has no threats), the deepening goes on
     # in what it left, over the moves it did not refute, and the defence checks again.
     defend = game.k >= 5 and options.defence and kind in (0, 4) and len(moves) > 1
-    started, resume = clock(), None
+    started, resume, static = clock(), None, list(moves)
     for _ in range(MAX_ROUNDS):
         search_deadline, search_iterations = kernel_deadline, iterations
         if defend:
@@ -347,7 +354,9 @@ def mnk_alphabeta(
         if not (defend and best_score <= base.MATE_BOUND):
             break
         deepened = best_action
-        best_action, refuted = _defend(context, player, moves, kernel_deadline, iterations)
+        best_action, refuted = _defend(
+            context, player, moves, kernel_deadline, iterations, static=static
+        )
         if not stopped or not _budget_left(context, started, kernel_deadline, iterations, clock):
             break
         safe = [m for m in moves if m not in refuted]

@@ -319,6 +319,25 @@ def test_the_root_defence_checks_its_candidates_together() -> None:
     assert kernel_vct_move(after, 6) is None
 
 
+def test_the_root_defence_falls_back_on_the_static_best_moves() -> None:
+    """Where the search's own best moves are refuted, the defence also checks the best root
+    moves by static score: here the search's only candidate, 124, loses to an open four at
+    once, and 81, second by static score, is safe and played (without the static moves,
+    the refuted one was: every candidate refuted, the longest resistance)."""
+    moves = [98, 99, 125, 112, 128, 113, 127, 129, 114, 97, 145, 82, 100]
+    state = engine.replay(("gomoku", {}), moves)
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    action, refuted = _defend(
+        context, state.current_player(), [124], 0.0, None, static=[124, 81, 67]
+    )
+    assert refuted == {124}
+    assert action == 81
+    after = state.clone()
+    after.apply_checked(action)
+    assert kernel_vct_move(after, 6) is None
+
+
 def test_the_root_defence_plays_the_longest_resistance() -> None:
     """When every candidate loses to a VCT, the defence plays the one whose VCT is the
     longest (it had played the first candidate): here 141, refuted by 5 threats, against
