@@ -45,6 +45,7 @@ DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
 DEFENCE_STATIC = 3  # and the best root moves by static score not among them
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
+PASS_SHARE = 0.1  # of the budget left, for the opponent's VCT as if the mover passed
 RESUME_SHARE = 0.05  # of the budget: left after the defence, the deepening goes on in it
 MAX_ROUNDS = 4  # deepening and defence, at most
 DEADLINE_MARGIN_S = 0.0003
@@ -224,6 +225,32 @@ def _root_vct(
     return 0
 
 
+def _passed_threat(
+    context: K.MNKContext,
+    player: int,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> int | None:
+    """The opponent's VCT within DEFENCE_VCT_DEPTH threats if ``player`` passed (null-move
+    threat detection), within PASS_SHARE of what is left of the budget: its first move, -1 if
+    the share ran out first, None if there is none."""
+    info = context.info
+    _share(context, PASS_SHARE, kernel_deadline, iterations, clock)
+    found: int | None = None
+    for depth in range(1, DEFENCE_VCT_DEPTH + 1):
+        if K.vct(1 - player, 1, depth, 0, context.game, context.search):
+            found = int(info[K.BEST])
+            break
+        if info[base.STOP] != 0:
+            found = -1
+            break
+    info[base.STOP] = 0
+    info[base.LIMIT] = iterations or 0
+    context.deadline[base.D_DEADLINE] = kernel_deadline
+    return found
+
+
 def _defend(
     context: K.MNKContext,
     player: int,
@@ -232,26 +259,38 @@ def _defend(
     iterations: int | None,
     static: Sequence[int] = (),
 ) -> tuple[int, set[int]]:
-    """The DEFENCE_MOVES best root moves, then the DEFENCE_STATIC best of ``static`` (the
-    root moves by static score) not among them, checked together for the opponent's VCT, one
-    threat deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget:
-    the first not refuted, else the one refuted by the longest VCT; and the moves refuted
-    (each a proof that the opponent wins). The static best moves are the search's fallback
-    where its own best are refuted: its scores, a few plies deep, miss the threats that
-    refute them, and the shape of a cell (the windows it blocks) often holds the defence."""
+    """The DEFENCE_MOVES best root moves checked together for the opponent's VCT, one threat
+    deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget: the
+    first not refuted, else the one refuted by the longest VCT; and the moves refuted (each
+    a proof that the opponent wins). When each is refuted, the DEFENCE_STATIC best of
+    ``static`` (the root moves by static score) not among them are checked the same way:
+    the search's scores, a few plies deep, miss the threats that refute its best moves, and
+    the cells that block the opponent's lines (or its threat, first) often hold."""
     info = context.info
-    info[base.STOP] = 0
-    info[base.LIMIT] = iterations or 0
-    context.deadline[base.D_DEADLINE] = kernel_deadline
     chosen = ordered[:DEFENCE_MOVES]
-    chosen += [m for m in static if m not in chosen][:DEFENCE_STATIC]
-    candidates = np.array(chosen, dtype=np.int64)
-    refuted_at = np.zeros(len(candidates), dtype=np.int64)
-    index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
-                     context.game, context.search)  # fmt: skip
-    info[base.STOP] = 0
-    refuted = {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
-    return int(candidates[index]), refuted
+    tiers = [chosen, [m for m in static if m not in chosen][:DEFENCE_STATIC]]
+    refuted: set[int] = set()
+    best, longest = chosen[0], 0
+    for tier in tiers:
+        if not tier:
+            continue
+        info[base.STOP] = 0
+        info[base.LIMIT] = iterations or 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
+        candidates = np.array(tier, dtype=np.int64)
+        refuted_at = np.zeros(len(candidates), dtype=np.int64)
+        index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
+                         context.game, context.search)  # fmt: skip
+        stopped = info[base.STOP] != 0
+        info[base.STOP] = 0
+        refuted |= {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
+        if refuted_at[index] == 0:
+            return int(candidates[index]), refuted
+        if refuted_at[index] > longest:
+            best, longest = int(candidates[index]), int(refuted_at[index])
+        if stopped:
+            break
+    return best, refuted
 
 
 def _budget_left(
@@ -335,7 +374,18 @@ def mnk_alphabeta(
     # defence ends early (at once when the opponent has no threats), the deepening goes on
     # in what it left, over the moves it did not refute, and the defence checks again.
     defend = game.k >= 5 and options.defence and kind in (0, 4) and len(moves) > 1
-    started, resume, static = clock(), None, list(moves)
+    static = list(moves)
+    if defend:
+        # The opponent's VCT as if the mover passed: none, and it has none after any move
+        # (a stone of the mover never helps the opponent), so the defence is not needed;
+        # one, and its first move is a cell the defence checks.
+        threat = _passed_threat(context, player, kernel_deadline, iterations, clock)
+        if threat is None:
+            defend = False
+        elif threat >= 0 and threat in static:
+            static.remove(threat)
+            static.insert(0, threat)
+    started, resume = clock(), None
     for _ in range(MAX_ROUNDS):
         search_deadline, search_iterations = kernel_deadline, iterations
         if defend:

@@ -22,7 +22,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _defend, _mnk_context, _start
+from engine.alphabeta_driver import _defend, _mnk_context, _passed_threat, _start
 from engine.kernels import alphabeta_base as base
 from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
@@ -336,6 +336,21 @@ def test_the_root_defence_falls_back_on_the_static_best_moves() -> None:
     after = state.clone()
     after.apply_checked(action)
     assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_starts_from_the_opponents_threat_if_the_mover_passed() -> None:
+    """Before the deepening, the opponent's VCT as if the mover passed: early in a game it
+    has none (then no move of the mover lets it have one, and the defence is skipped: the
+    deepening gets its budget); in this position of a match (O to move, from seed 4101) X
+    has a VCT of 3 threats from 111 (O played 111 there, after which X won by a VCT of 5)."""
+    quiet = engine.replay(("gomoku", {}), [112, 113, 98])
+    context = _mnk_context(quiet.game)
+    _start(context, quiet.history(), False, None, time.perf_counter)
+    assert _passed_threat(context, quiet.current_player(), 0.0, None, time.perf_counter) is None
+    moves = [112, 99, 141, 127, 140, 98, 109, 97, 96]
+    state = engine.replay(("gomoku", {}), moves)
+    _start(context, state.history(), False, None, time.perf_counter)
+    assert _passed_threat(context, state.current_player(), 0.0, None, time.perf_counter) == 111
 
 
 def test_the_root_defence_plays_the_longest_resistance() -> None:
