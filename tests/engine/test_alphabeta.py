@@ -338,9 +338,9 @@ def test_gomoku_threat_answers_extend_within_twice_the_root_depth():
 
 @pytest.mark.parametrize("moves", [[112, 113, 98], [112, 113, 98, 126, 97, 82]])
 def test_gomoku_the_deepening_goes_on_in_what_the_root_defence_leaves(moves):
-    """The deepening runs in 3/4 of the budget and the root's defence against a VCT in the
-    rest; where the opponent has no threats the defence ends at once, and the deepening goes
-    on in what it left. Early in a game, of 50,000 nodes the search used ~38,000 (the rest
+    """The deepening runs in a share of the budget and the root's defence against a VCT in
+    the rest; where the opponent has no threats the defence is not needed, and the deepening
+    has what it would have left. Early in a game, of 50,000 nodes the search used ~38,000 (the rest
     unused); now it uses nearly all of them."""
     state = engine.replay(("gomoku", {}), moves)
     result = engine.search(state, "alphabeta", Budget(iterations=50_000), seed=1)
