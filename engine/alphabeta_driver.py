@@ -8,12 +8,13 @@ per board in the process, for the few boards searched last: a fresh search start
 table generation, while consecutive searches for the same game (a Searcher's game_key) keep
 the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
 the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
-then drops the moves after which the opponent has a VCF (within a share), and after the
-deepening (``defence``) plays the best move after which the opponent has no VCT (the best
-moves checked together, one threat deeper each in turn), unless the search found a win; with
-``threats`` (AlphaBetaOptions)
-the kernel answers open threes with their defences only and searches the best moves below
-the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
+then drops the moves after which the opponent has a VCF (within a share), and, when the
+opponent has a VCT as if the mover passed (``defence``), after the deepening plays the best
+move after which the opponent has no VCT (the best moves checked together, one threat deeper
+each in turn; the deepening goes on in what the check leaves), unless the search found a
+win; with ``threats`` (AlphaBetaOptions) the kernel answers open threes with their defences
+only and searches the best moves below the root, so only the root's proofs (VCF, VCT,
+immediate wins) are reported as proven.
 """
 
 from __future__ import annotations
