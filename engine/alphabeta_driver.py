@@ -43,8 +43,8 @@ VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
 VCT_SHARE = 0.2  # of the budget left after the VCF
 REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF after each move
 # Of the budget left after the root's VCF and VCT, for the defence (which runs only when the
-# opponent has a VCT as if the mover passed: then it is what the move is about).
-DEFENCE_SHARE = 0.4
+# opponent has a VCT as if the mover passed; 0.4 measured no better, bench/README.md).
+DEFENCE_SHARE = 0.25
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
 DEFENCE_STATIC = 3  # and the best root moves by static score not among them
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
