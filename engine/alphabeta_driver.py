@@ -8,12 +8,13 @@ per board in the process, for the few boards searched last: a fresh search start
 table generation, while consecutive searches for the same game (a Searcher's game_key) keep
 the table, so one game's moves share what earlier moves learned. On m,n,k boards with k >= 5
 the root first tries a VCF for the mover, then (``vct``) a VCT within a share of the budget,
-then drops the moves after which the opponent has a VCF (within a share), and after the
-deepening (``defence``) plays the best move after which the opponent has no VCT (the best
-moves checked together, one threat deeper each in turn), unless the search found a win; with
-``threats`` (AlphaBetaOptions)
-the kernel answers open threes with their defences only and searches the best moves below
-the root, so only the root's proofs (VCF, VCT, immediate wins) are reported as proven.
+then drops the moves after which the opponent has a VCF (within a share), and, when the
+opponent has a VCT as if the mover passed (``defence``), after the deepening plays the best
+move after which the opponent has no VCT (the best moves checked together, one threat deeper
+each in turn; the deepening goes on in what the check leaves), unless the search found a
+win; with ``threats`` (AlphaBetaOptions) the kernel answers open threes with their defences
+only and searches the best moves below the root, so only the root's proofs (VCF, VCT,
+immediate wins) are reported as proven.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,9 +42,15 @@ DEFENCE_VCF_DEPTH = 10  # the opponent's fours tried after each root move
 VCT_MAX_DEPTH = 8  # threats in a row tried at the root (k = 5)
 VCT_SHARE = 0.2  # of the budget left after the VCF
 REFUTE_SHARE = 0.2  # of the budget left after them, for the opponent's VCF after each move
-DEFENCE_SHARE = 0.25  # of the budget left after the root's VCF and VCT, for the defence
+# Of the budget left after the root's VCF and VCT, for the defence (which runs only when the
+# opponent has a VCT as if the mover passed; 0.4 measured no better, bench/README.md).
+DEFENCE_SHARE = 0.25
 DEFENCE_MOVES = 6  # the best root moves checked for the opponent's VCT, in order
+DEFENCE_STATIC = 3  # and the best root moves by static score not among them
 DEFENCE_VCT_DEPTH = 6  # threats in a row tried for the opponent
+PASS_SHARE = 0.1  # of the budget left, for the opponent's VCT as if the mover passed
+RESUME_SHARE = 0.05  # of the budget: left after the defence, the deepening goes on in it
+MAX_ROUNDS = 4  # deepening and defence, at most
 DEADLINE_MARGIN_S = 0.0003
 EXACT_CELLS = 9  # 3x3 is searched to the end whatever the budget (about 2,000 nodes, ~2 ms)
 MNK_EVAL_SCALE = 400.0  # heuristic score mapped to value tanh(score / scale)
@@ -124,17 +131,21 @@ def _deepen(
     kernel_deadline: float,
     iterations: int | None,
     single_opening: bool,
-) -> tuple[int, int, int, list[int]]:
+    resume: tuple[int, int, int] | None = None,
+) -> tuple[int, int, int, list[int], bool]:
     """Iterative deepening over the root moves: (move, score, depth) of the last completed
-    depth, and the root moves in that depth's order (best first). Every depth, the first
-    included, stops at the deadline (a gomoku depth 1, each leaf with its VCF, can take
-    seconds): then the best move searched so far is played, else the first of ``moves``."""
+    depth, the root moves in that depth's order (best first), and whether the deadline (or
+    node limit) stopped it. Every depth, the first included, stops at the deadline (a gomoku
+    depth 1, each leaf with its VCF, can take seconds): then the best move searched so far is
+    played, else the first of ``moves``. ``resume`` = (move, score, depth) of an earlier
+    deepening over ``moves`` (in its order): this one goes on from the depth after it."""
     info = context.info
     root_moves = np.array(moves, dtype=np.int32)
     root_scores = np.zeros(len(moves), dtype=np.int64)
     n = len(moves)
-    best_action, best_score, completed = moves[0], 0, 0
-    for depth in range(1, max_depth + 1):
+    best_action, best_score, completed = resume or (moves[0], 0, 0)
+    stopped = False
+    for depth in range(completed + 1, max_depth + 1):
         context.deadline[base.D_DEADLINE] = kernel_deadline
         info[base.LIMIT] = iterations or 0
         root_scores[:] = -base.INF
@@ -147,6 +158,7 @@ def _deepen(
                 best_action = int(root_moves[best_index])
                 best_score = int(root_scores[best_index])
                 root_moves[[0, best_index]] = root_moves[[best_index, 0]]
+            stopped = True
             break
         best_action = int(root_moves[best_index])
         best_score = int(root_scores[best_index])
@@ -158,7 +170,7 @@ def _deepen(
             break
         if depth >= empties:
             break
-    return best_action, best_score, completed, [int(m) for m in root_moves]
+    return best_action, best_score, completed, [int(m) for m in root_moves], stopped
 
 
 def _pv(context: Any, player: int, first: int, limit: int) -> tuple[int, ...]:
@@ -216,26 +228,91 @@ def _root_vct(
     return 0
 
 
+def _passed_threat(
+    context: K.MNKContext,
+    player: int,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> int | None:
+    """The opponent's VCT within DEFENCE_VCT_DEPTH threats if ``player`` passed (null-move
+    threat detection), within PASS_SHARE of what is left of the budget: its first move, -1 if
+    the share ran out first, None if there is none."""
+    info = context.info
+    _share(context, PASS_SHARE, kernel_deadline, iterations, clock)
+    found: int | None = None
+    for depth in range(1, DEFENCE_VCT_DEPTH + 1):
+        if K.vct(1 - player, 1, depth, 0, context.game, context.search):
+            found = int(info[K.BEST])
+            break
+        if info[base.STOP] != 0:
+            found = -1
+            break
+    info[base.STOP] = 0
+    info[base.LIMIT] = iterations or 0
+    context.deadline[base.D_DEADLINE] = kernel_deadline
+    return found
+
+
 def _defend(
     context: K.MNKContext,
     player: int,
     ordered: list[int],
     kernel_deadline: float,
     iterations: int | None,
-) -> int:
+    static: Sequence[int] = (),
+) -> tuple[int, set[int]]:
     """The DEFENCE_MOVES best root moves checked together for the opponent's VCT, one threat
     deeper for each in turn (``alphabeta_mnk.safest``), within the rest of the budget: the
-    first not refuted, else the one refuted by the longest VCT."""
+    first not refuted, else the one refuted by the longest VCT; and the moves refuted (each
+    a proof that the opponent wins). When each is refuted, the DEFENCE_STATIC best of
+    ``static`` (the root moves by static score) not among them are checked the same way:
+    the search's scores, a few plies deep, miss the threats that refute its best moves, and
+    the cells that block the opponent's lines (or its threat, first) often hold."""
     info = context.info
-    info[base.STOP] = 0
-    info[base.LIMIT] = iterations or 0
-    context.deadline[base.D_DEADLINE] = kernel_deadline
-    candidates = np.array(ordered[:DEFENCE_MOVES], dtype=np.int64)
-    refuted_at = np.zeros(len(candidates), dtype=np.int64)
-    index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
-                     context.game, context.search)  # fmt: skip
-    info[base.STOP] = 0
-    return int(candidates[index])
+    chosen = ordered[:DEFENCE_MOVES]
+    tiers = [chosen, [m for m in static if m not in chosen][:DEFENCE_STATIC]]
+    refuted: set[int] = set()
+    best, longest = chosen[0], 0
+    for tier in tiers:
+        if not tier:
+            continue
+        info[base.STOP] = 0
+        info[base.LIMIT] = iterations or 0
+        context.deadline[base.D_DEADLINE] = kernel_deadline
+        candidates = np.array(tier, dtype=np.int64)
+        refuted_at = np.zeros(len(candidates), dtype=np.int64)
+        index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
+                         context.game, context.search)  # fmt: skip
+        stopped = info[base.STOP] != 0
+        info[base.STOP] = 0
+        refuted |= {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
+        if refuted_at[index] == 0:
+            return int(candidates[index]), refuted
+        if refuted_at[index] > longest:
+            best, longest = int(candidates[index]), int(refuted_at[index])
+        if stopped:
+            break
+    return best, refuted
+
+
+def _budget_left(
+    context: Any,
+    started: float,
+    kernel_deadline: float,
+    iterations: int | None,
+    clock: Callable[[], float],
+) -> bool:
+    """Whether more than RESUME_SHARE of the budget (time since ``started``, or nodes) is left:
+    enough for the deepening to go on."""
+    if kernel_deadline:
+        now = clock()
+        if kernel_deadline - now <= RESUME_SHARE * (kernel_deadline - started):
+            return False
+    if iterations:
+        if iterations - int(context.info[base.NODES]) <= RESUME_SHARE * iterations:
+            return False
+    return True
 
 
 def mnk_alphabeta(
@@ -296,24 +373,49 @@ def mnk_alphabeta(
             moves = safe
         info[K.VCF_DEPTH] = LEAF_VCF_DEPTH
 
-    # Threat-space defence against a VCT: keep DEFENCE_SHARE of what is left for it.
+    # Threat-space defence against a VCT: keep DEFENCE_SHARE of what is left for it. When the
+    # defence ends early (at once when the opponent has no threats), the deepening goes on
+    # in what it left, over the moves it did not refute, and the defence checks again.
     defend = game.k >= 5 and options.defence and kind in (0, 4) and len(moves) > 1
-    search_deadline, search_iterations = kernel_deadline, iterations
+    static = list(moves)
     if defend:
-        if deadline is not None:
-            now = clock()
-            search_deadline = now + (1.0 - DEFENCE_SHARE) * max(0.0, kernel_deadline - now)
-        if iterations:
-            spent = int(info[base.NODES])
-            search_iterations = spent + int((1.0 - DEFENCE_SHARE) * max(1, iterations - spent))
-    best_action, best_score, completed, ordered = _deepen(
-        context, player, moves, options.max_depth or empties, empties, search_deadline,
-        search_iterations, single_opening=state.ply() == 0,
-    )  # fmt: skip
-    # Also when the search sees a loss (below the root it searches the best moves only: not a
-    # proof): then the move refuted by the longest VCT resists longest.
-    if defend and best_score <= base.MATE_BOUND:
-        best_action = _defend(context, player, ordered, kernel_deadline, iterations)
+        # The opponent's VCT as if the mover passed: none, and it has none after any move
+        # (a stone of the mover never helps the opponent), so the defence is not needed;
+        # one, and its first move is a cell the defence checks.
+        threat = _passed_threat(context, player, kernel_deadline, iterations, clock)
+        if threat is None:
+            defend = False
+        elif threat >= 0 and threat in static:
+            static.remove(threat)
+            static.insert(0, threat)
+    started, resume = clock(), None
+    for _ in range(MAX_ROUNDS):
+        search_deadline, search_iterations = kernel_deadline, iterations
+        if defend:
+            if deadline is not None:
+                now = clock()
+                search_deadline = now + (1.0 - DEFENCE_SHARE) * max(0.0, kernel_deadline - now)
+            if iterations:
+                spent = int(info[base.NODES])
+                search_iterations = spent + int((1.0 - DEFENCE_SHARE) * max(1, iterations - spent))
+        best_action, best_score, completed, moves, stopped = _deepen(
+            context, player, moves, options.max_depth or empties, empties, search_deadline,
+            search_iterations, single_opening=state.ply() == 0, resume=resume,
+        )  # fmt: skip
+        # Also when the search sees a loss (below the root it searches the best moves only:
+        # not a proof): then the move refuted by the longest VCT resists longest.
+        if not (defend and best_score <= base.MATE_BOUND):
+            break
+        deepened = best_action
+        best_action, refuted = _defend(
+            context, player, moves, kernel_deadline, iterations, static=static
+        )
+        if not stopped or not _budget_left(context, started, kernel_deadline, iterations, clock):
+            break
+        safe = [m for m in moves if m not in refuted]
+        if safe and safe != moves:
+            moves, deepened = safe, safe[0]
+        resume = (deepened, best_score, completed)
     exact = completed >= empties and not context.t.params[K.P_RESTRICT]
     # With threats, nodes below the root search their best moves only (kind 5): a win or loss
     # the search scores there is not a proof and is not reported as one (the root's VCF is).
@@ -347,7 +449,7 @@ def uttt_alphabeta(
     if winning >= 0:
         return SearchResult(winning, 1.0, "alphabeta", 1, pv=(winning,), depth=1, proven="win")
     empties = 81 - state.ply()
-    best_action, best_score, completed, _ = _deepen(
+    best_action, best_score, completed, _, _ = _deepen(
         context, player, moves, options.max_depth or empties, empties, kernel_deadline,
         iterations, single_opening=False,
     )  # fmt: skip

@@ -22,7 +22,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _defend, _mnk_context, _start
+from engine.alphabeta_driver import _defend, _mnk_context, _passed_threat, _start
 from engine.kernels import alphabeta_base as base
 from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
@@ -311,12 +311,46 @@ def test_the_root_defence_checks_its_candidates_together() -> None:
     assert vct_proof(refuted, 1)
     context = _mnk_context(state.game)
     _start(context, state.history(), False, 500, time.perf_counter)
-    action = _defend(context, player, candidates, 0.0, 500)
+    action, _ = _defend(context, player, candidates, 0.0, 500)
     assert context.info[base.NODES] <= 600  # the budget held
     assert action != candidates[0]
     after = state.clone()
     after.apply_checked(action)
     assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_falls_back_on_the_static_best_moves() -> None:
+    """Where the search's own best moves are refuted, the defence also checks the best root
+    moves by static score: here the search's only candidate, 124, loses to an open four at
+    once, and 81, second by static score, is safe and played (without the static moves,
+    the refuted one was: every candidate refuted, the longest resistance)."""
+    moves = [98, 99, 125, 112, 128, 113, 127, 129, 114, 97, 145, 82, 100]
+    state = engine.replay(("gomoku", {}), moves)
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, None, time.perf_counter)
+    action, refuted = _defend(
+        context, state.current_player(), [124], 0.0, None, static=[124, 81, 67]
+    )
+    assert refuted == {124}
+    assert action == 81
+    after = state.clone()
+    after.apply_checked(action)
+    assert kernel_vct_move(after, 6) is None
+
+
+def test_the_root_defence_starts_from_the_opponents_threat_if_the_mover_passed() -> None:
+    """Before the deepening, the opponent's VCT as if the mover passed: early in a game it
+    has none (then no move of the mover lets it have one, and the defence is skipped: the
+    deepening gets its budget); in this position of a match (O to move, from seed 4101) X
+    has a VCT of 3 threats from 111 (O played 111 there, after which X won by a VCT of 5)."""
+    quiet = engine.replay(("gomoku", {}), [112, 113, 98])
+    context = _mnk_context(quiet.game)
+    _start(context, quiet.history(), False, None, time.perf_counter)
+    assert _passed_threat(context, quiet.current_player(), 0.0, None, time.perf_counter) is None
+    moves = [112, 99, 141, 127, 140, 98, 109, 97, 96]
+    state = engine.replay(("gomoku", {}), moves)
+    _start(context, state.history(), False, None, time.perf_counter)
+    assert _passed_threat(context, state.current_player(), 0.0, None, time.perf_counter) == 111
 
 
 def test_the_root_defence_plays_the_longest_resistance() -> None:
@@ -328,7 +362,7 @@ def test_the_root_defence_plays_the_longest_resistance() -> None:
     candidates = [96, 95, longest]
     context = _mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
-    action = _defend(context, state.current_player(), candidates, 0.0, None)
+    action, _ = _defend(context, state.current_player(), candidates, 0.0, None)
     assert action == longest
     for move in candidates[:2]:
         after = state.clone()
