@@ -74,6 +74,7 @@ VERIFY_MIN_SECONDS = 0.001
 # of a3f180e at 100 ms (bench/README.md); other games: 1 and 0 (as before).
 UTTT_EXPAND = 4
 UTTT_PRIOR = 8
+UTTT_MINIMAX = 0.0
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -94,8 +95,9 @@ class _Tree:
     """Node records (engine.kernels.tree: one int32 array, NODE_SIZE fields a node), each
     field also seen from Python as a strided view (``tree.visits[j]``), and the fill level."""
 
-    __slots__ = ("nodes", *FIELDS, "meta")
+    __slots__ = ("nodes", *FIELDS, "meta", "values")
     nodes: np.ndarray
+    values: np.ndarray
     visits: np.ndarray
     wins: np.ndarray
     proven: np.ndarray
@@ -107,6 +109,8 @@ class _Tree:
 
     def __init__(self, capacity: int = INITIAL_NODES) -> None:
         self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
+        # Implicit minimax values (option minimax, kernels.tree.mcts_run), a node each.
+        self.values = np.zeros(capacity, dtype=np.float64)
         self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
@@ -128,7 +132,7 @@ class _Tree:
     @property
     def nbytes(self) -> int:
         """The memory of the node records (what a Searcher counts against its bound)."""
-        return int(self.nodes.nbytes + self.meta.nbytes)
+        return int(self.nodes.nbytes + self.values.nbytes + self.meta.nbytes)
 
     def grow(self) -> None:
         """Double the records (up to MAX_NODES); new ones are zero, as the kernel expects."""
@@ -137,6 +141,9 @@ class _Tree:
         nodes = np.zeros(new_capacity * NODE_SIZE, dtype=np.int32)
         nodes[:used] = self.nodes[:used]
         self._hold(nodes)
+        values = np.zeros(new_capacity, dtype=np.float64)
+        values[: self.size] = self.values[: self.size]
+        self.values = values
 
     def subtree(self, node: int, room: int = 0) -> _Tree:
         """A new tree holding the subtree under ``node`` (the new root), with capacity for
@@ -145,6 +152,7 @@ class _Tree:
         size = int(subtree_size(self.nodes, node, queue))
         out = _Tree(_capacity(size + room))
         out.meta[0] = compact(self.nodes, node, out.nodes, queue)
+        out.values[:size] = self.values[queue[:size]]  # queue: the source of each copied node
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -179,6 +187,7 @@ def _run(
     expand: int = 1,
     capture_playouts: bool = False,
     prior: int = 0,
+    minimax: float = 0.0,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -215,6 +224,8 @@ def _run(
                 root_keep,
                 expand,
                 prior,
+                tree.values,
+                minimax,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -454,6 +465,9 @@ def _search(
     prior = options.prior
     if prior is None:
         prior = UTTT_PRIOR if uttt else 0
+    minimax = options.minimax
+    if minimax is None:
+        minimax = UTTT_MINIMAX if uttt else 0.0
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -499,6 +513,7 @@ def _search(
         expand=expand,
         capture_playouts=options.capture_playouts,
         prior=prior,
+        minimax=minimax,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -560,6 +575,7 @@ def uct_search(
         expand=1,
         capture_playouts=False,
         prior=0,
+        minimax=0.0,
     )
     return _search(
         state,
