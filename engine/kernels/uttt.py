@@ -337,7 +337,8 @@ def uttt_child_value(st, action):
     (1: the move wins the game, 1/2: it draws it): a tanh of the difference of the players'
     ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board it is sent
     to (or any, on a free move). The evaluation of implicit minimax backups (Lanctot, Winands,
-    Pepels & Sturtevant 2014), computed from the masks without playing the move."""
+    Pepels & Sturtevant 2014), computed from the masks without playing the move (the threat
+    masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after ``refresh``)."""
     b = action // 9
     c = action - 9 * b
     p = st[H_TO_MOVE]
@@ -356,16 +357,17 @@ def uttt_child_value(st, action):
         closed |= 1 << b
     if closed == 511:
         return 0.5
-    threats_p = 0
-    threats_o = 0
-    for k in range(9):
-        if (closed >> k) & 1:
-            continue
-        free = ~(full if k == b else st[OFF_FULL + k]) & 511
-        if THREAT9[small if k == b else st[OFF_SMALL + 9 * p + k]] & free:
-            threats_p |= 1 << k
-        if THREAT9[st[OFF_SMALL + 9 * o + k]] & free:
-            threats_o |= 1 << k
+    # The threat masks with board b as after the move, on the open boards.
+    bit = 1 << b
+    free = ~full & 511
+    threats_p = st[H_THREAT0 + p] & ~bit
+    if THREAT9[small] & free:
+        threats_p |= bit
+    threats_o = st[H_THREAT0 + o] & ~bit
+    if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
+        threats_o |= bit
+    threats_p &= ~closed
+    threats_o &= ~closed
     diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
         meta_o, closed & ~meta_o, threats_o
     )
