@@ -12,7 +12,9 @@ m,n,k boards, an alpha-beta check of the chosen root move in the last part of th
 (option ``verify``, a share of the budget; ``_verify``); on uttt, progressive bias by prior
 knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``prior``
 virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
-``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``). Final move: the most visited.
+``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``); option ``minimax``: implicit minimax
+backups of a heuristic value (Lanctot, Winands, Pepels & Sturtevant 2014;
+``kernels.uttt.uttt_child_value``; ``UTTT_MINIMAX``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -74,6 +76,10 @@ VERIFY_MIN_SECONDS = 0.001
 # of a3f180e at 100 ms (bench/README.md); other games: 1 and 0 (as before).
 UTTT_EXPAND = 4
 UTTT_PRIOR = 8
+# uttt default of the option minimax (implicit minimax backups), measured in arena matches
+# against main at 100 ms (0.533 over 500 games) and at equal iterations (bench/README.md,
+# branch uttt10).
+UTTT_MINIMAX = 0.15
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -94,8 +100,9 @@ class _Tree:
     """Node records (engine.kernels.tree: one int32 array, NODE_SIZE fields a node), each
     field also seen from Python as a strided view (``tree.visits[j]``), and the fill level."""
 
-    __slots__ = ("nodes", *FIELDS, "meta")
+    __slots__ = ("nodes", *FIELDS, "meta", "values")
     nodes: np.ndarray
+    values: np.ndarray
     visits: np.ndarray
     wins: np.ndarray
     proven: np.ndarray
@@ -107,6 +114,8 @@ class _Tree:
 
     def __init__(self, capacity: int = INITIAL_NODES) -> None:
         self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
+        # Implicit minimax values (option minimax, kernels.tree.mcts_run), a node each.
+        self.values = np.zeros(capacity, dtype=np.float64)
         self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
@@ -128,7 +137,7 @@ class _Tree:
     @property
     def nbytes(self) -> int:
         """The memory of the node records (what a Searcher counts against its bound)."""
-        return int(self.nodes.nbytes + self.meta.nbytes)
+        return int(self.nodes.nbytes + self.values.nbytes + self.meta.nbytes)
 
     def grow(self) -> None:
         """Double the records (up to MAX_NODES); new ones are zero, as the kernel expects."""
@@ -137,6 +146,9 @@ class _Tree:
         nodes = np.zeros(new_capacity * NODE_SIZE, dtype=np.int32)
         nodes[:used] = self.nodes[:used]
         self._hold(nodes)
+        values = np.zeros(new_capacity, dtype=np.float64)
+        values[: self.size] = self.values[: self.size]
+        self.values = values
 
     def subtree(self, node: int, room: int = 0) -> _Tree:
         """A new tree holding the subtree under ``node`` (the new root), with capacity for
@@ -145,6 +157,7 @@ class _Tree:
         size = int(subtree_size(self.nodes, node, queue))
         out = _Tree(_capacity(size + room))
         out.meta[0] = compact(self.nodes, node, out.nodes, queue)
+        out.values[:size] = self.values[queue[:size]]  # queue: the source of each copied node
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -179,6 +192,7 @@ def _run(
     expand: int = 1,
     capture_playouts: bool = False,
     prior: int = 0,
+    minimax: float = 0.0,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -215,6 +229,8 @@ def _run(
                 root_keep,
                 expand,
                 prior,
+                tree.values,
+                minimax,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -454,6 +470,9 @@ def _search(
     prior = options.prior
     if prior is None:
         prior = UTTT_PRIOR if uttt else 0
+    minimax = options.minimax
+    if minimax is None:
+        minimax = UTTT_MINIMAX if uttt else 0.0
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -499,6 +518,7 @@ def _search(
         expand=expand,
         capture_playouts=options.capture_playouts,
         prior=prior,
+        minimax=minimax,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -560,6 +580,7 @@ def uct_search(
         expand=1,
         capture_playouts=False,
         prior=0,
+        minimax=0.0,
     )
     return _search(
         state,

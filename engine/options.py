@@ -111,7 +111,9 @@ class MCTSOptions(Options):
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
-    playouts take the small board they are sent to when they can."""
+    playouts take the small board they are sent to when they can; ``minimax`` the weight of
+    implicit minimax backups of a heuristic value in selection (0: off; None: the game's
+    default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -124,10 +126,13 @@ class MCTSOptions(Options):
     prior: int | None = None
     verify: float | None = None
     expand: int | None = None
+    minimax: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
+        if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
+            raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:
             raise EngineError(f"option prior is 0..{MAX_EXPAND} virtual visits, not {self.prior}")
         if self.expand is not None and not 1 <= self.expand <= MAX_EXPAND:

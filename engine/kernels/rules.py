@@ -32,6 +32,7 @@ from engine.kernels.ttt import (
 )
 from engine.kernels.uttt import (
     uttt_apply,
+    uttt_child_value,
     uttt_init,
     uttt_legal,
     uttt_move_prior,
@@ -102,6 +103,15 @@ def move_prior(st, action):
     if st[H_KIND] == KIND_UTTT:
         return uttt_move_prior(st, action)
     return 0
+
+
+@njit(cache=True)
+def child_value(st, action):
+    """A heuristic value in [0, 1] of the position after ``action`` for its mover, for
+    implicit minimax backups (uttt only, else 1/2)."""
+    if st[H_KIND] == KIND_UTTT:
+        return uttt_child_value(st, action)
+    return 0.5
 
 
 @njit(cache=True)

@@ -30,7 +30,15 @@ from engine.kernels.layout import (
     MOVES_MOVER_WINS,
     rand_below,
 )
-from engine.kernels.rules import apply, descend, move_prior, playout, refresh, tree_moves
+from engine.kernels.rules import (
+    apply,
+    child_value,
+    descend,
+    move_prior,
+    playout,
+    refresh,
+    tree_moves,
+)
 
 UNKNOWN = 0
 PROVEN_WIN = 1  # the player who moved into the node wins with best play
@@ -89,6 +97,39 @@ def _propagate(node, nodes):
         node = par
 
 
+@njit(cache=True)
+def _minimax_value(nodes, values, node):
+    """Implicit minimax: the value of expanded ``node`` for the player who moved into it, one
+    minus the best of its children's for its mover (proven children at their proven value)."""
+    best = 0.0
+    f = nodes[NODE_SIZE * node + FIRST]
+    for j in range(f, f + nodes[NODE_SIZE * node + COUNT]):
+        pj = nodes[NODE_SIZE * j + PROVEN]
+        if pj == UNKNOWN:
+            v = values[j]
+        elif pj == PROVEN_WIN:
+            v = 1.0
+        elif pj == PROVEN_DRAW:
+            v = 0.5
+        else:
+            v = 0.0
+        if v > best:
+            best = v
+    return 1.0 - best
+
+
+@njit(cache=True)
+def _back_up_values(nodes, values, path, depth):
+    """After the expansion of ``path[depth]`` (or a proof below it): its minimax value and its
+    ancestors', up to the first unproven one that does not change."""
+    for d in range(depth, -1, -1):
+        node = path[d]
+        v = _minimax_value(nodes, values, node)
+        if v == values[node] and d < depth and nodes[NODE_SIZE * node + PROVEN] == UNKNOWN:
+            return
+        values[node] = v
+
+
 @njit(cache=True, inline="always")
 def _half_points(status, player):
     if status == DRAW:
@@ -114,6 +155,8 @@ def mcts_run(
     root_keep,
     expand_at,
     prior,
+    values,
+    imm,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -127,7 +170,10 @@ def mcts_run(
     iterations are playouts from it. ``prior`` > 0: progressive bias by prior knowledge
     (Gelly & Silver 2007; Chaslot et al. 2008): each new child starts with ``prior`` virtual
     visits scored by its ``rules.move_prior`` (+1: 3/4 of a win, 0: half, -1: a quarter,
-    -2: none)."""
+    -2: none). ``imm`` > 0: implicit minimax backups (Lanctot, Winands, Pepels & Sturtevant
+    2014): ``values[j]`` holds node j's heuristic minimax value for the player who moved into
+    it (``rules.child_value`` at a leaf, backed up through the tree at each expansion) and
+    selection scores a child (1 - imm) * its mean reward + imm * that value."""
     capacity = nodes.shape[0] // NODE_SIZE
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -170,11 +216,16 @@ def mcts_run(
                     best = j
                     break
                 if vj < TABLE_SIZE:
-                    value = nodes[rj + WINS] * HALF_INV[vj] + explore * INV_SQRT[vj]
+                    q = nodes[rj + WINS] * HALF_INV[vj]
+                    value = q + explore * INV_SQRT[vj]
                 elif vj < WIDE_TABLE_SIZE:
-                    value = nodes[rj + WINS] / (2.0 * vj) + explore / SQRT_WIDE[vj]
+                    q = nodes[rj + WINS] / (2.0 * vj)
+                    value = q + explore / SQRT_WIDE[vj]
                 else:
-                    value = nodes[rj + WINS] / (2.0 * vj) + explore / math.sqrt(vj)
+                    q = nodes[rj + WINS] / (2.0 * vj)
+                    value = q + explore / math.sqrt(vj)
+                if imm > 0.0:
+                    value += imm * (values[j] - q)
                 if value > best_value:
                     best_value = value
                     best = j
@@ -237,6 +288,10 @@ def mcts_run(
                 nodes[r + FIRST] = n_nodes
                 nodes[r + COUNT] = n_moves
                 meta[M_NODES] = n_nodes + n_moves
+                if imm > 0.0:
+                    for i in range(n_moves):
+                        values[n_nodes + i] = child_value(st, buf[i])
+                    _back_up_values(nodes, values, path, depth)
             mover = st[H_TO_MOVE]
             if n_moves > 0 and code == MOVES_MOVER_WINS:
                 node = n_nodes
@@ -270,6 +325,8 @@ def mcts_run(
                 status = playout(st, rng, playout_policy, near, buf)
         else:
             status = playout(st, rng, playout_policy, near, buf)
+        if imm > 0.0 and depth > 0 and nodes[NODE_SIZE * path[depth] + PROVEN] != UNKNOWN:
+            _back_up_values(nodes, values, path, depth - 1)  # a proven leaf at its value
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
         # at depth d-1; above a node with a draw in hand a loss for its mover becomes a draw.
         for d in range(depth, -1, -1):

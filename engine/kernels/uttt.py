@@ -8,6 +8,8 @@ empty cells (EMPTY9, both in one int64: a random move is one lookup), so the dec
 game at once; Teytaud & Teytaud 2010) cost a few table lookups.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -70,6 +72,11 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
 
 WIN9, THREAT9, POP9, NTH9, EMPTY9 = _tables()
+META_LINES = np.array([sum(1 << i for i in line) for line in LINES], dtype=np.int32)
+# uttt_child_value: the scale of the tanh that maps a score difference into (0, 1), and what
+# the opponent's capture in reply (on the board it is sent to) costs the mover.
+VALUE_SCALE = 0.2
+REPLY_CAPTURE = 1.0
 
 SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
 
@@ -307,6 +314,67 @@ def uttt_move_prior(st, action):
     if threats & open_boards:
         score -= 1
     return score
+
+
+@njit(cache=True)
+def _line_score(won, dead, threats):
+    """A player's prospects on the board of boards: over the lines of boards with no board
+    closed against the player (``dead``), (boards won + half the open boards where the player
+    threatens a small line)^2, so two boards of a line weigh more than two apart."""
+    score = 0.0
+    for i in range(8):
+        line = META_LINES[i]
+        if line & dead:
+            continue
+        x = POP9[won & line] + 0.5 * POP9[threats & line & ~won]
+        score += x * x
+    return score
+
+
+@njit(cache=True)
+def uttt_child_value(st, action):
+    """A heuristic value in [0, 1] of the position after ``action`` for the player who plays it
+    (1: the move wins the game, 1/2: it draws it): a tanh of the difference of the players'
+    ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board it is sent
+    to (or any, on a free move). The evaluation of implicit minimax backups (Lanctot, Winands,
+    Pepels & Sturtevant 2014), computed from the masks without playing the move (the threat
+    masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after ``refresh``)."""
+    b = action // 9
+    c = action - 9 * b
+    p = st[H_TO_MOVE]
+    o = 1 - p
+    small = st[OFF_SMALL + 9 * p + b] | (1 << c)
+    full = st[OFF_FULL + b] | (1 << c)
+    closed = st[H_CLOSED]
+    meta_p = st[H_META0 + p]
+    meta_o = st[H_META0 + o]
+    if WIN9[small]:
+        closed |= 1 << b
+        meta_p |= 1 << b
+        if WIN9[meta_p]:
+            return 1.0
+    elif full == 511:
+        closed |= 1 << b
+    if closed == 511:
+        return 0.5
+    # The threat masks with board b as after the move, on the open boards.
+    bit = 1 << b
+    free = ~full & 511
+    threats_p = st[H_THREAT0 + p] & ~bit
+    if THREAT9[small] & free:
+        threats_p |= bit
+    threats_o = st[H_THREAT0 + o] & ~bit
+    if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
+        threats_o |= bit
+    threats_p &= ~closed
+    threats_o &= ~closed
+    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
+        meta_o, closed & ~meta_o, threats_o
+    )
+    sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
+    if threats_o & sent:
+        diff -= REPLY_CAPTURE
+    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
 
 
 @njit(cache=True, inline="always")

@@ -43,6 +43,9 @@ OPTIONS = {
     | {"anti_decisive_playouts": True},
     "capture": {"c": 0.7, "solver": True, "decisive": True, "prior": 8, "expand": 4}
     | {"capture_playouts": True},
+    # the uttt defaults since implicit minimax backups (branch uttt10)
+    "minimax": {"c": 0.7, "solver": True, "decisive": True, "expand": 4, "prior": 8}
+    | {"minimax": 0.15},
 }
 
 # (game, moves, iterations, options of _run, digest of the node records in use and the
@@ -62,14 +65,24 @@ TREES = [
     ("tictactoe", (4,), 5_000, "plain", "baa3e8b1fb42e994"),
     ("5x5", (12,), 10_000, "no_prior", "37b519c41cb692d6"),
     ("gomoku", (112, 113), 3_000, "no_prior", "543651636a313c92"),
+    # computed on branch uttt10 when implicit minimax backups became uttt's default
+    ("uttt", (), 80_000, "minimax", "e81d9eefe175014f"),
+    ("uttt", UTTT_MIDDLE, 30_000, "minimax", "3adb4a522aa96ce2"),
+    ("uttt", UTTT_PROOFS, 20_000, "minimax", "b9e434cbc31f413f"),
 ]
 
-# (game, moves, algorithm, iterations, digest of the SearchResult with seed 7)
+# (game, moves, algorithm, iterations, digest of the SearchResult with seed 7); "mcts-0":
+# mcts with minimax=0, the uttt default before implicit minimax backups (the digests of main);
+# the "mcts" digests of uttt were computed on branch uttt10 when that became the default.
 SEARCHES = [
-    ("uttt", (), "mcts", 20_000, "e5ebf802907d8c21"),
-    ("uttt", UTTT_MIDDLE, "mcts", 20_000, "9f341bf3ffc89d91"),
-    ("uttt", UTTT_PROOFS, "mcts", 20_000, "765bd2deecca469d"),
-    ("uttt", UTTT_LATE, "mcts", 20_000, "2524a96f3433cb5a"),
+    ("uttt", (), "mcts-0", 20_000, "e5ebf802907d8c21"),
+    ("uttt", UTTT_MIDDLE, "mcts-0", 20_000, "9f341bf3ffc89d91"),
+    ("uttt", UTTT_PROOFS, "mcts-0", 20_000, "765bd2deecca469d"),
+    ("uttt", UTTT_LATE, "mcts-0", 20_000, "2524a96f3433cb5a"),
+    ("uttt", (), "mcts", 20_000, "16dc94576573f843"),
+    ("uttt", UTTT_MIDDLE, "mcts", 20_000, "7c1b6b298f13b04c"),
+    ("uttt", UTTT_PROOFS, "mcts", 20_000, "29b0497873e35000"),
+    ("uttt", UTTT_LATE, "mcts", 20_000, "ba0eefa28e1c4305"),
     ("uttt", UTTT_MIDDLE, "uct", 10_000, "c6693633250e6b85"),
     ("uttt", UTTT_MIDDLE, "flat", 10_000, "84c86248fc1fe114"),
     ("5x5", (12,), "mcts", 5_000, "10fdc0805dcc78d4"),
@@ -101,7 +114,12 @@ def tree_digest(name: str, moves: tuple[int, ...], iterations: int, options: str
 
 def search_digest(name: str, moves: tuple[int, ...], algorithm: str, iterations: int) -> str:
     state = engine.replay(engine.make_game(name), list(moves))
-    result = engine.search(state, algorithm, engine.Budget(iterations=iterations), seed=7)
+    budget = engine.Budget(iterations=iterations)
+    if algorithm == "mcts-0":
+        options = engine.MCTSOptions(minimax=0.0)
+        result = engine.search(state, "mcts", budget, seed=7, options=options)
+    else:
+        result = engine.search(state, algorithm, budget, seed=7)
     fields = (result.action, result.value, result.iterations, result.pv, result.visits)
     return _digest(repr((fields, result.proven)).encode())
 

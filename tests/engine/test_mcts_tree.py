@@ -13,6 +13,10 @@ from engine.kernels import kernel_game, root_state
 from engine.kernels.layout import seed_rng
 from engine.mcts import _run, _Tree
 
+# 42 moves of a random uttt game (random.Random(12)); the solver proves nodes below it.
+UTTT_LATE = (60, 58, 44, 77, 47, 24, 54, 5, 53, 76, 43, 66, 35, 72, 2, 26, 75, 29, 20, 19, 9)
+UTTT_LATE += (6, 56, 18, 7, 69, 61, 71, 73, 10, 11, 22, 36, 4, 40, 15, 62)
+
 # (game, params, moves before the search)
 POSITIONS = [
     ("uttt", {}, []),
@@ -23,7 +27,17 @@ POSITIONS = [
 ]
 
 
-def _search(name: str, params: dict, moves: list[int], *, prior: int, expand: int, seed: int):  # noqa: ANN202
+def _search(  # noqa: ANN202
+    name: str,
+    params: dict,
+    moves: list[int],
+    *,
+    prior: int,
+    expand: int,
+    seed: int,
+    minimax: float = 0.0,
+    solver: bool = False,
+):
     state = engine.replay(engine.make_game(name, **params), moves)
     game = kernel_game(state.game)
     tree = _Tree(1 << 10)  # small, so that the search grows it on the way
@@ -36,10 +50,11 @@ def _search(name: str, params: dict, moves: list[int], *, prior: int, expand: in
         clock=time.perf_counter,
         rng=seed_rng(seed),
         c=0.7,
-        solver=False,
+        solver=solver,
         decisive=True,
         expand=expand,
         prior=prior,
+        minimax=minimax,
     )
     assert done == 6000
     return tree
@@ -83,7 +98,7 @@ def test_the_records_form_one_tree_whose_visits_add_up(
 
 @pytest.mark.parametrize(("name", "params", "moves"), POSITIONS[:3])
 def test_a_copied_subtree_holds_the_same_records(name: str, params: dict, moves: list[int]) -> None:
-    tree = _search(name, params, moves, prior=8, expand=4, seed=5)
+    tree = _search(name, params, moves, prior=8, expand=4, seed=5, minimax=0.3)
     root = max(_children(tree, 0), key=lambda j: int(tree.visits[j]))
     copy = tree.subtree(root)
     pairs = [(root, 0)]  # (node in tree, node in copy), walked together by their actions
@@ -91,6 +106,7 @@ def test_a_copied_subtree_holds_the_same_records(name: str, params: dict, moves:
         old, new = pairs.pop()
         for field in ("visits", "wins", "proven", "floor", "count"):
             assert int(getattr(copy, field)[new]) == int(getattr(tree, field)[old])
+        assert copy.values[new] == tree.values[old]
         assert int(copy.action[new]) == int(tree.action[old])
         old_kids = _children(tree, old)
         new_kids = _children(copy, new)
@@ -99,3 +115,25 @@ def test_a_copied_subtree_holds_the_same_records(name: str, params: dict, moves:
             assert int(copy.parent[j]) == new
         pairs.extend(zip(old_kids, new_kids, strict=True))
     assert int(copy.parent[0]) == -1
+
+
+@pytest.mark.parametrize("moves", [[], [40, 36, 4, 37, 13, 41], list(UTTT_LATE)])
+def test_implicit_minimax_values_are_backed_up(moves: list[int]) -> None:
+    """With implicit minimax backups every expanded node holds one minus the best value of
+    its children for its mover (a proven child at its proven value), and a leaf the
+    heuristic value of the move into it; without them the values are untouched."""
+    tree = _search("uttt", {}, moves, prior=8, expand=4, seed=7, minimax=0.3, solver=True)
+    proven_value = {1: 1.0, 2: 0.5, 3: 0.0}
+    expanded = 0
+    for node in range(tree.size):
+        kids = _children(tree, node)
+        if not kids:
+            if node > 0:
+                assert 0.0 <= tree.values[node] <= 1.0
+            continue
+        expanded += 1
+        best = max(proven_value.get(int(tree.proven[j]), float(tree.values[j])) for j in kids)
+        assert tree.values[node] == pytest.approx(1.0 - best, abs=1e-12)
+    assert expanded > 100
+    plain = _search("uttt", {}, moves, prior=8, expand=4, seed=7, solver=True)
+    assert not plain.values[: plain.size].any()

@@ -4,6 +4,7 @@ progressive-bias prior; and MCTS-Solver's proofs on late positions against exact
 
 from __future__ import annotations
 
+import math
 import random
 from typing import cast
 
@@ -29,10 +30,13 @@ from engine.kernels.uttt import (
     OFF_FULL,
     OFF_SMALL,
     POP9,
+    REPLY_CAPTURE,
     THREAT9,
+    VALUE_SCALE,
     WIN9,
     _random_empty,
     uttt_apply,
+    uttt_child_value,
     uttt_move_prior,
     uttt_play,
     uttt_random_move,
@@ -91,6 +95,52 @@ def _reference_prior(state: UTTTState, action: int) -> int:
         return captures
     free = int(child.forced < 0)
     return captures - free - int(_captures(child, 1 - player))
+
+
+def _reference_value(state: UTTTState, action: int) -> float:
+    """uttt_child_value's definition over the reference rules: the move played on a copy."""
+    player = state.current_player()
+    child = state.clone()
+    child.apply_action(action)
+    if child.is_terminal():
+        return 1.0 if child.winner() == player else 0.5
+    winners = child.board_winners()
+
+    def threatens(q: int, b: int) -> bool:
+        # an empty cell of open board b completing one of q's small lines
+        return winners[b] == OPEN and any(
+            sum(child.board[9 * b + i] == q for i in line) == 2
+            and any(child.board[9 * b + i] == EMPTY for i in line)
+            for line in LINES
+        )
+
+    def prospects(q: int) -> float:
+        score = 0.0
+        for line in LINES:
+            if any(winners[b] not in (OPEN, q) for b in line):
+                continue  # a board of the line is closed against q
+            won = sum(winners[b] == q for b in line)
+            score += (won + 0.5 * sum(threatens(q, b) for b in line)) ** 2
+        return score
+
+    diff = prospects(player) - prospects(1 - player)
+    if any(threatens(1 - player, b) for b in child.allowed_boards()):
+        diff -= REPLY_CAPTURE
+    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), plies=st.integers(0, 81))
+def test_child_value_matches_its_definition(seed: int, plies: int) -> None:
+    """The heuristic of implicit minimax backups: 1 for a game-winning move, 1/2 for a
+    drawing one, else the tanh of the difference of the players' prospects on the board of
+    boards, checked against the same definition over the reference rules."""
+    state = _random_position(seed, plies)
+    if state.is_terminal():
+        return
+    s = root_state(state, kernel_game(GAME))
+    for action in state.legal_actions():
+        assert uttt_child_value(s, action) == pytest.approx(_reference_value(state, action))
 
 
 @settings(max_examples=150, deadline=None)
@@ -289,8 +339,9 @@ def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
 
 
 def test_new_options_are_checked() -> None:
-    for bad in ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True}):
-        with pytest.raises(engine.EngineError, match="option (expand|prior)"):
+    bad_options = ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True})
+    for bad in (*bad_options, {"minimax": -0.1}, {"minimax": 1.5}):
+        with pytest.raises(engine.EngineError, match="option (expand|prior|minimax)"):
             MCTSOptions(**bad)
 
 
