@@ -282,6 +282,16 @@ def uttt_tree_moves(st, out, decisive):
     return safe, MOVES_NORMAL
 
 
+@njit(cache=True, inline="always")
+def _after_move(st, action):
+    """(board, cell, mover, the mover's small board, the board's occupied cells) of
+    ``action``, the two boards as after it: what a move's prior and its value start from."""
+    b = action // 9
+    c = action - 9 * b
+    p = st[H_TO_MOVE]
+    return b, c, p, st[OFF_SMALL + 9 * p + b] | (1 << c), st[OFF_FULL + b] | (1 << c)
+
+
 @njit(cache=True)
 def uttt_move_prior(st, action):
     """A move's prior for progressive bias, in [-2, 1]: +1 if it captures its small board,
@@ -289,12 +299,8 @@ def uttt_move_prior(st, action):
     opponent can capture a small board at once in reply; a move that ends the game scores
     its capture alone. In constant time: the boards where the opponent can capture are its
     threat mask (H_THREAT), with board ``b`` as after the move."""
-    b = action // 9
-    c = action - 9 * b
-    p = st[H_TO_MOVE]
+    b, c, p, small, full = _after_move(st, action)
     o = 1 - p
-    small = st[OFF_SMALL + 9 * p + b] | (1 << c)
-    full = st[OFF_FULL + b] | (1 << c)
     captures = WIN9[small] != 0
     closed = st[H_CLOSED]
     if captures or full == 511:
@@ -339,12 +345,8 @@ def uttt_child_value(st, action):
     to (or any, on a free move). The evaluation of implicit minimax backups (Lanctot, Winands,
     Pepels & Sturtevant 2014), computed from the masks without playing the move (the threat
     masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after ``refresh``)."""
-    b = action // 9
-    c = action - 9 * b
-    p = st[H_TO_MOVE]
+    b, c, p, small, full = _after_move(st, action)
     o = 1 - p
-    small = st[OFF_SMALL + 9 * p + b] | (1 << c)
-    full = st[OFF_FULL + b] | (1 << c)
     closed = st[H_CLOSED]
     meta_p = st[H_META0 + p]
     meta_o = st[H_META0 + o]
