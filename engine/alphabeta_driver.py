@@ -207,6 +207,14 @@ def _share(
         context.info[base.LIMIT] = spent + max(1, int(share * (iterations - spent)))
 
 
+def _whole_budget(context: Any, kernel_deadline: float, iterations: int | None) -> None:
+    """Clear a kernel call's stop and give the next call what is left of the whole budget
+    (after a ``_share``)."""
+    context.info[base.STOP] = 0
+    context.info[base.LIMIT] = iterations or 0
+    context.deadline[base.D_DEADLINE] = kernel_deadline
+
+
 def _root_vct(
     context: K.MNKContext,
     player: int,
@@ -248,9 +256,7 @@ def _passed_threat(
         if info[base.STOP] != 0:
             found = -1
             break
-    info[base.STOP] = 0
-    info[base.LIMIT] = iterations or 0
-    context.deadline[base.D_DEADLINE] = kernel_deadline
+    _whole_budget(context, kernel_deadline, iterations)
     return found
 
 
@@ -277,9 +283,7 @@ def _defend(
     for tier in tiers:
         if not tier:
             continue
-        info[base.STOP] = 0
-        info[base.LIMIT] = iterations or 0
-        context.deadline[base.D_DEADLINE] = kernel_deadline
+        _whole_budget(context, kernel_deadline, iterations)
         candidates = np.array(tier, dtype=np.int64)
         refuted_at = np.zeros(len(candidates), dtype=np.int64)
         index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
@@ -365,9 +369,7 @@ def mnk_alphabeta(
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
         K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
-        info[base.STOP] = 0
-        info[base.LIMIT] = iterations or 0
-        context.deadline[base.D_DEADLINE] = kernel_deadline
+        _whole_budget(context, kernel_deadline, iterations)
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:
             moves = safe
