@@ -731,10 +731,20 @@ def vct(p, attacking, depth, ply, g, s):
         if won:
             info[BEST] = c
         return won
+    n = _candidates(g, buf)
+    if depth == 1:
+        # The last attacking move must win by itself: an open four or a double four. After
+        # a four (one winning cell) or an open three the defender blocks, and no attacking
+        # move is left (Allis 1994's threat sequences end in such a double threat).
+        for i in range(n):
+            c = buf[i]
+            if _fours_at(p, c, g) >= 2 and _winning_cells_after(p, c, g) >= 2:
+                info[BEST] = c
+                return True
+        return False
     key = _threat_slot(p, 1, info)
     if _no_threat_win(key, depth, g):
         return False
-    n = _candidates(g, buf)
     kept = 0
     for i in range(n):
         c = buf[i]
