@@ -42,6 +42,11 @@ from engine.kernels.alphabeta_base import (
 
 __all__ = ["negamax", "pv_line", "root"]
 
+# Late-move reductions at the nodes that search their best moves only (generate's kind 5,
+# gomoku with threats): from the LMR_FROM-th move on, at LMR_DEPTH plies or more left.
+LMR_FROM = 3
+LMR_DEPTH = 3
+
 
 @kernel
 def negamax(p, depth, alpha, beta, ply, game, search):
@@ -109,7 +114,16 @@ def negamax(p, depth, alpha, beta, ply, game, search):
         elif i == 0:
             score = -negamax(1 - p, depth - 1, -beta, -alpha, ply + 1, game, search)
         else:
-            score = -negamax(1 - p, depth - 1, -alpha - 1, -alpha, ply + 1, game, search)
+            # Late-move reductions (as in Stockfish and the Gomocup engines, e.g. Rapfi): at
+            # a node that searches its best moves only (kind 5), a move late in the order is
+            # first searched one ply shallower with a null window; only if it beats alpha
+            # there is it searched again to the full depth.
+            reduced = depth - 1
+            if kind == 5 and i >= LMR_FROM and depth >= LMR_DEPTH:
+                reduced -= 1
+            score = -negamax(1 - p, reduced, -alpha - 1, -alpha, ply + 1, game, search)
+            if reduced < depth - 1 and score > alpha:
+                score = -negamax(1 - p, depth - 1, -alpha - 1, -alpha, ply + 1, game, search)
             if alpha < score < beta:
                 score = -negamax(1 - p, depth - 1, -beta, -score, ply + 1, game, search)
         remove(game, search, c, p, ply)

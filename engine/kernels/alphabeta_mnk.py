@@ -525,7 +525,18 @@ def _no_threat_win(key, depth, g):
 
 
 @kernel
+def _threat_won(key, depth, g):
+    """Whether a VCT of this key (``_threat_slot``) was proven before within ``depth`` or
+    fewer attacking moves (stored as minus the depth): a transposition table of proofs as
+    well as of failures (Allis 1994 keeps both in his threat-space searches)."""
+    slot = key & (THREAT_SLOTS - 1)
+    return g.threat_key[slot] == key and -depth <= g.threat_depth[slot] < 0
+
+
+@kernel
 def _store_no_threat_win(key, depth, g):
+    """Remember the search of ``key``: no win within ``depth`` attacking moves (> 0), or a win
+    within -``depth`` (< 0, ``_threat_won``)."""
     slot = key & (THREAT_SLOTS - 1)
     g.threat_key[slot] = key
     g.threat_depth[slot] = depth
@@ -731,17 +742,32 @@ def vct(p, attacking, depth, ply, g, s):
         if won:
             info[BEST] = c
         return won
+    n = _candidates(g, buf)
+    if depth == 1:
+        # The last attacking move must win by itself: an open four or a double four. After
+        # a four (one winning cell) or an open three the defender blocks, and no attacking
+        # move is left (Allis 1994's threat sequences end in such a double threat).
+        for i in range(n):
+            c = buf[i]
+            if _fours_at(p, c, g) >= 2 and _winning_cells_after(p, c, g) >= 2:
+                info[BEST] = c
+                return True
+        return False
     key = _threat_slot(p, 1, info)
     if _no_threat_win(key, depth, g):
         return False
-    n = _candidates(g, buf)
+    if ply > 0 and _threat_won(key, depth, g):
+        return True  # (not at the root: info[BEST] must come from this search)
     kept = 0
     for i in range(n):
         c = buf[i]
         threat = _threat_kind(p, c, g, info)
         if threat > 0:
             buf[kept] = c
-            s.scores[ply, kept] = threat  # fours first
+            # Fours first, then by the windows the cell extends and, at half, those it blocks
+            # (``tally``, as ``generate`` orders its moves): the likely winning threat first.
+            own = g.tally[p, c] & 0xFFFFFFFF
+            s.scores[ply, kept] = (threat << 40) + own + ((g.tally[1 - p, c] & 0xFFFFFFFF) >> 1)
             kept += 1
     for i in range(kept):
         c = base.pick(ply, i, kept, s.moves, s.scores)
@@ -750,6 +776,7 @@ def vct(p, attacking, depth, ply, g, s):
         remove(c, p, g, info)
         if won:
             info[BEST] = c
+            _store_no_threat_win(key, -depth, g)
             return True
         if info[STOP] != 0:
             return False

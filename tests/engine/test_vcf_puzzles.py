@@ -256,6 +256,29 @@ def test_alphabeta_finds_the_vct(moves: list[int], depth: int) -> None:
     assert vct_defence_loses(after, depth - 1, attacker)
 
 
+# From a match against c0f7043 (seed 4201, game 51): after O's first move X has a VCT of 5.
+LOST_OPENING = [141, 82, 140, 99, 156, 98]
+
+
+def test_the_vct_proves_the_win_of_a_lost_game_in_few_nodes() -> None:
+    """The last attacking move of a VCT must make an open four or a double four, so at one
+    threat left the VCT looks for that move alone (no open three or lone four tried); the
+    attacker's threats are tried in the order of their window scores (fours first), and the
+    proofs are kept with the failures. Iterative deepening from 2 threats (as at the root)
+    proves X's win here within 3,000 nodes (2,032); trying every threat to the last took
+    9,735, and 4,358 with the threes in board order."""
+    state = engine.replay(("gomoku", {}), LOST_OPENING)
+    context = _mnk_context(state.game)
+    _start(context, state.history(), False, 3_000, time.perf_counter)
+    found = 0
+    for depth in range(2, 9):
+        if K.vct(state.current_player(), 1, depth, 0, context.game, context.search):
+            found = depth
+            break
+    assert found == 5
+    assert vct_proof(state, found)
+
+
 def test_vct_needs_a_threat() -> None:
     """The reference can say no: two stones each, no three to make, no VCT."""
     state = engine.replay(("gomoku", {}), [112, 0, 113, 14])
@@ -263,11 +286,12 @@ def test_vct_needs_a_threat() -> None:
 
 
 # (moves from the start, a tempting move after which the opponent has a VCT, its threats):
-# from self-play, where the search without the defence plays that move. (The position of a
-# match against c0f7043 that stood here, LOST_POSITION, the search without the defence has
-# answered itself since the threat-answer extension was bounded: it plays a safe 170.)
+# from a match against c0f7043 (seed 4201, game 29), where the search without the defence
+# plays that move. (The positions that stood here before, LOST_POSITION and a self-play one
+# where it played 113, the search without the defence answers itself since the threat-answer
+# extension was bounded and the late-move reductions came: it plays 170 and 155.)
 DEFENCE_PUZZLES = [
-    ([97, 141, 80, 125, 112, 157, 109, 127, 128, 96, 111, 110], 113, 5),
+    ([128, 110, 129, 99, 143, 130, 113], 98, 6),
 ]  # fmt: skip
 # O to move: two moves hold (170, 185); after each other of its 20 best by static score, X
 # has a VCT within 6 threats.
