@@ -42,7 +42,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
-from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_AVOID, PLAYOUT_CAPTURE, seed_rng
+from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
     FIELDS,
     M_ROOM,
@@ -198,7 +198,6 @@ def _run(
     prior: int = 0,
     minimax: float = 0.0,
     cutoff: int = 0,
-    avoid_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -210,8 +209,6 @@ def _run(
     policy = (2 if anti_decisive_playouts else 1) if decisive else 0
     if decisive and capture_playouts:
         policy |= PLAYOUT_CAPTURE
-    if decisive and avoid_playouts:
-        policy |= PLAYOUT_AVOID
 
     full = False  # no more growth in this search: the copy would not fit in the budget
 
@@ -532,7 +529,6 @@ def _search(
         prior=prior,
         minimax=minimax,
         cutoff=cutoff,
-        avoid_playouts=options.avoid_playouts,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -596,7 +592,6 @@ def uct_search(
         prior=0,
         minimax=0.0,
         cutoff=0,
-        avoid_playouts=False,
     )
     return _search(
         state,

@@ -112,9 +112,7 @@ class MCTSOptions(Options):
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
-    playouts take the small board they are sent to when they can; ``avoid_playouts`` makes
-    them draw a move again, once, when it sends the opponent to a board it can capture or
-    gives it a free move; ``minimax`` the weight of
+    playouts take the small board they are sent to when they can; ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
     default); ``cutoff`` the moves a uttt playout plays before it is cut short and scored by
     that heuristic (early playout termination; 0: playouts to the end; None: the game's
@@ -128,7 +126,6 @@ class MCTSOptions(Options):
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
     capture_playouts: bool = False
-    avoid_playouts: bool = False
     prior: int | None = None
     verify: float | None = None
     expand: int | None = None
