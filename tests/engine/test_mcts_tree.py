@@ -37,7 +37,6 @@ def _search(  # noqa: ANN202
     seed: int,
     minimax: float = 0.0,
     solver: bool = False,
-    cutoff: int = 0,
 ):
     state = engine.replay(engine.make_game(name, **params), moves)
     game = kernel_game(state.game)
@@ -56,7 +55,6 @@ def _search(  # noqa: ANN202
         expand=expand,
         prior=prior,
         minimax=minimax,
-        cutoff=cutoff,
     )
     assert done == 6000
     return tree
@@ -68,11 +66,11 @@ def _children(tree: _Tree, node: int) -> range:
 
 
 @pytest.mark.parametrize(("name", "params", "moves"), POSITIONS)
-@pytest.mark.parametrize(("prior", "expand", "cutoff"), [(0, 1, 0), (8, 4, 0), (0, 1, 6)])
+@pytest.mark.parametrize(("prior", "expand"), [(0, 1), (8, 4)])
 def test_the_records_form_one_tree_whose_visits_add_up(
-    name: str, params: dict, moves: list[int], prior: int, expand: int, cutoff: int
+    name: str, params: dict, moves: list[int], prior: int, expand: int
 ) -> None:
-    tree = _search(name, params, moves, prior=prior, expand=expand, seed=3, cutoff=cutoff)
+    tree = _search(name, params, moves, prior=prior, expand=expand, seed=3)
     size = tree.size
     assert tree.capacity > 1 << 10 or size < 1 << 10
     assert int(tree.parent[0]) == -1
@@ -139,35 +137,3 @@ def test_implicit_minimax_values_are_backed_up(moves: list[int]) -> None:
     assert expanded > 100
     plain = _search("uttt", {}, moves, prior=8, expand=4, seed=7, solver=True)
     assert not plain.values[: plain.size].any()
-
-
-@pytest.mark.parametrize("value", [0.0, 0.2, 0.5, 0.7, 1.0])
-def test_a_cut_playout_scores_its_value(value: float) -> None:
-    """The result of a playout cut short (option cutoff) is drawn so that the half-points of
-    the player who moved into its last position average 2 * value: wins only above 1/2,
-    losses only below."""
-    from engine.kernels.layout import DRAW
-    from engine.kernels.tree import _cut_status
-
-    rng = seed_rng(11)
-    for player in (0, 1):
-        results = [int(_cut_status(value, player, rng)) for _ in range(20_000)]
-        points = [1 if r == DRAW else 2 if r == player + 1 else 0 for r in results]
-        assert sum(points) / len(points) == pytest.approx(2 * value, abs=0.02)
-        assert value < 1.0 or min(points) == 2
-        assert value > 0.0 or max(points) == 0
-        assert value >= 0.5 or max(points) <= 1
-        assert value <= 0.5 or min(points) >= 1
-
-
-def test_cut_playouts_change_the_search_of_uttt_only() -> None:
-    """With ``cutoff`` the uttt playouts stop early and the tree differs; other games' playouts
-    run to the end, as before."""
-    for name, params, moves in POSITIONS[:3]:
-        full = _search(name, params, moves, prior=0, expand=1, seed=3)
-        cut = _search(name, params, moves, prior=0, expand=1, seed=3, cutoff=6)
-        same = (
-            full.size == cut.size
-            and (full.nodes[: full.size * 8] == cut.nodes[: cut.size * 8]).all()
-        )
-        assert same == (name != "uttt")

@@ -25,7 +25,6 @@ from engine.kernels.layout import (
     seed_rng,
 )
 from engine.kernels.uttt import (
-    CUT_SCALE,
     EMPTY9,
     NTH9,
     OFF_FULL,
@@ -42,7 +41,6 @@ from engine.kernels.uttt import (
     uttt_play,
     uttt_random_move,
     uttt_refresh_threats,
-    uttt_state_value,
 )
 from engine.mcts import mcts_search
 from engine.options import MCTSOptions
@@ -106,12 +104,6 @@ def _reference_value(state: UTTTState, action: int) -> float:
     child.apply_action(action)
     if child.is_terminal():
         return 1.0 if child.winner() == player else 0.5
-    return _reference_position_value(child, player, VALUE_SCALE)
-
-
-def _reference_position_value(child: UTTTState, player: int, scale: float) -> float:
-    """The heuristic of an ongoing position for ``player`` (who moved into it): the tanh of
-    ``scale`` times the difference of the players' prospects on the board of boards."""
     winners = child.board_winners()
 
     def threatens(q: int, b: int) -> bool:
@@ -134,7 +126,7 @@ def _reference_position_value(child: UTTTState, player: int, scale: float) -> fl
     diff = prospects(player) - prospects(1 - player)
     if any(threatens(1 - player, b) for b in child.allowed_boards()):
         diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(scale * diff)
+    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
 
 
 @settings(max_examples=100, deadline=None)
@@ -149,19 +141,6 @@ def test_child_value_matches_its_definition(seed: int, plies: int) -> None:
     s = root_state(state, kernel_game(GAME))
     for action in state.legal_actions():
         assert uttt_child_value(s, action) == pytest.approx(_reference_value(state, action))
-
-
-@settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), plies=st.integers(0, 80))
-def test_state_value_matches_its_definition(seed: int, plies: int) -> None:
-    """The evaluation of a playout cut short (option cutoff): the heuristic of the position
-    for the player who moved into it, at CUT_SCALE, against the reference rules."""
-    state = _random_position(seed, plies)
-    if state.is_terminal():
-        return
-    s = root_state(state, kernel_game(GAME))
-    expected = _reference_position_value(state, 1 - state.current_player(), CUT_SCALE)
-    assert uttt_state_value(s) == pytest.approx(expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -361,9 +340,8 @@ def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
 
 def test_new_options_are_checked() -> None:
     bad_options = ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True})
-    bad_options += ({"minimax": -0.1}, {"minimax": 1.5}, {"cutoff": -1}, {"cutoff": 82})
-    for bad in bad_options:
-        with pytest.raises(engine.EngineError, match="option (expand|prior|minimax|cutoff)"):
+    for bad in (*bad_options, {"minimax": -0.1}, {"minimax": 1.5}):
+        with pytest.raises(engine.EngineError, match="option (expand|prior|minimax)"):
             MCTSOptions(**bad)
 
 
