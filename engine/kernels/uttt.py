@@ -77,10 +77,6 @@ META_LINES = np.array([sum(1 << i for i in line) for line in LINES], dtype=np.in
 # the opponent's capture in reply (on the board it is sent to) costs the mover.
 VALUE_SCALE = 0.2
 REPLY_CAPTURE = 1.0
-# uttt_state_value's scale, fitted (least squares) to the mean result of 200 playouts (decisive
-# moves) from each of 1,474 positions 5-45 random moves from the opening: 0.045-0.06 at every
-# depth (0.2, the scale above, overstates the result: twice the error of a constant 1/2).
-CUT_SCALE = 0.06
 
 SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
 
@@ -342,11 +338,10 @@ def _line_score(won, dead, threats):
 
 
 @njit(cache=True)
-def _value(meta_p, meta_o, closed, threats_p, threats_o, sent, scale):
-    """``uttt_child_value``'s heuristic for player p from the board of boards: a tanh of
-    ``scale`` times the difference of the players' ``_line_score`` (threat masks on the open
-    boards), less REPLY_CAPTURE when the opponent can take a small board of ``sent`` (where
-    it moves)."""
+def _value(meta_p, meta_o, closed, threats_p, threats_o, sent):
+    """``uttt_child_value``'s heuristic for player p from the board of boards: a tanh of the
+    difference of the players' ``_line_score`` (threat masks on the open boards), less
+    REPLY_CAPTURE when the opponent can take a small board of ``sent`` (where it moves)."""
     threats_p &= ~closed
     threats_o &= ~closed
     diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
@@ -354,7 +349,7 @@ def _value(meta_p, meta_o, closed, threats_p, threats_o, sent, scale):
     )
     if threats_o & sent:
         diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(scale * diff)
+    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
 
 
 @njit(cache=True)
@@ -389,14 +384,13 @@ def uttt_child_value(st, action):
     if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
         threats_o |= bit
     sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
-    return _value(meta_p, meta_o, closed, threats_p, threats_o, sent, VALUE_SCALE)
+    return _value(meta_p, meta_o, closed, threats_p, threats_o, sent)
 
 
 @njit(cache=True)
 def uttt_state_value(st):
-    """``uttt_child_value``'s heuristic of the position in ``st`` (ongoing, its threat masks up
-    to date) for the player who moved into it, at CUT_SCALE (the mean result of a playout
-    from there): the evaluation that scores a playout cut short."""
+    """``uttt_child_value`` of the position in ``st`` (ongoing, its threat masks up to date)
+    for the player who moved into it: the evaluation that scores a playout cut short."""
     p = 1 - st[H_TO_MOVE]
     o = 1 - p
     return _value(
@@ -406,7 +400,6 @@ def uttt_state_value(st):
         st[H_THREAT0 + p],
         st[H_THREAT0 + o],
         _allowed(st),
-        CUT_SCALE,
     )
 
 
