@@ -14,9 +14,7 @@ knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``p
 virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
 ``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``); option ``minimax``: implicit minimax
 backups of a heuristic value (Lanctot, Winands, Pepels & Sturtevant 2014;
-``kernels.uttt.uttt_child_value``; ``UTTT_MINIMAX``); option ``cutoff``: early playout
-termination, a uttt playout cut after ``cutoff`` moves and scored by the same heuristic
-(Lorentz 2016; ``kernels.tree._cut_status``; ``UTTT_CUTOFF``). Final move: the most visited.
+``kernels.uttt.uttt_child_value``; ``UTTT_MINIMAX``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -82,8 +80,6 @@ UTTT_PRIOR = 8
 # against main at 100 ms (0.533 over 500 games) and at equal iterations (bench/README.md,
 # branch uttt10).
 UTTT_MINIMAX = 0.15
-# uttt default of the option cutoff (early playout termination; 0: playouts to the end).
-UTTT_CUTOFF = 0
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -197,7 +193,6 @@ def _run(
     capture_playouts: bool = False,
     prior: int = 0,
     minimax: float = 0.0,
-    cutoff: int = 0,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -236,7 +231,6 @@ def _run(
                 prior,
                 tree.values,
                 minimax,
-                cutoff,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -479,9 +473,6 @@ def _search(
     minimax = options.minimax
     if minimax is None:
         minimax = UTTT_MINIMAX if uttt else 0.0
-    cutoff = options.cutoff
-    if cutoff is None:
-        cutoff = UTTT_CUTOFF if uttt else 0
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -528,7 +519,6 @@ def _search(
         capture_playouts=options.capture_playouts,
         prior=prior,
         minimax=minimax,
-        cutoff=cutoff,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -591,7 +581,6 @@ def uct_search(
         capture_playouts=False,
         prior=0,
         minimax=0.0,
-        cutoff=0,
     )
     return _search(
         state,

@@ -36,7 +36,6 @@ UCB1_C = math.sqrt(2.0)
 MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
-MAX_CUTOFF = 81  # moves of a cut playout (option cutoff): a uttt game has at most 81
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -114,9 +113,7 @@ class MCTSOptions(Options):
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
     playouts take the small board they are sent to when they can; ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default); ``cutoff`` the moves a uttt playout plays before it is cut short and scored by
-    that heuristic (early playout termination; 0: playouts to the end; None: the game's
-    default; other games play their playouts to the end)."""
+    default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -130,13 +127,10 @@ class MCTSOptions(Options):
     verify: float | None = None
     expand: int | None = None
     minimax: float | None = None
-    cutoff: int | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
-        if self.cutoff is not None and not 0 <= self.cutoff <= MAX_CUTOFF:
-            raise EngineError(f"option cutoff is 0..{MAX_CUTOFF} playout moves, not {self.cutoff}")
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:

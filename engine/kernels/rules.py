@@ -40,7 +40,6 @@ from engine.kernels.uttt import (
     uttt_playout,
     uttt_random_move,
     uttt_refresh_threats,
-    uttt_state_value,
     uttt_tree_moves,
 )
 
@@ -116,15 +115,6 @@ def child_value(st, action):
 
 
 @njit(cache=True)
-def state_value(st):
-    """A heuristic value in [0, 1] of the ongoing position in ``st`` for the player who moved
-    into it, its threat masks up to date (uttt only, else 1/2)."""
-    if st[H_KIND] == KIND_UTTT:
-        return uttt_state_value(st)
-    return 0.5
-
-
-@njit(cache=True)
 def random_move(st, rng, near):
     if st[H_KIND] == KIND_TTT:
         return ttt_random_move(st, rng)
@@ -134,9 +124,8 @@ def random_move(st, rng, near):
 
 
 @njit(cache=True)
-def playout(st, rng, policy, near, buf, cutoff):
-    """Random playout to the end, or to a forced outcome, or (uttt, ``cutoff`` > 0) for at most
-    ``cutoff`` moves, then ONGOING (``state_value`` scores it): ``policy`` 0 plays uniformly at
+def playout(st, rng, policy, near, buf):
+    """Random playout to the end, or to a forced outcome: ``policy`` 0 plays uniformly at
     random; 1 takes a win in one (decisive moves, Teytaud & Teytaud 2010); 2 also avoids
     moves that let the opponent win at once (anti-decisive moves). The m,n,k kernels know
     both at the cost of a counter (any policy >= 1 is 2 there); final status."""
@@ -144,7 +133,7 @@ def playout(st, rng, policy, near, buf, cutoff):
         return ttt_playout(st, rng, policy != 0)
     if st[H_KIND] == KIND_MNK:
         return mnk_playout(st, rng, policy != 0, near)
-    return uttt_playout(st, rng, policy, buf, cutoff)
+    return uttt_playout(st, rng, policy, buf)
 
 
 @njit(cache=True)

@@ -28,7 +28,6 @@ from engine.kernels.layout import (
     H_TO_MOVE,
     MOVES_MOVER_LOSES,
     MOVES_MOVER_WINS,
-    ONGOING,
     rand_below,
 )
 from engine.kernels.rules import (
@@ -38,7 +37,6 @@ from engine.kernels.rules import (
     move_prior,
     playout,
     refresh,
-    state_value,
     tree_moves,
 )
 
@@ -140,17 +138,6 @@ def _half_points(status, player):
 
 
 @njit(cache=True)
-def _cut_status(value, player, rng):
-    """The result of a playout cut short, drawn so that its expected half-points for
-    ``player`` are 2 * ``value`` (its heuristic value in [0, 1]): a win with probability
-    2 * value - 1 (above 1/2) or a loss with probability 1 - 2 * value (below), else a draw."""
-    u = rand_below(rng, 1 << 24) * (1.0 / (1 << 24))
-    if value >= 0.5:
-        return player + 1 if u < 2.0 * value - 1.0 else DRAW
-    return 2 - player if u < 1.0 - 2.0 * value else DRAW
-
-
-@njit(cache=True)
 def mcts_run(
     root_st,
     st,
@@ -170,7 +157,6 @@ def mcts_run(
     prior,
     values,
     imm,
-    cutoff,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -187,10 +173,7 @@ def mcts_run(
     -2: none). ``imm`` > 0: implicit minimax backups (Lanctot, Winands, Pepels & Sturtevant
     2014): ``values[j]`` holds node j's heuristic minimax value for the player who moved into
     it (``rules.child_value`` at a leaf, backed up through the tree at each expansion) and
-    selection scores a child (1 - imm) * its mean reward + imm * that value. ``cutoff`` > 0:
-    early playout termination (Lorentz 2016, "Using evaluation functions in Monte-Carlo tree
-    search"; Lanctot et al. 2014): a uttt playout stops after ``cutoff`` moves and its result
-    is drawn from ``rules.state_value`` of the position where it stopped (``_cut_status``)."""
+    selection scores a child (1 - imm) * its mean reward + imm * that value."""
     capacity = nodes.shape[0] // NODE_SIZE
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -337,14 +320,11 @@ def mcts_run(
                         nodes[r + PROVEN] = PROVEN_DRAW if status == DRAW else PROVEN_WIN
                         _propagate(node, nodes)
                 else:
-                    status = playout(st, rng, playout_policy, near, buf, cutoff)
+                    status = playout(st, rng, playout_policy, near, buf)
             else:
-                status = playout(st, rng, playout_policy, near, buf, cutoff)
+                status = playout(st, rng, playout_policy, near, buf)
         else:
-            status = playout(st, rng, playout_policy, near, buf, cutoff)
-        if status == ONGOING:  # a playout cut short (``cutoff``)
-            refresh(st, 511)
-            status = _cut_status(state_value(st), 1 - st[H_TO_MOVE], rng)
+            status = playout(st, rng, playout_policy, near, buf)
         if imm > 0.0 and depth > 0 and nodes[NODE_SIZE * path[depth] + PROVEN] != UNKNOWN:
             _back_up_values(nodes, values, path, depth - 1)  # a proven leaf at its value
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
@@ -426,7 +406,7 @@ def flat_run(root_st, st, moves, plays, wins, score, start, iterations, rng, buf
         apply(st, moves[i])
         status = st[H_STATUS]
         if status == 0:
-            status = playout(st, rng, 0, near, buf, 0)
+            status = playout(st, rng, 0, near, buf)
         length = st[H_PLY] - root_ply
         weight = 1.0 + (max_len - length) / max_len
         plays[i] += 1

@@ -338,21 +338,6 @@ def _line_score(won, dead, threats):
 
 
 @njit(cache=True)
-def _value(meta_p, meta_o, closed, threats_p, threats_o, sent):
-    """``uttt_child_value``'s heuristic for player p from the board of boards: a tanh of the
-    difference of the players' ``_line_score`` (threat masks on the open boards), less
-    REPLY_CAPTURE when the opponent can take a small board of ``sent`` (where it moves)."""
-    threats_p &= ~closed
-    threats_o &= ~closed
-    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
-        meta_o, closed & ~meta_o, threats_o
-    )
-    if threats_o & sent:
-        diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
-
-
-@njit(cache=True)
 def uttt_child_value(st, action):
     """A heuristic value in [0, 1] of the position after ``action`` for the player who plays it
     (1: the move wins the game, 1/2: it draws it): a tanh of the difference of the players'
@@ -374,7 +359,7 @@ def uttt_child_value(st, action):
         closed |= 1 << b
     if closed == 511:
         return 0.5
-    # The threat masks with board b as after the move.
+    # The threat masks with board b as after the move, on the open boards.
     bit = 1 << b
     free = ~full & 511
     threats_p = st[H_THREAT0 + p] & ~bit
@@ -383,24 +368,15 @@ def uttt_child_value(st, action):
     threats_o = st[H_THREAT0 + o] & ~bit
     if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
         threats_o |= bit
-    sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
-    return _value(meta_p, meta_o, closed, threats_p, threats_o, sent)
-
-
-@njit(cache=True)
-def uttt_state_value(st):
-    """``uttt_child_value`` of the position in ``st`` (ongoing, its threat masks up to date)
-    for the player who moved into it: the evaluation that scores a playout cut short."""
-    p = 1 - st[H_TO_MOVE]
-    o = 1 - p
-    return _value(
-        st[H_META0 + p],
-        st[H_META0 + o],
-        st[H_CLOSED],
-        st[H_THREAT0 + p],
-        st[H_THREAT0 + o],
-        _allowed(st),
+    threats_p &= ~closed
+    threats_o &= ~closed
+    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
+        meta_o, closed & ~meta_o, threats_o
     )
+    sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
+    if threats_o & sent:
+        diff -= REPLY_CAPTURE
+    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
 
 
 @njit(cache=True, inline="always")
@@ -480,10 +456,8 @@ def _threat_boards(st, q, boards):
 
 
 @njit(cache=True)
-def uttt_playout(st, rng, policy, buf, cutoff):
-    """Play random moves to the end; returns the final status. With ``cutoff`` > 0 the
-    playout stops after that many moves and returns ONGOING (early playout termination, to
-    be scored by an evaluation: ``uttt_state_value``). With ``policy`` >= 1 the
+def uttt_playout(st, rng, policy, buf):
+    """Play random moves to the end; returns the final status. With ``policy`` >= 1 the
     mover wins at once when it can (decisive moves) and, with 2, otherwise avoids moves that
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
@@ -514,7 +488,6 @@ def uttt_playout(st, rng, policy, buf, cutoff):
     avail = _open_cells(st, closed)  # a free move is the avail-th of them, found in one pass
     ply0 = st[H_PLY]
     ply = ply0
-    stop = ply0 + cutoff if cutoff > 0 else 1 << 30  # the ply where a cut playout ends
     result = ONGOING
     special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
     b = 0
@@ -532,8 +505,6 @@ def uttt_playout(st, rng, policy, buf, cutoff):
         elif mine and _threat_boards(st, p, mine):
             result = p + 1
             break
-        if ply == stop:
-            break  # cut short (``cutoff``): ONGOING, the position after the last move
         if special:
             st[H_TO_MOVE] = p
             st[H_FORCED] = forced

@@ -180,7 +180,7 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
             state.apply_action(rng.choice(state.legal_actions()))
         fast = root_state(state, kernel_game(game))
         slow = fast.copy()
-        result = uttt_playout(fast, seed_rng(trial), policy, buf, 0)
+        result = uttt_playout(fast, seed_rng(trial), policy, buf)
         slow_rng = seed_rng(trial)
         while slow[H_STATUS] == 0:
             p = int(slow[H_TO_MOVE])
