@@ -14,7 +14,8 @@ knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``p
 virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
 ``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``); option ``minimax``: implicit minimax
 backups of a heuristic value (Lanctot, Winands, Pepels & Sturtevant 2014;
-``kernels.uttt.uttt_child_value``; ``UTTT_MINIMAX``). Final move: the most visited.
+``kernels.uttt.uttt_child_value``, the scale of its tanh the option ``value_scale``;
+``UTTT_MINIMAX``, ``UTTT_VALUE_SCALE``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -80,6 +81,9 @@ UTTT_PRIOR = 8
 # against main at 100 ms (0.533 over 500 games) and at equal iterations (bench/README.md,
 # branch uttt10).
 UTTT_MINIMAX = 0.15
+# uttt default of the option value_scale: the scale of the tanh of uttt_child_value, the
+# heuristic of implicit minimax backups (0.2 since branch uttt10, where 0.4 measured no better).
+UTTT_VALUE_SCALE = 0.2
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -193,6 +197,7 @@ def _run(
     capture_playouts: bool = False,
     prior: int = 0,
     minimax: float = 0.0,
+    value_scale: float = 0.2,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -231,6 +236,7 @@ def _run(
                 prior,
                 tree.values,
                 minimax,
+                value_scale,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -473,6 +479,9 @@ def _search(
     minimax = options.minimax
     if minimax is None:
         minimax = UTTT_MINIMAX if uttt else 0.0
+    value_scale = options.value_scale
+    if value_scale is None:
+        value_scale = UTTT_VALUE_SCALE
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -519,6 +528,7 @@ def _search(
         capture_playouts=options.capture_playouts,
         prior=prior,
         minimax=minimax,
+        value_scale=value_scale,
     )
     best = _choose(tree)
     if verify_share > 0.0:

@@ -36,6 +36,7 @@ UCB1_C = math.sqrt(2.0)
 MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
+MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -113,7 +114,7 @@ class MCTSOptions(Options):
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
     playouts take the small board they are sent to when they can; ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default)."""
+    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -127,10 +128,15 @@ class MCTSOptions(Options):
     verify: float | None = None
     expand: int | None = None
     minimax: float | None = None
+    value_scale: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
+        if self.value_scale is not None and not 0.0 < self.value_scale <= MAX_VALUE_SCALE:
+            raise EngineError(
+                f"option value_scale is in (0, {MAX_VALUE_SCALE:g}], not {self.value_scale}"
+            )
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:

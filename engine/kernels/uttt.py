@@ -73,9 +73,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
 WIN9, THREAT9, POP9, NTH9, EMPTY9 = _tables()
 META_LINES = np.array([sum(1 << i for i in line) for line in LINES], dtype=np.int32)
-# uttt_child_value: the scale of the tanh that maps a score difference into (0, 1), and what
-# the opponent's capture in reply (on the board it is sent to) costs the mover.
-VALUE_SCALE = 0.2
+# uttt_child_value: what the opponent's capture in reply (on the board it is sent to) costs the
+# mover (the scale of its tanh is the option value_scale, engine/mcts.py).
 REPLY_CAPTURE = 1.0
 
 SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
@@ -338,13 +337,14 @@ def _line_score(won, dead, threats):
 
 
 @njit(cache=True)
-def uttt_child_value(st, action):
+def uttt_child_value(st, action, scale):
     """A heuristic value in [0, 1] of the position after ``action`` for the player who plays it
-    (1: the move wins the game, 1/2: it draws it): a tanh of the difference of the players'
-    ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board it is sent
-    to (or any, on a free move). The evaluation of implicit minimax backups (Lanctot, Winands,
-    Pepels & Sturtevant 2014), computed from the masks without playing the move (the threat
-    masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after ``refresh``)."""
+    (1: the move wins the game, 1/2: it draws it): a tanh of ``scale`` times the difference of
+    the players' ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board
+    it is sent to (or any, on a free move). The evaluation of implicit minimax backups
+    (Lanctot, Winands, Pepels & Sturtevant 2014), computed from the masks without playing the
+    move (the threat masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after
+    ``refresh``)."""
     b, c, p, small, full = _after_move(st, action)
     o = 1 - p
     closed = st[H_CLOSED]
@@ -376,7 +376,7 @@ def uttt_child_value(st, action):
     sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
     if threats_o & sent:
         diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
+    return 0.5 + 0.5 * math.tanh(scale * diff)
 
 
 @njit(cache=True, inline="always")
