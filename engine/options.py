@@ -112,7 +112,9 @@ class MCTSOptions(Options):
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
-    playouts take the small board they are sent to when they can; ``minimax`` the weight of
+    playouts take the small board they are sent to when they can; ``avoid_playouts`` makes
+    them draw a move again, once, when it sends the opponent to a board it can capture at once
+    or to a closed one (None: the game's default, on for uttt); ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
     default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
 
@@ -124,6 +126,7 @@ class MCTSOptions(Options):
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
     capture_playouts: bool = False
+    avoid_playouts: bool | None = None
     prior: int | None = None
     verify: float | None = None
     expand: int | None = None
