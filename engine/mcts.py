@@ -14,7 +14,10 @@ knowledge (Gelly & Silver 2007; Chaslot et al. 2008: a new child starts with ``p
 virtual visits scored by ``kernels.uttt.uttt_move_prior``) and leaves expanded after
 ``expand`` visits (``UTTT_PRIOR``, ``UTTT_EXPAND``); option ``minimax``: implicit minimax
 backups of a heuristic value (Lanctot, Winands, Pepels & Sturtevant 2014;
-``kernels.uttt.uttt_child_value``; ``UTTT_MINIMAX``). Final move: the most visited.
+``kernels.uttt.uttt_child_value``, the scale of its tanh the option ``value_scale``;
+``UTTT_MINIMAX``, ``UTTT_VALUE_SCALE``); option ``avoid_playouts``: uttt playouts draw a
+move again, once, when it sends the opponent to a board it can capture at once or to a closed
+one (the playout-side term of the prior; ``UTTT_AVOID_PLAYOUTS``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -40,7 +43,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
-from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_CAPTURE, seed_rng
+from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_AVOID, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
     FIELDS,
     M_ROOM,
@@ -80,6 +83,13 @@ UTTT_PRIOR = 8
 # against main at 100 ms (0.533 over 500 games) and at equal iterations (bench/README.md,
 # branch uttt10).
 UTTT_MINIMAX = 0.15
+# uttt default of the option value_scale: the scale of the tanh of uttt_child_value, the
+# heuristic of implicit minimax backups (0.2 since branch uttt10, where 0.4 measured no better).
+UTTT_VALUE_SCALE = 0.2
+# uttt default of the option avoid_playouts (playouts redraw a move that sends the opponent
+# to a board it can capture, or to a closed one), measured at 100 ms against main (branch
+# uttt12, bench/README.md).
+UTTT_AVOID_PLAYOUTS = True
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -193,6 +203,8 @@ def _run(
     capture_playouts: bool = False,
     prior: int = 0,
     minimax: float = 0.0,
+    value_scale: float = 0.2,
+    avoid_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -204,6 +216,8 @@ def _run(
     policy = (2 if anti_decisive_playouts else 1) if decisive else 0
     if decisive and capture_playouts:
         policy |= PLAYOUT_CAPTURE
+    if decisive and avoid_playouts:
+        policy |= PLAYOUT_AVOID
 
     full = False  # no more growth in this search: the copy would not fit in the budget
 
@@ -231,6 +245,7 @@ def _run(
                 prior,
                 tree.values,
                 minimax,
+                value_scale,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -473,6 +488,12 @@ def _search(
     minimax = options.minimax
     if minimax is None:
         minimax = UTTT_MINIMAX if uttt else 0.0
+    value_scale = options.value_scale
+    if value_scale is None:
+        value_scale = UTTT_VALUE_SCALE
+    avoid_playouts = options.avoid_playouts
+    if avoid_playouts is None:
+        avoid_playouts = UTTT_AVOID_PLAYOUTS and uttt
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -519,6 +540,8 @@ def _search(
         capture_playouts=options.capture_playouts,
         prior=prior,
         minimax=minimax,
+        value_scale=value_scale,
+        avoid_playouts=avoid_playouts,
     )
     best = _choose(tree)
     if verify_share > 0.0:
@@ -581,6 +604,7 @@ def uct_search(
         capture_playouts=False,
         prior=0,
         minimax=0.0,
+        avoid_playouts=False,
     )
     return _search(
         state,

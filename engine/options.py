@@ -36,6 +36,7 @@ UCB1_C = math.sqrt(2.0)
 MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
+MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -111,9 +112,11 @@ class MCTSOptions(Options):
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
-    playouts take the small board they are sent to when they can; ``minimax`` the weight of
+    playouts take the small board they are sent to when they can; ``avoid_playouts`` makes
+    them draw a move again, once, when it sends the opponent to a board it can capture at once
+    or to a closed one (None: the game's default, on for uttt); ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default)."""
+    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -123,14 +126,20 @@ class MCTSOptions(Options):
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
     capture_playouts: bool = False
+    avoid_playouts: bool | None = None
     prior: int | None = None
     verify: float | None = None
     expand: int | None = None
     minimax: float | None = None
+    value_scale: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_c(self.c)
+        if self.value_scale is not None and not 0.0 < self.value_scale <= MAX_VALUE_SCALE:
+            raise EngineError(
+                f"option value_scale is in (0, {MAX_VALUE_SCALE:g}], not {self.value_scale}"
+            )
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:

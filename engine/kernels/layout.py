@@ -52,6 +52,9 @@ MOVES_MOVER_LOSES = 2  # every move lets the opponent win at once
 # Playout policy: 0 uniform, 1 decisive moves, 2 decisive and anti-decisive; uttt playouts
 # with this bit added also capture the small board they are sent to when they can.
 PLAYOUT_CAPTURE = 4
+# uttt playouts with this bit added draw a move again, once, when it sends the opponent to a
+# board it can capture at once or gives it a free move.
+PLAYOUT_AVOID = 8
 
 NEAR_MIN_CELLS = 50  # mnk boards with more cells search only cells within 2 of a stone
 NEAR_RADIUS = 2

@@ -106,11 +106,11 @@ def move_prior(st, action):
 
 
 @njit(cache=True)
-def child_value(st, action):
+def child_value(st, action, scale):
     """A heuristic value in [0, 1] of the position after ``action`` for its mover, for
-    implicit minimax backups (uttt only, else 1/2)."""
+    implicit minimax backups (uttt only, with the tanh scale ``scale``; else 1/2)."""
     if st[H_KIND] == KIND_UTTT:
-        return uttt_child_value(st, action)
+        return uttt_child_value(st, action, scale)
     return 0.5
 
 

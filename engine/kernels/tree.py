@@ -157,6 +157,7 @@ def mcts_run(
     prior,
     values,
     imm,
+    scale,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -172,8 +173,9 @@ def mcts_run(
     visits scored by its ``rules.move_prior`` (+1: 3/4 of a win, 0: half, -1: a quarter,
     -2: none). ``imm`` > 0: implicit minimax backups (Lanctot, Winands, Pepels & Sturtevant
     2014): ``values[j]`` holds node j's heuristic minimax value for the player who moved into
-    it (``rules.child_value`` at a leaf, backed up through the tree at each expansion) and
-    selection scores a child (1 - imm) * its mean reward + imm * that value."""
+    it (``rules.child_value`` at a leaf, its tanh scale ``scale``, backed up through the tree
+    at each expansion) and selection scores a child (1 - imm) * its mean reward + imm * that
+    value."""
     capacity = nodes.shape[0] // NODE_SIZE
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -290,7 +292,7 @@ def mcts_run(
                 meta[M_NODES] = n_nodes + n_moves
                 if imm > 0.0:
                     for i in range(n_moves):
-                        values[n_nodes + i] = child_value(st, buf[i])
+                        values[n_nodes + i] = child_value(st, buf[i], scale)
                     _back_up_values(nodes, values, path, depth)
             mover = st[H_TO_MOVE]
             if n_moves > 0 and code == MOVES_MOVER_WINS:

@@ -33,6 +33,7 @@ from engine.kernels.layout import (
     MOVES_NORMAL,
     O_WON,
     ONGOING,
+    PLAYOUT_AVOID,
     PLAYOUT_CAPTURE,
     X_WON,
     below,
@@ -73,9 +74,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
 WIN9, THREAT9, POP9, NTH9, EMPTY9 = _tables()
 META_LINES = np.array([sum(1 << i for i in line) for line in LINES], dtype=np.int32)
-# uttt_child_value: the scale of the tanh that maps a score difference into (0, 1), and what
-# the opponent's capture in reply (on the board it is sent to) costs the mover.
-VALUE_SCALE = 0.2
+# uttt_child_value: what the opponent's capture in reply (on the board it is sent to) costs the
+# mover (the scale of its tanh is the option value_scale, engine/mcts.py).
 REPLY_CAPTURE = 1.0
 
 SAFE_TRIES = 4  # random legal moves tried in a playout before listing the safe ones
@@ -338,13 +338,14 @@ def _line_score(won, dead, threats):
 
 
 @njit(cache=True)
-def uttt_child_value(st, action):
+def uttt_child_value(st, action, scale):
     """A heuristic value in [0, 1] of the position after ``action`` for the player who plays it
-    (1: the move wins the game, 1/2: it draws it): a tanh of the difference of the players'
-    ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board it is sent
-    to (or any, on a free move). The evaluation of implicit minimax backups (Lanctot, Winands,
-    Pepels & Sturtevant 2014), computed from the masks without playing the move (the threat
-    masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after ``refresh``)."""
+    (1: the move wins the game, 1/2: it draws it): a tanh of ``scale`` times the difference of
+    the players' ``_line_score``, less REPLY_CAPTURE when the opponent can take the small board
+    it is sent to (or any, on a free move). The evaluation of implicit minimax backups
+    (Lanctot, Winands, Pepels & Sturtevant 2014), computed from the masks without playing the
+    move (the threat masks H_THREAT0/1 as ``uttt_apply`` leaves them: at an expansion, after
+    ``refresh``)."""
     b, c, p, small, full = _after_move(st, action)
     o = 1 - p
     closed = st[H_CLOSED]
@@ -376,7 +377,7 @@ def uttt_child_value(st, action):
     sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
     if threats_o & sent:
         diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
+    return 0.5 + 0.5 * math.tanh(scale * diff)
 
 
 @njit(cache=True, inline="always")
@@ -455,6 +456,17 @@ def _threat_boards(st, q, boards):
     return out
 
 
+@njit(cache=True, inline="always")
+def _gives_capture(st, o, b, c, full, closed):
+    """Whether the move to cell ``c`` of board ``b`` (``full``: b's occupied cells after it)
+    gives opponent ``o`` a free move (a closed board, as before the move) or sends it to a
+    board where it can capture a small board at once."""
+    if (closed >> c) & 1:
+        return True
+    occupied = full if c == b else st[np.uint32(OFF_FULL + c)]
+    return (THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * o + c)])] & ~occupied & 511) != 0
+
+
 @njit(cache=True)
 def uttt_playout(st, rng, policy, buf):
     """Play random moves to the end; returns the final status. With ``policy`` >= 1 the
@@ -462,8 +474,11 @@ def uttt_playout(st, rng, policy, buf):
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
     forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
-    sent to when it can. The state is left as ``uttt_apply`` would leave it but for the
-    threat masks (H_THREAT0/1), not kept up to date.
+    sent to when it can; with PLAYOUT_AVOID (and neither of those) it draws a move again,
+    once, when the move sends the opponent to a board it can capture at once or gives it a
+    free move (``_gives_capture``; the playout-side term of ``uttt_move_prior``). The state
+    is left as ``uttt_apply`` would leave it but for the threat masks (H_THREAT0/1), not kept
+    up to date.
 
     The rules of ``uttt_apply`` inlined over local variables: the header fields stay in
     registers for the whole playout and a move costs one lookup of the board's occupied
@@ -490,6 +505,7 @@ def uttt_playout(st, rng, policy, buf):
     ply = ply0
     result = ONGOING
     special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
+    avoid = (policy & PLAYOUT_AVOID) != 0
     b = 0
     c = 0
     last = st[H_LAST]
@@ -520,10 +536,17 @@ def uttt_playout(st, rng, policy, buf):
         elif forced >= 0:
             x = xorshift_step(x)
             c = _random_empty(full, x)
+            if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
+                x = xorshift_step(x)
+                c = _random_empty(full, x)
         else:
             x = xorshift_step(x)
             b, c = _free_move(st, closed, below(x, avail))
             full = st[np.uint32(OFF_FULL + b)]
+            if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
+                x = xorshift_step(x)
+                b, c = _free_move(st, closed, below(x, avail))
+                full = st[np.uint32(OFF_FULL + b)]
         # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
         # wraparound on the chain of dependent loads).
         bit = 1 << b

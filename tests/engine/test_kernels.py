@@ -152,12 +152,21 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
     return child.winner() == player
 
 
-@pytest.mark.parametrize("policy", [0, 1, 2])
+@pytest.mark.parametrize("policy", [0, 1, 2, 9])
 def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     """The inlined playout equals the same random choices made through uttt_apply: policy 1
-    takes a game-winning move, 2 also avoids handing the opponent one. The playout leaves
-    the threat masks as they were: refreshed on every board, they are uttt_apply's."""
-    from engine.kernels.layout import H_STATUS, H_TO_MOVE, seed_rng
+    takes a game-winning move, 2 also avoids handing the opponent one, 9 (1 + PLAYOUT_AVOID)
+    draws a move again, once, when it sends the opponent to a closed board or to one where
+    the opponent can capture a small board at once. The playout leaves the threat masks as
+    they were: refreshed on every board, they are uttt_apply's."""
+    from engine.kernels.layout import (
+        H_CLOSED,
+        H_STATUS,
+        H_THREAT0,
+        H_TO_MOVE,
+        PLAYOUT_AVOID,
+        seed_rng,
+    )
     from engine.kernels.uttt import (
         SAFE_TRIES,
         _is_safe,
@@ -168,6 +177,16 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
         uttt_random_move,
         uttt_refresh_threats,
     )
+
+    def gives_capture(st: np.ndarray, action: int) -> bool:
+        # the move sends the opponent to a closed board (as before the move) or to an open
+        # one where it has a cell completing a small line (board b as after the move)
+        c = action % 9
+        if int(st[H_CLOSED]) >> c & 1:
+            return True
+        after = st.copy()
+        uttt_apply(after, action)
+        return bool(after[H_THREAT0 + 1 - int(st[H_TO_MOVE])] >> c & 1)
 
     game = engine.make_game("uttt")
     rng = random.Random(3)
@@ -189,7 +208,7 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
                     expected = p + 1
                     break
                 opp = _opponent_wins_mask(slow)
-                if opp and policy >= 2:
+                if opp and policy & 2:
                     # Rejection sampling first, then the list of safe moves.
                     tries = (uttt_random_move(slow, slow_rng) for _ in range(SAFE_TRIES))
                     a = next((t for t in tries if _is_safe(slow, t, opp)), -1)
@@ -200,7 +219,10 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
                         break
                     uttt_apply(slow, a)
                     continue
-            uttt_apply(slow, uttt_random_move(slow, slow_rng))
+            a = uttt_random_move(slow, slow_rng)
+            if policy & PLAYOUT_AVOID and gives_capture(slow, a):
+                a = uttt_random_move(slow, slow_rng)
+            uttt_apply(slow, a)
         else:
             expected = int(slow[H_STATUS])
         assert result == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 import engine
@@ -37,6 +38,8 @@ def _search(  # noqa: ANN202
     seed: int,
     minimax: float = 0.0,
     solver: bool = False,
+    iterations: int = 6000,
+    value_scale: float = 0.2,
 ):
     state = engine.replay(engine.make_game(name, **params), moves)
     game = kernel_game(state.game)
@@ -46,7 +49,7 @@ def _search(  # noqa: ANN202
         root_state(state, game),
         game,
         deadline=None,
-        iterations=6000,
+        iterations=iterations,
         clock=time.perf_counter,
         rng=seed_rng(seed),
         c=0.7,
@@ -55,8 +58,9 @@ def _search(  # noqa: ANN202
         expand=expand,
         prior=prior,
         minimax=minimax,
+        value_scale=value_scale,
     )
-    assert done == 6000
+    assert done == iterations
     return tree
 
 
@@ -137,3 +141,40 @@ def test_implicit_minimax_values_are_backed_up(moves: list[int]) -> None:
     assert expanded > 100
     plain = _search("uttt", {}, moves, prior=8, expand=4, seed=7, solver=True)
     assert not plain.values[: plain.size].any()
+
+
+@pytest.mark.parametrize("scale", [0.2, 0.5])
+def test_leaf_values_are_the_heuristic_at_the_option_scale(scale: float) -> None:
+    """Option value_scale: a leaf's implicit minimax value is uttt_child_value of its move,
+    from its parent's position, with the tanh scale the search was given."""
+    from engine.kernels.uttt import uttt_child_value
+
+    moves = [40, 36, 4, 37, 13, 41]
+    tree = _search("uttt", {}, moves, prior=8, expand=4, seed=7, minimax=0.3, iterations=2000)
+    scaled = _search(
+        "uttt",
+        {},
+        moves,
+        prior=8,
+        expand=4,
+        seed=7,
+        minimax=0.3,
+        iterations=2000,
+        value_scale=scale,
+    )
+    leaves = [j for j in range(1, scaled.size) if int(scaled.first[j]) == 0][:300]
+    assert len(leaves) == 300
+    differ = 0
+    for j in leaves:
+        path = []
+        node = int(scaled.parent[j])
+        while node > 0:
+            path.append(int(scaled.action[node]))
+            node = int(scaled.parent[node])
+        state = engine.replay(engine.make_game("uttt"), moves + path[::-1])
+        st = root_state(state, kernel_game(state.game))
+        assert scaled.values[j] == uttt_child_value(st, int(scaled.action[j]), scale)
+        differ += uttt_child_value(st, int(scaled.action[j]), 0.2) != scaled.values[j]
+    assert (differ > 0) == (scale != 0.2)
+    same = np.array_equal(tree.nodes[: tree.size * 8], scaled.nodes[: scaled.size * 8])
+    assert same == (scale == 0.2)  # the default scale: the same search

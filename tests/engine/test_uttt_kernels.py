@@ -32,7 +32,6 @@ from engine.kernels.uttt import (
     POP9,
     REPLY_CAPTURE,
     THREAT9,
-    VALUE_SCALE,
     WIN9,
     _random_empty,
     uttt_apply,
@@ -97,7 +96,7 @@ def _reference_prior(state: UTTTState, action: int) -> int:
     return captures - free - int(_captures(child, 1 - player))
 
 
-def _reference_value(state: UTTTState, action: int) -> float:
+def _reference_value(state: UTTTState, action: int, scale: float) -> float:
     """uttt_child_value's definition over the reference rules: the move played on a copy."""
     player = state.current_player()
     child = state.clone()
@@ -126,21 +125,27 @@ def _reference_value(state: UTTTState, action: int) -> float:
     diff = prospects(player) - prospects(1 - player)
     if any(threatens(1 - player, b) for b in child.allowed_boards()):
         diff -= REPLY_CAPTURE
-    return 0.5 + 0.5 * math.tanh(VALUE_SCALE * diff)
+    return 0.5 + 0.5 * math.tanh(scale * diff)
 
 
 @settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), plies=st.integers(0, 81))
-def test_child_value_matches_its_definition(seed: int, plies: int) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    plies=st.integers(0, 81),
+    scale=st.sampled_from([0.2, 0.3, 0.05]),
+)
+def test_child_value_matches_its_definition(seed: int, plies: int, scale: float) -> None:
     """The heuristic of implicit minimax backups: 1 for a game-winning move, 1/2 for a
     drawing one, else the tanh of the difference of the players' prospects on the board of
-    boards, checked against the same definition over the reference rules."""
+    boards (scaled by ``scale``, the option value_scale), checked against the same definition
+    over the reference rules."""
     state = _random_position(seed, plies)
     if state.is_terminal():
         return
     s = root_state(state, kernel_game(GAME))
     for action in state.legal_actions():
-        assert uttt_child_value(s, action) == pytest.approx(_reference_value(state, action))
+        expected = _reference_value(state, action, scale)
+        assert uttt_child_value(s, action, scale) == pytest.approx(expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -340,8 +345,9 @@ def test_solver_proofs_are_exact_on_late_positions(options: dict) -> None:
 
 def test_new_options_are_checked() -> None:
     bad_options = ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True})
-    for bad in (*bad_options, {"minimax": -0.1}, {"minimax": 1.5}):
-        with pytest.raises(engine.EngineError, match="option (expand|prior|minimax)"):
+    bad_options += ({"minimax": -0.1}, {"minimax": 1.5}, {"value_scale": 0}, {"value_scale": 11})
+    for bad in bad_options:
+        with pytest.raises(engine.EngineError, match="option (expand|prior|minimax|value_scale)"):
             MCTSOptions(**bad)
 
 
