@@ -203,7 +203,7 @@ def _run(
     capture_playouts: bool = False,
     prior: int = 0,
     minimax: float = 0.0,
-    value_scale: float = 0.2,
+    value_scale: float = UTTT_VALUE_SCALE,
     avoid_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
