@@ -684,6 +684,17 @@ def _threat_kind(p, c, g, info):
 
 
 @kernel
+def _double_threat_move(p, g, buf, n):
+    """The first of the ``n`` cells of ``buf`` where p makes an open four or a double four (two
+    winning cells: it wins unless the other side wins first), or -1."""
+    for i in range(n):
+        c = buf[i]
+        if _fours_at(p, c, g) >= 2 and _winning_cells_after(p, c, g) >= 2:
+            return c
+    return -1
+
+
+@kernel
 def vct(p, attacking, depth, ply, g, s):
     """Victory by continuous threats (Allis 1994, threat-space search) for attacker p, within
     ``depth`` attacking moves, each a four or an open three (``_threat_kind``). With
@@ -707,12 +718,7 @@ def vct(p, attacking, depth, ply, g, s):
             n = 1  # block the four
         else:
             n = _candidates(g, buf)
-            threat = False
-            for i in range(n):
-                if _fours_at(p, buf[i], g) >= 2 and _winning_cells_after(p, buf[i], g) >= 2:
-                    threat = True
-                    break
-            if not threat:
+            if _double_threat_move(p, g, buf, n) < 0:
                 return False  # no four, no open three: the attack has run out
             n = _answers(d, ply, n, g, s.moves, s.scores)
         for i in range(n):
@@ -747,12 +753,11 @@ def vct(p, attacking, depth, ply, g, s):
         # The last attacking move must win by itself: an open four or a double four. After
         # a four (one winning cell) or an open three the defender blocks, and no attacking
         # move is left (Allis 1994's threat sequences end in such a double threat).
-        for i in range(n):
-            c = buf[i]
-            if _fours_at(p, c, g) >= 2 and _winning_cells_after(p, c, g) >= 2:
-                info[BEST] = c
-                return True
-        return False
+        c = _double_threat_move(p, g, buf, n)
+        if c < 0:
+            return False
+        info[BEST] = c
+        return True
     key = _threat_slot(p, 1, info)
     if _no_threat_win(key, depth, g):
         return False
