@@ -140,6 +140,14 @@ class MCTSOptions(Options):
             raise EngineError(
                 f"option value_scale is in (0, {MAX_VALUE_SCALE:g}], not {self.value_scale}"
             )
+        if self.avoid_playouts and (
+            not self.decisive or self.anti_decisive_playouts or self.capture_playouts
+        ):
+            # uttt_playout applies the redraw to its own decisive-move playouts only
+            raise EngineError(
+                "option avoid_playouts works with decisive playouts alone, not with"
+                " decisive=false, anti_decisive_playouts or capture_playouts"
+            )
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:
