@@ -460,11 +460,12 @@ def _threat_boards(st, q, boards):
 def _gives_capture(st, o, b, c, full, closed):
     """Whether the move to cell ``c`` of board ``b`` (``full``: b's occupied cells after it)
     gives opponent ``o`` a free move (a closed board, as before the move) or sends it to a
-    board where it can capture a small board at once."""
-    if (closed >> c) & 1:
-        return True
-    occupied = full if c == b else st[np.uint32(OFF_FULL + c)]
-    return (THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * o + c)])] & ~occupied & 511) != 0
+    board where it can capture a small board at once. Branchless (every load is in bounds:
+    ``c`` < 9): whether a playout move is redrawn is close to a coin toss."""
+    occupied = st[np.uint32(OFF_FULL + c)]
+    occupied = full if c == b else occupied
+    threats = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * o + c)])] & ~occupied
+    return ((closed >> c) & 1 | (threats & 511)) != 0
 
 
 @njit(cache=True)
@@ -510,6 +511,8 @@ def uttt_playout(st, rng, policy, buf):
     c = 0
     last = st[H_LAST]
     x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
+    cap_mover = _threat_boards(st, p, 511) if avoid else 0
+    cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
     while True:
         mine = meta_threat0 if p == 0 else meta_threat1
         if forced >= 0:
@@ -536,9 +539,15 @@ def uttt_playout(st, rng, policy, buf):
         elif forced >= 0:
             x = xorshift_step(x)
             c = _random_empty(full, x)
-            if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
-                x = xorshift_step(x)
-                c = _random_empty(full, x)
+            if avoid:
+                # Board b as after the move, the others from the opponent's capture mask.
+                here = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * (1 - p) + b)])] & ~full
+                bad = (closed | cap_other) & ~(1 << b) | closed & (1 << b)
+                x2 = xorshift_step(x)
+                c2 = _random_empty(full, x2)
+                redraw = ((bad >> c) & 1) | ((c == b) & ((here & ~(1 << c) & 511) != 0))
+                x = x2 if redraw else x
+                c = c2 if redraw else c
         else:
             x = xorshift_step(x)
             b, c = _free_move(st, closed, below(x, avail))
@@ -559,6 +568,15 @@ def uttt_playout(st, rng, policy, buf):
         ply += 1
         last = 9 * b + c
         p = 1 - p
+        if avoid:
+            # Each player's capture boards (a small-board threat on an empty cell), board b as
+            # after the move; the mover's become the other's.
+            mine_now = (THREAT9[np.uint32(small)] & ~full & 511) != 0
+            theirs = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
+            mover_cap = (cap_mover & ~bit) | (bit if mine_now else 0)
+            other_cap = (cap_other & ~bit) | (bit if theirs != 0 else 0)
+            cap_mover = other_cap
+            cap_other = mover_cap
         if WIN9[np.uint32(small)]:
             closed |= bit
             avail -= EMPTY9[np.uint32(full)] & 15
