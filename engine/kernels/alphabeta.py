@@ -98,8 +98,6 @@ def negamax(p, depth, alpha, beta, ply, game, search):
     # follow each other, each answer extended again kept an iteration from ending).
     if kind == 3 or (kind == 4 and ply < 2 * info[ROOT_DEPTH]):
         depth += 1
-    elif depth <= 0:
-        depth = score  # quiet_leaf's (False, plies): a leaf it extends (threat quiescence)
     if depth <= 0:
         return evaluate(game, search, p)
     alpha0 = alpha

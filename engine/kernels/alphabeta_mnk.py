@@ -47,7 +47,6 @@ from engine.kernels.alphabeta_base import (
     HASH,
     INF,
     INFO_SIZE,
-    ROOT_DEPTH,
     STOP,
     WIN,
     SearchArrays,
@@ -76,9 +75,6 @@ ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
-# A leaf where the opponent has a VCF is searched a ply further, up to this many plies past
-# the iteration's depth (``quiet_leaf``).
-LEAF_EXTEND_PLIES = 2
 
 MNKArrays = namedtuple(
     "MNKArrays",
@@ -866,18 +862,6 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            q = 1 - p
-            if (
-                info[VCF_DEPTH] > 0
-                and info[THREES + q] > 0
-                and ply < info[ROOT_DEPTH] + LEAF_EXTEND_PLIES
-                and vcf(q, info[VCF_DEPTH], ply, game, search) > 0
-            ):
-                # Threat quiescence (null-move threat detection at the leaf, as Gomocup
-                # engines run VCF in the tree): the opponent wins by fours if the mover
-                # passes, so the leaf is not quiet; the search goes a ply further to see
-                # whether one move defends (a bounded extension).
-                return False, np.int64(1)
             score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
