@@ -75,7 +75,6 @@ ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
-LEAF_VCT_DEPTH = 2  # threats of the mover's VCT at the quiet leaves (``quiet_leaf``)
 
 MNKArrays = namedtuple(
     "MNKArrays",
@@ -863,12 +862,6 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            attack = ply - ply + 1  # not literals (see ``vct``)
-            if info[VCF_DEPTH] > 0 and vct(p, attack, attack * LEAF_VCT_DEPTH, ply, game, search):
-                # A VCT of two threats (a double open three, a four-three after an open
-                # three...): the threat-space search in the tree sees the threats that are
-                # not fours (Allis 1994; Gomocup engines search threats at the leaves).
-                return True, WIN - (ply + 2 * LEAF_VCT_DEPTH + 1)
             score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
