@@ -493,149 +493,147 @@ def uttt_playout(st, rng, policy, buf):
     return _playout_plain(st, rng, policy, buf)
 
 
-@njit(inline="always")
-def _playout_loop(st, rng, policy, buf, avoid):
-    """``uttt_playout``'s loop, with or without PLAYOUT_AVOID (``avoid``, a constant at each
-    of its two callers, which numba inlines it into: the plain loop carries none of the avoid
-    code or registers). Two named functions rather than two closures of one factory: numba
-    keeps a function's cache in files named after it, and closures share theirs, so processes
-    compiling both at once could swap their code."""
-    status = st[H_STATUS]
-    if status != ONGOING:
-        return status
-    p = st[H_TO_MOVE]
-    forced = st[H_FORCED]
-    closed = st[H_CLOSED]
-    meta0 = st[H_META0]
-    meta1 = st[H_META0 + 1]
-    # Open boards whose capture would complete a line of boards, per player (they change only
-    # when a board closes); zero without decisive moves, so never tested.
-    decisive = 511 if policy >= 1 else 0
-    meta_threat0 = THREAT9[meta0] & ~closed & decisive
-    meta_threat1 = THREAT9[meta1] & ~closed & decisive
-    avail = _open_cells(st, closed)  # a free move is the avail-th of them, found in one pass
-    ply0 = st[H_PLY]
-    ply = ply0
-    result = ONGOING
-    special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
-    b = 0
-    c = 0
-    last = st[H_LAST]
-    x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
-    cap_mover = _threat_boards(st, p, 511) if avoid else 0
-    cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
-    while True:
-        mine = meta_threat0 if p == 0 else meta_threat1
-        if forced >= 0:
-            b = forced
-            full = st[np.uint32(OFF_FULL + b)]
-            if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
-                result = p + 1  # a game-winning move is there
+def _make_playout(avoid, name):
+    """``uttt_playout``'s loop compiled with or without PLAYOUT_AVOID (``avoid``, a constant
+    of the closure: the other loop carries none of its code or registers), as kernel ``name``.
+    numba names a kernel's cache files after its qualified name and line, which closures of
+    one factory share; processes compiling both loops at once could then swap their code. So
+    each gets its own name (tests/engine/test_kernel_cache_files.py)."""
+
+    def run(st, rng, policy, buf):
+        status = st[H_STATUS]
+        if status != ONGOING:
+            return status
+        p = st[H_TO_MOVE]
+        forced = st[H_FORCED]
+        closed = st[H_CLOSED]
+        meta0 = st[H_META0]
+        meta1 = st[H_META0 + 1]
+        # Open boards whose capture would complete a line of boards, per player (they change only
+        # when a board closes); zero without decisive moves, so never tested.
+        decisive = 511 if policy >= 1 else 0
+        meta_threat0 = THREAT9[meta0] & ~closed & decisive
+        meta_threat1 = THREAT9[meta1] & ~closed & decisive
+        avail = _open_cells(st, closed)  # a free move is the avail-th of them, found in one pass
+        ply0 = st[H_PLY]
+        ply = ply0
+        result = ONGOING
+        special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
+        b = 0
+        c = 0
+        last = st[H_LAST]
+        x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
+        cap_mover = _threat_boards(st, p, 511) if avoid else 0
+        cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
+        while True:
+            mine = meta_threat0 if p == 0 else meta_threat1
+            if forced >= 0:
+                b = forced
+                full = st[np.uint32(OFF_FULL + b)]
+                if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
+                    result = p + 1  # a game-winning move is there
+                    break
+            elif mine and _threat_boards(st, p, mine):
+                result = p + 1
                 break
-        elif mine and _threat_boards(st, p, mine):
-            result = p + 1
-            break
-        if special:
-            st[H_TO_MOVE] = p
-            st[H_FORCED] = forced
-            st[H_CLOSED] = closed
-            rng[0] = x
-            opp = meta_threat1 if p == 0 else meta_threat0
-            b, c = _policy_move(st, rng, policy, opp, avail, buf)
-            x = rng[0]
-            if b < 0:
-                result = 2 - p  # every move hands the opponent the game
-                break
-            full = st[np.uint32(OFF_FULL + b)]
-        elif forced >= 0:
-            x = xorshift_step(x)
-            c = _random_empty(full, x)
-            if avoid:
-                # Board b as after the move, the others from the opponent's capture mask.
-                here = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * (1 - p) + b)])] & ~full
-                bad = (closed | cap_other) & ~(1 << b) | closed & (1 << b)
-                x2 = xorshift_step(x)
-                c2 = _random_empty(full, x2)
-                redraw = ((bad >> c) & 1) | ((c == b) & ((here & ~(1 << c) & 511) != 0))
-                x = x2 if redraw else x
-                c = c2 if redraw else c
-        else:
-            x = xorshift_step(x)
-            b, c = _free_move(st, closed, below(x, avail))
-            full = st[np.uint32(OFF_FULL + b)]
-            if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
+            if special:
+                st[H_TO_MOVE] = p
+                st[H_FORCED] = forced
+                st[H_CLOSED] = closed
+                rng[0] = x
+                opp = meta_threat1 if p == 0 else meta_threat0
+                b, c = _policy_move(st, rng, policy, opp, avail, buf)
+                x = rng[0]
+                if b < 0:
+                    result = 2 - p  # every move hands the opponent the game
+                    break
+                full = st[np.uint32(OFF_FULL + b)]
+            elif forced >= 0:
+                x = xorshift_step(x)
+                c = _random_empty(full, x)
+                if avoid:
+                    # Board b as after the move, the others from the opponent's capture mask.
+                    here = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * (1 - p) + b)])] & ~full
+                    bad = (closed | cap_other) & ~(1 << b) | closed & (1 << b)
+                    x2 = xorshift_step(x)
+                    c2 = _random_empty(full, x2)
+                    redraw = ((bad >> c) & 1) | ((c == b) & ((here & ~(1 << c) & 511) != 0))
+                    x = x2 if redraw else x
+                    c = c2 if redraw else c
+            else:
                 x = xorshift_step(x)
                 b, c = _free_move(st, closed, below(x, avail))
                 full = st[np.uint32(OFF_FULL + b)]
-        # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
-        # wraparound on the chain of dependent loads).
-        bit = 1 << b
-        k = np.uint32(OFF_SMALL + 9 * p + b)
-        small = st[k] | (1 << c)
-        st[k] = small
-        full |= 1 << c
-        st[np.uint32(OFF_FULL + b)] = full
-        avail -= 1
-        ply += 1
-        last = 9 * b + c
-        p = 1 - p
-        if avoid:
-            # Each player's capture boards (a small-board threat on an empty cell), board b as
-            # after the move; the mover's become the other's.
-            mine_now = (THREAT9[np.uint32(small)] & ~full & 511) != 0
-            theirs = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
-            mover_cap = (cap_mover & ~bit) | (bit if mine_now else 0)
-            other_cap = (cap_other & ~bit) | (bit if theirs != 0 else 0)
-            cap_mover = other_cap
-            cap_other = mover_cap
-        if WIN9[np.uint32(small)]:
-            closed |= bit
-            avail -= EMPTY9[np.uint32(full)] & 15
-            if p == 1:
-                meta0 |= bit
-                if WIN9[np.uint32(meta0)]:
-                    status = X_WON
-            else:
-                meta1 |= bit
-                if WIN9[np.uint32(meta1)]:
-                    status = O_WON
-            meta_threat0 = THREAT9[meta0] & ~closed & decisive
-            meta_threat1 = THREAT9[meta1] & ~closed & decisive
-            if status == ONGOING and closed == 511:
-                status = DRAW
-        elif full == 511:
-            closed |= bit
-            meta_threat0 &= ~bit
-            meta_threat1 &= ~bit
-            if closed == 511:
-                status = DRAW
-        forced = -1 if (closed >> c) & 1 else c
-        if status != ONGOING:
-            result = status
-            break
-    rng[0] = x
-    # The threat masks are left as they were (nothing reads them after a playout;
-    # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
-    st[H_TO_MOVE] = p
-    st[H_FORCED] = forced
-    st[H_CLOSED] = closed
-    st[H_META0] = meta0
-    st[H_META0 + 1] = meta1
-    st[H_EMPTY] -= ply - ply0
-    st[H_PLY] = ply
-    st[H_LAST] = last
-    st[H_STATUS] = status
-    return result
+                if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
+                    x = xorshift_step(x)
+                    b, c = _free_move(st, closed, below(x, avail))
+                    full = st[np.uint32(OFF_FULL + b)]
+            # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
+            # wraparound on the chain of dependent loads).
+            bit = 1 << b
+            k = np.uint32(OFF_SMALL + 9 * p + b)
+            small = st[k] | (1 << c)
+            st[k] = small
+            full |= 1 << c
+            st[np.uint32(OFF_FULL + b)] = full
+            avail -= 1
+            ply += 1
+            last = 9 * b + c
+            p = 1 - p
+            if avoid:
+                # Each player's capture boards (a small-board threat on an empty cell), board b as
+                # after the move; the mover's become the other's.
+                mine_now = (THREAT9[np.uint32(small)] & ~full & 511) != 0
+                theirs = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
+                mover_cap = (cap_mover & ~bit) | (bit if mine_now else 0)
+                other_cap = (cap_other & ~bit) | (bit if theirs != 0 else 0)
+                cap_mover = other_cap
+                cap_other = mover_cap
+            if WIN9[np.uint32(small)]:
+                closed |= bit
+                avail -= EMPTY9[np.uint32(full)] & 15
+                if p == 1:
+                    meta0 |= bit
+                    if WIN9[np.uint32(meta0)]:
+                        status = X_WON
+                else:
+                    meta1 |= bit
+                    if WIN9[np.uint32(meta1)]:
+                        status = O_WON
+                meta_threat0 = THREAT9[meta0] & ~closed & decisive
+                meta_threat1 = THREAT9[meta1] & ~closed & decisive
+                if status == ONGOING and closed == 511:
+                    status = DRAW
+            elif full == 511:
+                closed |= bit
+                meta_threat0 &= ~bit
+                meta_threat1 &= ~bit
+                if closed == 511:
+                    status = DRAW
+            forced = -1 if (closed >> c) & 1 else c
+            if status != ONGOING:
+                result = status
+                break
+        rng[0] = x
+        # The threat masks are left as they were (nothing reads them after a playout;
+        # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
+        st[H_TO_MOVE] = p
+        st[H_FORCED] = forced
+        st[H_CLOSED] = closed
+        st[H_META0] = meta0
+        st[H_META0 + 1] = meta1
+        st[H_EMPTY] -= ply - ply0
+        st[H_PLY] = ply
+        st[H_LAST] = last
+        st[H_STATUS] = status
+        return result
+
+    run.__name__ = run.__qualname__ = name
+    return njit(cache=True)(run)
 
 
-@njit(cache=True)
-def _playout_plain(st, rng, policy, buf):
-    return _playout_loop(st, rng, policy, buf, False)
-
-
-@njit(cache=True)
-def _playout_avoid(st, rng, policy, buf):
-    return _playout_loop(st, rng, policy, buf, True)
+_playout_plain = _make_playout(False, "_playout_plain")
+_playout_avoid = _make_playout(True, "_playout_avoid")
 
 
 @njit(cache=True)

@@ -1,18 +1,24 @@
 """numba keeps a cached kernel in files named after its module, qualified name and first line
-(``uttt._playout_avoid-636.py311.nbi`` and its numbered ``.nbc``). Closures made by one factory
+(``uttt._playout_avoid-503.py311.nbi`` and its numbered ``.nbc``). Closures made by one factory
 share those files, and two processes compiling different closures at once can swap their code
 (numba numbers a function's compiled versions within its files): while uttt's two playout loops
-were closures, the fresh-clone suite failed the plain loop's test (policies 0 and 1), once. So
-no kernel is a closure, and each has its own files."""
+were closures of one name, the fresh-clone suite failed the plain loop's test (policies 0 and
+1), once. So each kernel has its own files: the playout's closures are given their own names."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 
 from numba.core.dispatcher import Dispatcher
 
 import engine.kernels
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _kernels() -> dict[str, Dispatcher]:
@@ -31,25 +37,42 @@ def _kernels() -> dict[str, Dispatcher]:
     return dict(found.values())
 
 
-def test_no_kernel_is_a_closure() -> None:
+def test_each_kernel_has_its_own_cache_file_name() -> None:
     kernels = _kernels()
     assert "engine.kernels.uttt._playout_avoid" in kernels  # the walk sees the kernels
-    closures = sorted(
-        name for name, kernel in kernels.items() if "<locals>" in kernel.py_func.__qualname__
-    )
-    assert closures == []
-
-
-def test_each_kernel_has_its_own_cache_files() -> None:
-    # the files' base name: module, qualified name (numba drops "<locals>") and first line
     bases: dict[tuple[str, str, int], list[str]] = {}
-    for name, kernel in _kernels().items():
-        code = kernel.py_func.__code__
-        key = (
-            kernel.py_func.__module__,
-            kernel.py_func.__qualname__.replace("<locals>.", ""),
-            code.co_firstlineno,
-        )
+    for name, kernel in kernels.items():
+        func = kernel.py_func
+        key = (func.__module__, func.__qualname__, func.__code__.co_firstlineno)
         bases.setdefault(key, []).append(name)
     shared = {key: names for key, names in bases.items() if len(names) > 1}
     assert shared == {}
+
+
+# Compile the two playout loops into an empty cache and name the index files written.
+PROBE = """
+import numpy as np
+import engine
+from engine.kernels import kernel_game, root_state
+from engine.kernels.layout import PLAYOUT_AVOID, seed_rng
+from engine.kernels.uttt import uttt_playout
+
+game = engine.make_game("uttt")
+state = root_state(game.new_initial_state(), kernel_game(game))
+buf = np.empty(81, dtype=np.int32)
+for policy in (1, 1 | PLAYOUT_AVOID):
+    uttt_playout(state.copy(), seed_rng(1), policy, buf)
+"""
+
+
+def test_numba_files_the_two_playout_loops_apart(tmp_path: Path) -> None:
+    # Fails if numba stops naming cache files after the kernel's qualified name: the loops
+    # would share files again (see the module's docstring).
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, check=True, timeout=600)
+    indexes = sorted(path.name for path in tmp_path.rglob("uttt.*playout*.nbi"))
+    assert [name.split("-")[0] for name in indexes] == [
+        "uttt._playout_avoid",
+        "uttt._playout_plain",
+        "uttt.uttt_playout",
+    ]
