@@ -90,8 +90,6 @@ UTTT_VALUE_SCALE = 0.2
 # to a board it can capture, or to a closed one), measured at 100 ms against main (branch
 # uttt12, bench/README.md).
 UTTT_AVOID_PLAYOUTS = True
-# uttt default of the option rave (MC-RAVE's equivalence visits; 0: off).
-UTTT_RAVE = 0.0
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -112,10 +110,9 @@ class _Tree:
     """Node records (engine.kernels.tree: one int32 array, NODE_SIZE fields a node), each
     field also seen from Python as a strided view (``tree.visits[j]``), and the fill level."""
 
-    __slots__ = ("nodes", *FIELDS, "meta", "values", "amaf")
+    __slots__ = ("nodes", *FIELDS, "meta", "values")
     nodes: np.ndarray
     values: np.ndarray
-    amaf: np.ndarray
     visits: np.ndarray
     wins: np.ndarray
     proven: np.ndarray
@@ -129,8 +126,6 @@ class _Tree:
         self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
         # Implicit minimax values (option minimax, kernels.tree.mcts_run), a node each.
         self.values = np.zeros(capacity, dtype=np.float64)
-        # AMAF visits and half-points (option rave, kernels.tree.mcts_run), two a node.
-        self.amaf = np.zeros(2 * capacity, dtype=np.int32)
         self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
@@ -152,7 +147,7 @@ class _Tree:
     @property
     def nbytes(self) -> int:
         """The memory of the node records (what a Searcher counts against its bound)."""
-        return int(self.nodes.nbytes + self.values.nbytes + self.amaf.nbytes + self.meta.nbytes)
+        return int(self.nodes.nbytes + self.values.nbytes + self.meta.nbytes)
 
     def grow(self) -> None:
         """Double the records (up to MAX_NODES); new ones are zero, as the kernel expects."""
@@ -164,9 +159,6 @@ class _Tree:
         values = np.zeros(new_capacity, dtype=np.float64)
         values[: self.size] = self.values[: self.size]
         self.values = values
-        amaf = np.zeros(2 * new_capacity, dtype=np.int32)
-        amaf[: 2 * self.size] = self.amaf[: 2 * self.size]
-        self.amaf = amaf
 
     def subtree(self, node: int, room: int = 0) -> _Tree:
         """A new tree holding the subtree under ``node`` (the new root), with capacity for
@@ -176,7 +168,6 @@ class _Tree:
         out = _Tree(_capacity(size + room))
         out.meta[0] = compact(self.nodes, node, out.nodes, queue)
         out.values[:size] = self.values[queue[:size]]  # queue: the source of each copied node
-        out.amaf[: 2 * size] = self.amaf.reshape(-1, 2)[queue[:size]].ravel()
         return out
 
     def child(self, node: int, action: int) -> int:
@@ -214,7 +205,6 @@ def _run(
     minimax: float = 0.0,
     value_scale: float = UTTT_VALUE_SCALE,
     avoid_playouts: bool = False,
-    rave: float = 0.0,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -256,8 +246,6 @@ def _run(
                 tree.values,
                 minimax,
                 value_scale,
-                tree.amaf,
-                rave,
             )
         )
         if tree.meta[M_ROOM] == 2:
@@ -506,9 +494,6 @@ def _search(
     avoid_playouts = options.avoid_playouts
     if avoid_playouts is None:
         avoid_playouts = UTTT_AVOID_PLAYOUTS and uttt
-    rave = options.rave
-    if rave is None or not uttt:
-        rave = UTTT_RAVE if uttt else 0.0
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -557,7 +542,6 @@ def _search(
         minimax=minimax,
         value_scale=value_scale,
         avoid_playouts=avoid_playouts,
-        rave=rave,
     )
     best = _choose(tree)
     if verify_share > 0.0:

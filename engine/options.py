@@ -36,7 +36,6 @@ UCB1_C = math.sqrt(2.0)
 MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
-MAX_RAVE = 1e9  # option rave: MC-RAVE's equivalence visits
 MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
@@ -117,8 +116,7 @@ class MCTSOptions(Options):
     them draw a move again, once, when it sends the opponent to a board it can capture at once
     or to a closed one (None: the game's default, on for uttt); ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default), ``value_scale`` the scale of that heuristic's tanh (None: the default);
-    ``rave`` MC-RAVE's equivalence visits (uttt only; 0: off; None: the game's default)."""
+    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -134,7 +132,6 @@ class MCTSOptions(Options):
     expand: int | None = None
     minimax: float | None = None
     value_scale: float | None = None
-    rave: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -151,8 +148,6 @@ class MCTSOptions(Options):
                 "option avoid_playouts works with decisive playouts alone, not with"
                 " decisive=false, anti_decisive_playouts or capture_playouts"
             )
-        if self.rave is not None and not 0.0 <= self.rave <= MAX_RAVE:
-            raise EngineError(f"option rave is 0..{MAX_RAVE:g} visits, not {self.rave}")
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")
         if self.prior is not None and not 0 <= self.prior <= MAX_EXPAND:

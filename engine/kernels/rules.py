@@ -36,7 +36,6 @@ from engine.kernels.uttt import (
     uttt_init,
     uttt_legal,
     uttt_move_prior,
-    uttt_owns,
     uttt_play,
     uttt_playout,
     uttt_random_move,
@@ -113,15 +112,6 @@ def child_value(st, action, scale):
     if st[H_KIND] == KIND_UTTT:
         return uttt_child_value(st, action, scale)
     return 0.5
-
-
-@njit(cache=True, inline="always")
-def played(st, player, action):
-    """After a simulation, whether ``player`` played ``action`` in it or before (uttt only,
-    else 0): the all-moves-as-first test of RAVE."""
-    if st[H_KIND] == KIND_UTTT:
-        return uttt_owns(st, player, action)
-    return 0
 
 
 @njit(cache=True)

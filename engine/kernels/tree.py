@@ -35,7 +35,6 @@ from engine.kernels.rules import (
     child_value,
     descend,
     move_prior,
-    played,
     playout,
     refresh,
     tree_moves,
@@ -159,8 +158,6 @@ def mcts_run(
     values,
     imm,
     scale,
-    amaf,
-    rave,
 ):
     """Run up to ``iterations`` MCTS iterations from node 0 (whose position is ``root_st``).
     Stops early when the solver proves the root, or (if ``meta[M_ROOM]`` asks for it) when
@@ -178,12 +175,7 @@ def mcts_run(
     2014): ``values[j]`` holds node j's heuristic minimax value for the player who moved into
     it (``rules.child_value`` at a leaf, its tanh scale ``scale``, backed up through the tree
     at each expansion) and selection scores a child (1 - imm) * its mean reward + imm * that
-    value. ``rave`` > 0: MC-RAVE (Gelly & Silver 2007, 2011): ``amaf[2j]`` and ``amaf[2j + 1]``
-    count the simulations through j's parent in which j's mover played j's move at any later
-    point (all moves as first: uttt only, ``rules.played``) and their half-points for it, and
-    selection takes a child's mean reward as (1 - beta) * q + beta * the AMAF mean, beta =
-    na / (n + na + n * na / rave) (the minimum-MSE schedule of Gelly & Silver 2011, ``rave``
-    the visits at which both weigh the same)."""
+    value."""
     capacity = nodes.shape[0] // NODE_SIZE
     room = buf.shape[0]  # more than any node's number of children
     root_player = root_st[H_TO_MOVE]
@@ -227,19 +219,13 @@ def mcts_run(
                     break
                 if vj < TABLE_SIZE:
                     q = nodes[rj + WINS] * HALF_INV[vj]
-                    e = explore * INV_SQRT[vj]
+                    value = q + explore * INV_SQRT[vj]
                 elif vj < WIDE_TABLE_SIZE:
                     q = nodes[rj + WINS] / (2.0 * vj)
-                    e = explore / SQRT_WIDE[vj]
+                    value = q + explore / SQRT_WIDE[vj]
                 else:
                     q = nodes[rj + WINS] / (2.0 * vj)
-                    e = explore / math.sqrt(vj)
-                if rave > 0.0:
-                    na = amaf[2 * j]
-                    if na > 0:
-                        beta = na / (vj + na + vj * na / rave)
-                        q += beta * (amaf[2 * j + 1] / (2.0 * na) - q)
-                value = q + e
+                    value = q + explore / math.sqrt(vj)
                 if imm > 0.0:
                     value += imm * (values[j] - q)
                 if value > best_value:
@@ -343,17 +329,6 @@ def mcts_run(
             status = playout(st, rng, playout_policy, near, buf)
         if imm > 0.0 and depth > 0 and nodes[NODE_SIZE * path[depth] + PROVEN] != UNKNOWN:
             _back_up_values(nodes, values, path, depth - 1)  # a proven leaf at its value
-        if rave > 0.0:
-            # AMAF: every child of a node on the path whose move its mover played later on.
-            for d in range(depth):
-                rd = NODE_SIZE * path[d]
-                mover = (root_player + d) & 1
-                hp = _half_points(status, mover)
-                f = nodes[rd + FIRST]
-                for j in range(f, f + nodes[rd + COUNT]):
-                    hit = played(st, mover, nodes[NODE_SIZE * j + ACTION])  # branchless: ~1/2
-                    amaf[2 * j] += hit
-                    amaf[2 * j + 1] += hit * hp
         # Backpropagation, leaf to root: the node at depth d was entered by the player to move
         # at depth d-1; above a node with a draw in hand a loss for its mover becomes a draw.
         for d in range(depth, -1, -1):

@@ -457,14 +457,6 @@ def _threat_boards(st, q, boards):
 
 
 @njit(cache=True, inline="always")
-def uttt_owns(st, player, action):
-    """Whether ``player`` holds the cell of ``action``: after a simulation, whether it played
-    that move at some point (a cell is played once; AMAF, Gelly & Silver 2007)."""
-    b = action // 9
-    return (st[OFF_SMALL + 9 * player + b] >> (action - 9 * b)) & 1
-
-
-@njit(cache=True, inline="always")
 def _gives_capture(st, o, b, c, full, closed):
     """Whether the move to cell ``c`` of board ``b`` (``full``: b's occupied cells after it)
     gives opponent ``o`` a free move (a closed board, as before the move) or sends it to a
