@@ -43,15 +43,7 @@ import numpy as np
 from engine.errors import EngineError
 from engine.kernels import KernelGame, kernel_game, root_state
 from engine.kernels.budget import DEFAULT_SECONDS, run_chunked
-from engine.kernels.layout import (
-    H_FORCED,
-    KIND_UTTT,
-    LGR_BUF,
-    PLAYOUT_AVOID,
-    PLAYOUT_CAPTURE,
-    PLAYOUT_LGR,
-    seed_rng,
-)
+from engine.kernels.layout import H_FORCED, KIND_UTTT, PLAYOUT_AVOID, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.tree import (
     FIELDS,
     M_ROOM,
@@ -98,8 +90,6 @@ UTTT_VALUE_SCALE = 0.2
 # to a board it can capture, or to a closed one), measured at 100 ms against main (branch
 # uttt12, bench/README.md).
 UTTT_AVOID_PLAYOUTS = True
-# uttt default of the option lgr_playouts (last-good-reply playouts, with avoid_playouts).
-UTTT_LGR_PLAYOUTS = False
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -215,7 +205,6 @@ def _run(
     minimax: float = 0.0,
     value_scale: float = UTTT_VALUE_SCALE,
     avoid_playouts: bool = False,
-    lgr_playouts: bool = False,
 ) -> int:
     scratch = np.empty_like(st)
     if root_keep is None:
@@ -229,10 +218,6 @@ def _run(
         policy |= PLAYOUT_CAPTURE
     if decisive and avoid_playouts:
         policy |= PLAYOUT_AVOID
-        if lgr_playouts and game.kind == KIND_UTTT:
-            # The reply table lives in ``buf`` past the move lists (-1: no reply yet).
-            policy |= PLAYOUT_LGR
-            buf = np.full(max(LGR_BUF, game.max_moves + 1), -1, dtype=np.int32)
 
     full = False  # no more growth in this search: the copy would not fit in the budget
 
@@ -509,9 +494,6 @@ def _search(
     avoid_playouts = options.avoid_playouts
     if avoid_playouts is None:
         avoid_playouts = UTTT_AVOID_PLAYOUTS and uttt
-    lgr_playouts = options.lgr_playouts
-    if lgr_playouts is None:
-        lgr_playouts = UTTT_LGR_PLAYOUTS and uttt
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -560,7 +542,6 @@ def _search(
         minimax=minimax,
         value_scale=value_scale,
         avoid_playouts=avoid_playouts,
-        lgr_playouts=lgr_playouts,
     )
     best = _choose(tree)
     if verify_share > 0.0:

@@ -116,9 +116,7 @@ class MCTSOptions(Options):
     them draw a move again, once, when it sends the opponent to a board it can capture at once
     or to a closed one (None: the game's default, on for uttt); ``minimax`` the weight of
     implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default), ``value_scale`` the scale of that heuristic's tanh (None: the default);
-    ``lgr_playouts`` makes uttt's avoid playouts play the last good reply to the previous move
-    when it is legal (LGRF-1; None: the game's default)."""
+    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -134,7 +132,6 @@ class MCTSOptions(Options):
     expand: int | None = None
     minimax: float | None = None
     value_scale: float | None = None
-    lgr_playouts: bool | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -55,13 +55,6 @@ PLAYOUT_CAPTURE = 4
 # uttt playouts with this bit added draw a move again, once, when it sends the opponent to a
 # board it can capture at once or gives it a free move.
 PLAYOUT_AVOID = 8
-# uttt playouts with this bit and PLAYOUT_AVOID added play the last good reply to the previous
-# move when it is legal (LGRF-1, Baier & Drake 2010): the table in the playout's ``buf`` from
-# LGR_TABLE ([player * 82 + previous move], 81: none; -1: no reply), its moves from LGR_MOVES.
-PLAYOUT_LGR = 16
-LGR_TABLE = 128
-LGR_MOVES = LGR_TABLE + 2 * 82
-LGR_BUF = LGR_MOVES + 82  # the size of ``buf`` it needs
 
 NEAR_MIN_CELLS = 50  # mnk boards with more cells search only cells within 2 of a stone
 NEAR_RADIUS = 2

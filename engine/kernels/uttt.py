@@ -33,11 +33,8 @@ from engine.kernels.layout import (
     MOVES_NORMAL,
     O_WON,
     ONGOING,
-    LGR_MOVES,
-    LGR_TABLE,
     PLAYOUT_AVOID,
     PLAYOUT_CAPTURE,
-    PLAYOUT_LGR,
     X_WON,
     below,
     rand_below,
@@ -492,13 +489,11 @@ def uttt_playout(st, rng, policy, buf):
     are looked at only once a player has such a board (none, most of the time) instead of
     following every player's threats move by move."""
     if policy & PLAYOUT_AVOID:
-        if policy & PLAYOUT_LGR:
-            return _playout_lgr(st, rng, policy, buf)
         return _playout_avoid(st, rng, policy, buf)
     return _playout_plain(st, rng, policy, buf)
 
 
-def _make_playout(avoid, name, lgr=False):
+def _make_playout(avoid, name):
     """``uttt_playout``'s loop compiled with or without PLAYOUT_AVOID (``avoid``, a constant
     of the closure: the other loop carries none of its code or registers), as kernel ``name``.
     numba names a kernel's cache files after its qualified name and line, which closures of
@@ -530,8 +525,6 @@ def _make_playout(avoid, name, lgr=False):
         x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
         cap_mover = _threat_boards(st, p, 511) if avoid else 0
         cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
-        p0 = p
-        last0 = last if last >= 0 else 81
         while True:
             mine = meta_threat0 if p == 0 else meta_threat1
             if forced >= 0:
@@ -554,13 +547,6 @@ def _make_playout(avoid, name, lgr=False):
                 if b < 0:
                     result = 2 - p  # every move hands the opponent the game
                     break
-                full = st[np.uint32(OFF_FULL + b)]
-            elif lgr and forced >= 0 and _lgr_forced(buf, p, last if ply > ply0 else last0, b, full) >= 0:
-                c = buf[np.uint32(LGR_TABLE + 82 * p + (last if ply > ply0 else last0))] - 9 * b
-            elif lgr and forced < 0 and _lgr_free(st, buf, p, last if ply > ply0 else last0, closed):
-                r = buf[np.uint32(LGR_TABLE + 82 * p + (last if ply > ply0 else last0))]
-                b = r // 9
-                c = r - 9 * b
                 full = st[np.uint32(OFF_FULL + b)]
             elif forced >= 0:
                 x = xorshift_step(x)
@@ -591,8 +577,6 @@ def _make_playout(avoid, name, lgr=False):
             full |= 1 << c
             st[np.uint32(OFF_FULL + b)] = full
             avail -= 1
-            if lgr:
-                buf[np.uint32(LGR_MOVES + ply - ply0)] = 9 * b + c
             ply += 1
             last = 9 * b + c
             p = 1 - p
@@ -631,8 +615,6 @@ def _make_playout(avoid, name, lgr=False):
                 result = status
                 break
         rng[0] = x
-        if lgr:
-            _lgr_learn(buf, p0, last0, ply - ply0, result)
         # The threat masks are left as they were (nothing reads them after a playout;
         # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
         st[H_TO_MOVE] = p
@@ -650,49 +632,8 @@ def _make_playout(avoid, name, lgr=False):
     return njit(cache=True)(run)
 
 
-@njit(cache=True, inline="always")
-def _lgr_forced(buf, p, prev, b, full):
-    """The last good reply of ``p`` to ``prev`` if it is a legal move on forced board ``b``
-    (``full``: its occupied cells), else -1."""
-    r = buf[np.uint32(LGR_TABLE + 82 * p + prev)]
-    ok = r >= 0 and r // 9 == b and not (full >> (r - 9 * b)) & 1
-    return r if ok else -1
-
-
-@njit(cache=True, inline="always")
-def _lgr_free(st, buf, p, prev, closed):
-    """Whether the last good reply of ``p`` to ``prev`` is a legal free move."""
-    r = buf[np.uint32(LGR_TABLE + 82 * p + prev)]
-    if r < 0:
-        return False
-    b = r // 9
-    return not (closed >> b) & 1 and not (st[np.uint32(OFF_FULL + b)] >> (r - 9 * b)) & 1
-
-
-@njit(cache=True)
-def _lgr_learn(buf, p0, last0, n, result):
-    """LGRF-1 (Baier & Drake 2010) after a playout of ``n`` moves (from LGR_MOVES; ``p0``
-    played the first, in reply to ``last0``): the winner's replies are stored, the loser's
-    forgotten where stored; a draw changes nothing."""
-    if result != 1 and result != 2:
-        return
-    winner = result - 1
-    prev = last0
-    p = p0
-    for i in range(n):
-        move = buf[LGR_MOVES + i]
-        k = LGR_TABLE + 82 * p + prev
-        if p == winner:
-            buf[k] = move
-        elif buf[k] == move:
-            buf[k] = -1
-        prev = move
-        p = 1 - p
-
-
 _playout_plain = _make_playout(False, "_playout_plain")
 _playout_avoid = _make_playout(True, "_playout_avoid")
-_playout_lgr = _make_playout(True, "_playout_lgr", lgr=True)
 
 
 @njit(cache=True)
