@@ -140,9 +140,7 @@ class MCTSOptions(Options):
             raise EngineError(
                 f"option value_scale is in (0, {MAX_VALUE_SCALE:g}], not {self.value_scale}"
             )
-        if self.avoid_playouts and (
-            not self.decisive or self.anti_decisive_playouts or self.capture_playouts
-        ):
+        if self.avoid_playouts and (not self.decisive or self.anti_decisive_playouts):
             # uttt_playout applies the redraw to its own decisive-move playouts only
             raise EngineError(
                 "option avoid_playouts works with decisive playouts alone, not with"
