@@ -475,9 +475,11 @@ def uttt_playout(st, rng, policy, buf):
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
     forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
-    sent to when it can; with PLAYOUT_AVOID (and neither of those) it draws a move again,
-    once, when the move sends the opponent to a board it can capture at once or gives it a
-    free move (``_gives_capture``; the playout-side term of ``uttt_move_prior``). The state
+    sent to when it can; with PLAYOUT_AVOID (and not 2) it draws a move again, once, when the
+    move sends the opponent to a board it can capture at once or gives it a free move
+    (``_gives_capture``; the playout-side term of ``uttt_move_prior``), and with both it
+    first takes the small board of a forced move when it can (``_playout_avoid_take``; on a
+    free move it draws with the redraw alone). The state
     is left as ``uttt_apply`` would leave it but for the threat masks (H_THREAT0/1), not kept
     up to date.
 
@@ -497,7 +499,8 @@ def uttt_playout(st, rng, policy, buf):
 
 def _make_playout(avoid, name, take=False):
     """``uttt_playout``'s loop compiled with or without PLAYOUT_AVOID (``avoid``, a constant
-    of the closure: the other loop carries none of its code or registers), as kernel ``name``.
+    of the closure: the other loop carries none of its code or registers), and with it
+    PLAYOUT_CAPTURE on forced boards (``take``), as kernel ``name``.
     numba names a kernel's cache files after its qualified name and line, which closures of
     one factory share; processes compiling both loops at once could then swap their code. So
     each gets its own name (tests/engine/test_kernel_cache_files.py)."""

@@ -347,7 +347,6 @@ def test_new_options_are_checked() -> None:
     bad_options = ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True})
     bad_options += ({"minimax": -0.1}, {"minimax": 1.5}, {"value_scale": 0}, {"value_scale": 11})
     bad_options += (
-        {"avoid_playouts": True, "capture_playouts": True},
         {"avoid_playouts": True, "anti_decisive_playouts": True},
         {"avoid_playouts": True, "decisive": False},
     )
@@ -356,8 +355,10 @@ def test_new_options_are_checked() -> None:
             engine.EngineError, match="option (expand|prior|minimax|value_scale|avoid_playouts)"
         ):
             MCTSOptions(**bad)
-    # avoid_playouts left to the game's default goes with the other playout rules
+    # avoid_playouts left to the game's default goes with the other playout rules, and
+    # capture_playouts with avoid_playouts (_playout_avoid_take)
     MCTSOptions(capture_playouts=True)
+    MCTSOptions(avoid_playouts=True, capture_playouts=True)
     MCTSOptions(avoid_playouts=False, anti_decisive_playouts=True)
 
 
