@@ -502,7 +502,8 @@ def _search(
         avoid_playouts = UTTT_AVOID_PLAYOUTS and uttt
     capture_playouts = options.capture_playouts
     if capture_playouts is None:
-        capture_playouts = UTTT_CAPTURE_PLAYOUTS and uttt and avoid_playouts
+        # with the avoid redraw only (anti-decisive playouts draw through _policy_move)
+        capture_playouts = UTTT_CAPTURE_PLAYOUTS and uttt and avoid_playouts and not anti_playouts
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).

@@ -113,11 +113,12 @@ class MCTSOptions(Options):
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
     playouts take the small board they are sent to when they can (None: the game's default,
-    on for uttt with ``avoid_playouts``); ``avoid_playouts`` makes them draw a move again,
-    once, when it sends the opponent to a board it can capture at once or to a closed one
-    (None: the game's default, on for uttt); ``minimax`` the weight of
-    implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
+    on for uttt with ``avoid_playouts`` and without ``anti_decisive_playouts``);
+    ``avoid_playouts`` makes them draw a move again, once, when it sends the opponent to a
+    board it can capture at once or to a closed one (None: the game's default, on for uttt);
+    ``minimax`` the weight of implicit minimax backups of a heuristic value in selection (0:
+    off; None: the game's default), ``value_scale`` the scale of that heuristic's tanh (None:
+    the default)."""
 
     c: float = MCTS_C
     solver: bool = True
