@@ -17,7 +17,9 @@ backups of a heuristic value (Lanctot, Winands, Pepels & Sturtevant 2014;
 ``kernels.uttt.uttt_child_value``, the scale of its tanh the option ``value_scale``;
 ``UTTT_MINIMAX``, ``UTTT_VALUE_SCALE``); option ``avoid_playouts``: uttt playouts draw a
 move again, once, when it sends the opponent to a board it can capture at once or to a closed
-one (the playout-side term of the prior; ``UTTT_AVOID_PLAYOUTS``). Final move: the most visited.
+one (the playout-side term of the prior; ``UTTT_AVOID_PLAYOUTS``), and with it option
+``capture_playouts``: on a forced board they take the small board when they can
+(``UTTT_CAPTURE_PLAYOUTS``). Final move: the most visited.
 ``uct_search``: the plain UCT baseline (UCB1 with c = sqrt(2), uniform playouts; no solver,
 no decisive moves, no reuse, no symmetry, no check).
 ``merge_root_results``: root parallelization (Chaslot, Winands & van den Herik 2008): sum the
@@ -90,6 +92,10 @@ UTTT_VALUE_SCALE = 0.2
 # to a board it can capture, or to a closed one), measured at 100 ms against main (branch
 # uttt12, bench/README.md).
 UTTT_AVOID_PLAYOUTS = True
+# uttt default of the option capture_playouts with avoid_playouts (on a forced board the
+# playout takes the small board when it can), measured at equal iterations and at 100 ms
+# against main (branch uttt14, bench/README.md).
+UTTT_CAPTURE_PLAYOUTS = True
 SOLVE_CELLS = 9  # boards this small are searched until the solver proves the root ...
 SOLVE_ITERATIONS = 200_000  # ... within this many iterations (3x3 needs ~500 from any position)
 
@@ -494,6 +500,10 @@ def _search(
     avoid_playouts = options.avoid_playouts
     if avoid_playouts is None:
         avoid_playouts = UTTT_AVOID_PLAYOUTS and uttt
+    capture_playouts = options.capture_playouts
+    if capture_playouts is None:
+        # with the avoid redraw only (anti-decisive playouts draw through _policy_move)
+        capture_playouts = UTTT_CAPTURE_PLAYOUTS and uttt and avoid_playouts and not anti_playouts
     # By default on m,n,k boards under NEAR_MIN_CELLS: there alpha-beta generates every move
     # (on gomoku only cells near stones, so its "proofs" are not exact) and the traps are
     # shallow; uttt's are deep, left to the solver (the option turns it on anywhere).
@@ -537,7 +547,7 @@ def _search(
         root_keep=root_keep,
         anti_decisive_playouts=anti_playouts,
         expand=expand,
-        capture_playouts=options.capture_playouts,
+        capture_playouts=capture_playouts,
         prior=prior,
         minimax=minimax,
         value_scale=value_scale,

@@ -112,11 +112,13 @@ class MCTSOptions(Options):
     ``expand`` is the number of visits a leaf gets before its children are added, ``prior``
     the virtual visits a new child gets from its heuristic value (progressive bias; 0: off),
     both None for the game's default (engine/mcts.py); ``capture_playouts`` makes uttt
-    playouts take the small board they are sent to when they can; ``avoid_playouts`` makes
-    them draw a move again, once, when it sends the opponent to a board it can capture at once
-    or to a closed one (None: the game's default, on for uttt); ``minimax`` the weight of
-    implicit minimax backups of a heuristic value in selection (0: off; None: the game's
-    default), ``value_scale`` the scale of that heuristic's tanh (None: the default)."""
+    playouts take the small board they are sent to when they can (None: the game's default,
+    on for uttt with ``avoid_playouts`` and without ``anti_decisive_playouts``);
+    ``avoid_playouts`` makes them draw a move again, once, when it sends the opponent to a
+    board it can capture at once or to a closed one (None: the game's default, on for uttt);
+    ``minimax`` the weight of implicit minimax backups of a heuristic value in selection (0:
+    off; None: the game's default), ``value_scale`` the scale of that heuristic's tanh (None:
+    the default)."""
 
     c: float = MCTS_C
     solver: bool = True
@@ -125,7 +127,7 @@ class MCTSOptions(Options):
     symmetry: bool = True
     near_playouts: bool = True
     anti_decisive_playouts: bool = False
-    capture_playouts: bool = False
+    capture_playouts: bool | None = None
     avoid_playouts: bool | None = None
     prior: int | None = None
     verify: float | None = None
@@ -140,13 +142,11 @@ class MCTSOptions(Options):
             raise EngineError(
                 f"option value_scale is in (0, {MAX_VALUE_SCALE:g}], not {self.value_scale}"
             )
-        if self.avoid_playouts and (
-            not self.decisive or self.anti_decisive_playouts or self.capture_playouts
-        ):
+        if self.avoid_playouts and (not self.decisive or self.anti_decisive_playouts):
             # uttt_playout applies the redraw to its own decisive-move playouts only
             raise EngineError(
-                "option avoid_playouts works with decisive playouts alone, not with"
-                " decisive=false, anti_decisive_playouts or capture_playouts"
+                "option avoid_playouts works with decisive playouts, not with"
+                " decisive=false or anti_decisive_playouts"
             )
         if self.minimax is not None and not 0.0 <= self.minimax <= 1.0:
             raise EngineError(f"option minimax is a weight in [0, 1], not {self.minimax}")

@@ -475,9 +475,11 @@ def uttt_playout(st, rng, policy, buf):
     let the opponent win the game at once (anti-decisive moves; Teytaud & Teytaud 2010); the
     playout stops when the outcome is forced (``st`` then holds the position before the
     forced end, still ONGOING). With PLAYOUT_CAPTURE the mover takes the small board it is
-    sent to when it can; with PLAYOUT_AVOID (and neither of those) it draws a move again,
-    once, when the move sends the opponent to a board it can capture at once or gives it a
-    free move (``_gives_capture``; the playout-side term of ``uttt_move_prior``). The state
+    sent to when it can; with PLAYOUT_AVOID (and not 2) it draws a move again, once, when the
+    move sends the opponent to a board it can capture at once or gives it a free move
+    (``_gives_capture``; the playout-side term of ``uttt_move_prior``), and with both it
+    first takes the small board of a forced move when it can (``_playout_avoid_take``; on a
+    free move it draws with the redraw alone). The state
     is left as ``uttt_apply`` would leave it but for the threat masks (H_THREAT0/1), not kept
     up to date.
 
@@ -489,13 +491,16 @@ def uttt_playout(st, rng, policy, buf):
     are looked at only once a player has such a board (none, most of the time) instead of
     following every player's threats move by move."""
     if policy & PLAYOUT_AVOID:
+        if policy & PLAYOUT_CAPTURE:
+            return _playout_avoid_take(st, rng, policy, buf)
         return _playout_avoid(st, rng, policy, buf)
     return _playout_plain(st, rng, policy, buf)
 
 
-def _make_playout(avoid, name):
+def _make_playout(avoid, name, take=False):
     """``uttt_playout``'s loop compiled with or without PLAYOUT_AVOID (``avoid``, a constant
-    of the closure: the other loop carries none of its code or registers), as kernel ``name``.
+    of the closure: the other loop carries none of its code or registers), and with it
+    PLAYOUT_CAPTURE on forced boards (``take``), as kernel ``name``.
     numba names a kernel's cache files after its qualified name and line, which closures of
     one factory share; processes compiling both loops at once could then swap their code. So
     each gets its own name (tests/engine/test_kernel_cache_files.py)."""
@@ -518,7 +523,8 @@ def _make_playout(avoid, name):
         ply0 = st[H_PLY]
         ply = ply0
         result = ONGOING
-        special = (policy & (2 | PLAYOUT_CAPTURE)) != 0  # _policy_move draws the moves
+        # _policy_move draws the moves (but for ``take``: the capture is taken here)
+        special = (policy & (2 | (0 if take else PLAYOUT_CAPTURE))) != 0
         b = 0
         c = 0
         last = st[H_LAST]
@@ -548,6 +554,11 @@ def _make_playout(avoid, name):
                     result = 2 - p  # every move hands the opponent the game
                     break
                 full = st[np.uint32(OFF_FULL + b)]
+            elif take and forced >= 0 and (cap_mover >> b) & 1:
+                # The mover takes the small board it is sent to (avoid and capture together).
+                x = xorshift_step(x)
+                wins = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
+                c = NTH9[np.uint32(wins * 9 + below(x, POP9[wins]))]
             elif forced >= 0:
                 x = xorshift_step(x)
                 c = _random_empty(full, x)
@@ -634,6 +645,7 @@ def _make_playout(avoid, name):
 
 _playout_plain = _make_playout(False, "_playout_plain")
 _playout_avoid = _make_playout(True, "_playout_avoid")
+_playout_avoid_take = _make_playout(True, "_playout_avoid_take", take=True)
 
 
 @njit(cache=True)

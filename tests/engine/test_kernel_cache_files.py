@@ -49,18 +49,18 @@ def test_each_kernel_has_its_own_cache_file_name() -> None:
     assert shared == {}
 
 
-# Compile the two playout loops into an empty cache and name the index files written.
+# Compile the three playout loops into an empty cache and name the index files written.
 PROBE = """
 import numpy as np
 import engine
 from engine.kernels import kernel_game, root_state
-from engine.kernels.layout import PLAYOUT_AVOID, seed_rng
+from engine.kernels.layout import PLAYOUT_AVOID, PLAYOUT_CAPTURE, seed_rng
 from engine.kernels.uttt import uttt_playout
 
 game = engine.make_game("uttt")
 state = root_state(game.new_initial_state(), kernel_game(game))
 buf = np.empty(81, dtype=np.int32)
-for policy in (1, 1 | PLAYOUT_AVOID):
+for policy in (1, 1 | PLAYOUT_AVOID, 1 | PLAYOUT_AVOID | PLAYOUT_CAPTURE):
     uttt_playout(state.copy(), seed_rng(1), policy, buf)
 """
 
@@ -73,6 +73,7 @@ def test_numba_files_the_two_playout_loops_apart(tmp_path: Path) -> None:
     indexes = sorted(path.name for path in tmp_path.rglob("uttt.*playout*.nbi"))
     assert [name.split("-")[0] for name in indexes] == [
         "uttt._playout_avoid",
+        "uttt._playout_avoid_take",
         "uttt._playout_plain",
         "uttt.uttt_playout",
     ]

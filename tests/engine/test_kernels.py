@@ -152,23 +152,33 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
     return child.winner() == player
 
 
-@pytest.mark.parametrize("policy", [0, 1, 2, 9])
+@pytest.mark.parametrize("policy", [0, 1, 2, 9, 13])
 def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     """The inlined playout equals the same random choices made through uttt_apply: policy 1
     takes a game-winning move, 2 also avoids handing the opponent one, 9 (1 + PLAYOUT_AVOID)
     draws a move again, once, when it sends the opponent to a closed board or to one where
-    the opponent can capture a small board at once. The playout leaves the threat masks as
-    they were: refreshed on every board, they are uttt_apply's."""
+    the opponent can capture a small board at once; 13 (9 + PLAYOUT_CAPTURE) first takes the
+    small board of a forced move when it can. The playout leaves the threat masks as they
+    were: refreshed on every board, they are uttt_apply's."""
     from engine.kernels.layout import (
         H_CLOSED,
+        H_FORCED,
         H_STATUS,
         H_THREAT0,
         H_TO_MOVE,
         PLAYOUT_AVOID,
+        PLAYOUT_CAPTURE,
+        below,
         seed_rng,
+        xorshift_step,
     )
     from engine.kernels.uttt import (
+        NTH9,
+        OFF_FULL,
+        OFF_SMALL,
+        POP9,
         SAFE_TRIES,
+        THREAT9,
         _is_safe,
         _opponent_wins_mask,
         _safe_random_move,
@@ -191,6 +201,7 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     game = engine.make_game("uttt")
     rng = random.Random(3)
     buf = np.empty(81, dtype=np.int32)
+    taken = 0
     for trial in range(150):
         state = game.new_initial_state()
         for _ in range(rng.randrange(0, 50)):
@@ -219,6 +230,14 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
                         break
                     uttt_apply(slow, a)
                     continue
+            f = int(slow[H_FORCED])
+            if policy & PLAYOUT_CAPTURE and f >= 0:
+                wins = int(THREAT9[slow[OFF_SMALL + 9 * p + f]]) & ~int(slow[OFF_FULL + f]) & 511
+                if wins:  # one draw: the n-th of the cells that take the board
+                    slow_rng[0] = xorshift_step(slow_rng[0])
+                    uttt_apply(slow, 9 * f + int(NTH9[wins * 9 + below(slow_rng[0], POP9[wins])]))
+                    taken += 1
+                    continue
             a = uttt_random_move(slow, slow_rng)
             if policy & PLAYOUT_AVOID and gives_capture(slow, a):
                 a = uttt_random_move(slow, slow_rng)
@@ -228,3 +247,4 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
         assert result == expected
         uttt_refresh_threats(fast, 511)
         assert np.array_equal(fast, slow)
+    assert (taken > 100) == bool(policy & PLAYOUT_CAPTURE)

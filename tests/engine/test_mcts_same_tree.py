@@ -49,6 +49,9 @@ OPTIONS = {
     # the uttt defaults since playouts avoid sending to captures (branch uttt12)
     "avoid": {"c": 0.7, "solver": True, "decisive": True, "expand": 4, "prior": 8}
     | {"minimax": 0.15, "avoid_playouts": True},
+    # the uttt defaults since playouts also take the small board of a forced move (uttt14)
+    "take": {"c": 0.7, "solver": True, "decisive": True, "expand": 4, "prior": 8}
+    | {"minimax": 0.15, "avoid_playouts": True, "capture_playouts": True},
 }
 
 # (game, moves, iterations, options of _run, digest of the node records in use and the
@@ -76,13 +79,18 @@ TREES = [
     ("uttt", (), 80_000, "avoid", "798a5acbf9a08034"),
     ("uttt", UTTT_MIDDLE, 30_000, "avoid", "f1cce279715a105c"),
     ("uttt", UTTT_PROOFS, 20_000, "avoid", "a08f39b2361eee15"),
+    # computed on branch uttt14 when capture_playouts (with avoid_playouts) became the default
+    ("uttt", (), 80_000, "take", "a7c3d78c97decfd0"),
+    ("uttt", UTTT_MIDDLE, 30_000, "take", "36662948edf29a52"),
+    ("uttt", UTTT_PROOFS, 20_000, "take", "922989b8fee5767e"),
 ]
 
 # (game, moves, algorithm, iterations, digest of the SearchResult with seed 7); "mcts-0":
 # mcts with minimax=0 and avoid_playouts=False, the uttt default before implicit minimax
 # backups (the digests of main); "mcts-imm": avoid_playouts=False, the default from branch
-# uttt10 (where those digests were computed) to uttt12; the "mcts" digests of uttt were
-# computed on branch uttt12 when avoid_playouts became the default.
+# uttt10 (where those digests were computed) to uttt12; "mcts-avoid": capture_playouts=False,
+# the default from branch uttt12 (where those digests were computed) to uttt14; the "mcts"
+# digests of uttt were computed on branch uttt14 when capture_playouts became the default.
 SEARCHES = [
     ("uttt", (), "mcts-0", 20_000, "e5ebf802907d8c21"),
     ("uttt", UTTT_MIDDLE, "mcts-0", 20_000, "9f341bf3ffc89d91"),
@@ -92,10 +100,14 @@ SEARCHES = [
     ("uttt", UTTT_MIDDLE, "mcts-imm", 20_000, "7c1b6b298f13b04c"),
     ("uttt", UTTT_PROOFS, "mcts-imm", 20_000, "29b0497873e35000"),
     ("uttt", UTTT_LATE, "mcts-imm", 20_000, "ba0eefa28e1c4305"),
-    ("uttt", (), "mcts", 20_000, "528dc7b622e87c0c"),
-    ("uttt", UTTT_MIDDLE, "mcts", 20_000, "799a666dd65baceb"),
-    ("uttt", UTTT_PROOFS, "mcts", 20_000, "321cc9c1f504d032"),
-    ("uttt", UTTT_LATE, "mcts", 20_000, "0e7a1df8a7eecb17"),
+    ("uttt", (), "mcts-avoid", 20_000, "528dc7b622e87c0c"),
+    ("uttt", UTTT_MIDDLE, "mcts-avoid", 20_000, "799a666dd65baceb"),
+    ("uttt", UTTT_PROOFS, "mcts-avoid", 20_000, "321cc9c1f504d032"),
+    ("uttt", UTTT_LATE, "mcts-avoid", 20_000, "0e7a1df8a7eecb17"),
+    ("uttt", (), "mcts", 20_000, "6fb43f20de01fed3"),
+    ("uttt", UTTT_MIDDLE, "mcts", 20_000, "7d3ae3200f71e1d9"),
+    ("uttt", UTTT_PROOFS, "mcts", 20_000, "d4c475ed033aa3f5"),
+    ("uttt", UTTT_LATE, "mcts", 20_000, "9a0786ab6614c486"),
     ("uttt", UTTT_MIDDLE, "uct", 10_000, "c6693633250e6b85"),
     ("uttt", UTTT_MIDDLE, "flat", 10_000, "84c86248fc1fe114"),
     ("5x5", (12,), "mcts", 5_000, "10fdc0805dcc78d4"),
@@ -131,6 +143,9 @@ def search_digest(name: str, moves: tuple[int, ...], algorithm: str, iterations:
     if algorithm in ("mcts-0", "mcts-imm"):
         minimax = 0.0 if algorithm == "mcts-0" else None
         options = engine.MCTSOptions(minimax=minimax, avoid_playouts=False)
+        result = engine.search(state, "mcts", budget, seed=7, options=options)
+    elif algorithm == "mcts-avoid":
+        options = engine.MCTSOptions(capture_playouts=False)
         result = engine.search(state, "mcts", budget, seed=7, options=options)
     else:
         result = engine.search(state, algorithm, budget, seed=7)

@@ -347,7 +347,6 @@ def test_new_options_are_checked() -> None:
     bad_options = ({"expand": 0}, {"prior": -1}, {"expand": 10**6}, {"prior": True})
     bad_options += ({"minimax": -0.1}, {"minimax": 1.5}, {"value_scale": 0}, {"value_scale": 11})
     bad_options += (
-        {"avoid_playouts": True, "capture_playouts": True},
         {"avoid_playouts": True, "anti_decisive_playouts": True},
         {"avoid_playouts": True, "decisive": False},
     )
@@ -356,9 +355,42 @@ def test_new_options_are_checked() -> None:
             engine.EngineError, match="option (expand|prior|minimax|value_scale|avoid_playouts)"
         ):
             MCTSOptions(**bad)
-    # avoid_playouts left to the game's default goes with the other playout rules
+    # avoid_playouts left to the game's default goes with the other playout rules, and
+    # capture_playouts with avoid_playouts (_playout_avoid_take)
     MCTSOptions(capture_playouts=True)
+    MCTSOptions(avoid_playouts=True, capture_playouts=True)
     MCTSOptions(avoid_playouts=False, anti_decisive_playouts=True)
+
+
+def _searched(state: object, **options: object) -> tuple:
+    result = mcts_search(
+        state,
+        deadline=None,
+        iterations=3000,
+        seed=5,
+        clock=lambda: 0.0,
+        options=MCTSOptions(**options),  # type: ignore[arg-type]
+        cache={},
+    )
+    return (result.action, result.value, result.visits, result.pv)
+
+
+def test_capture_playouts_default_on_with_avoid_alone() -> None:
+    """uttt's default takes the small board in the avoid playouts (capture_playouts None is
+    True there); with anti-decisive playouts, or without the avoid redraw, it stays off."""
+    state = _random_position(4, 12)
+    default = _searched(state)
+    assert default == _searched(state, capture_playouts=True)
+    assert default != _searched(state, capture_playouts=False)
+    anti = _searched(state, avoid_playouts=False, anti_decisive_playouts=True)
+    assert anti == _searched(
+        state, avoid_playouts=False, anti_decisive_playouts=True, capture_playouts=False
+    )
+    assert _searched(state, anti_decisive_playouts=True) == _searched(
+        state, anti_decisive_playouts=True, capture_playouts=False
+    )
+    plain = _searched(state, avoid_playouts=False)
+    assert plain == _searched(state, avoid_playouts=False, capture_playouts=False)
 
 
 @pytest.mark.parametrize("prior", [0, 8])
