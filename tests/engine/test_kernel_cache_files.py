@@ -65,7 +65,7 @@ for policy in (1, 1 | PLAYOUT_AVOID, 1 | PLAYOUT_AVOID | PLAYOUT_CAPTURE):
 """
 
 
-def test_numba_files_the_two_playout_loops_apart(tmp_path: Path) -> None:
+def test_numba_files_the_playout_loops_apart(tmp_path: Path) -> None:
     # Fails if numba stops naming cache files after the kernel's qualified name: the loops
     # would share files again (see the module's docstring).
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
