@@ -19,7 +19,12 @@ every cell keeps, per direction, the key of the four cells on each side, updated
 (``SHAPE_VALUE``); a cell's ordering score is its shapes for the mover and, at 3/4, for the
 opponent, with the winning combinations (open four, double four, four-three, double open
 three) on top. (Off by default: with the weights below it played weaker than the window
-counts.)
+counts.) With AlphaBetaOptions.fitted (k = 5) the shapes are kept the same way, with each
+cell's combination of them (``_combo``: a four and an open three, two open threes, ...), and
+the evaluation (``fitted_eval``) weighs, from the mover's side, the mover's and the
+opponent's counts of each shape and combination, their windows of three and the window-count
+evaluation, by weights fitted on self-play games (bench/fit_gomoku_eval.py: Texel tuning);
+the move ordering stays the window counts'.
 
 What the search asks of a game (engine/kernels/alphabeta_base.py): at every node, leaves
 included, a win in one ends the node, two opponent threats lose it, one threat forces the
@@ -53,6 +58,7 @@ from engine.kernels.alphabeta_base import (
     kernel,
     tick,
 )
+from engine.kernels.gomoku_fitted import FITTED_WEIGHTS
 
 MAX_PLY = 400
 WIDTH = 12  # moves searched below the root with P_THREATS (AlphaBetaOptions.width's default)
@@ -63,7 +69,7 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_FITTED = range(9)
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -73,6 +79,16 @@ SHAPE_VALUE = np.array([0, 0, 1, 2, 4, 10, 15, 100, 200], dtype=np.int64)
 # The move ordering's worth of a shape at a cell, and of the winning combinations.
 ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
+NO_SHAPE_VALUE = np.zeros(9, dtype=np.int64)
+(NO_COMBO, DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE, FOUR_TWO, THREE_THREE, THREE_TWO,
+ TWO_TWO) = range(8)  # fmt: skip
+COMBOS = 8
+# The fitted evaluation's columns (``fitted_eval``): shapes, combinations, windows of k - 2
+# stones, the window-count evaluation, the tempo.
+F_SHAPE, F_COMBO, F_THREES, F_WINDOWS, F_TEMPO = 0, 9, 17, 18, 19
+FIT_WIDTH = 20
+FIT_UNIT = 16  # the weights are in 1/16 of an evaluation unit
+FITTED = np.array(FITTED_WEIGHTS, dtype=np.int64).reshape(2, FIT_WIDTH)
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
@@ -88,6 +104,9 @@ MNKArrays = namedtuple(
      "shape_value",  # int64[9]: SHAPE_VALUE
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
+     "combo",  # int8[2, cells]: each player's combination of shapes on the cell (``_combo``)
+     "combo_count",  # int64[2, COMBOS]: empty cells of each combination per player
+     "fit",  # int64[2, FIT_WIDTH]: the fitted evaluation's weights (FITTED)
      "mark",  # uint8[cells]: scratch (``_answers``)
      "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
 )  # fmt: skip
@@ -195,31 +214,98 @@ def _cell_terms(c, g, info, sign):
             g.shape_count[q, v] += sign
             worth = g.shape_value[v] * sign
             info[EVAL] += worth if q == 0 else -worth
+        g.combo_count[q, g.combo[q, c]] += sign
     return 0
+
+
+@kernel
+def _combo(q, c, g):
+    """The combination of shapes player q makes with a stone on c across its four lines (as
+    Rapfi's and Embryo's per-cell patterns): DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE (open
+    threes), FOUR_TWO (a four and a three or open two), THREE_THREE (an open and a closed
+    three), THREE_TWO (an open three and an open two), TWO_TWO (two threes or open twos), else
+    NO_COMBO; an open four or a five alone decide the cell and are counted as shapes."""
+    fours = 0
+    open_threes = 0
+    threes = 0
+    twos = 0
+    for d in range(4):
+        v = g.shape[q, c, d]
+        if v == FOUR:
+            fours += 1
+        elif v == OPEN_THREE:
+            open_threes += 1
+        elif v == THREE:
+            threes += 1
+        elif v == OPEN_TWO:
+            twos += 1
+    if fours >= 2:
+        return DOUBLE_FOUR
+    if fours > 0 and open_threes > 0:
+        return FOUR_THREE
+    if open_threes >= 2:
+        return DOUBLE_THREE
+    if fours > 0 and threes + twos > 0:
+        return FOUR_TWO
+    if open_threes > 0 and threes > 0:
+        return THREE_THREE
+    if open_threes > 0 and twos > 0:
+        return THREE_TWO
+    if threes + twos >= 2:
+        return TWO_TWO
+    return NO_COMBO
+
+
+@kernel
+def fitted_eval(p, g, info):
+    """The fitted evaluation for the mover p (FITTED; bench/fit_gomoku_eval.py): weights of
+    the mover's (row 0) and the opponent's (row 1) shape counts, combination counts and
+    windows of k - 2 stones, of the window-count evaluation (1/1024 a unit) and a tempo, in
+    1/FIT_UNIT of an evaluation unit."""
+    q = 1 - p
+    fit = g.fit
+    score = fit[0, F_TEMPO]
+    for v in range(1, FIVE + 1):
+        score += fit[0, F_SHAPE + v] * g.shape_count[p, v]
+        score += fit[1, F_SHAPE + v] * g.shape_count[q, v]
+    for v in range(1, COMBOS):
+        score += fit[0, F_COMBO + v] * g.combo_count[p, v]
+        score += fit[1, F_COMBO + v] * g.combo_count[q, v]
+    score += fit[0, F_THREES] * info[THREES + p] + fit[1, F_THREES] * info[THREES + q]
+    windows = info[EVAL] if p == 0 else -info[EVAL]
+    score += (fit[0, F_WINDOWS] * windows) // 1024
+    return score // FIT_UNIT
 
 
 @kernel
 def _restone(c, p, g, info, sign):
     """Add (sign 1) or take out (-1) p's stone on c from the keys of the cells it sees, and
-    re-read their shapes (the pattern evaluation's incremental update)."""
+    re-read the shapes of the empty ones (the pattern evaluation's incremental update). An
+    occupied cell's shapes are left as they were when its stone came: stones go in the
+    reverse order they came (make/unmake), so its keys are those again when it is emptied."""
     for d in range(4):
         for j in range(8):
             e = g.neighbour[c, d, j]
             if e < 0:
                 continue
             g.line_key[e, d] += sign * ((p + 1) << (2 * (7 - j)))
+            if g.cells[e] != 0:
+                continue
             key = g.line_key[e, d]
-            empty = g.cells[e] == 0
             for q in range(2):
                 new = g.shape_table[q, key]
                 old = g.shape[q, e, d]
                 if new != old:
                     g.shape[q, e, d] = new
-                    if empty:
-                        g.shape_count[q, old] -= 1
-                        g.shape_count[q, new] += 1
-                        worth = g.shape_value[new] - g.shape_value[old]
-                        info[EVAL] += worth if q == 0 else -worth
+                    g.shape_count[q, old] -= 1
+                    g.shape_count[q, new] += 1
+                    worth = g.shape_value[new] - g.shape_value[old]
+                    info[EVAL] += worth if q == 0 else -worth
+                    was = g.combo[q, e]
+                    now = _combo(q, e, g)
+                    g.combo[q, e] = now
+                    g.combo_count[q, was] -= 1
+                    g.combo_count[q, now] += 1
     return 0
 
 
@@ -231,6 +317,7 @@ def place(c, p, g, info):
     info[STONES] += 1
     k = info[KLEN]
     pattern = g.params[P_PATTERN] != 0
+    lines = pattern or g.params[P_FITTED] != 0
     won = False
     delta = 0
     counts = g.counts
@@ -247,11 +334,11 @@ def place(c, p, g, info):
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-    if pattern:
+    if not pattern:
+        info[EVAL] += delta
+    if lines:
         _cell_terms(c, g, info, -1)
         _restone(c, p, g, info, 1)
-    else:
-        info[EVAL] += delta
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] += 1
     return won
@@ -264,6 +351,7 @@ def remove(c, p, g, info):
     info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
     pattern = g.params[P_PATTERN] != 0
+    lines = pattern or g.params[P_FITTED] != 0
     delta = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
@@ -277,11 +365,11 @@ def remove(c, p, g, info):
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-    if pattern:
+    if not pattern:
+        info[EVAL] += delta
+    if lines:
         _cell_terms(c, g, info, 1)
         _restone(c, p, g, info, -1)
-    else:
-        info[EVAL] += delta
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] -= 1
 
@@ -862,6 +950,8 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
+            if game.params[P_FITTED] != 0:
+                return True, fitted_eval(p, game, info)
             score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
@@ -889,10 +979,31 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
 
         def impl(game, search, player):  # noqa: ANN001, ANN202
             info = search.info
+            if game.params[P_FITTED] != 0:
+                return fitted_eval(player, game, info)
             return info[EVAL] if player == 0 else -info[EVAL]
 
         return impl
     return None
+
+
+def combo_classes(shape: np.ndarray) -> np.ndarray:
+    """``_combo`` of every cell at once, for one player's shapes (int8[cells, 4])."""
+    count = [(shape == v).sum(axis=1) for v in (FOUR, OPEN_THREE, THREE, OPEN_TWO)]
+    fours, open_threes, threes, twos = count
+    out = np.full(shape.shape[0], NO_COMBO, dtype=np.int8)
+    rules = [
+        (fours >= 2, DOUBLE_FOUR),
+        ((fours > 0) & (open_threes > 0), FOUR_THREE),
+        (open_threes >= 2, DOUBLE_THREE),
+        ((fours > 0) & (threes + twos > 0), FOUR_TWO),
+        ((open_threes > 0) & (threes > 0), THREE_THREE),
+        ((open_threes > 0) & (twos > 0), THREE_TWO),
+        (threes + twos >= 2, TWO_TWO),
+    ]
+    for mask, kind in reversed(rules):  # the first rule that holds wins
+        out[mask] = kind
+    return out
 
 
 class MNKTables:
@@ -943,7 +1054,9 @@ class MNKTables:
         )
         # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
         # .patterns, k = 5).
-        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
+        self.params = np.array(
+            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0], dtype=np.int64
+        )
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
@@ -1009,6 +1122,9 @@ class MNKContext:
             neighbour=t.neighbour,
             shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
             shape_value=SHAPE_VALUE,
+            combo=np.zeros((2, t.empty_key.shape[0]), dtype=np.int8),
+            combo_count=np.zeros((2, COMBOS), dtype=np.int64),
+            fit=FITTED,
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
             mark=np.zeros(cells, dtype=np.uint8),
@@ -1019,15 +1135,22 @@ class MNKContext:
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
 
-    def set_patterns(self, on: bool) -> None:
-        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts; takes
-        effect at the next ``set_position``."""
+    def set_patterns(self, on: bool, fitted: bool = False) -> None:
+        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts, or
+        (``fitted`` and not ``on``, k = 5) evaluate by the fitted weights (``fitted_eval``)
+        and order moves by window counts; takes effect at the next ``set_position``."""
         on = on and self.t.patterns
+        fitted = fitted and self.t.patterns and not on
         self.t.params[P_PATTERN] = int(on)
-        if on:
+        self.t.params[P_FITTED] = int(fitted)
+        if on or fitted:
             self.t.load_shapes()
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
+        # the shapes' worth goes into info[EVAL] with ``patterns`` only
+        value = NO_SHAPE_VALUE if fitted else SHAPE_VALUE
+        if self.game.shape_value is not value:
+            self.game = self.game._replace(shape_value=value)
 
     @property
     def nbytes(self) -> int:
@@ -1044,10 +1167,13 @@ class MNKContext:
         info[KLEN] = self.t.k
         g.line_key[:] = self.t.empty_key
         g.shape_count[:] = 0
-        if g.params[P_PATTERN]:  # the empty board's shapes (X's and O's are the same)
+        g.combo_count[:] = 0
+        if g.params[P_PATTERN] or g.params[P_FITTED]:  # the empty board's shapes and combos
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
+                g.combo[q] = combo_classes(g.shape[q])
+                g.combo_count[q] = np.bincount(g.combo[q], minlength=COMBOS)
         tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)
