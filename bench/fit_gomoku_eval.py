@@ -110,6 +110,8 @@ def features(context: Any, mover: int) -> np.ndarray:
         out[row, K.F_SHAPE : K.F_SHAPE + 9] = g.shape_count[q]
         out[row, K.F_COMBO : K.F_COMBO + K.COMBOS] = g.combo_count[q]
         out[row, K.F_THREES] = info[K.THREES + q]
+        out[row, K.F_ONES] = g.wcount[q, 1]
+        out[row, K.F_TWOS] = g.wcount[q, 2]
     out[:, K.F_SHAPE + K.NONE] = out[:, K.F_COMBO + K.NO_COMBO] = 0  # the rest: no weight
     windows = info[K.EVAL] if mover == 0 else -info[K.EVAL]
     out[0, K.F_WINDOWS] = windows / 1024
@@ -128,7 +130,7 @@ def positions(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     game = engine.make_game("gomoku")
     context = _mnk_context(game)
-    context.set_patterns(False, fitted=True)
+    context.set_patterns(False, fitted=True, lines=True)
     rows, results, games = [], [], []
     with open(path) as data:
         records = [json.loads(line) for line in data]
@@ -197,6 +199,13 @@ def fit(args: argparse.Namespace) -> None:
     x, y, games = positions(args.data)
     _log(f"{len(y)} quiet positions from {games.max() + 1} games, {time.time() - start:.0f} s")
     held = (games % 5) == 4
+    if args.windows_only:  # the window features alone: the search keeps no line shapes
+        keep = [K.F_THREES, K.F_ONES, K.F_TWOS, K.F_WINDOWS, K.F_TEMPO]
+        mask = np.zeros(x.shape[1], dtype=bool)
+        for row in (0, 1):
+            mask[[row * K.FIT_WIDTH + col for col in keep]] = True
+        mask[-1] = True  # X to move
+        x = np.where(mask, x, 0.0)
     w = texel_fit(x[~held], y[~held], args.ridge)
     weights = np.round(w[:-1] * FITTED_SCALE * K.FIT_UNIT).astype(np.int64)
     for name, part in (("train", ~held), ("held out", held)):
@@ -226,6 +235,7 @@ def _names() -> list[str]:
     for side in ("mover", "opponent"):
         row = [f"{side} {s}" for s in shapes] + [f"{side} {c}" for c in combos]
         row += [f"{side} windows of 3", f"{side} window eval/1024", f"{side} tempo"]
+        row += [f"{side} windows of 1", f"{side} windows of 2"]
         assert len(row) == K.FIT_WIDTH
         names += row
     return names
@@ -233,11 +243,12 @@ def _names() -> list[str]:
 
 def _module(weights: np.ndarray, args: argparse.Namespace, count: int, games: int) -> str:
     rows = []
-    for start in range(0, weights.size, 10):  # half a row a line
-        rows.append("    " + ", ".join(str(int(v)) for v in weights[start : start + 10]) + ",")
+    for start in range(0, weights.size, 11):  # half a row a line
+        rows.append("    " + ", ".join(str(int(v)) for v in weights[start : start + 11]) + ",")
     return (
         '"""The fitted gomoku evaluation\'s weights (alphabeta_mnk.fitted_eval), written by\n'
-        f"bench/fit_gomoku_eval.py fit --data {Path(args.data).name} --ridge {args.ridge}: Texel\n"
+        f"bench/fit_gomoku_eval.py fit --data {Path(args.data).name} --ridge {args.ridge}"
+        f"{' --windows-only' if args.windows_only else ''}: Texel\n"
         f"tuning (logistic regression of the game result) on {count} quiet positions of\n"
         f"{games} self-play games. Row 0 the mover's, row 1 the opponent's, in 1/FIT_UNIT of an\n"
         'evaluation unit (200 units a logit)."""\n\n'
@@ -258,6 +269,9 @@ def main() -> None:
     fitter.add_argument("--data", required=True, help="games from generate (JSON lines)")
     fitter.add_argument("--ridge", type=float, default=1e-5)
     fitter.add_argument("--write", help="write the weights to this module")
+    fitter.add_argument(
+        "--windows-only", action="store_true", help="fit the window features alone (no shapes)"
+    )
     args = parser.parse_args()
     if args.command == "generate":
         generate(args)

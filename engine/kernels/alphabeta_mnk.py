@@ -85,8 +85,9 @@ NO_SHAPE_VALUE = np.zeros(9, dtype=np.int64)
 COMBOS = 8
 # The fitted evaluation's columns (``fitted_eval``): shapes, combinations, windows of k - 2
 # stones, the window-count evaluation, the tempo.
-F_SHAPE, F_COMBO, F_THREES, F_WINDOWS, F_TEMPO = 0, 9, 17, 18, 19
-FIT_WIDTH = 20
+F_SHAPE, F_COMBO, F_THREES, F_WINDOWS, F_TEMPO, F_ONES, F_TWOS = 0, 9, 17, 18, 19, 20, 21
+FIT_WIDTH = 22
+FIT_LINES, FIT_WINDOWS = 1, 2  # params[P_FITTED]: with the line shapes, without
 FIT_UNIT = 16  # the weights are in 1/16 of an evaluation unit
 FITTED = np.array(FITTED_WEIGHTS, dtype=np.int64).reshape(2, FIT_WIDTH)
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
@@ -106,6 +107,7 @@ MNKArrays = namedtuple(
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
      "combo",  # int8[2, cells]: each player's combination of shapes on the cell (``_combo``)
      "combo_count",  # int64[2, COMBOS]: empty cells of each combination per player
+     "wcount",  # int64[2, k + 1]: windows with n stones of a player and none of the other
      "fit",  # int64[2, FIT_WIDTH]: the fitted evaluation's weights (FITTED)
      "mark",  # uint8[cells]: scratch (``_answers``)
      "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
@@ -146,6 +148,16 @@ def _threat_counts(x, o, info, sign):
             info[FOURS + 1] += sign
         elif o == k - 2:
             info[THREES + 1] += sign
+
+
+@kernel
+def _window_counts(x, o, wcount, sign):
+    """Add ``sign`` times this window to the counts of windows by stones (``fitted_eval``)."""
+    if o == 0 and x > 0:
+        wcount[0, x] += sign
+    elif x == 0 and o > 0:
+        wcount[1, o] += sign
+    return 0
 
 
 @kernel
@@ -272,6 +284,8 @@ def fitted_eval(p, g, info):
         score += fit[0, F_COMBO + v] * g.combo_count[p, v]
         score += fit[1, F_COMBO + v] * g.combo_count[q, v]
     score += fit[0, F_THREES] * info[THREES + p] + fit[1, F_THREES] * info[THREES + q]
+    score += fit[0, F_ONES] * g.wcount[p, 1] + fit[1, F_ONES] * g.wcount[q, 1]
+    score += fit[0, F_TWOS] * g.wcount[p, 2] + fit[1, F_TWOS] * g.wcount[q, 2]
     windows = info[EVAL] if p == 0 else -info[EVAL]
     score += (fit[0, F_WINDOWS] * windows) // 1024
     return score // FIT_UNIT
@@ -301,6 +315,8 @@ def _restone(c, p, g, info, sign):
                     g.shape_count[q, new] += 1
                     worth = g.shape_value[new] - g.shape_value[old]
                     info[EVAL] += worth if q == 0 else -worth
+                    if new < OPEN_TWO and old < OPEN_TWO:
+                        continue  # the combination reads open twos and above only
                     was = g.combo[q, e]
                     now = _combo(q, e, g)
                     g.combo[q, e] = now
@@ -317,7 +333,8 @@ def place(c, p, g, info):
     info[STONES] += 1
     k = info[KLEN]
     pattern = g.params[P_PATTERN] != 0
-    lines = pattern or g.params[P_FITTED] != 0
+    fitted = g.params[P_FITTED] != 0
+    lines = pattern or g.params[P_FITTED] == FIT_LINES
     won = False
     delta = 0
     counts = g.counts
@@ -331,6 +348,9 @@ def place(c, p, g, info):
         if counts[w, p] == k:
             won = True
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
+        if fitted:
+            _window_counts(x0, o0, g.wcount, -1)
+            _window_counts(counts[w, 0], counts[w, 1], g.wcount, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
@@ -351,7 +371,8 @@ def remove(c, p, g, info):
     info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
     pattern = g.params[P_PATTERN] != 0
-    lines = pattern or g.params[P_FITTED] != 0
+    fitted = g.params[P_FITTED] != 0
+    lines = pattern or g.params[P_FITTED] == FIT_LINES
     delta = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
@@ -362,6 +383,9 @@ def remove(c, p, g, info):
         _threat_counts(x0, o0, info, -1)
         counts[w, p] -= 1
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
+        if fitted:
+            _window_counts(x0, o0, g.wcount, -1)
+            _window_counts(counts[w, 0], counts[w, 1], g.wcount, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
@@ -1124,6 +1148,7 @@ class MNKContext:
             shape_value=SHAPE_VALUE,
             combo=np.zeros((2, t.empty_key.shape[0]), dtype=np.int8),
             combo_count=np.zeros((2, COMBOS), dtype=np.int64),
+            wcount=np.zeros((2, t.k + 1), dtype=np.int64),
             fit=FITTED,
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
@@ -1135,14 +1160,18 @@ class MNKContext:
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
 
-    def set_patterns(self, on: bool, fitted: bool = False) -> None:
+    def set_patterns(self, on: bool, fitted: bool = False, lines: bool | None = None) -> None:
         """Evaluate and order moves by line shapes (k = 5 boards) or by window counts, or
         (``fitted`` and not ``on``, k = 5) evaluate by the fitted weights (``fitted_eval``)
         and order moves by window counts; takes effect at the next ``set_position``."""
         on = on and self.t.patterns
         fitted = fitted and self.t.patterns and not on
         self.t.params[P_PATTERN] = int(on)
-        self.t.params[P_FITTED] = int(fitted)
+        # the shapes are kept only when the weights use them (FIT_LINES), else FIT_WINDOWS
+        if lines is None:
+            lines = bool(self.game.fit[:, F_SHAPE:F_THREES].any())
+        self.t.params[P_FITTED] = 0 if not fitted else FIT_LINES if lines else FIT_WINDOWS
+        fitted = fitted and lines
         if on or fitted:
             self.t.load_shapes()
             if self.game.shape_table is not self.t.shape_table:
@@ -1168,7 +1197,8 @@ class MNKContext:
         g.line_key[:] = self.t.empty_key
         g.shape_count[:] = 0
         g.combo_count[:] = 0
-        if g.params[P_PATTERN] or g.params[P_FITTED]:  # the empty board's shapes and combos
+        g.wcount[:] = 0
+        if g.params[P_PATTERN] or g.params[P_FITTED] == FIT_LINES:  # the empty board's shapes
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)

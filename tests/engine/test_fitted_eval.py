@@ -43,7 +43,8 @@ def _scratch_combo(shapes: list[int]) -> int:
 
 def _scratch_fitted(context: K.MNKContext, mover: int) -> int:
     """fitted_eval recomputed from the board: the shapes and combinations of the empty
-    cells, the windows of three and the window-count evaluation, weighted by K.FITTED."""
+    cells, the windows of one, two and three stones and the window-count evaluation,
+    weighted by K.FITTED."""
     g, info = context.game, context.info
     shape_count = np.zeros((2, 9), dtype=np.int64)
     combo_count = np.zeros((2, K.COMBOS), dtype=np.int64)
@@ -64,13 +65,13 @@ def _scratch_fitted(context: K.MNKContext, mover: int) -> int:
     for row, q in ((0, mover), (1, 1 - mover)):
         score += int(fit[row, K.F_SHAPE : K.F_SHAPE + 9] @ shape_count[q])
         score += int(fit[row, K.F_COMBO : K.F_COMBO + K.COMBOS] @ combo_count[q])
-        three_windows = sum(
-            1
+        stones = [
+            sum(g.cells[c] == q + 1 for c in window)
             for window in context.t.win_cells
-            if sum(g.cells[c] == q + 1 for c in window) == 3
-            and not any(g.cells[c] == 2 - q for c in window)
-        )
-        score += int(fit[row, K.F_THREES]) * three_windows
+            if not any(g.cells[c] == 2 - q for c in window)
+        ]
+        for column, count in ((K.F_ONES, 1), (K.F_TWOS, 2), (K.F_THREES, 3)):
+            score += int(fit[row, column]) * stones.count(count)
     score += (int(fit[0, K.F_WINDOWS]) * (windows if mover == 0 else -windows)) // 1024
     return score // K.FIT_UNIT
 
