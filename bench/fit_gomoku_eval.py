@@ -1,26 +1,30 @@
-"""Fit the gomoku evaluation of `alphabeta` on games (Texel tuning: logistic regression of the
-game result on the evaluation's features, P. Kannan's method as described in the Chess
-Programming Wiki, "Texel's Tuning Method"; the shape and combination features of Rapfi and
-Embryo).
+"""Fit the gomoku evaluation of `alphabeta` (AlphaBetaOptions.fitted) on games: Texel tuning
+(Peter Österlund's method for the chess engine Texel, 2014; Chess Programming Wiki, "Texel's
+Tuning Method"), with the line-shape and per-cell combination features of the Gomocup
+engines (Rapfi, Embryo).
 
-    .venv/bin/python bench/fit_gomoku_eval.py generate --games 600 --nodes 4000 --out G.jsonl
-    .venv/bin/python bench/fit_gomoku_eval.py fit --data G.jsonl [--print]
+    .venv/bin/python bench/fit_gomoku_eval.py generate --games 1500 --nodes 8000 --out G.jsonl
+    .venv/bin/python bench/fit_gomoku_eval.py fit --data G.jsonl
+        [--write engine/kernels/gomoku_fitted.py] [--windows-only]
 
-``generate``: self-play of the current engine (``alphabeta``, a node budget a move, default
-options) from random openings (``--opening-plies`` plies within 2 rows and columns of the
-centre, as the arena's balanced openings), one JSON line a game: its moves and the winner.
-Deterministic for a given ``--seed`` and build. Progress on stderr.
+``generate``: self-play of this build's engine (``alphabeta``, default options, a node budget
+a move, not a time budget) from random openings (``--opening-plies`` plies within 2 rows and
+columns of the centre, as the arena's balanced openings), one JSON line a game: its moves and
+the winner. Progress on stderr.
 
-``fit``: every quiet position of those games (after the opening, neither player with a four:
-the positions the search scores statically, ``quiet_leaf``) is labelled with the result for
-the side to move (1 win, 0.5 draw, 0 loss) and described by the features of
-``features`` (relative to the side to move: the mover's and the opponent's shape counts over
-the empty cells and four directions, per-cell combinations of shapes, windows of three, the
-window-count evaluation, a tempo term). The weights w minimise the mean of
-``(result - sigmoid(w . f))**2`` (Texel's error; Gauss-Newton steps with a small ridge), on
-80% of the games, the other 20% held out. ``--print`` prints them as the engine's integer
-constants (``FITTED_SCALE`` evaluation units a logit: the search maps a score s to the value
-tanh(s / 400) = 2 sigmoid(s / 200) - 1, so 200 units a logit keeps the fitted odds).
+``fit``: every quiet position of those games (after the opening, neither player with a window
+one stone short: the positions the search scores statically, ``quiet_leaf``) is labelled
+with the result for the side to move (1 win, 0.5 draw, 0 loss) and described by
+``features``, relative to the side to move: the mover's and the opponent's counts of each
+shape over the empty cells and four directions, of each per-cell combination of shapes, of
+windows holding one, two, three stones of one player only, the window-count evaluation and a
+tempo. The weights w minimise the mean of ``(result - sigmoid(w . f))**2`` (Texel's error;
+Gauss-Newton steps with a small ridge) on the games not numbered 4 mod 5, the others held
+out. ``--write`` writes them as the engine's integer constants, ``FITTED_SCALE`` evaluation
+units a logit (the search maps a score s to the value tanh(s / 400) = 2 sigmoid(s / 200) - 1,
+so 200 units a logit keeps the fitted odds: Texel's scaling constant K is the fit's own).
+``--windows-only`` fits the window features alone, which the search evaluates without
+keeping line shapes (faster, measured a worse fit). Progress on stderr.
 """
 
 from __future__ import annotations

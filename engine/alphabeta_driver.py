@@ -229,7 +229,9 @@ def _root_vct(
     info = context.info
     _share(context, VCT_SHARE, _kernel_deadline(deadline), iterations, clock)
     for depth in range(2, VCT_MAX_DEPTH + 1):
-        if K.vct(player, 1, depth, 0, context.game, context.search):
+        with context.threat_search():
+            won = K.vct(player, 1, depth, 0, context.game, context.search)
+        if won:
             return depth
         if info[base.STOP] != 0:
             break
@@ -250,7 +252,9 @@ def _passed_threat(
     _share(context, PASS_SHARE, kernel_deadline, iterations, clock)
     found: int | None = None
     for depth in range(1, DEFENCE_VCT_DEPTH + 1):
-        if K.vct(1 - player, 1, depth, 0, context.game, context.search):
+        with context.threat_search():
+            won = K.vct(1 - player, 1, depth, 0, context.game, context.search)
+        if won:
             found = int(info[K.BEST])
             break
         if info[base.STOP] != 0:
@@ -286,8 +290,9 @@ def _defend(
         _whole_budget(context, kernel_deadline, iterations)
         candidates = np.array(tier, dtype=np.int64)
         refuted_at = np.zeros(len(candidates), dtype=np.int64)
-        index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
-                         context.game, context.search)  # fmt: skip
+        with context.threat_search():
+            index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
+                             context.game, context.search)  # fmt: skip
         stopped = info[base.STOP] != 0
         info[base.STOP] = 0
         refuted |= {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
@@ -352,7 +357,8 @@ def mnk_alphabeta(
     if game.k >= 5 and kind in (0, 4):  # 4: the mover answers a three, unless it wins first
         g, s = context.game, context.search
         context.deadline[base.D_DEADLINE] = kernel_deadline
-        found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
+        with context.threat_search():
+            found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
         if found == 0 and info[base.STOP] == 0 and options.vct:
             found = _root_vct(context, player, deadline, iterations, clock)
         if found > 0 and info[base.STOP] == 0:
@@ -368,7 +374,8 @@ def mnk_alphabeta(
         # best by static score first; those left unchecked when the share runs out stay).
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
-        K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
+        with context.threat_search():
+            K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
         _whole_budget(context, kernel_deadline, iterations)
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:

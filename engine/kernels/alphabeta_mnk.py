@@ -20,7 +20,7 @@ every cell keeps, per direction, the key of the four cells on each side, updated
 opponent, with the winning combinations (open four, double four, four-three, double open
 three) on top. (Off by default: with the weights below it played weaker than the window
 counts.) With AlphaBetaOptions.fitted (k = 5) the shapes are kept the same way, with each
-cell's combination of them (``_combo``: a four and an open three, two open threes, ...), and
+cell's combination of them (``combo_of``: a four and an open three, two open threes, ...), and
 the evaluation (``fitted_eval``) weighs, from the mover's side, the mover's and the
 opponent's counts of each shape and combination, their windows of three and the window-count
 evaluation, by weights fitted on self-play games (bench/fit_gomoku_eval.py: Texel tuning);
@@ -40,6 +40,8 @@ opponent's (``safest``). Failed VCF/VCT searches are remembered per position
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -87,7 +89,39 @@ COMBOS = 8
 # stones, the window-count evaluation, the tempo.
 F_SHAPE, F_COMBO, F_THREES, F_WINDOWS, F_TEMPO, F_ONES, F_TWOS = 0, 9, 17, 18, 19, 20, 21
 FIT_WIDTH = 22
-FIT_LINES, FIT_WINDOWS = 1, 2  # params[P_FITTED]: with the line shapes, without
+
+
+def combo_of(fours: int, open_threes: int, threes: int, twos: int) -> int:
+    """The combination of shapes a stone on a cell makes across its four lines, from how many
+    lines make a four, an open three, a three, an open two (as Rapfi's and Embryo's per-cell
+    patterns): the first that holds of DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE (open threes),
+    FOUR_TWO (a four and a three or open two), THREE_THREE (an open and a closed three),
+    THREE_TWO (an open three and an open two), TWO_TWO (two threes or open twos), else
+    NO_COMBO; an open four or a five alone decide the cell and are counted as shapes."""
+    rules = (
+        (fours >= 2, DOUBLE_FOUR),
+        (fours > 0 and open_threes > 0, FOUR_THREE),
+        (open_threes >= 2, DOUBLE_THREE),
+        (fours > 0 and threes + twos > 0, FOUR_TWO),
+        (open_threes > 0 and threes > 0, THREE_THREE),
+        (open_threes > 0 and twos > 0, THREE_TWO),
+        (threes + twos >= 2, TWO_TWO),
+    )
+    return next((kind for holds, kind in rules if holds), NO_COMBO)
+
+
+# A cell's combination is kept as a key (``combo_key``): its lines' COMBO_CODE summed, 3 bits
+# counting each of fours, open threes, threes and open twos; COMBO_TABLE maps it to combo_of.
+COMBO_CODE = np.zeros(9, dtype=np.int32)
+COMBO_CODE[[FOUR, OPEN_THREE, THREE, OPEN_TWO]] = [1, 1 << 3, 1 << 6, 1 << 9]
+COMBO_TABLE = np.array(
+    [combo_of(key & 7, (key >> 3) & 7, (key >> 6) & 7, key >> 9) for key in range(1 << 12)],
+    dtype=np.int8,
+)
+# params[P_FITTED]: with the line shapes, without, and with them set aside during a threat
+# search (``threat_search``: the VCF and VCT read the window tallies only and give back the
+# position they started from, so the shapes and their keys are as they were when they end)
+FIT_LINES, FIT_WINDOWS, FIT_ASIDE = 1, 2, 3
 FIT_UNIT = 16  # the weights are in 1/16 of an evaluation unit
 FITTED = np.array(FITTED_WEIGHTS, dtype=np.int64).reshape(2, FIT_WIDTH)
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
@@ -105,7 +139,7 @@ MNKArrays = namedtuple(
      "shape_value",  # int64[9]: SHAPE_VALUE
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
-     "combo",  # int8[2, cells]: each player's combination of shapes on the cell (``_combo``)
+     "combo_key",  # int32[2, cells]: each player's shapes on the cell, COMBO_CODE summed
      "combo_count",  # int64[2, COMBOS]: empty cells of each combination per player
      "wcount",  # int64[2, k + 1]: windows with n stones of a player and none of the other
      "fit",  # int64[2, FIT_WIDTH]: the fitted evaluation's weights (FITTED)
@@ -226,46 +260,8 @@ def _cell_terms(c, g, info, sign):
             g.shape_count[q, v] += sign
             worth = g.shape_value[v] * sign
             info[EVAL] += worth if q == 0 else -worth
-        g.combo_count[q, g.combo[q, c]] += sign
+        g.combo_count[q, COMBO_TABLE[g.combo_key[q, c]]] += sign
     return 0
-
-
-@kernel
-def _combo(q, c, g):
-    """The combination of shapes player q makes with a stone on c across its four lines (as
-    Rapfi's and Embryo's per-cell patterns): DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE (open
-    threes), FOUR_TWO (a four and a three or open two), THREE_THREE (an open and a closed
-    three), THREE_TWO (an open three and an open two), TWO_TWO (two threes or open twos), else
-    NO_COMBO; an open four or a five alone decide the cell and are counted as shapes."""
-    fours = 0
-    open_threes = 0
-    threes = 0
-    twos = 0
-    for d in range(4):
-        v = g.shape[q, c, d]
-        if v == FOUR:
-            fours += 1
-        elif v == OPEN_THREE:
-            open_threes += 1
-        elif v == THREE:
-            threes += 1
-        elif v == OPEN_TWO:
-            twos += 1
-    if fours >= 2:
-        return DOUBLE_FOUR
-    if fours > 0 and open_threes > 0:
-        return FOUR_THREE
-    if open_threes >= 2:
-        return DOUBLE_THREE
-    if fours > 0 and threes + twos > 0:
-        return FOUR_TWO
-    if open_threes > 0 and threes > 0:
-        return THREE_THREE
-    if open_threes > 0 and twos > 0:
-        return THREE_TWO
-    if threes + twos >= 2:
-        return TWO_TWO
-    return NO_COMBO
 
 
 @kernel
@@ -315,13 +311,13 @@ def _restone(c, p, g, info, sign):
                     g.shape_count[q, new] += 1
                     worth = g.shape_value[new] - g.shape_value[old]
                     info[EVAL] += worth if q == 0 else -worth
-                    if new < OPEN_TWO and old < OPEN_TWO:
-                        continue  # the combination reads open twos and above only
-                    was = g.combo[q, e]
-                    now = _combo(q, e, g)
-                    g.combo[q, e] = now
-                    g.combo_count[q, was] -= 1
-                    g.combo_count[q, now] += 1
+                    step = COMBO_CODE[new] - COMBO_CODE[old]
+                    if step != 0:
+                        was = COMBO_TABLE[g.combo_key[q, e]]
+                        g.combo_key[q, e] += step
+                        now = COMBO_TABLE[g.combo_key[q, e]]
+                        g.combo_count[q, was] -= 1
+                        g.combo_count[q, now] += 1
     return 0
 
 
@@ -971,7 +967,11 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
             if info[FOURS + p] > 0:
                 return True, WIN - (ply + 1)
             if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
+                fitted = game.params[P_FITTED]
+                if fitted == FIT_LINES:
+                    game.params[P_FITTED] = FIT_ASIDE
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
+                game.params[P_FITTED] = fitted
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
             if game.params[P_FITTED] != 0:
@@ -1012,22 +1012,8 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
 
 
 def combo_classes(shape: np.ndarray) -> np.ndarray:
-    """``_combo`` of every cell at once, for one player's shapes (int8[cells, 4])."""
-    count = [(shape == v).sum(axis=1) for v in (FOUR, OPEN_THREE, THREE, OPEN_TWO)]
-    fours, open_threes, threes, twos = count
-    out = np.full(shape.shape[0], NO_COMBO, dtype=np.int8)
-    rules = [
-        (fours >= 2, DOUBLE_FOUR),
-        ((fours > 0) & (open_threes > 0), FOUR_THREE),
-        (open_threes >= 2, DOUBLE_THREE),
-        ((fours > 0) & (threes + twos > 0), FOUR_TWO),
-        ((open_threes > 0) & (threes > 0), THREE_THREE),
-        ((open_threes > 0) & (twos > 0), THREE_TWO),
-        (threes + twos >= 2, TWO_TWO),
-    ]
-    for mask, kind in reversed(rules):  # the first rule that holds wins
-        out[mask] = kind
-    return out
+    """The combination of every cell (COMBO_TABLE), for one player's shapes (int8[cells, 4])."""
+    return COMBO_TABLE[COMBO_CODE[shape].sum(axis=1)]
 
 
 class MNKTables:
@@ -1146,7 +1132,7 @@ class MNKContext:
             neighbour=t.neighbour,
             shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
             shape_value=SHAPE_VALUE,
-            combo=np.zeros((2, t.empty_key.shape[0]), dtype=np.int8),
+            combo_key=np.zeros((2, t.empty_key.shape[0]), dtype=np.int32),
             combo_count=np.zeros((2, COMBOS), dtype=np.int64),
             wcount=np.zeros((2, t.k + 1), dtype=np.int64),
             fit=FITTED,
@@ -1181,6 +1167,18 @@ class MNKContext:
         if self.game.shape_value is not value:
             self.game = self.game._replace(shape_value=value)
 
+    @contextmanager
+    def threat_search(self) -> Iterator[None]:
+        """Set the line shapes aside (FIT_ASIDE) for the VCF/VCT searches run within."""
+        params = self.t.params
+        fitted = int(params[P_FITTED])
+        if fitted == FIT_LINES:
+            params[P_FITTED] = FIT_ASIDE
+        try:
+            yield
+        finally:
+            params[P_FITTED] = fitted
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (*self.search, *self.game))
@@ -1202,8 +1200,8 @@ class MNKContext:
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
-                g.combo[q] = combo_classes(g.shape[q])
-                g.combo_count[q] = np.bincount(g.combo[q], minlength=COMBOS)
+                g.combo_key[q] = COMBO_CODE[g.shape[q]].sum(axis=1)
+                g.combo_count[q] = np.bincount(combo_classes(g.shape[q]), minlength=COMBOS)
         tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.kernels import alphabeta_mnk as K
+
 TOOL = Path(__file__).resolve().parents[2] / "bench" / "fit_gomoku_eval.py"
 
 
@@ -31,4 +33,4 @@ def test_the_tool_generates_games_and_fits_weights(tmp_path: Path) -> None:
     space: dict[str, object] = {}
     exec(module.read_text(), space)  # noqa: S102 (the tool's own output)
     weights = space["FITTED_WEIGHTS"]
-    assert isinstance(weights, tuple) and len(weights) == 40 and any(weights)
+    assert isinstance(weights, tuple) and len(weights) == 2 * K.FIT_WIDTH and any(weights)

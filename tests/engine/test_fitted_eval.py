@@ -23,7 +23,7 @@ def _fitted_context() -> K.MNKContext:
 
 
 def _scratch_combo(shapes: list[int]) -> int:
-    """A cell's combination of shapes, as the rule of ``_combo`` states it."""
+    """A cell's combination of shapes, as the rule of ``combo_of`` states it."""
     fours, open_threes = shapes.count(K.FOUR), shapes.count(K.OPEN_THREE)
     others = shapes.count(K.THREE) + shapes.count(K.OPEN_TWO)
     if fours >= 2:
@@ -131,3 +131,24 @@ def test_the_fitted_evaluation_prefers_the_movers_open_three():
     assert _fitted_score(interleave(x_far[:3], o_row), 0) < _fitted_score(
         interleave(x_far[:3], o_apart), 0
     )
+
+
+def test_a_search_gives_back_the_shapes_it_set_aside():
+    """The threat searches run with the line shapes set aside (FIT_ASIDE); after a search
+    with them (root VCF, VCT, defence, quiet-leaf VCFs) the shapes, combinations and the
+    fitted evaluation are those of the position, as recomputed from the board."""
+    from engine.alphabeta_driver import _CONTEXTS
+
+    game = engine.make_game("gomoku")
+    # bench/gomoku_nodes.py's sixth position: searched to the node budget
+    moves = [48, 54, 100, 138, 86, 84, 69, 65, 63, 95, 108, 50, 68, 153, 55, 143]
+    state = engine.replay(game, moves)
+    result = engine.search(
+        state, "alphabeta", engine.Budget(iterations=30_000), seed=1, options={"fitted": True}
+    )
+    assert result.iterations > 1_000
+    context = _CONTEXTS[("mnk", 15, 15, 5)]
+    assert context.t.params[K.P_FITTED] == K.FIT_LINES
+    assert list(context.game.cells.nonzero()[0]) == sorted(moves)
+    for mover in (0, 1):
+        assert K.fitted_eval(mover, context.game, context.info) == _scratch_fitted(context, mover)
