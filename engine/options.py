@@ -189,8 +189,9 @@ class AlphaBetaOptions(Options):
     generation (``threats``: answer the opponent's open threes; False plays as the search
     did before it, for matches against that one); on k = 5 boards the evaluation and move
     ordering by line shapes (``patterns``; off: by counts of stones in windows, which
-    measured stronger, bench/README.md), or the evaluation fitted on games with the window
-    counts' ordering (``fitted``; ``patterns`` takes precedence), and on k >= 5 boards a VCT
+    measured stronger, bench/README.md), or (``fitted``, the default; ``patterns`` takes
+    precedence; False: the window counts' evaluation) the evaluation fitted on games with the
+    window counts' ordering, and on k >= 5 boards a VCT
     at the root (``vct``: victory by continuous fours and open threes) and a defence against
     the opponent's (``defence``: the best root move after which the opponent has no VCT is
     played); with ``threats``, the moves searched below the root (``width``: the best by
@@ -200,7 +201,7 @@ class AlphaBetaOptions(Options):
     compiled: bool = True
     threats: bool = True
     patterns: bool = False
-    fitted: bool = False
+    fitted: bool = True
     vct: bool = True
     defence: bool = True
     width: int = 12

@@ -19,7 +19,8 @@ every cell keeps, per direction, the key of the four cells on each side, updated
 (``SHAPE_VALUE``); a cell's ordering score is its shapes for the mover and, at 3/4, for the
 opponent, with the winning combinations (open four, double four, four-three, double open
 three) on top. (Off by default: with the weights below it played weaker than the window
-counts.) With AlphaBetaOptions.fitted (k = 5) the shapes are kept the same way, with each
+counts.) With AlphaBetaOptions.fitted (k = 5, the default) the shapes are kept the same way
+(set aside during the VCF/VCT searches, which read the window tallies only), with each
 cell's combination of them (``combo_of``: a four and an open three, two open threes, ...), and
 the evaluation (``fitted_eval``) weighs, from the mover's side, the mover's and the
 opponent's counts of each shape and combination, their windows of three and the window-count
