@@ -229,9 +229,7 @@ def _root_vct(
     info = context.info
     _share(context, VCT_SHARE, _kernel_deadline(deadline), iterations, clock)
     for depth in range(2, VCT_MAX_DEPTH + 1):
-        with context.threat_search():
-            won = K.vct(player, 1, depth, 0, context.game, context.search)
-        if won:
+        if K.vct(player, 1, depth, 0, context.game, context.search):
             return depth
         if info[base.STOP] != 0:
             break
@@ -252,9 +250,7 @@ def _passed_threat(
     _share(context, PASS_SHARE, kernel_deadline, iterations, clock)
     found: int | None = None
     for depth in range(1, DEFENCE_VCT_DEPTH + 1):
-        with context.threat_search():
-            won = K.vct(1 - player, 1, depth, 0, context.game, context.search)
-        if won:
+        if K.vct(1 - player, 1, depth, 0, context.game, context.search):
             found = int(info[K.BEST])
             break
         if info[base.STOP] != 0:
@@ -290,9 +286,8 @@ def _defend(
         _whole_budget(context, kernel_deadline, iterations)
         candidates = np.array(tier, dtype=np.int64)
         refuted_at = np.zeros(len(candidates), dtype=np.int64)
-        with context.threat_search():
-            index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
-                             context.game, context.search)  # fmt: skip
+        index = K.safest(player, candidates, len(candidates), DEFENCE_VCT_DEPTH, refuted_at,
+                         context.game, context.search)  # fmt: skip
         stopped = info[base.STOP] != 0
         info[base.STOP] = 0
         refuted |= {int(c) for c, at in zip(candidates, refuted_at, strict=True) if at}
@@ -335,7 +330,7 @@ def mnk_alphabeta(
 ) -> SearchResult:
     game = state.game
     context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
-    context.set_patterns(options.patterns, options.fitted)
+    context.set_patterns(options.patterns)
     _start(context, state.history(), keep, iterations, clock)
     player = state.current_player()
     info = context.info
@@ -357,8 +352,7 @@ def mnk_alphabeta(
     if game.k >= 5 and kind in (0, 4):  # 4: the mover answers a three, unless it wins first
         g, s = context.game, context.search
         context.deadline[base.D_DEADLINE] = kernel_deadline
-        with context.threat_search():
-            found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
+        found = K.vcf(player, ROOT_VCF_DEPTH, 0, g, s)
         if found == 0 and info[base.STOP] == 0 and options.vct:
             found = _root_vct(context, player, deadline, iterations, clock)
         if found > 0 and info[base.STOP] == 0:
@@ -374,8 +368,7 @@ def mnk_alphabeta(
         # best by static score first; those left unchecked when the share runs out stay).
         flags = np.zeros(len(moves), dtype=np.int64)
         candidates = np.array(moves, dtype=np.int64)
-        with context.threat_search():
-            K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
+        K.refuted_by_vcf(player, candidates, len(moves), flags, DEFENCE_VCF_DEPTH, g, s)
         _whole_budget(context, kernel_deadline, iterations)
         safe = [m for m, flag in zip(moves, flags, strict=True) if not flag]
         if safe:

@@ -189,19 +189,15 @@ class AlphaBetaOptions(Options):
     generation (``threats``: answer the opponent's open threes; False plays as the search
     did before it, for matches against that one); on k = 5 boards the evaluation and move
     ordering by line shapes (``patterns``; off: by counts of stones in windows, which
-    measured stronger, bench/README.md), or (``fitted``, the default; ``patterns`` takes
-    precedence; False: the window counts' evaluation) the evaluation fitted on games with the
-    window counts' ordering, and on k >= 5 boards a VCT
-    at the root (``vct``: victory by continuous fours and open threes) and a defence against
-    the opponent's (``defence``: the best root move after which the opponent has no VCT is
-    played); with ``threats``, the moves searched below the root (``width``: the best by
-    static score)."""
+    measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
+    victory by continuous fours and open threes) and a defence against the opponent's
+    (``defence``: the best root move after which the opponent has no VCT is played); with
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
     threats: bool = True
     patterns: bool = False
-    fitted: bool = True
     vct: bool = True
     defence: bool = True
     width: int = 12

@@ -19,13 +19,7 @@ every cell keeps, per direction, the key of the four cells on each side, updated
 (``SHAPE_VALUE``); a cell's ordering score is its shapes for the mover and, at 3/4, for the
 opponent, with the winning combinations (open four, double four, four-three, double open
 three) on top. (Off by default: with the weights below it played weaker than the window
-counts.) With AlphaBetaOptions.fitted (k = 5, the default) the shapes are kept the same way
-(set aside during the VCF/VCT searches, which read the window tallies only), with each
-cell's combination of them (``combo_of``: a four and an open three, two open threes, ...), and
-the evaluation (``fitted_eval``) weighs, from the mover's side, the mover's and the
-opponent's counts of each shape and combination, their windows of three and the window-count
-evaluation, by weights fitted on self-play games (bench/fit_gomoku_eval.py: Texel tuning);
-the move ordering stays the window counts'.
+counts.)
 
 What the search asks of a game (engine/kernels/alphabeta_base.py): at every node, leaves
 included, a win in one ends the node, two opponent threats lose it, one threat forces the
@@ -41,8 +35,6 @@ opponent's (``safest``). Failed VCF/VCT searches are remembered per position
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -61,7 +53,6 @@ from engine.kernels.alphabeta_base import (
     kernel,
     tick,
 )
-from engine.kernels.gomoku_fitted import FITTED_WEIGHTS
 
 MAX_PLY = 400
 WIDTH = 12  # moves searched below the root with P_THREATS (AlphaBetaOptions.width's default)
@@ -72,7 +63,7 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_FITTED = range(9)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -82,49 +73,6 @@ SHAPE_VALUE = np.array([0, 0, 1, 2, 4, 10, 15, 100, 200], dtype=np.int64)
 # The move ordering's worth of a shape at a cell, and of the winning combinations.
 ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
-NO_SHAPE_VALUE = np.zeros(9, dtype=np.int64)
-(NO_COMBO, DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE, FOUR_TWO, THREE_THREE, THREE_TWO,
- TWO_TWO) = range(8)  # fmt: skip
-COMBOS = 8
-# The fitted evaluation's columns (``fitted_eval``): shapes, combinations, windows of k - 2
-# stones, the window-count evaluation, the tempo.
-F_SHAPE, F_COMBO, F_THREES, F_WINDOWS, F_TEMPO, F_ONES, F_TWOS = 0, 9, 17, 18, 19, 20, 21
-FIT_WIDTH = 22
-
-
-def combo_of(fours: int, open_threes: int, threes: int, twos: int) -> int:
-    """The combination of shapes a stone on a cell makes across its four lines, from how many
-    lines make a four, an open three, a three, an open two (as Rapfi's and Embryo's per-cell
-    patterns): the first that holds of DOUBLE_FOUR, FOUR_THREE, DOUBLE_THREE (open threes),
-    FOUR_TWO (a four and a three or open two), THREE_THREE (an open and a closed three),
-    THREE_TWO (an open three and an open two), TWO_TWO (two threes or open twos), else
-    NO_COMBO; an open four or a five alone decide the cell and are counted as shapes."""
-    rules = (
-        (fours >= 2, DOUBLE_FOUR),
-        (fours > 0 and open_threes > 0, FOUR_THREE),
-        (open_threes >= 2, DOUBLE_THREE),
-        (fours > 0 and threes + twos > 0, FOUR_TWO),
-        (open_threes > 0 and threes > 0, THREE_THREE),
-        (open_threes > 0 and twos > 0, THREE_TWO),
-        (threes + twos >= 2, TWO_TWO),
-    )
-    return next((kind for holds, kind in rules if holds), NO_COMBO)
-
-
-# A cell's combination is kept as a key (``combo_key``): its lines' COMBO_CODE summed, 3 bits
-# counting each of fours, open threes, threes and open twos; COMBO_TABLE maps it to combo_of.
-COMBO_CODE = np.zeros(9, dtype=np.int32)
-COMBO_CODE[[FOUR, OPEN_THREE, THREE, OPEN_TWO]] = [1, 1 << 3, 1 << 6, 1 << 9]
-COMBO_TABLE = np.array(
-    [combo_of(key & 7, (key >> 3) & 7, (key >> 6) & 7, key >> 9) for key in range(1 << 12)],
-    dtype=np.int8,
-)
-# params[P_FITTED]: with the line shapes, without, and with them set aside during a threat
-# search (``threat_search``: the VCF and VCT read the window tallies only and give back the
-# position they started from, so the shapes and their keys are as they were when they end)
-FIT_LINES, FIT_WINDOWS, FIT_ASIDE = 1, 2, 3
-FIT_UNIT = 16  # the weights are in 1/16 of an evaluation unit
-FITTED = np.array(FITTED_WEIGHTS, dtype=np.int64).reshape(2, FIT_WIDTH)
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
@@ -140,10 +88,6 @@ MNKArrays = namedtuple(
      "shape_value",  # int64[9]: SHAPE_VALUE
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
-     "combo_key",  # int32[2, cells]: each player's shapes on the cell, COMBO_CODE summed
-     "combo_count",  # int64[2, COMBOS]: empty cells of each combination per player
-     "wcount",  # int64[2, k + 1]: windows with n stones of a player and none of the other
-     "fit",  # int64[2, FIT_WIDTH]: the fitted evaluation's weights (FITTED)
      "mark",  # uint8[cells]: scratch (``_answers``)
      "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
 )  # fmt: skip
@@ -183,16 +127,6 @@ def _threat_counts(x, o, info, sign):
             info[FOURS + 1] += sign
         elif o == k - 2:
             info[THREES + 1] += sign
-
-
-@kernel
-def _window_counts(x, o, wcount, sign):
-    """Add ``sign`` times this window to the counts of windows by stones (``fitted_eval``)."""
-    if o == 0 and x > 0:
-        wcount[0, x] += sign
-    elif x == 0 and o > 0:
-        wcount[1, o] += sign
-    return 0
 
 
 @kernel
@@ -261,64 +195,31 @@ def _cell_terms(c, g, info, sign):
             g.shape_count[q, v] += sign
             worth = g.shape_value[v] * sign
             info[EVAL] += worth if q == 0 else -worth
-        g.combo_count[q, COMBO_TABLE[g.combo_key[q, c]]] += sign
     return 0
-
-
-@kernel
-def fitted_eval(p, g, info):
-    """The fitted evaluation for the mover p (FITTED; bench/fit_gomoku_eval.py): weights of
-    the mover's (row 0) and the opponent's (row 1) shape counts, combination counts and
-    windows of k - 2 stones, of the window-count evaluation (1/1024 a unit) and a tempo, in
-    1/FIT_UNIT of an evaluation unit."""
-    q = 1 - p
-    fit = g.fit
-    score = fit[0, F_TEMPO]
-    for v in range(1, FIVE + 1):
-        score += fit[0, F_SHAPE + v] * g.shape_count[p, v]
-        score += fit[1, F_SHAPE + v] * g.shape_count[q, v]
-    for v in range(1, COMBOS):
-        score += fit[0, F_COMBO + v] * g.combo_count[p, v]
-        score += fit[1, F_COMBO + v] * g.combo_count[q, v]
-    score += fit[0, F_THREES] * info[THREES + p] + fit[1, F_THREES] * info[THREES + q]
-    score += fit[0, F_ONES] * g.wcount[p, 1] + fit[1, F_ONES] * g.wcount[q, 1]
-    score += fit[0, F_TWOS] * g.wcount[p, 2] + fit[1, F_TWOS] * g.wcount[q, 2]
-    windows = info[EVAL] if p == 0 else -info[EVAL]
-    score += (fit[0, F_WINDOWS] * windows) // 1024
-    return score // FIT_UNIT
 
 
 @kernel
 def _restone(c, p, g, info, sign):
     """Add (sign 1) or take out (-1) p's stone on c from the keys of the cells it sees, and
-    re-read the shapes of the empty ones (the pattern evaluation's incremental update). An
-    occupied cell's shapes are left as they were when its stone came: stones go in the
-    reverse order they came (make/unmake), so its keys are those again when it is emptied."""
+    re-read their shapes (the pattern evaluation's incremental update)."""
     for d in range(4):
         for j in range(8):
             e = g.neighbour[c, d, j]
             if e < 0:
                 continue
             g.line_key[e, d] += sign * ((p + 1) << (2 * (7 - j)))
-            if g.cells[e] != 0:
-                continue
             key = g.line_key[e, d]
+            empty = g.cells[e] == 0
             for q in range(2):
                 new = g.shape_table[q, key]
                 old = g.shape[q, e, d]
                 if new != old:
                     g.shape[q, e, d] = new
-                    g.shape_count[q, old] -= 1
-                    g.shape_count[q, new] += 1
-                    worth = g.shape_value[new] - g.shape_value[old]
-                    info[EVAL] += worth if q == 0 else -worth
-                    step = COMBO_CODE[new] - COMBO_CODE[old]
-                    if step != 0:
-                        was = COMBO_TABLE[g.combo_key[q, e]]
-                        g.combo_key[q, e] += step
-                        now = COMBO_TABLE[g.combo_key[q, e]]
-                        g.combo_count[q, was] -= 1
-                        g.combo_count[q, now] += 1
+                    if empty:
+                        g.shape_count[q, old] -= 1
+                        g.shape_count[q, new] += 1
+                        worth = g.shape_value[new] - g.shape_value[old]
+                        info[EVAL] += worth if q == 0 else -worth
     return 0
 
 
@@ -330,8 +231,6 @@ def place(c, p, g, info):
     info[STONES] += 1
     k = info[KLEN]
     pattern = g.params[P_PATTERN] != 0
-    fitted = g.params[P_FITTED] != 0
-    lines = pattern or g.params[P_FITTED] == FIT_LINES
     won = False
     delta = 0
     counts = g.counts
@@ -345,17 +244,14 @@ def place(c, p, g, info):
         if counts[w, p] == k:
             won = True
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
-        if fitted:
-            _window_counts(x0, o0, g.wcount, -1)
-            _window_counts(counts[w, 0], counts[w, 1], g.wcount, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-    if not pattern:
-        info[EVAL] += delta
-    if lines:
+    if pattern:
         _cell_terms(c, g, info, -1)
         _restone(c, p, g, info, 1)
+    else:
+        info[EVAL] += delta
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] += 1
     return won
@@ -368,8 +264,6 @@ def remove(c, p, g, info):
     info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
     pattern = g.params[P_PATTERN] != 0
-    fitted = g.params[P_FITTED] != 0
-    lines = pattern or g.params[P_FITTED] == FIT_LINES
     delta = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
@@ -380,17 +274,14 @@ def remove(c, p, g, info):
         _threat_counts(x0, o0, info, -1)
         counts[w, p] -= 1
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
-        if fitted:
-            _window_counts(x0, o0, g.wcount, -1)
-            _window_counts(counts[w, 0], counts[w, 1], g.wcount, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-    if not pattern:
-        info[EVAL] += delta
-    if lines:
+    if pattern:
         _cell_terms(c, g, info, 1)
         _restone(c, p, g, info, -1)
+    else:
+        info[EVAL] += delta
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] -= 1
 
@@ -968,15 +859,9 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
             if info[FOURS + p] > 0:
                 return True, WIN - (ply + 1)
             if info[VCF_DEPTH] > 0 and info[THREES + p] > 0:
-                fitted = game.params[P_FITTED]
-                if fitted == FIT_LINES:
-                    game.params[P_FITTED] = FIT_ASIDE
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
-                game.params[P_FITTED] = fitted
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            if game.params[P_FITTED] != 0:
-                return True, fitted_eval(p, game, info)
             score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
@@ -1004,17 +889,10 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
 
         def impl(game, search, player):  # noqa: ANN001, ANN202
             info = search.info
-            if game.params[P_FITTED] != 0:
-                return fitted_eval(player, game, info)
             return info[EVAL] if player == 0 else -info[EVAL]
 
         return impl
     return None
-
-
-def combo_classes(shape: np.ndarray) -> np.ndarray:
-    """The combination of every cell (COMBO_TABLE), for one player's shapes (int8[cells, 4])."""
-    return COMBO_TABLE[COMBO_CODE[shape].sum(axis=1)]
 
 
 class MNKTables:
@@ -1065,9 +943,7 @@ class MNKTables:
         )
         # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
         # .patterns, k = 5).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0], dtype=np.int64
-        )
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
@@ -1133,10 +1009,6 @@ class MNKContext:
             neighbour=t.neighbour,
             shape_count=np.zeros((2, shapes.SHAPES), dtype=np.int64),
             shape_value=SHAPE_VALUE,
-            combo_key=np.zeros((2, t.empty_key.shape[0]), dtype=np.int32),
-            combo_count=np.zeros((2, COMBOS), dtype=np.int64),
-            wcount=np.zeros((2, t.k + 1), dtype=np.int64),
-            fit=FITTED,
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
             mark=np.zeros(cells, dtype=np.uint8),
@@ -1147,38 +1019,15 @@ class MNKContext:
         self.generation = 0
         self.owner: str | None = None  # the game_key of the last search, if any
 
-    def set_patterns(self, on: bool, fitted: bool = False, lines: bool | None = None) -> None:
-        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts, or
-        (``fitted`` and not ``on``, k = 5) evaluate by the fitted weights (``fitted_eval``)
-        and order moves by window counts; takes effect at the next ``set_position``."""
+    def set_patterns(self, on: bool) -> None:
+        """Evaluate and order moves by line shapes (k = 5 boards) or by window counts; takes
+        effect at the next ``set_position``."""
         on = on and self.t.patterns
-        fitted = fitted and self.t.patterns and not on
         self.t.params[P_PATTERN] = int(on)
-        # the shapes are kept only when the weights use them (FIT_LINES), else FIT_WINDOWS
-        if lines is None:
-            lines = bool(self.game.fit[:, F_SHAPE:F_THREES].any())
-        self.t.params[P_FITTED] = 0 if not fitted else FIT_LINES if lines else FIT_WINDOWS
-        fitted = fitted and lines
-        if on or fitted:
+        if on:
             self.t.load_shapes()
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
-        # the shapes' worth goes into info[EVAL] with ``patterns`` only
-        value = NO_SHAPE_VALUE if fitted else SHAPE_VALUE
-        if self.game.shape_value is not value:
-            self.game = self.game._replace(shape_value=value)
-
-    @contextmanager
-    def threat_search(self) -> Iterator[None]:
-        """Set the line shapes aside (FIT_ASIDE) for the VCF/VCT searches run within."""
-        params = self.t.params
-        fitted = int(params[P_FITTED])
-        if fitted == FIT_LINES:
-            params[P_FITTED] = FIT_ASIDE
-        try:
-            yield
-        finally:
-            params[P_FITTED] = fitted
 
     @property
     def nbytes(self) -> int:
@@ -1195,14 +1044,10 @@ class MNKContext:
         info[KLEN] = self.t.k
         g.line_key[:] = self.t.empty_key
         g.shape_count[:] = 0
-        g.combo_count[:] = 0
-        g.wcount[:] = 0
-        if g.params[P_PATTERN] or g.params[P_FITTED] == FIT_LINES:  # the empty board's shapes
+        if g.params[P_PATTERN]:  # the empty board's shapes (X's and O's are the same)
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
-                g.combo_key[q] = COMBO_CODE[g.shape[q]].sum(axis=1)
-                g.combo_count[q] = np.bincount(combo_classes(g.shape[q]), minlength=COMBOS)
         tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)
