@@ -1,7 +1,7 @@
-"""Fit the window evaluation of the gomoku `alphabeta` (AlphaBetaOptions.fitted_windows) on
-games: Texel tuning (Peter Österlund's method for the chess engine Texel, 2014; Chess
-Programming Wiki, "Texel's Tuning Method") of one weight per window stone count, separate for
-the side to move and the opponent, and a tempo.
+"""Fit the window evaluation of the gomoku `alphabeta` (option fitted_windows at 49c7bd0,
+reverted: bench/README.md) on games: Texel tuning (Peter Österlund's method for the chess
+engine Texel, 2014; Chess Programming Wiki, "Texel's Tuning Method") of one weight per window
+stone count, separate for the side to move and the opponent, and a tempo.
 
     .venv/bin/python bench/fit_gomoku_windows.py generate --games 1500 --nodes 8000 --out G.jsonl
     .venv/bin/python bench/fit_gomoku_windows.py fit --data G.jsonl

@@ -192,9 +192,7 @@ class AlphaBetaOptions(Options):
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
     victory by continuous fours and open threes) and a defence against the opponent's
     (``defence``: the best root move after which the opponent has no VCT is played); with
-    ``threats``, the moves searched below the root (``width``: the best by static score); on
-    k = 5 boards without ``patterns``, the evaluation by window weights fitted on games, the
-    mover's and the opponent's apart (``fitted_windows``; the move ordering is the default's)."""
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
@@ -203,7 +201,6 @@ class AlphaBetaOptions(Options):
     vct: bool = True
     defence: bool = True
     width: int = 12
-    fitted_windows: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -63,7 +63,7 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_FITTED = range(9)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -75,15 +75,6 @@ ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
-# AlphaBetaOptions.fitted_windows (k = 5): the evaluation for the mover p is the sum over the
-# windows free of the other player of FIT_MOVER[count] for p's and -FIT_OPPONENT[count] for
-# the opponent's, plus FIT_TEMPO[p]. Texel tuning (Österlund 2014) of the game result on 37,404
-# quiet positions of 1,500 self-play games (8,000 nodes a move), bench/fit_gomoku_windows.py;
-# 200 units a logit (the default's fitted scale: 193). Windows of 4 and 5 (never at a quiet
-# position) keep the default's weights.
-FIT_MOVER = np.array([0, -1, 26, 82, 512, 4096, 4096], dtype=np.int64)
-FIT_OPPONENT = np.array([0, -1, 9, 69, 512, 4096, 4096], dtype=np.int64)
-FIT_TEMPO = np.array([86, -153], dtype=np.int64)  # X to move, O to move
 
 MNKArrays = namedtuple(
     "MNKArrays",
@@ -98,8 +89,6 @@ MNKArrays = namedtuple(
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
      "mark",  # uint8[cells]: scratch (``_answers``)
-     "fit_weights",  # int64[2, k + 2]: FIT_MOVER, FIT_OPPONENT
-     "fit_eval",  # int64[2]: the fitted window sums for X to move, for O to move
      "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
 )  # fmt: skip
 
@@ -122,18 +111,6 @@ def _contribution(x, o, weights):
     if o > 0:
         return -weights[o]
     return 0
-
-
-@kernel
-def _fit_contribution(x, o, fw):
-    """A window's part in the fitted sums (for X to move, for O to move)."""
-    if x > 0 and o > 0:
-        return 0, 0
-    if x > 0:
-        return fw[0, x], -fw[1, x]
-    if o > 0:
-        return -fw[1, o], fw[0, o]
-    return 0, 0
 
 
 @kernel
@@ -254,20 +231,13 @@ def place(c, p, g, info):
     info[STONES] += 1
     k = info[KLEN]
     pattern = g.params[P_PATTERN] != 0
-    fitted = not pattern and g.params[P_FITTED] != 0
-    window = not pattern and not fitted
     won = False
     delta = 0
-    fx = fo = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
         w = g.cell_win[c, j]
-        if window:
+        if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-        elif fitted:
-            a, b = _fit_contribution(counts[w, 0], counts[w, 1], g.fit_weights)
-            fx -= a
-            fo -= b
         x0, o0 = counts[w, 0], counts[w, 1]
         _threat_counts(x0, o0, info, -1)
         counts[w, p] += 1
@@ -275,18 +245,11 @@ def place(c, p, g, info):
             won = True
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
-        if window:
+        if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-        elif fitted:
-            a, b = _fit_contribution(counts[w, 0], counts[w, 1], g.fit_weights)
-            fx += a
-            fo += b
     if pattern:
         _cell_terms(c, g, info, -1)
         _restone(c, p, g, info, 1)
-    elif fitted:
-        g.fit_eval[0] += fx
-        g.fit_eval[1] += fo
     else:
         info[EVAL] += delta
     for j in range(g.near_n[c]):
@@ -301,36 +264,22 @@ def remove(c, p, g, info):
     info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
     pattern = g.params[P_PATTERN] != 0
-    fitted = not pattern and g.params[P_FITTED] != 0
-    window = not pattern and not fitted
     delta = 0
-    fx = fo = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
         w = g.cell_win[c, j]
-        if window:
+        if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-        elif fitted:
-            a, b = _fit_contribution(counts[w, 0], counts[w, 1], g.fit_weights)
-            fx -= a
-            fo -= b
         x0, o0 = counts[w, 0], counts[w, 1]
         _threat_counts(x0, o0, info, -1)
         counts[w, p] -= 1
         _threat_counts(counts[w, 0], counts[w, 1], info, 1)
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
-        if window:
+        if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-        elif fitted:
-            a, b = _fit_contribution(counts[w, 0], counts[w, 1], g.fit_weights)
-            fx += a
-            fo += b
     if pattern:
         _cell_terms(c, g, info, 1)
         _restone(c, p, g, info, -1)
-    elif fitted:
-        g.fit_eval[0] += fx
-        g.fit_eval[1] += fo
     else:
         info[EVAL] += delta
     for j in range(g.near_n[c]):
@@ -913,10 +862,7 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            if game.params[P_FITTED] != 0 and game.params[P_PATTERN] == 0:
-                score = game.fit_eval[p] + FIT_TEMPO[p]
-            else:
-                score = info[EVAL] if p == 0 else -info[EVAL]
+            score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
                 score += OPEN_THREE_TEMPO
@@ -943,8 +889,6 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
 
         def impl(game, search, player):  # noqa: ANN001, ANN202
             info = search.info
-            if game.params[P_FITTED] != 0 and game.params[P_PATTERN] == 0:
-                return game.fit_eval[player] + FIT_TEMPO[player]
             return info[EVAL] if player == 0 else -info[EVAL]
 
         return impl
@@ -997,15 +941,9 @@ class MNKTables:
         self.zobrist = np.array(
             [[z - (1 << 64) if z >= 1 << 63 else z for z in row] for row in zobrist], dtype=np.int64
         )
-        # P_THREATS, P_PATTERN, P_FITTED: set per search by the driver (AlphaBetaOptions.threats,
-        # k >= 5; .patterns, .fitted_windows, k = 5).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0], dtype=np.int64
-        )
-        self.fit_weights = np.zeros((2, k + 2), dtype=np.int64)
-        if k == 5:
-            self.fit_weights[0] = FIT_MOVER
-            self.fit_weights[1] = FIT_OPPONENT
+        # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
+        # .patterns, k = 5).
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
@@ -1074,8 +1012,6 @@ class MNKContext:
             threat_key=np.zeros(THREAT_SLOTS, dtype=np.int64),
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
             mark=np.zeros(cells, dtype=np.uint8),
-            fit_weights=t.fit_weights,
-            fit_eval=np.zeros(2, dtype=np.int64),
             tally=np.zeros((2, cells), dtype=np.int64),
         )
         self.info = self.search.info
@@ -1093,11 +1029,6 @@ class MNKContext:
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
 
-    def set_fitted(self, on: bool) -> None:
-        """Evaluate by the fitted window weights (k = 5 boards, without ``patterns``); takes
-        effect at the next ``set_position``."""
-        self.t.params[P_FITTED] = int(on and self.t.k == 5)
-
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (*self.search, *self.game))
@@ -1113,7 +1044,6 @@ class MNKContext:
         info[KLEN] = self.t.k
         g.line_key[:] = self.t.empty_key
         g.shape_count[:] = 0
-        g.fit_eval[:] = 0
         if g.params[P_PATTERN]:  # the empty board's shapes (X's and O's are the same)
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
