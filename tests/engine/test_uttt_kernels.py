@@ -43,6 +43,7 @@ from engine.kernels.uttt import (
 )
 from engine.mcts import mcts_search
 from engine.options import MCTSOptions
+from engine.result import SearchResult
 from engine.uttt import EMPTY, LINES, OPEN, UTTTGame, UTTTState
 
 GAME = cast(UTTTGame, engine.make_game("uttt"))
@@ -362,16 +363,21 @@ def test_new_options_are_checked() -> None:
     MCTSOptions(avoid_playouts=False, anti_decisive_playouts=True)
 
 
-def _searched(state: object, **options: object) -> tuple:
-    result = mcts_search(
+def _search(state: object, seed: int = 5, **options: object) -> SearchResult:
+    """mcts_search of 3,000 iterations with ``options``, no clock, a fresh cache."""
+    return mcts_search(
         state,
         deadline=None,
         iterations=3000,
-        seed=5,
+        seed=seed,
         clock=lambda: 0.0,
         options=MCTSOptions(**options),  # type: ignore[arg-type]
         cache={},
     )
+
+
+def _searched(state: object, **options: object) -> tuple:
+    result = _search(state, **options)
     return (result.action, result.value, result.visits, result.pv)
 
 
@@ -398,14 +404,6 @@ def test_reported_visits_are_real_playouts(prior: int) -> None:
     """Each iteration passes through one root child; the virtual visits of progressive bias
     are not reported as visits."""
     state = _random_position(3, 20)
-    result = mcts_search(
-        state,
-        deadline=None,
-        iterations=3000,
-        seed=1,
-        clock=lambda: 0.0,
-        options=MCTSOptions(prior=prior),
-        cache={},
-    )
+    result = _search(state, seed=1, prior=prior)
     assert result.proven is None and result.visits is not None
     assert sum(v for _, v in result.visits) == 3000
