@@ -3,6 +3,7 @@ to, recent games to replay."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -168,7 +169,8 @@ class LobbyScreen(RequestingScreen):
         )
 
     def set_status(self, text: str) -> None:
-        self.query_one("#lobby-status", Static).update(text)
+        with suppress(NoMatches):  # the screen is being taken down (``_table``)
+            self.query_one("#lobby-status", Static).update(text)
 
     def seated(self, game_id: str) -> None:
         """The server seated us in a game (a seek of ours accepted, a pairing, a rematch...):
@@ -220,10 +222,18 @@ class LobbyScreen(RequestingScreen):
         self.filters[facet] = options[(at + 1) % len(options)]
         self._show_seeks()
 
-    def _show_seeks(self) -> None:
+    def _table(self, selector: str) -> DataTable | None:
+        """One of the lobby's tables, or None while the screen is being taken down: a server
+        message can arrive after its widgets are removed and before ``is_mounted`` drops (seen
+        for '#seeks' and '#live'), and then there is nothing to show."""
         try:
-            table = self.query_one("#seeks", DataTable)
-        except NoMatches:  # a lobby event while the screen is being taken down: nothing to show
+            return self.query_one(selector, DataTable)
+        except NoMatches:
+            return None
+
+    def _show_seeks(self) -> None:
+        table = self._table("#seeks")
+        if table is None:
             return
         selected = self._selected_key(table)
         table.clear()
@@ -262,7 +272,9 @@ class LobbyScreen(RequestingScreen):
         table.call_after_refresh(table.notify_style_update)
 
     def _show_live(self) -> None:
-        table = self.query_one("#live", DataTable)
+        table = self._table("#live")
+        if table is None:
+            return
         selected = self._selected_key(table)
         table.clear()
         for game_id, game in self.live.items():
@@ -273,7 +285,9 @@ class LobbyScreen(RequestingScreen):
         table.call_after_refresh(table.notify_style_update)  # as in _show_seeks
 
     def _show_finished(self) -> None:
-        table = self.query_one("#finished", DataTable)
+        table = self._table("#finished")
+        if table is None:
+            return
         selected = self._selected_key(table)
         table.clear()
         for game in self.finished:
@@ -288,7 +302,10 @@ class LobbyScreen(RequestingScreen):
         """Show our unfinished games; fetch the stored record of those we do not follow."""
         if not self.is_mounted:
             return
-        table = self.query_one("#mine", DataTable)
+        table = self._table("#mine")
+        seeks = self._table("#seeks")
+        if table is None or seeks is None:
+            return
         selected = self._selected_key(table)
         table.clear()
         games = self.my_games
@@ -325,7 +342,7 @@ class LobbyScreen(RequestingScreen):
         pane = self.query_one("#mine-pane")
         was_shown = pane.display
         pane.display = bool(games)
-        if games and not was_shown and self.focused is self.query_one("#seeks", DataTable):
+        if games and not was_shown and self.focused is seeks:
             table.focus()  # coming back to the lobby with games to resume: Enter resumes
 
     def _fetch_record(self, game_id: str) -> None:

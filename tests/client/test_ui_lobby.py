@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.widgets import DataTable, Label
 
 from client.ui import NoughtsApp, Start
-from protocol import Seek
+from protocol import LobbyEvent, Seek, SeekDeclined
 from tests.client.ui_support import UIServer, open_lobby, until
 
 SIZE = (100, 30)
@@ -103,3 +103,21 @@ async def test_uttt_says_where_the_rules_send_the_player(ui_server: UIServer) ->
             assert screen.model.moves[-1].text == "e5" and screen.model.moves[-1].action == 40
     finally:
         await bob.close()
+
+
+async def test_lobby_messages_while_the_screen_is_taken_down_show_nothing(
+    ui_server: UIServer,
+) -> None:
+    """A server message can reach the lobby after its widgets are removed and before it is
+    unmounted (the fresh-clone suite once failed on '#live' there): it is kept, not shown,
+    and nothing raises."""
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=SIZE) as pilot:
+        lobby = await open_lobby(pilot, app)
+        for selector in ("#seeks", "#live", "#finished", "#mine", "#lobby-status"):
+            await lobby.query_one(selector).remove()
+        game = {"game_id": "g1", "game": "uttt", "players": [], "ply": 1}
+        lobby.lobby_message(LobbyEvent(kind="game_added", game=game))
+        lobby.lobby_message(SeekDeclined(seek_id="s1", player={"name": "bob"}))
+        lobby.your_games_changed()
+        assert lobby.is_mounted and "g1" in lobby.live
