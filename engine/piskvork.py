@@ -6,11 +6,20 @@ this time); the I/O layer (client/commands/brain.py) runs the search and hands t
 ``played``, which returns the lines of the move. No clock and no search here.
 
 Commands (https://plastovicka.github.io/protocl2en.htm): START N, RECTSTART W,H, RESTART,
-BEGIN, TURN X,Y, BOARD ... DONE, TAKEBACK X,Y, INFO KEY VALUE, ABOUT, END. Coordinates are
+BEGIN, TURN X,Y, BOARD ... DONE, TAKEBACK X,Y, PLAY X,Y, INFO KEY VALUE, ABOUT, END, and
+Gomocup's SWAP2BOARD ... DONE for the swap2 opening rule (below). Coordinates are
 X (column), Y (row), 0-based; a cell is ``Y * width + X`` in the engine. The brain plays
 freestyle gomoku (five or more in a row wins; the engine's m,n,k games count k or more) on
 boards of MIN_SIZE..MAX_SIZE a side; other rules (INFO rule with the exactly-five, renju or
 caro bit) and sizes get an ``ERROR`` line, unknown commands ``UNKNOWN``.
+
+Swap2 (RenjuNet's opening rule, as Gomocup's managers ask it: SWAP2BOARD, the stones one
+"X,Y" a line, black first and alternating, DONE). With 0 stones the brain opens: it answers
+three stones (black, white, black), the opening of OPENINGS that its searches find nearest
+to even for white to move. With 3 or 5 stones it chooses a colour: it searches the position
+for white, the side to move, and stays white with that move when the search's value is >= 0,
+else answers ``SWAP`` (it takes black, and the opponent plays white's move). It never places
+two more stones at 3 (swap2's third option); that is the opponent's choice to make.
 """
 
 from __future__ import annotations
@@ -42,6 +51,17 @@ UNSUPPORTED_RULES = {
 }
 OWN, OPPONENT = 1, 2  # BOARD's third field (3 = a winning line in continuous games)
 MAX_LINE = 1024  # a longer line is not a command
+SWAP2_STONES = (0, 3, 5)  # the stones of a SWAP2BOARD: open, choose after 3, choose after 5
+# The brain's swap2 openings (0 stones), as (column, row) offsets from the centre: black,
+# white, black. Varied shapes near the centre; the brain's searches pick the most even.
+OPENINGS = (
+    ((0, 0), (1, 1), (2, -2)),
+    ((0, 0), (0, 1), (3, 1)),
+    ((0, 0), (1, 0), (-2, 3)),
+    ((0, 0), (1, 1), (-3, 1)),
+    ((0, 0), (2, 0), (0, 3)),
+    ((0, 0), (-1, 1), (3, -2)),
+)
 
 
 @dataclass(slots=True)
@@ -90,6 +110,16 @@ class Think:
 Reply = str | Think
 
 
+@dataclass(slots=True)
+class _Swap2:
+    """A SWAP2BOARD being answered: the stones given (3 or 5), or, with none given, the
+    openings to weigh and the values found so far (for white to move, one per opening)."""
+
+    given: list[int]
+    openings: list[tuple[int, ...]]  # black, white, black
+    values: list[float]
+
+
 class PiskvorkBrain:
     """One brain's protocol state: the board, the rule, the time control.
 
@@ -103,6 +133,8 @@ class PiskvorkBrain:
         self.game: MNKGame | None = None
         self.stones: list[tuple[int, int]] = []  # (cell, OWN or OPPONENT), in the order given
         self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
+        self.swap2_lines: list[int] | None = None  # inside SWAP2BOARD ... DONE
+        self.swap2: _Swap2 | None = None  # a SWAP2BOARD answer in progress
         self.thinking: MNKState | None = None
         self.ended = False
         self.games = 0  # games started: a new game key for the search after each START
@@ -117,6 +149,8 @@ class PiskvorkBrain:
             return ["ERROR line too long"]
         if self.board_lines is not None:
             return self._board_line(text)
+        if self.swap2_lines is not None:
+            return self._swap2_line(text)
         if not text:
             return []
         word, _, rest = text.partition(" ")
@@ -127,17 +161,21 @@ class PiskvorkBrain:
             return [f"UNKNOWN command {_show(word)}"]
         return handler(self, rest)
 
-    def played(self, result: SearchResult) -> list[str]:
-        """Record the brain's move (from the search of the last ``Think``): its lines."""
+    def played(self, result: SearchResult) -> list[Reply]:
+        """Record the search of the last ``Think``: the brain's lines, or (while a SWAP2BOARD
+        weighs its openings) the next ``Think``."""
         if self.thinking is None:
             raise EngineError("played() without a pending Think")
         self.thinking = None
+        if self.swap2 is not None:
+            return self._swap2_played(result)
         self.stones.append((result.action, OWN))
         return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
 
     def cancel(self) -> None:
         """The search of the last ``Think`` failed: no move was played."""
         self.thinking = None
+        self.swap2 = None
 
     # --- commands -------------------------------------------------------------------------------
     def _start(self, rest: str) -> list[Reply]:
@@ -180,6 +218,7 @@ class PiskvorkBrain:
     def _clear(self) -> None:
         self.stones = []
         self.board_lines = None
+        self.swap2_lines = None
         self.games += 1
 
     def _begin(self, rest: str) -> list[Reply]:
@@ -211,11 +250,9 @@ class PiskvorkBrain:
         assert self.board_lines is not None  # in BOARD mode
         if text.upper() == "DONE":
             lines, self.board_lines = self.board_lines, None
-            seen: set[int] = set()
-            for cell, _ in lines:
-                if cell in seen:
-                    return [f"ERROR BOARD repeats the stone at {self._coordinates(cell)}"]
-                seen.add(cell)
+            repeated = self._repeated("BOARD", [cell for cell, _ in lines])
+            if repeated:
+                return [f"ERROR {repeated}"]
             self.stones = lines
             return self._think()
         parts = text.split(",")
@@ -243,6 +280,96 @@ class PiskvorkBrain:
                 del self.stones[index]
                 return ["OK"]
         return [f"ERROR TAKEBACK of an empty cell {rest.strip()}"]
+
+    def _play(self, rest: str) -> list[Reply]:
+        """PLAY X,Y: the manager's move for the brain; the brain plays it and echoes it."""
+        if self.game is None:
+            return ["ERROR PLAY before START"]
+        cell = self._cell(rest)
+        if isinstance(cell, str):
+            return [f"ERROR {cell}"]
+        state = self._rule_error() or self.position()
+        if isinstance(state, str):
+            return [f"ERROR {state}"]
+        self.stones.append((cell, OWN))
+        return [self._coordinates(cell)]
+
+    def _swap2board(self, rest: str) -> list[Reply]:
+        if self.game is None:
+            return ["ERROR SWAP2BOARD before START"]
+        self.swap2_lines = []
+        return []
+
+    def _swap2_line(self, text: str) -> list[Reply]:
+        assert self.swap2_lines is not None  # in SWAP2BOARD mode
+        if text.upper() == "DONE":
+            cells, self.swap2_lines = self.swap2_lines, None
+            return self._swap2_done(cells)
+        cell = self._cell(text, occupied_ok=True)
+        if isinstance(cell, str):
+            self.swap2_lines = None
+            return [f"ERROR {cell}"]
+        self.swap2_lines.append(cell)
+        return []
+
+    def _swap2_done(self, cells: list[int]) -> list[Reply]:
+        """The stones of a SWAP2BOARD: a Think for the first search of its answer."""
+        refused = self._rule_error() or self._repeated("SWAP2BOARD", cells)
+        if refused:
+            return [f"ERROR {refused}"]
+        if len(cells) not in SWAP2_STONES:
+            return [f"ERROR SWAP2BOARD takes 0, 3 or 5 stones (swap2), not {len(cells)}"]
+        if cells:
+            self.swap2 = _Swap2(cells, [], [])
+            return self._swap2_think(cells, self.time.budget_ms(len(cells)))
+        assert self.game is not None  # SWAP2BOARD checks START came first
+        cx, cy = self.game.n // 2, self.game.m // 2
+        openings = [
+            tuple((cy + dy) * self.game.n + cx + dx for dx, dy in shape) for shape in OPENINGS
+        ]
+        self.swap2 = _Swap2([], openings, [])
+        return self._swap2_think(list(openings[0]), self._opening_ms())
+
+    def _opening_ms(self) -> float:
+        return max(TimeControl.MIN_MS, self.time.budget_ms(0) / len(OPENINGS))
+
+    def _swap2_think(self, cells: list[int], time_ms: float) -> list[Reply]:
+        assert self.game is not None  # SWAP2BOARD checks START came first
+        state = self.game.new_initial_state()
+        for cell in cells:
+            state.apply_action(cell)  # 5 stones or fewer: never five in a row
+        self.thinking = state
+        return [Think(state, time_ms)]
+
+    def _swap2_played(self, result: SearchResult) -> list[Reply]:
+        """One search of a SWAP2BOARD done (its value is white's, white to move): the next
+        search of the openings, or the answer and the stones as they now belong."""
+        swap2 = self.swap2
+        assert swap2 is not None  # played() checks it
+        if not swap2.given:
+            swap2.values.append(result.value)
+            if len(swap2.values) < len(swap2.openings):
+                return self._swap2_think(
+                    list(swap2.openings[len(swap2.values)]), self._opening_ms()
+                )
+            self.swap2 = None
+            best = min(range(len(swap2.values)), key=lambda index: abs(swap2.values[index]))
+            black, white, black2 = swap2.openings[best]
+            # If the opponent stays white it plays on with TURN: the black stones are ours.
+            self.stones = [(black, OWN), (white, OPPONENT), (black2, OWN)]
+            return [
+                f"MESSAGE swap2 opening {best + 1} of {len(swap2.values)}: value for white "
+                f"{swap2.values[best]:+.2f}",
+                " ".join(self._coordinates(cell) for cell in (black, white, black2)),
+            ]
+        self.swap2 = None
+        white = result.value >= 0.0  # the colour the search prefers
+        self.stones = [(cell, OWN if (index % 2 == 1) == white else OPPONENT)
+                       for index, cell in enumerate(swap2.given)]  # fmt: skip
+        if white:
+            self.stones.append((result.action, OWN))
+            return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
+        return [f"MESSAGE {_summary(result)}; swap2: black", "SWAP"]
 
     def _info(self, rest: str) -> list[Reply]:
         key, _, value = rest.partition(" ")
@@ -276,12 +403,24 @@ class PiskvorkBrain:
         return []
 
     # --- helpers --------------------------------------------------------------------------------
+    def _rule_error(self) -> str:
+        """Why the brain cannot play under INFO rule, or ""."""
+        if self.rule & (RULE_EXACT_FIVE | RULE_RENJU | RULE_CARO):
+            return f"unsupported rule {self.rule}: this brain plays freestyle"
+        return ""
+
+    def _repeated(self, command: str, cells: list[int]) -> str:
+        """Why ``cells`` cannot be a position (a cell twice), or ""."""
+        seen: set[int] = set()
+        for cell in cells:
+            if cell in seen:
+                return f"{command} repeats the stone at {self._coordinates(cell)}"
+            seen.add(cell)
+        return ""
+
     def _think(self) -> list[Reply]:
         """The position from the stones, the brain to move, as a Think; or an ERROR."""
-        unsupported = self.rule & (RULE_EXACT_FIVE | RULE_RENJU | RULE_CARO)
-        if unsupported:
-            return [f"ERROR unsupported rule {self.rule}: this brain plays freestyle"]
-        state = self.position()
+        state = self._rule_error() or self.position()
         if isinstance(state, str):
             return [f"ERROR {state}"]
         self.thinking = state
@@ -346,6 +485,8 @@ _COMMANDS = {
     "TURN": PiskvorkBrain._turn,
     "BOARD": PiskvorkBrain._board,
     "TAKEBACK": PiskvorkBrain._takeback,
+    "PLAY": PiskvorkBrain._play,
+    "SWAP2BOARD": PiskvorkBrain._swap2board,
     "INFO": PiskvorkBrain._info,
     "ABOUT": PiskvorkBrain._about,
     "END": PiskvorkBrain._end,

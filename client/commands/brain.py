@@ -16,10 +16,11 @@ from engine.algorithms import ALGORITHMS
 
 DESCRIPTION = """\
 Play gomoku as a brain of a Gomocup manager (Piskvork protocol on stdin/stdout): START,
-RECTSTART, RESTART, BEGIN, TURN, BOARD ... DONE, TAKEBACK, INFO, ABOUT, END. Freestyle
-(five or more in a row wins) on boards of 15 to 20 a side; other rules and sizes get an
-ERROR line. Each move searches for a share of INFO time_left, at most INFO timeout_turn,
-less a safety margin."""
+RECTSTART, RESTART, BEGIN, TURN, BOARD ... DONE, TAKEBACK, PLAY, INFO, ABOUT, END, and
+SWAP2BOARD ... DONE (the swap2 opening: 0 stones, it opens; 3 or 5, it plays white or
+answers SWAP). Freestyle (five or more in a row wins) on boards of 15 to 20 a side; other
+rules and sizes get an ERROR line. Each move searches for a share of INFO time_left, at
+most INFO timeout_turn, less a safety margin."""
 
 EPILOG = """\
 example (a manager's side of the pipe):
@@ -81,24 +82,25 @@ def serve(stdin: TextIO, stdout: TextIO, algorithm: str, *, seed: int | None = N
         stdout.flush()
 
     for line in stdin:
-        for reply in brain.feed(line):
-            if isinstance(reply, Think):
-                try:
-                    result = searcher.search(
-                        reply.state,
-                        algorithm,
-                        engine.Budget(time_ms=reply.time_ms),
-                        seed=seed,
-                        game_key=f"brain-{brain.games}",
-                    )
-                except engine.EngineError as exc:
-                    brain.cancel()
-                    say(f"ERROR {exc}")
-                    continue
-                for text in brain.played(result):
-                    say(text)
-            else:
+        pending = brain.feed(line)
+        while pending:
+            reply = pending.pop(0)
+            if not isinstance(reply, Think):
                 say(reply)
+                continue
+            try:
+                result = searcher.search(
+                    reply.state,
+                    algorithm,
+                    engine.Budget(time_ms=reply.time_ms),
+                    seed=seed,
+                    game_key=f"brain-{brain.games}",
+                )
+            except engine.EngineError as exc:
+                brain.cancel()
+                say(f"ERROR {exc}")
+                break
+            pending[:0] = brain.played(result)  # lines, or (swap2) the next search
         if brain.ended:
             break
     return 0

@@ -123,3 +123,32 @@ def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
         brain.send(line)
     assert brain.answer() in ("4,5", "9,5")
     assert brain.end() == 0
+
+
+def test_swap2_opening_and_choice_through_the_pipes(brains: list[Brain]) -> None:
+    """SWAP2BOARD as a Gomocup manager runs swap2: the brain opens with three stones, then
+    chooses a colour after three; the game goes on with TURN from the colour it chose."""
+    brain = Brain()
+    brains.append(brain)
+    brain.send("START 15")
+    assert brain.answer() == "OK"
+    brain.send("INFO timeout_turn 300")
+    for line in ("SWAP2BOARD", "DONE"):
+        brain.send(line)
+    opening = [tuple(map(int, stone.split(","))) for stone in brain.answer().split(" ")]
+    assert len(opening) == 3 and len(set(opening)) == 3
+    assert all(0 <= x < 15 and 0 <= y < 15 for x, y in opening)
+    given = [(7, 7), (8, 8), (7, 9)]
+    for line in ("SWAP2BOARD", *(f"{x},{y}" for x, y in given), "DONE"):
+        brain.send(line)
+    state = make_game("gomoku").new_initial_state()
+    for x, y in given:
+        state.apply_checked(y * 15 + x)
+    choice = brain.answer()
+    if choice != "SWAP":  # white's move: the brain stays white
+        x, y = map(int, choice.split(","))
+        state.apply_checked(y * 15 + x)
+    state.apply_checked(10 * 15 + 10)  # the opponent's move, either colour
+    x, y = brain.move("TURN 10,10")
+    state.apply_checked(y * 15 + x)  # a move (stones of a wrong colour: an ERROR), and legal
+    assert brain.end() == 0

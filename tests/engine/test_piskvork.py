@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import make_game
-from engine.piskvork import PiskvorkBrain, Think, TimeControl
+from engine.piskvork import OPENINGS, PiskvorkBrain, Think, TimeControl
 from engine.result import SearchResult
 
 
@@ -162,26 +164,142 @@ def test_about_takeback_restart_end_unknown() -> None:
     assert think(brain.feed("BOARD") + brain.feed("DONE")).state.ply() == 0
     brain.cancel()
     assert brain.feed("RESTART") == ["OK"] and brain.stones == []
-    assert brain.feed("SWAP2BOARD") == ["UNKNOWN command 'SWAP2BOARD'"]
+    assert brain.feed("SWAP3BOARD") == ["UNKNOWN command 'SWAP3BOARD'"]
     assert brain.feed("INFO folder /tmp") == [] and brain.feed("INFO max_memory 83886080") == []
     assert brain.feed("") == []
     assert not brain.ended
     assert brain.feed("END") == [] and brain.ended
 
 
+def test_play_is_the_managers_move_for_the_brain() -> None:
+    """PLAY X,Y: the brain plays the manager's move and echoes it; a TURN then goes on."""
+    brain = started()
+    assert brain.feed("PLAY 7,7") == ["7,7"]
+    assert brain.stones == [(7 * 15 + 7, 1)]
+    assert think(brain.feed("TURN 8,8")).state.history() == [7 * 15 + 7, 8 * 15 + 8]
+    brain.cancel()
+    for line, reason in (("PLAY 7,7", "occupied"), ("PLAY 1", "X,Y"), ("PLAY 15,0", "off the")):
+        (reply,) = brain.feed(line)
+        assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, line
+    assert brain.feed("PLAY 0,0") == ["0,0"]
+    (reply,) = brain.feed("PLAY 1,1")  # the opponent's turn now
+    assert isinstance(reply, str) and reply.startswith("ERROR cannot move with 2 own")
+    assert PiskvorkBrain().feed("PLAY 1,1") == ["ERROR PLAY before START"]
+
+
+def swap2(brain: PiskvorkBrain, stones: list[str]) -> Think:
+    assert brain.feed("SWAP2BOARD") == []
+    for line in stones:
+        assert brain.feed(line) == []
+    return think(brain.feed("DONE"))
+
+
+def test_swap2board_with_no_stones_opens_with_the_most_even_opening() -> None:
+    brain = started(20)
+    request = swap2(brain, [])
+    centre = 10 * 20 + 10
+    values = [0.6, -0.5, 0.08, -0.3, 0.9, 0.4]  # what each opening's search finds for white
+    seen = []
+    for index, value in enumerate(values):
+        assert request.state.ply() == 3 and request.state.current_player() == 1  # white to move
+        seen.append(tuple(request.state.history()))
+        assert request.state.history()[0] == centre
+        assert request.time_ms == TimeControl().budget_ms(0) / len(OPENINGS)
+        replies = brain.played(SearchResult(0, value, "alphabeta", 1))
+        if index < len(values) - 1:
+            request = think(replies)
+    assert len(set(seen)) == len(OPENINGS)
+    message, answer = replies
+    assert isinstance(message, str) and message.startswith("MESSAGE swap2 opening 3 of 6")
+    black, white, black2 = seen[2]  # the one nearest to even: +0.08
+    coordinates = [f"{cell % 20},{cell // 20}" for cell in (black, white, black2)]
+    assert answer == " ".join(coordinates)
+    # The opponent stays white and plays on: the black stones are the brain's.
+    request = think(brain.feed("TURN 0,0"))
+    assert request.state.history() == [black, white, black2, 0]
+    assert request.state.current_player() == 0
+
+
+@pytest.mark.parametrize("stones", [3, 5])
+@pytest.mark.parametrize("value", [0.25, -0.25])
+def test_swap2board_plays_the_colour_its_search_prefers(stones: int, value: float) -> None:
+    """After 3 or 5 stones white moves: the brain plays white's move if its search's value for
+    white is >= 0, else answers SWAP and takes black; either way the stones are its own or
+    the opponent's as swap2 made them, so the game goes on with TURN."""
+    brain = started()
+    given = ["7,7", "8,8", "7,9", "8,7", "6,8"][:stones]
+    cells = [y * 15 + x for x, y in (map(int, line.split(",")) for line in given)]
+    request = swap2(brain, given)
+    assert request.state.history() == cells and request.state.current_player() == 1
+    assert request.time_ms == TimeControl().budget_ms(stones)
+    lines = brain.played(SearchResult(0, value, "alphabeta", 1))
+    assert isinstance(lines[0], str) and lines[0].startswith("MESSAGE ")
+    if value >= 0:
+        assert lines[-1] == "0,0"  # white's move
+        request = think(brain.feed("TURN 14,14"))  # black plays on
+        assert request.state.history() == [*cells, 0, 14 * 15 + 14]
+    else:
+        assert lines[-1] == "SWAP"
+        request = think(brain.feed("TURN 14,14"))  # the opponent plays white's move
+        assert request.state.history() == [*cells, 14 * 15 + 14]
+    assert request.state.current_player() == (0 if value < 0 else 1)
+
+
+@pytest.mark.parametrize(
+    ("lines", "reason"),
+    [
+        (["1,1"], "takes 0, 3 or 5 stones (swap2), not 1"),
+        (["1,1", "2,2", "3,3", "4,4"], "not 4"),
+        (["1,1", "2,2", "1,1"], "repeats the stone at 1,1"),
+        (["1,1,1"], "X,Y"),
+        (["15,1"], "off the 15x15 board"),
+    ],
+)
+def test_swap2board_errors(lines: list[str], reason: str) -> None:
+    brain = started()
+    brain.feed("SWAP2BOARD")
+    replies: list[object] = []
+    for line in [*lines, "DONE"]:
+        replies = brain.feed(line)
+        if replies:
+            break
+    (reply,) = replies
+    assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+    assert brain.swap2_lines is None and brain.swap2 is None  # the next line is a command
+    assert brain.feed("INFO rule 4")[0].startswith("ERROR unsupported rule 4")
+    assert swap2_reply(brain) == "ERROR unsupported rule 4: this brain plays freestyle"
+    assert PiskvorkBrain().feed("SWAP2BOARD") == ["ERROR SWAP2BOARD before START"]
+
+
+def swap2_reply(brain: PiskvorkBrain) -> object:
+    brain.feed("SWAP2BOARD")
+    (reply,) = brain.feed("DONE")
+    return reply
+
+
+COORDINATES = re.compile(r"\d+,\d+( \d+,\d+){0,2}")
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(max_size=30) | st.sampled_from(
     ["START 15", "START 20", "BEGIN", "BOARD", "DONE", "TURN 3,4", "1,1,1", "INFO rule 4",
-     "TAKEBACK 3,4", "RESTART", "INFO time_left 5", "RECTSTART 17,15"]), max_size=25))  # fmt: skip
+     "TAKEBACK 3,4", "RESTART", "INFO time_left 5", "RECTSTART 17,15", "SWAP2BOARD", "7,7",
+     "8,8", "PLAY 3,4", "PLAY 5,5"]), max_size=25))  # fmt: skip
 def test_any_lines_get_lines_or_a_legal_think(lines: list[str]) -> None:
     """Whatever the manager sends: reply lines, or a Think on a position with a legal move."""
     brain = PiskvorkBrain()
     for line in lines:
-        for reply in brain.feed(line):
+        pending = brain.feed(line)
+        while pending:
+            reply = pending.pop(0)
             if isinstance(reply, Think):
                 legal = reply.state.legal_actions()
                 assert legal and reply.time_ms >= TimeControl.MIN_MS
-                move(brain, legal[0])
+                pending[:0] = brain.played(SearchResult(legal[0], 0.0, "alphabeta", 1))
             else:
                 assert isinstance(reply, str) and "\n" not in reply
-                assert reply.split(" ")[0] in ("OK", "ERROR", "UNKNOWN") or "name=" in reply
+                assert (
+                    reply.split(" ")[0] in ("OK", "ERROR", "UNKNOWN", "MESSAGE", "SWAP")
+                    or "name=" in reply
+                    or COORDINATES.fullmatch(reply)
+                ), reply
