@@ -80,6 +80,19 @@ def test_board_rebuilds_who_moved_first() -> None:
         move(brain, 224)
 
 
+def block_error(brain: PiskvorkBrain, command: str, lines: list[str], reason: str) -> None:
+    """``command``, then ``lines`` and DONE: one ERROR line holding ``reason``, at the line
+    that is wrong."""
+    brain.feed(command)
+    replies: list[object] = []
+    for line in [*lines, "DONE"]:
+        replies = brain.feed(line)
+        if replies:
+            break
+    (reply,) = replies
+    assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+
+
 @pytest.mark.parametrize(
     ("lines", "reason"),
     [
@@ -93,14 +106,7 @@ def test_board_rebuilds_who_moved_first() -> None:
 )  # fmt: skip
 def test_board_errors(lines: list[str], reason: str) -> None:
     brain = started()
-    brain.feed("BOARD")
-    replies: list[object] = []
-    for line in [*lines, "DONE"]:
-        replies = brain.feed(line)
-        if replies:
-            break
-    (reply,) = replies
-    assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+    block_error(brain, "BOARD", lines, reason)
     assert brain.board_lines is None  # out of BOARD mode: the next command is read as one
 
 
@@ -257,14 +263,7 @@ def test_swap2board_plays_the_colour_its_search_prefers(stones: int, value: floa
 )
 def test_swap2board_errors(lines: list[str], reason: str) -> None:
     brain = started()
-    brain.feed("SWAP2BOARD")
-    replies: list[object] = []
-    for line in [*lines, "DONE"]:
-        replies = brain.feed(line)
-        if replies:
-            break
-    (reply,) = replies
-    assert isinstance(reply, str) and reply.startswith("ERROR") and reason in reply, reply
+    block_error(brain, "SWAP2BOARD", lines, reason)
     assert brain.swap2_lines is None and brain.swap2 is None  # the next line is a command
     assert brain.feed("INFO rule 4")[0].startswith("ERROR unsupported rule 4")
     assert swap2_reply(brain) == "ERROR unsupported rule 4: this brain plays freestyle"
