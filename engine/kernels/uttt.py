@@ -532,7 +532,8 @@ def _make_playout(avoid, name, take=False):
         meta_threat0 = THREAT9[meta0] & ~closed & decisive
         meta_threat1 = THREAT9[meta1] & ~closed & decisive
         avail = _open_cells(st, closed)  # a free move is the avail-th of them, found in one pass
-        avail0 = avail
+        ply0 = st[H_PLY]
+        ply = ply0
         result = ONGOING
         # _policy_move draws the moves (never with ``take``: uttt_playout gives policy 2 to the
         # avoid loop, where _policy_move draws every move as it would here; so the take loop
@@ -540,14 +541,16 @@ def _make_playout(avoid, name, take=False):
         special = False if take else (policy & (2 | PLAYOUT_CAPTURE)) != 0
         b = 0
         c = 0
+        last = st[H_LAST]
         x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
         cap_mover = _threat_boards(st, p, 511) if avoid else 0
         cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
         while True:
             mine = meta_threat0 if p == 0 else meta_threat1
             if forced >= 0:
-                full = st[np.uint32(OFF_FULL + forced)]
-                if (mine >> forced) & 1 and THREAT9[st[OFF_SMALL + 9 * p + forced]] & ~full & 511:
+                b = forced
+                full = st[np.uint32(OFF_FULL + b)]
+                if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                     result = p + 1  # a game-winning move is there
                     break
             elif mine and _any_threat_board(st, p, mine):
@@ -559,22 +562,18 @@ def _make_playout(avoid, name, take=False):
                 st[H_CLOSED] = closed
                 rng[0] = x
                 opp = meta_threat1 if p == 0 else meta_threat0
-                pb, pc = _policy_move(st, rng, policy, opp, avail, buf)
+                b, c = _policy_move(st, rng, policy, opp, avail, buf)
                 x = rng[0]
-                if pb < 0:
+                if b < 0:
                     result = 2 - p  # every move hands the opponent the game
                     break
-                b = pb
-                c = pc
                 full = st[np.uint32(OFF_FULL + b)]
-            elif take and forced >= 0 and (cap_mover >> forced) & 1:
+            elif take and forced >= 0 and (cap_mover >> b) & 1:
                 # The mover takes the small board it is sent to (avoid and capture together).
-                b = forced  # (b and c are the last move's until a move is drawn: H_LAST)
                 x = xorshift_step(x)
                 wins = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
                 c = NTH9[np.uint32(wins * 9 + below(x, POP9[wins]))]
             elif forced >= 0:
-                b = forced
                 x = xorshift_step(x)
                 c = _random_empty(full, x)
                 if avoid:
@@ -603,6 +602,8 @@ def _make_playout(avoid, name, take=False):
             full |= 1 << c
             st[np.uint32(OFF_FULL + b)] = full
             avail -= 1
+            ply += 1
+            last = 9 * b + c
             p = 1 - p
             if avoid:
                 # Each player's capture boards (a small-board threat on an empty cell), board b as
@@ -646,14 +647,9 @@ def _make_playout(avoid, name, take=False):
         st[H_CLOSED] = closed
         st[H_META0] = meta0
         st[H_META0 + 1] = meta1
-        if avail != avail0:  # a move was played (each takes an open cell)
-            # the moves played: the cells occupied now less those before (81 - H_EMPTY)
-            moves = st[H_EMPTY] - 81
-            for q in range(9):
-                moves += POP9[np.uint32(st[np.uint32(OFF_FULL + q)])]
-            st[H_EMPTY] -= moves
-            st[H_PLY] += moves
-            st[H_LAST] = 9 * b + c
+        st[H_EMPTY] -= ply - ply0
+        st[H_PLY] = ply
+        st[H_LAST] = last
         st[H_STATUS] = status
         return result
 
