@@ -228,9 +228,12 @@ def mcts_run(
                     value = q + explore / math.sqrt(vj)
                 if imm > 0.0:
                     value += imm * (values[j] - q)
-                if value > best_value:
-                    best_value = value
-                    best = j
+                # Branchless (a cmov and a maxsd; written as an ``if`` or a select, LLVM emits a
+                # branch, which child leads the scan being close to a coin toss): the first
+                # child of the highest value, as before.
+                take = -np.int64(value > best_value)  # all ones when the child leads
+                best ^= (best ^ j) & take
+                best_value = max(value, best_value)
             if best < 0:
                 break
             node = best

@@ -443,6 +443,18 @@ def _safe_random_move(st, rng, opp, buf):
     return -1
 
 
+@njit(cache=True, inline="always")
+def _any_threat_board(st, q, boards):
+    """Whether ``_threat_boards`` is not empty, inlined (the playout loop holds no call)."""
+    rest = boards
+    while rest:
+        b = NTH9[rest * 9]
+        rest &= rest - 1
+        if THREAT9[st[OFF_SMALL + 9 * q + b]] & ~st[OFF_FULL + b] & 511:
+            return True
+    return False
+
+
 @njit(cache=True)
 def _threat_boards(st, q, boards):
     """The boards of ``boards`` where player ``q`` has an empty cell completing a small line."""
@@ -491,7 +503,7 @@ def uttt_playout(st, rng, policy, buf):
     are looked at only once a player has such a board (none, most of the time) instead of
     following every player's threats move by move."""
     if policy & PLAYOUT_AVOID:
-        if policy & PLAYOUT_CAPTURE:
+        if policy & PLAYOUT_CAPTURE and not policy & 2:
             return _playout_avoid_take(st, rng, policy, buf)
         return _playout_avoid(st, rng, policy, buf)
     return _playout_plain(st, rng, policy, buf)
@@ -523,8 +535,10 @@ def _make_playout(avoid, name, take=False):
         ply0 = st[H_PLY]
         ply = ply0
         result = ONGOING
-        # _policy_move draws the moves (but for ``take``: the capture is taken here)
-        special = (policy & (2 | (0 if take else PLAYOUT_CAPTURE))) != 0
+        # _policy_move draws the moves (never with ``take``: uttt_playout gives policy 2 to the
+        # avoid loop, where _policy_move draws every move as it would here; so the take loop
+        # holds no call and keeps its registers)
+        special = False if take else (policy & (2 | PLAYOUT_CAPTURE)) != 0
         b = 0
         c = 0
         last = st[H_LAST]
@@ -539,7 +553,7 @@ def _make_playout(avoid, name, take=False):
                 if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                     result = p + 1  # a game-winning move is there
                     break
-            elif mine and _threat_boards(st, p, mine):
+            elif mine and _any_threat_board(st, p, mine):
                 result = p + 1
                 break
             if special:
