@@ -337,7 +337,6 @@ def mnk_alphabeta(
     info[K.VCF_DEPTH] = 0
     context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)
     context.t.params[K.P_WIDTH] = options.width
-    context.t.params[K.P_BLOCK] = options.block
     kernel_deadline = _kernel_deadline(deadline)
     if game.cells <= EXACT_CELLS:
         kernel_deadline = 0.0  # the whole tree is a few thousand nodes: always play exactly

@@ -37,7 +37,6 @@ MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
-MAX_BLOCK = 32  # option block (eighths): a blocked window at most 4 times an extended one
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -193,9 +192,7 @@ class AlphaBetaOptions(Options):
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
     victory by continuous fours and open threes) and a defence against the opponent's
     (``defence``: the best root move after which the opponent has no VCT is played); with
-    ``threats``, the moves searched below the root (``width``: the best by static score); on
-    m,n,k boards (compiled, window ordering) the weight in eighths of the opponent's windows a
-    move blocks in the move ordering (``block``; 4: half the windows it extends)."""
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
@@ -204,15 +201,12 @@ class AlphaBetaOptions(Options):
     vct: bool = True
     defence: bool = True
     width: int = 12
-    block: int = 4
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_depth(self.max_depth)
         if self.width < 1:
             raise EngineError(f"option width must be at least 1, not {self.width!r}")
-        if not 0 <= self.block <= MAX_BLOCK:
-            raise EngineError(f"option block must be 0 to {MAX_BLOCK}, not {self.block!r}")
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)

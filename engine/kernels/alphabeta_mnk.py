@@ -56,7 +56,6 @@ from engine.kernels.alphabeta_base import (
 
 MAX_PLY = 400
 WIDTH = 12  # moves searched below the root with P_THREATS (AlphaBetaOptions.width's default)
-BLOCK = 4  # eighths: the weight of the windows a move blocks in the ordering (.block's default)
 
 # info[] slots of the m,n,k games (alphabeta_base numbers the shared ones)
 EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
@@ -64,7 +63,7 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_BLOCK = range(9)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -353,7 +352,6 @@ def generate(p, ply, g, s, tt_move):
     threats = 0
     look = params[P_THREATS] != 0
     pattern = params[P_PATTERN] != 0
-    block = params[P_BLOCK]
     q = 1 - p
     tally = g.tally
     open_fours = 0  # candidates where the opponent would get two winning cells
@@ -368,10 +366,10 @@ def generate(p, ply, g, s, tt_move):
             threat = c
         if look and ((theirs >> T_FOURS) & 0xFF) >= 2 and _winning_cells_after(q, c, g) >= 2:
             open_fours += 1
-        # The windows c extends (weights[count + 1]) and, at params[P_BLOCK] eighths (half by
-        # default), those it blocks (the empty windows count 1 for p, 0 for q: weights[1] = 1).
+        # The windows c extends (weights[count + 1]) and, at half, those it blocks (the
+        # empty windows count 1 for p, 0 for q: weights[1] = 1, and 1 >> 1 = 0).
         empty = (tally[0, c] >> T_EMPTY) & 0xFF
-        own = (mine & 0xFFFFFFFF) + ((block * ((theirs & 0xFFFFFFFF) - empty)) >> 3)
+        own = (mine & 0xFFFFFFFF) + (((theirs & 0xFFFFFFFF) - empty) >> 1)
         if pattern:
             own = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
         score = own + history[c]
@@ -943,11 +941,9 @@ class MNKTables:
         self.zobrist = np.array(
             [[z - (1 << 64) if z >= 1 << 63 else z for z in row] for row in zobrist], dtype=np.int64
         )
-        # P_THREATS, P_PATTERN, P_BLOCK: set per search by the driver (AlphaBetaOptions.threats,
-        # k >= 5; .patterns, k = 5; .block).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, BLOCK], dtype=np.int64
-        )
+        # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
+        # .patterns, k = 5).
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the

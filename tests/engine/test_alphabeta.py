@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _CONTEXTS, _mnk_context
+from engine.alphabeta_driver import _mnk_context
 from engine.game import winning_actions
 from engine.kernels import alphabeta as AB
 from engine.kernels import alphabeta_mnk as K
@@ -358,33 +358,3 @@ def test_gomoku_the_deepening_goes_on_in_what_the_root_defence_leaves(moves):
     result = engine.search(state, "alphabeta", Budget(iterations=50_000), seed=1)
     assert result.iterations >= 47_500
     assert result.action in state.legal_actions()
-
-
-# From a match against c0f7043 (seed 4501, game 1): X to move at ply 6.
-BLOCK_POSITION = [129, 141, 80, 142, 144, 112]
-
-
-def test_gomoku_block_weighs_the_windows_a_move_blocks_in_the_ordering():
-    """AlphaBetaOptions.block: the opponent's windows a move blocks count block / 8 in the
-    move ordering (4, half, by default). Here the ordering's first move is 114 at half and
-    127 at full weight, and the driver passes the option to the kernels."""
-    state = engine.replay(("gomoku", {}), BLOCK_POSITION)
-    context = _mnk_context(state.game)
-    context.set_position(state.history())
-    firsts = {}
-    for block in (4, 8):
-        context.t.params[K.P_BLOCK] = block
-        moves, kind, _ = context.generate_root(state.current_player())
-        assert kind == 0
-        firsts[block] = moves[0]
-    assert firsts == {4: 114, 8: 127}
-    key = ("mnk", 15, 15, 5)
-    for options, block in (({"block": 8}, 8), ({}, 4)):
-        engine.search(state, "alphabeta", Budget(iterations=2_000), seed=1, options=options)
-        assert _CONTEXTS[key].t.params[K.P_BLOCK] == block
-
-
-@pytest.mark.parametrize("block", [-1, 33])
-def test_alphabeta_block_is_checked(block):
-    with pytest.raises(engine.EngineError, match="block"):
-        engine.AlphaBetaOptions(block=block)
