@@ -3,7 +3,10 @@
 A target is a (game, algorithm) pair; warming it up runs that algorithm briefly on that
 game, once with an iteration budget and once against the clock on the next position of the
 same game (tree reuse), which compiles exactly the kernels its searches call, with the
-argument types they use, and the clock's object-mode block that numba cannot cache. numba's
+argument types they use, and the clock's object-mode block that numba cannot cache. On
+boards of five in a row it also searches a position where the mover faces two open threes:
+the root's threat defence (``safest``) runs only there, and left cold it compiled in the
+middle of a game's first defended move (about 2 s over that move's budget). numba's
 on-disk cache (``cache=True``) makes every later process load instead of compile, and
 ``engine.compiled_cache`` notes which targets are compiled, so that a server can tell a cold
 start (compile once, in one process, then start the others) from a warm one.
@@ -17,8 +20,9 @@ from collections.abc import Callable, Iterable
 from engine.algorithms import ALGORITHMS
 from engine.compiled_cache import is_warm, record_warm
 from engine.errors import EngineError
-from engine.game import Game
+from engine.game import Game, State
 from engine.games import GAMES
+from engine.mnk import MNKGame
 from engine.options import Budget
 from engine.search import Searcher
 
@@ -87,8 +91,30 @@ def warm_up(
             state.apply_action(state.legal_actions()[0])
         if not state.is_terminal():
             searcher.search(state, algorithm, Budget(time_ms=5.0), seed=2, game_key=key)
+        threatened = _facing_two_threes(_sample_game(game_name))
+        if threatened is not None:
+            Searcher().search(threatened, algorithm, Budget(iterations=2000), seed=3)
         _warmed.add((game_name, algorithm))
         record_warm([(game_name, algorithm)])
+
+
+def _facing_two_threes(game: Game) -> State | None:
+    """On an m,n,k board with k >= 5: O to move against X's open three along the centre row
+    and open three along the centre column, crossing at the centre (O's stones in the
+    corners), which no single move stops: the search sees the loss and the threat defence
+    runs. None on other games."""
+    if not isinstance(game, MNKGame) or game.k < 5:
+        return None
+    row, col = game.m // 2, game.n // 2
+    threes = [(row, col - 2), (row, col - 1), (row, col), (row - 2, col), (row - 1, col)]
+    corners = [(0, 0), (0, game.n - 1), (game.m - 1, 0), (game.m - 1, game.n - 1)]
+    state = game.new_initial_state()
+    for index, (r, c) in enumerate(threes):
+        state.apply_action(r * game.n + c)
+        if index < len(corners):
+            r, c = corners[index]
+            state.apply_action(r * game.n + c)
+    return state
 
 
 def warm_up_in_background(targets: list[Target] | None) -> None:

@@ -5,7 +5,10 @@ A kernel signature first met inside a timed search is paid for by that search: w
 warm-up the first 200 ms gomoku alphabeta search of a process ran 365-500 ms over budget
 (loading nine kernels from the cache), the first 100 ms uttt mcts search 330 ms over.
 Each case runs in a fresh interpreter, so kernels compiled by other tests cannot hide a
-signature the warm-up misses.
+signature the warm-up misses. On gomoku the probe also searches a position where the mover
+faces two open threes, where the root's threat defence runs: its kernel (``safest``) was
+first compiled there, about 2 s into a game's first defended move, until the warm-up
+searched such a position too.
 """
 
 from __future__ import annotations
@@ -51,6 +54,18 @@ for index in range(3):
     state.apply_action(legal[(len(legal) // 2 + 7 * index + 3) % len(legal)])
     result = Searcher().search(state, algorithm, Budget(time_ms=30.0), seed=index)
     state.apply_action(result.action)
+if getattr(game, "k", 0) >= 5:
+    # O to move against X's open threes along a row and a diagonal, crossing off the centre
+    # (not the warm-up's position): the root's threat defence runs.
+    row, col = game.m // 2 + 1, game.n // 2 - 1
+    threes = [(row, col), (row, col + 1), (row - 1, col + 1), (row, col + 2), (row - 2, col + 2)]
+    others = [(0, 0), (0, 1), (1, 0), (game.m - 1, game.n - 1)]
+    state = game.new_initial_state()
+    for index, (r, c) in enumerate(threes):
+        state.apply_action(r * game.n + c)
+        if index < len(others):
+            state.apply_action(others[index][0] * game.n + others[index][1])
+    Searcher().search(state, algorithm, Budget(time_ms=30.0), seed=3)
 after = signatures()
 print(json.dumps(sorted(k for k, v in after.items() if v != before.get(k, 0))))
 """
