@@ -30,6 +30,7 @@ from engine.errors import EngineError
 from engine.games import make_game
 from engine.mnk import MNKGame, MNKState
 from engine.result import SearchResult
+from engine.think import Think
 
 __all__ = [
     "MAX_SIZE",
@@ -99,14 +100,6 @@ class TimeControl:
         return max(self.MIN_MS, budget)
 
 
-@dataclass(frozen=True, slots=True)
-class Think:
-    """Search ``state`` (the brain to move) for ``time_ms`` and call ``played``."""
-
-    state: MNKState
-    time_ms: float
-
-
 Reply = str | Think
 
 
@@ -172,10 +165,12 @@ class PiskvorkBrain:
         self.stones.append((result.action, OWN))
         return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
 
-    def cancel(self) -> None:
-        """The search of the last ``Think`` failed: no move was played."""
+    def cancel(self, reason: str = "") -> list[Reply]:
+        """The search of the last ``Think`` failed (``reason``): no move was played; the lines
+        that say so."""
         self.thinking = None
         self.swap2 = None
+        return [f"ERROR {reason}"] if reason else []
 
     # --- commands -------------------------------------------------------------------------------
     def _start(self, rest: str) -> list[Reply]:

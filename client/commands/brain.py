@@ -1,8 +1,11 @@
-"""`noughts brain`: a Gomocup brain, speaking the Piskvork protocol on stdin/stdout.
+"""`noughts brain`: the engine as a bot of another program's harness, on stdin/stdout:
+a Gomocup brain (the Piskvork protocol, gomoku) or a CodinGame bot (its referee's protocol,
+ultimate tic-tac-toe).
 
-The protocol is engine/piskvork.py (pure); this module is its I/O: it reads the manager's
-lines, prints the replies, and runs the searches the protocol asks for (one Searcher, one
-game key per game so that alpha-beta keeps its table between the moves of a game).
+The protocols are pure state machines (engine/piskvork.py, engine/codingame.py); this
+module is their I/O: it reads the harness's lines, prints the replies (diagnostics to
+stderr), and runs the searches the protocol asks for (one Searcher, one game key per game so
+that a search keeps its table or tree between the moves of a game).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from engine.algorithms import ALGORITHMS
 
@@ -20,40 +23,86 @@ RECTSTART, RESTART, BEGIN, TURN, BOARD ... DONE, TAKEBACK, PLAY, INFO, ABOUT, EN
 SWAP2BOARD ... DONE (the swap2 opening: 0 stones, it opens; 3 or 5, it plays white or
 answers SWAP). Freestyle (five or more in a row wins) on boards of 15 to 20 a side; other
 rules and sizes get an ERROR line. Each move searches for a share of INFO time_left, at
-most INFO timeout_turn, less a safety margin."""
+most INFO timeout_turn, less a safety margin.
+
+With --game uttt: play ultimate tic-tac-toe as a CodinGame bot (the referee's protocol of
+its "Tic-Tac-Toe" game): each turn reads "opponentRow opponentCol" (-1 -1 when the bot
+starts), the valid action count and the valid actions "row col", and answers "row col",
+searching 70% of --first-ms on its first turn and of --turn-ms after."""
 
 EPILOG = """\
-example (a manager's side of the pipe):
+examples (the harness's side of the pipe):
   printf 'START 15\\nINFO timeout_turn 1000\\nBEGIN\\nEND\\n' | noughts brain
+  printf -- '-1 -1\\n1\\n4 4\\n' | noughts brain --game uttt
 """
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "brain",
-        help="play gomoku in a Gomocup manager (Piskvork protocol)",
+        help="play in another program's harness: a Gomocup manager (gomoku) or CodinGame (uttt)",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--algorithm",
-        default="alphabeta",
+        default=None,
         choices=sorted(ALGORITHMS),
-        help="the search that plays (default: %(default)s)",
+        help="the search that plays (default: the game's, alphabeta for gomoku, mcts for uttt)",
     )
     parser.add_argument(
         "--game",
         default="gomoku",
-        choices=("gomoku",),
-        help="the rule: gomoku, freestyle, on the board size START gives (default: %(default)s)",
+        choices=("gomoku", "uttt"),
+        help="gomoku: a Gomocup brain, freestyle, on the board size START gives; uttt: a "
+        "CodinGame bot (default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed of the searches")
+    parser.add_argument(
+        "--first-ms",
+        type=_positive_ms,
+        default=1000.0,
+        help="uttt: the referee's limit for the bot's first turn, ms (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--turn-ms",
+        type=_positive_ms,
+        default=100.0,
+        help="uttt: the referee's limit for each later turn, ms (default: %(default)s)",
+    )
     parser.set_defaults(func=run)
 
 
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1.0 <= value <= 3_600_000.0:
+        raise argparse.ArgumentTypeError(f"a time in ms from 1 to 3600000, not {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    return serve(sys.stdin, sys.stdout, args.algorithm, seed=args.seed)
+    from engine.games import default_ai, make_game
+
+    algorithm = args.algorithm or default_ai(args.game)
+    refused = ALGORITHMS[algorithm].cannot_play(make_game(args.game))
+    if refused is not None:
+        print(
+            f"noughts brain: error: {algorithm} cannot play {args.game}: {refused}", file=sys.stderr
+        )
+        return 2
+    if args.game == "uttt":
+        from engine.codingame import CodinGameBrain, TurnTime
+
+        brain: Any = CodinGameBrain(TurnTime(args.first_ms, args.turn_ms))
+    else:
+        from engine.piskvork import PiskvorkBrain
+
+        brain = PiskvorkBrain(about=_about())
+    return serve(sys.stdin, sys.stdout, brain, args.game, algorithm, seed=args.seed)
 
 
 def _about() -> str:
@@ -66,15 +115,25 @@ def _about() -> str:
     return f'name="noughts", version="{version}", author="noughts team", country="-"'
 
 
-def serve(stdin: TextIO, stdout: TextIO, algorithm: str, *, seed: int | None = None) -> int:
-    """The brain's loop until END or the end of input."""
+def serve(
+    stdin: TextIO,
+    stdout: TextIO,
+    brain: Any,
+    game: str,
+    algorithm: str,
+    *,
+    seed: int | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """The brain's loop until END or the end of input. ``brain``: a protocol state machine
+    (``feed``, ``played``, ``cancel``, ``ended``, ``games``)."""
     import engine
-    from engine.piskvork import PiskvorkBrain, Think
+    from engine.think import Log, Think
 
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")
-    engine.warm_up([("gomoku", algorithm)])  # compile (or load) before the first timed move
-    brain = PiskvorkBrain(about=_about())
+    errors = stderr or sys.stderr
+    engine.warm_up([(game, algorithm)])  # compile (or load) before the first timed move
     searcher = engine.Searcher()
 
     def say(line: str) -> None:
@@ -85,6 +144,10 @@ def serve(stdin: TextIO, stdout: TextIO, algorithm: str, *, seed: int | None = N
         pending = brain.feed(line)
         while pending:
             reply = pending.pop(0)
+            if isinstance(reply, Log):
+                errors.write(reply.text + "\n")
+                errors.flush()
+                continue
             if not isinstance(reply, Think):
                 say(reply)
                 continue
@@ -97,9 +160,8 @@ def serve(stdin: TextIO, stdout: TextIO, algorithm: str, *, seed: int | None = N
                     game_key=f"brain-{brain.games}",
                 )
             except engine.EngineError as exc:
-                brain.cancel()
-                say(f"ERROR {exc}")
-                break
+                pending = brain.cancel(str(exc))  # what the protocol answers instead
+                continue
             pending[:0] = brain.played(result)  # lines, or (swap2) the next search
         if brain.ended:
             break

@@ -15,9 +15,9 @@ TIMEOUT_S = 120  # a line must come within this (the first one waits for the ker
 class Brain:
     """A brain process and the manager's side of its pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "client", "brain"],
+            [sys.executable, "-m", "client", "brain", *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -152,3 +152,39 @@ def test_swap2_opening_and_choice_through_the_pipes(brains: list[Brain]) -> None
     x, y = brain.move("TURN 10,10")
     state.apply_checked(y * 15 + x)  # a move (stones of a wrong colour: an ERROR), and legal
     assert brain.end() == 0
+
+
+@pytest.mark.timeout(600)
+def test_two_codingame_bots_play_ultimate_through_a_referee(brains: list[Brain]) -> None:
+    """CodinGame's referee loop for ultimate tic-tac-toe: to the bot to move, the opponent's
+    last move (-1 -1 to begin), the valid actions, and one move back, legal, until the game
+    ends; diagnostics go to stderr, stdout holds moves only."""
+    players = [Brain("--game", "uttt", "--first-ms", "300", "--turn-ms", "60") for _ in range(2)]
+    brains.extend(players)
+    state = make_game("uttt").new_initial_state()
+    grid = state.game.grid  # type: ignore[attr-defined]
+    last = "-1 -1"
+    while not state.is_terminal():
+        bot = players[state.current_player()]
+        bot.send(last)
+        legal = state.legal_actions()
+        bot.send(str(len(legal)))
+        for action in legal:
+            bot.send("{} {}".format(*grid.cell(action)))
+        last = bot.answer()
+        row, col = map(int, last.split(" "))
+        state.apply_checked(grid.action(row, col))  # legal: free, on the board it was sent to
+    assert state.ply() >= 17  # five small boards won at the least
+    for bot in players:
+        out, err = bot.process.communicate(timeout=TIMEOUT_S)  # the input ends: the game too
+        assert bot.process.returncode == 0 and out == ""
+        assert "mcts value" in err  # each search's summary, on stderr
+
+
+def test_a_search_that_cannot_play_the_game_is_refused_at_start() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "client", "brain", "--game", "uttt", "--algorithm", "perfect"],
+        input="-1 -1\n", capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("noughts brain: error: perfect cannot play uttt: ")

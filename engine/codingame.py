@@ -1,0 +1,172 @@
+"""CodinGame's referee protocol for ultimate tic-tac-toe, as a pure state machine.
+
+The strongest ultimate tic-tac-toe bots are written for CodinGame's "Tic-Tac-Toe" bot
+programming game (ultimate from its Silver league on), and their harnesses speak its
+referee's protocol; this is that protocol, sans-I/O like ``engine.piskvork`` (the I/O
+layer, client/commands/brain.py, runs the searches). Each turn the referee sends:
+
+    opponentRow opponentCol       (-1 -1 on the first turn when the bot moves first)
+    validActionCount
+    row col                       (validActionCount lines: the bot's legal moves)
+
+and the bot answers one line, ``row col``. Rows and columns are 0..8 on the 9x9 grid, row 0
+at the top (``engine.notation.Grid``). The referee allows 1,000 ms for the bot's first
+turn and 100 ms for each later one; a move spends that less a safety margin.
+
+The referee is the authority: when its valid actions are not the legal moves of the
+position the bot has followed (a missed or extra line), the bot says so on its diagnostic
+stream and answers the first valid action, rather than forfeit by timeout or an illegal
+move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+from engine.games import make_game
+from engine.result import SearchResult
+from engine.think import Log, Think
+from engine.uttt import UTTTGame, UTTTState
+
+__all__ = ["CodinGameBrain", "TurnTime"]
+
+MAX_LINE = 256  # a longer line is not one of the referee's
+
+
+@dataclass(slots=True)
+class TurnTime:
+    """The referee's limits (ms) and the share of them a search may spend: the rest is the
+    margin for the pipes, the process and Python's part of the turn."""
+
+    first_ms: float = 1000.0
+    turn_ms: float = 100.0
+    SHARE = 0.7
+    MIN_MS = 5.0
+
+    def budget_ms(self, first: bool) -> float:
+        return max(self.MIN_MS, (self.first_ms if first else self.turn_ms) * self.SHARE)
+
+
+class CodinGameBrain:
+    """One game's protocol state. ``feed`` one line at a time; a ``Think`` in its answer is
+    followed by ``played`` with the search's result before the next line."""
+
+    def __init__(self, time: TurnTime | None = None) -> None:
+        game = make_game("uttt")
+        assert isinstance(game, UTTTGame)  # the registry's uttt
+        self.grid = game.grid
+        self.time = time or TurnTime()
+        self.state: UTTTState = game.new_initial_state()
+        self.thinking: UTTTState | None = None
+        self.turns = 0  # the bot's turns so far
+        self.expect = "opponent"  # or "count", or "actions"
+        self.count = 0
+        self.valid: list[int] = []
+        self.lost_track = False  # the referee's valid actions disagreed with the position
+        self.ended = False  # the protocol has no end command: the input's end ends the game
+        self.games = 1
+
+    def feed(self, line: str) -> list[object]:
+        """The replies to one line from the referee: ``Log`` lines, a ``Think``, or a move."""
+        if self.thinking is not None:
+            raise EngineError("a Think is pending: call played() first")
+        text = line.strip()
+        if not text:
+            return []
+        if len(text) > MAX_LINE:
+            return [Log(f"ignored a line of {len(text)} characters")]
+        numbers = _integers(text)
+        if self.expect == "opponent":
+            if numbers is None or len(numbers) != 2:
+                return [Log(f"expected 'opponentRow opponentCol', not {text[:40]!r}")]
+            return self._opponent(*numbers)
+        if self.expect == "count":
+            if numbers is None or len(numbers) != 1 or not 0 < numbers[0] <= 81:
+                return [Log(f"expected the valid action count (1..81), not {text[:40]!r}")]
+            self.count, self.valid, self.expect = numbers[0], [], "actions"
+            return []
+        if numbers is None or len(numbers) != 2 or not all(0 <= v < 9 for v in numbers):
+            return [Log(f"expected a valid action 'row col' (0..8), not {text[:40]!r}")]
+        self.valid.append(self.grid.action(*numbers))
+        if len(self.valid) < self.count:
+            return []
+        self.expect = "opponent"
+        return self._turn()
+
+    def played(self, result: SearchResult) -> list[object]:
+        """The bot's move from the search of the last ``Think``: its line."""
+        if self.thinking is None:
+            raise EngineError("played() without a pending Think")
+        self.thinking = None
+        if result.action not in self.valid:  # the referee's rules differ from the engine's
+            self.lost_track = True
+            return [Log("the search's move is not a valid action: playing the first one"),
+                    self._move(self.valid[0])]  # fmt: skip
+        return [Log(_summary(result)), self._move(result.action)]
+
+    def cancel(self, reason: str = "") -> list[object]:
+        """The search of the last ``Think`` failed (``reason``): the referee still needs a
+        move, the first valid action."""
+        self.thinking = None
+        return [Log(f"the search failed: {reason}"), self._move(self.valid[0])]
+
+    # --- helpers --------------------------------------------------------------------------------
+    def _opponent(self, row: int, col: int) -> list[object]:
+        self.expect = "count"
+        if (row, col) == (-1, -1):
+            if self.state.ply() != 0:
+                self.lost_track = True
+                return [Log("-1 -1 after the first turn: following the referee's actions only")]
+            return []
+        if not (0 <= row < 9 and 0 <= col < 9):
+            self.lost_track = True
+            return [Log(f"opponent move {row} {col} is off the board")]
+        if self.lost_track:
+            return []
+        action = self.grid.action(row, col)
+        if self.state.illegal_reason(action) is not None:
+            self.lost_track = True
+            return [Log(f"opponent move {row} {col} is not legal here: following the referee")]
+        self.state.apply_action(action)
+        return []
+
+    def _turn(self) -> list[object]:
+        """The bot to move: a Think on the position, or the referee's first valid action."""
+        first = self.turns == 0
+        self.turns += 1
+        if self.state.is_terminal():
+            self.lost_track = True  # the referee plays on: its rules end games later
+        if self.lost_track:
+            return [self._move(self.valid[0])]
+        replies: list[object] = []
+        if set(self.valid) != set(self.state.legal_actions()):
+            replies.append(Log("the valid actions are not this position's legal moves"))
+        self.thinking = self.state
+        return [*replies, Think(self.state.clone(), self.time.budget_ms(first))]
+
+    def _move(self, action: int) -> str:
+        if not self.lost_track and self.state.illegal_reason(action) is not None:
+            self.lost_track = True  # a valid action the engine's rules refuse
+        if not self.lost_track:
+            self.state.apply_action(action)
+        row, col = self.grid.cell(action)
+        return f"{row} {col}"
+
+
+def _integers(text: str) -> list[int] | None:
+    parts = text.split()
+    if not parts or len(parts) > 2 or any(len(part) > 3 for part in parts):
+        return None
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        return None
+
+
+def _summary(result: SearchResult) -> str:
+    proven = f" proven {result.proven}" if result.proven else ""
+    return (
+        f"{result.algorithm} value {result.value:+.2f}{proven} {result.iterations} "
+        f"iterations in {result.elapsed_ms:.0f} ms"
+    )

@@ -1,0 +1,113 @@
+"""CodinGame's referee protocol for ultimate tic-tac-toe (engine/codingame.py), fed lines as
+the referee sends them."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import make_game
+from engine.codingame import CodinGameBrain, TurnTime
+from engine.result import SearchResult
+from engine.think import Log, Think
+from engine.uttt import UTTTState
+
+GRID = make_game("uttt").grid  # type: ignore[attr-defined]
+
+
+def turn(brain: CodinGameBrain, opponent: str, valid: list[int]) -> list[object]:
+    """One turn of the referee: the opponent's move, then the valid actions."""
+    replies = brain.feed(opponent) + brain.feed(str(len(valid)))
+    for action in valid:
+        row, col = GRID.cell(action)
+        replies += brain.feed(f"{row} {col}")
+    return replies
+
+
+def think(replies: list[object]) -> Think:
+    thinks = [reply for reply in replies if isinstance(reply, Think)]
+    assert len(thinks) == 1 and not any(isinstance(r, str) for r in replies), replies
+    return thinks[0]
+
+
+def play(brain: CodinGameBrain, action: int) -> str:
+    lines = brain.played(SearchResult(action, 0.0, "mcts", 1))
+    assert isinstance(lines[0], Log)
+    assert isinstance(lines[-1], str)
+    return lines[-1]
+
+
+def test_the_bot_moves_first_then_follows_the_game() -> None:
+    brain = CodinGameBrain()
+    state = make_game("uttt").new_initial_state()
+    request = think(turn(brain, "-1 -1", state.legal_actions()))
+    assert request.state.ply() == 0 and request.time_ms == 1000 * TurnTime.SHARE
+    assert play(brain, 4 * 9 + 4) == "4 4"  # the centre board's centre: row 4, column 4
+    state.apply_action(40)
+    state.apply_action(GRID.action(3, 3))  # the opponent, sent to the centre board
+    request = think(turn(brain, "3 3", state.legal_actions()))
+    assert request.state.history() == state.history()
+    assert request.time_ms == 100 * TurnTime.SHARE
+    assert play(brain, 0) == "0 0"  # board 0 (top left), cell 0
+
+
+def test_the_bot_moves_second() -> None:
+    brain = CodinGameBrain(TurnTime(first_ms=500, turn_ms=50))
+    state = make_game("uttt").new_initial_state()
+    state.apply_action(GRID.action(8, 8))  # the bottom right board's bottom right cell
+    request = think(turn(brain, "8 8", state.legal_actions()))
+    assert request.state.history() == [80] and request.state.current_player() == 1
+    assert request.time_ms == 500 * TurnTime.SHARE
+    assert set(request.state.legal_actions()) == set(range(72, 80))
+
+
+def test_the_referee_is_the_authority() -> None:
+    """Valid actions that are not the position's legal moves: said on the diagnostic stream;
+    a searched move the referee does not allow: its first valid action, and from then on."""
+    brain = CodinGameBrain()
+    replies = turn(brain, "-1 -1", [40, 41])  # not the 81 moves of the empty board
+    assert isinstance(replies[0], Log) and "not this position's legal moves" in replies[0].text
+    think(replies)
+    lines = brain.played(SearchResult(0, 0.0, "mcts", 1))  # 0 is not among the valid actions
+    assert isinstance(lines[0], Log) and lines[-1] == "4 4" and brain.lost_track
+    assert turn(brain, "3 3", [5, 6]) == ["1 2"]  # lost: the first valid action (board 0, cell 5)
+
+
+def test_lines_that_are_not_the_referees_change_nothing() -> None:
+    brain = CodinGameBrain()
+    for line in ("hello", "1 2 3", "-1", "99999 1", "x" * 300):
+        (reply,) = brain.feed(line)
+        assert isinstance(reply, Log)
+    assert brain.feed("") == [] and brain.state.ply() == 0
+    assert brain.feed("-1 -1") == []
+    (reply,) = brain.feed("0")  # a count is 1..81
+    assert isinstance(reply, Log) and "count" in reply.text
+    assert brain.feed("2") == []
+    (reply,) = brain.feed("9 0")
+    assert isinstance(reply, Log) and "0..8" in reply.text
+    brain.feed("0 0")
+    think(brain.feed("0 1"))
+    assert brain.cancel("no search")[-1] == "0 0"  # a failed search still answers
+
+
+MOVE = re.compile(r"[0-8] [0-8]")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=12) | st.sampled_from(
+    ["-1 -1", "4 4", "3 3", "1", "2", "81", "0 0", "4 4", "8 8"]), max_size=30))  # fmt: skip
+def test_any_lines_get_logs_moves_or_a_legal_think(lines: list[str]) -> None:
+    brain = CodinGameBrain()
+    for line in lines:
+        pending = brain.feed(line)
+        while pending:
+            reply = pending.pop(0)
+            if isinstance(reply, Think):
+                assert isinstance(reply.state, UTTTState)
+                legal = reply.state.legal_actions()
+                assert legal and reply.time_ms >= TurnTime.MIN_MS
+                pending[:0] = brain.played(SearchResult(legal[0], 0.0, "mcts", 1))
+            elif not isinstance(reply, Log):
+                assert isinstance(reply, str) and MOVE.fullmatch(reply), reply
