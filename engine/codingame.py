@@ -41,11 +41,14 @@ class TurnTime:
 
     first_ms: float = 1000.0
     turn_ms: float = 100.0
+    late_ms: float = 0.0  # of the first turn, spent before the bot could read its input
     SHARE = 0.7
     MIN_MS = 5.0
 
     def budget_ms(self, first: bool) -> float:
-        return max(self.MIN_MS, (self.first_ms if first else self.turn_ms) * self.SHARE)
+        if first:
+            return max(self.MIN_MS, self.first_ms * self.SHARE - self.late_ms)
+        return max(self.MIN_MS, self.turn_ms * self.SHARE)
 
 
 class CodinGameBrain:
@@ -104,6 +107,12 @@ class CodinGameBrain:
             return [Log("the search's move is not a valid action: playing the first one"),
                     self._move(self.valid[0])]  # fmt: skip
         return [Log(_summary(result)), self._move(result.action)]
+
+    def started_late(self, ms: float) -> None:
+        """The first input was waiting when the bot was ready to read, ``ms`` after it started:
+        the referee's clock may have run that long, so the first turn searches that much
+        less."""
+        self.time.late_ms = ms
 
     def cancel(self, reason: str = "") -> list[object]:
         """The search of the last ``Think`` failed (``reason``): the referee still needs a

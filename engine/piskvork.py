@@ -165,6 +165,10 @@ class PiskvorkBrain:
         self.stones.append((result.action, OWN))
         return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
 
+    def started_late(self, ms: float) -> None:
+        """Nothing to do: a manager times a move from its TURN or BEGIN, sent after START's
+        OK, which the brain answers once it is ready."""
+
     def cancel(self, reason: str = "") -> list[Reply]:
         """The search of the last ``Think`` failed (``reason``): no move was played; the lines
         that say so."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import select
 import sys
+import time
 from typing import Any, TextIO
 
 from engine.algorithms import ALGORITHMS
@@ -115,6 +117,16 @@ def _about() -> str:
     return f'name="noughts", version="{version}", author="noughts team", country="-"'
 
 
+def _waiting(stream: TextIO) -> bool:
+    """Whether input is already waiting on ``stream`` (a pipe or a terminal; False for what
+    select cannot watch)."""
+    try:
+        ready, _, _ = select.select([stream], [], [], 0.0)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return bool(ready)
+
+
 def serve(
     stdin: TextIO,
     stdout: TextIO,
@@ -133,7 +145,10 @@ def serve(
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")
     errors = stderr or sys.stderr
+    started = time.monotonic()
     engine.warm_up([(game, algorithm)])  # compile (or load) before the first timed move
+    if _waiting(stdin):  # the harness's clock may have started with the input
+        brain.started_late((time.monotonic() - started) * 1000.0)
     searcher = engine.Searcher()
 
     def say(line: str) -> None:

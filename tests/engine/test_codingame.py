@@ -53,6 +53,21 @@ def test_the_bot_moves_first_then_follows_the_game() -> None:
     assert play(brain, 0) == "0 0"  # board 0 (top left), cell 0
 
 
+def test_a_late_start_shortens_the_first_turn_only() -> None:
+    """The first input waited while the bot started: the referee's clock ran meanwhile."""
+    brain = CodinGameBrain()
+    brain.started_late(400.0)
+    state = make_game("uttt").new_initial_state()
+    assert think(turn(brain, "-1 -1", state.legal_actions())).time_ms == 1000 * 0.7 - 400
+    play(brain, 40)
+    state.apply_action(40)
+    state.apply_action(36)
+    assert think(turn(brain, "3 3", state.legal_actions())).time_ms == 100 * 0.7
+    brain = CodinGameBrain()
+    brain.started_late(5000.0)
+    assert think(turn(brain, "-1 -1", list(range(81)))).time_ms == TurnTime.MIN_MS
+
+
 def test_the_bot_moves_second() -> None:
     brain = CodinGameBrain(TurnTime(first_ms=500, turn_ms=50))
     state = make_game("uttt").new_initial_state()
