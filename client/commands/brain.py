@@ -140,7 +140,7 @@ def serve(
     """The brain's loop until END or the end of input. ``brain``: a protocol state machine
     (``feed``, ``played``, ``cancel``, ``ended``, ``games``)."""
     import engine
-    from engine.think import Log, Think
+    from engine.think import Log, Think, answer
 
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")
@@ -155,29 +155,22 @@ def serve(
         stdout.write(line + "\n")
         stdout.flush()
 
+    def search(think: Think) -> Any:
+        return searcher.search(
+            think.state,
+            algorithm,
+            engine.Budget(time_ms=think.time_ms),
+            seed=seed,
+            game_key=f"brain-{brain.games}",
+        )
+
     for line in stdin:
-        pending = brain.feed(line)
-        while pending:
-            reply = pending.pop(0)
+        for reply in answer(brain, brain.feed(line), search):
             if isinstance(reply, Log):
                 errors.write(reply.text + "\n")
                 errors.flush()
-                continue
-            if not isinstance(reply, Think):
+            else:
                 say(reply)
-                continue
-            try:
-                result = searcher.search(
-                    reply.state,
-                    algorithm,
-                    engine.Budget(time_ms=reply.time_ms),
-                    seed=seed,
-                    game_key=f"brain-{brain.games}",
-                )
-            except engine.EngineError as exc:
-                pending = brain.cancel(str(exc))  # what the protocol answers instead
-                continue
-            pending[:0] = brain.played(result)  # lines, or (swap2) the next search
         if brain.ended:
             break
     return 0

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine import make_game
 from engine.codingame import CodinGameBrain, TurnTime
 from engine.result import SearchResult
-from engine.think import Log, Think
+from engine.think import Log, Think, answer
 from engine.uttt import UTTTState
 
 GRID = make_game("uttt").grid  # type: ignore[attr-defined]
@@ -116,13 +116,14 @@ MOVE = re.compile(r"[0-8] [0-8]")
 def test_any_lines_get_logs_moves_or_a_legal_think(lines: list[str]) -> None:
     brain = CodinGameBrain()
     for line in lines:
-        pending = brain.feed(line)
-        while pending:
-            reply = pending.pop(0)
-            if isinstance(reply, Think):
-                assert isinstance(reply.state, UTTTState)
-                legal = reply.state.legal_actions()
-                assert legal and reply.time_ms >= TurnTime.MIN_MS
-                pending[:0] = brain.played(SearchResult(legal[0], 0.0, "mcts", 1))
-            elif not isinstance(reply, Log):
+        for reply in answer(brain, brain.feed(line), first_legal):
+            if not isinstance(reply, Log):
                 assert isinstance(reply, str) and MOVE.fullmatch(reply), reply
+
+
+def first_legal(think: Think) -> SearchResult:
+    """A search's stand-in: the first legal move, after checking the request."""
+    assert isinstance(think.state, UTTTState) and think.time_ms >= TurnTime.MIN_MS
+    legal = think.state.legal_actions()
+    assert legal
+    return SearchResult(legal[0], 0.0, "mcts", 1)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from engine import make_game
 from engine.piskvork import OPENINGS, PiskvorkBrain, Think, TimeControl
 from engine.result import SearchResult
+from engine.think import answer
 
 
 def started(size: int = 15) -> PiskvorkBrain:
@@ -288,17 +289,17 @@ def test_any_lines_get_lines_or_a_legal_think(lines: list[str]) -> None:
     """Whatever the manager sends: reply lines, or a Think on a position with a legal move."""
     brain = PiskvorkBrain()
     for line in lines:
-        pending = brain.feed(line)
-        while pending:
-            reply = pending.pop(0)
-            if isinstance(reply, Think):
-                legal = reply.state.legal_actions()
-                assert legal and reply.time_ms >= TimeControl.MIN_MS
-                pending[:0] = brain.played(SearchResult(legal[0], 0.0, "alphabeta", 1))
-            else:
-                assert isinstance(reply, str) and "\n" not in reply
-                assert (
-                    reply.split(" ")[0] in ("OK", "ERROR", "UNKNOWN", "MESSAGE", "SWAP")
-                    or "name=" in reply
-                    or COORDINATES.fullmatch(reply)
-                ), reply
+        for reply in answer(brain, brain.feed(line), first_legal):
+            assert isinstance(reply, str) and "\n" not in reply
+            assert (
+                reply.split(" ")[0] in ("OK", "ERROR", "UNKNOWN", "MESSAGE", "SWAP")
+                or "name=" in reply
+                or COORDINATES.fullmatch(reply)
+            ), reply
+
+
+def first_legal(think: Think) -> SearchResult:
+    """A search's stand-in: the first legal move, after checking the request."""
+    legal = think.state.legal_actions()
+    assert legal and think.time_ms >= TimeControl.MIN_MS
+    return SearchResult(legal[0], 0.0, "alphabeta", 1)
