@@ -116,9 +116,9 @@ class CodinGameBrain:
 
     def cancel(self, reason: str = "") -> list[object]:
         """The search of the last ``Think`` failed (``reason``): the referee still needs a
-        move, the first valid action."""
+        move, a quick one."""
         self.thinking = None
-        return [Log(f"the search failed: {reason}"), self._move(self.valid[0])]
+        return [Log(f"no search ({reason}): a quick move"), self._move(self._quick())]
 
     # --- helpers --------------------------------------------------------------------------------
     def _opponent(self, row: int, col: int) -> list[object]:
@@ -153,6 +153,12 @@ class CodinGameBrain:
             replies.append(Log("the valid actions are not this position's legal moves"))
         self.thinking = self.state
         return [*replies, Think(self.state.clone(), self.time.budget_ms(first))]
+
+    def _quick(self) -> int:
+        """A move without a search: the centre of the centre board, else the centre of a board
+        it may play in, else its first valid action."""
+        centres = [action for action in self.valid if action % 9 == 4]
+        return 40 if 40 in self.valid else (centres or self.valid)[0]
 
     def _move(self, action: int) -> str:
         if not self.lost_track and self.state.illegal_reason(action) is not None:

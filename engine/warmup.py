@@ -1,9 +1,10 @@
 """Warm-up: compile (or load from numba's cache) what a search needs before it is timed.
 
 A target is a (game, algorithm) pair; warming it up runs that algorithm briefly on that
-game, once with an iteration budget and once against the clock on the next position of the
-same game (tree reuse), which compiles exactly the kernels its searches call, with the
-argument types they use, and the clock's object-mode block that numba cannot cache. On
+game, from two first moves: once with an iteration budget and twice against the clock two
+moves apart in the same game (the second reuses the first's tree), which compiles exactly
+the kernels its searches call, with the argument types they use, and the clock's
+object-mode block that numba cannot cache. On
 boards of five in a row it also searches a position where the mover faces two open threes:
 the root's threat defence (``safest``) runs only there, and left cold it compiled in the
 middle of a game's first defended move (about 2 s over that move's budget). numba's
@@ -80,17 +81,27 @@ def warm_up(
     for index, (game_name, algorithm) in enumerate(todo):
         if progress is not None:
             progress(f"{algorithm} for {game_name} ({index + 1}/{len(todo)})")
-        state = _sample_game(game_name).new_initial_state()
-        legal = state.legal_actions()
-        state.apply_action(legal[len(legal) // 2])
-        searcher = Searcher()
-        key = "warm-up"
-        first = searcher.search(state, algorithm, Budget(iterations=64), seed=1, game_key=key)
-        state.apply_action(first.action)
-        if not state.is_terminal():
-            state.apply_action(state.legal_actions()[0])
-        if not state.is_terminal():
-            searcher.search(state, algorithm, Budget(time_ms=5.0), seed=2, game_key=key)
+        game = _sample_game(game_name)
+        legal = game.new_initial_state().legal_actions()
+        # From the centre, and from a first move no symmetry of the board maps to itself (a
+        # search from a symmetric position starts a fresh tree, and one line must reuse one).
+        for line, first in enumerate((legal[len(legal) // 2], legal[1])):
+            state = game.new_initial_state()
+            state.apply_action(first)
+            searcher = Searcher()
+            key = f"warm-up-{line}"
+            searcher.search(state, algorithm, Budget(iterations=64), seed=1, game_key=key)
+            # Then two searches against the clock along the line the first of them found:
+            # the second reuses the first's tree (mcts compacts the subtree it keeps:
+            # kernels a game meets at its second move).
+            for seed in (2, 3):
+                if state.is_terminal():
+                    break
+                budget = Budget(time_ms=5.0)
+                result = searcher.search(state, algorithm, budget, seed=seed, game_key=key)
+                for action in result.pv[:2] or (result.action,):
+                    if not state.is_terminal():
+                        state.apply_action(action)
         threatened = _facing_two_threes(_sample_game(game_name))
         if threatened is not None:
             Searcher().search(threatened, algorithm, Budget(iterations=2000), seed=3)

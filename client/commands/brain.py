@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import select
 import sys
 import time
@@ -127,6 +128,19 @@ def _waiting(stream: TextIO) -> bool:
     return bool(ready)
 
 
+def _process_age_s() -> float:
+    """Seconds since this process started (Linux's /proc; 0.0 where it cannot be read): the
+    interpreter's start and the imports count against a harness's first turn too."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def serve(
     stdin: TextIO,
     stdout: TextIO,
@@ -138,14 +152,14 @@ def serve(
     stderr: TextIO | None = None,
 ) -> int:
     """The brain's loop until END or the end of input. ``brain``: a protocol state machine
-    (``feed``, ``played``, ``cancel``, ``ended``, ``games``)."""
+    (``feed``, ``played``, ``cancel``, ``started_late``, ``ended``, ``games``)."""
     import engine
     from engine.think import Log, Think, answer
 
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")
     errors = stderr or sys.stderr
-    started = time.monotonic()
+    started = time.monotonic() - _process_age_s()
     engine.warm_up([(game, algorithm)])  # compile (or load) before the first timed move
     if _waiting(stdin):  # the harness's clock may have started with the input
         brain.started_late((time.monotonic() - started) * 1000.0)

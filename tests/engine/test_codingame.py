@@ -107,6 +107,19 @@ def test_lines_that_are_not_the_referees_change_nothing() -> None:
     assert brain.cancel("no search")[-1] == "0 0"  # a failed search still answers
 
 
+def test_a_turn_without_a_search_plays_a_centre() -> None:
+    """When its search fails the bot still answers: the centre of the centre board, else the
+    centre of a board it may play in."""
+    brain = CodinGameBrain()
+    think(turn(brain, "-1 -1", list(range(81))))
+    assert brain.cancel("loading")[-1] == "4 4"
+    brain = CodinGameBrain()
+    state = make_game("uttt").new_initial_state()
+    state.apply_action(30)  # board 3, cell 3: O is sent to board 3
+    think(turn(brain, "4 0", state.legal_actions()))
+    assert brain.cancel("loading")[-1] == "4 1"  # board 3's centre: row 4, column 1
+
+
 MOVE = re.compile(r"[0-8] [0-8]")
 
 

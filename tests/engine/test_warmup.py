@@ -8,7 +8,9 @@ Each case runs in a fresh interpreter, so kernels compiled by other tests cannot
 signature the warm-up misses. On gomoku the probe also searches a position where the mover
 faces two open threes, where the root's threat defence runs: its kernel (``safest``) was
 first compiled there, about 2 s into a game's first defended move, until the warm-up
-searched such a position too.
+searched such a position too. And it searches twice along one game's line, so that the
+second search reuses the first's tree: mcts's tree compaction (``subtree_size``,
+``compact``) was first compiled there, in a game's second move.
 """
 
 from __future__ import annotations
@@ -54,6 +56,16 @@ for index in range(3):
     state.apply_action(legal[(len(legal) // 2 + 7 * index + 3) % len(legal)])
     result = Searcher().search(state, algorithm, Budget(time_ms=30.0), seed=index)
     state.apply_action(result.action)
+# Two moves of one game along the first search's line: the second reuses its tree.
+searcher = Searcher()
+state = game.new_initial_state()
+state.apply_action(state.legal_actions()[-1])
+first = searcher.search(state, algorithm, Budget(time_ms=60.0), seed=4, game_key="probe")
+for action in first.pv[:2]:
+    if not state.is_terminal():
+        state.apply_action(action)
+if not state.is_terminal():
+    searcher.search(state, algorithm, Budget(time_ms=30.0), seed=5, game_key="probe")
 if getattr(game, "k", 0) >= 5:
     # O to move against X's open threes along a row and a diagonal, crossing off the centre
     # (not the warm-up's position): the root's threat defence runs.
