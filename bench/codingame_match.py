@@ -12,8 +12,10 @@ written: ``--first-ms`` for its first turn, ``--turn-ms`` for the later ones; an
 later than the limit plus ``--grace-ms``, a bot that exits, or an answer that is garbled or
 not a valid action loses the game (a forfeit, recorded with its reason). Nothing else: no
 opening, the colours alternate (A is X in the even-numbered games); the bots bring their
-own randomness. A bot's standard error is kept in a file per game and bot when ``--log-dir``
-is given (discarded otherwise).
+own randomness. Both bots start when the game starts and X gets its first input at once, so
+a bot's start-up counts against its first turn (``--start-ms`` delays X's first input, a head
+start CodinGame does not give). A bot's standard error is kept in a file per game and bot
+when ``--log-dir`` is given (discarded otherwise).
 
 The rules are the engine's (``engine.make_game("uttt")``): a game that fills the big board
 without three won small boards in a row is a draw (CodinGame's referee would give it to the
@@ -174,6 +176,8 @@ def play_game(index: int, commands: dict[str, str], args: argparse.Namespace) ->
                 stderr = path.open("wb")
                 logs.append(stderr)
             bots.append(Bot(commands[side], stderr))
+        if args.start_ms > 0:  # not CodinGame's: a head start before X's first input
+            time.sleep(max(0.0, started + args.start_ms / 1000.0 - time.perf_counter()))
         turns = [0, 0]
         last = (-1, -1)
         while not state.is_terminal():
@@ -249,6 +253,7 @@ def summary(records: list[GameRecord], args: argparse.Namespace) -> dict[str, An
         "first_ms": args.first_ms,
         "turn_ms": args.turn_ms,
         "grace_ms": args.grace_ms,
+        "start_ms": args.start_ms,
         "games": len(records),
         "a_wins": wins,
         "draws": draws,
@@ -274,7 +279,7 @@ def print_text(result: dict[str, Any]) -> None:
     print(f"A: {result['a']}\nB: {result['b']}")
     print(
         f"limits: first turn {result['first_ms']:g} ms, later {result['turn_ms']:g} ms, "
-        f"grace {result['grace_ms']:g} ms"
+        f"grace {result['grace_ms']:g} ms, head start {result['start_ms']:g} ms"
     )
     print(
         f"games {games}: A wins {result['a_wins']}, draws {result['draws']}, "
@@ -318,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--turn-ms", type=float, default=100.0, help="each later turn")
     parser.add_argument(
         "--grace-ms", type=float, default=50.0, help="tolerance past the limit before a forfeit"
+    )
+    parser.add_argument(
+        "--start-ms",
+        type=float,
+        default=0.0,
+        help="wait this long after starting a game's bots before X's first input (default 0: "
+        "as CodinGame, a bot's start-up counts against its first turn)",
     )
     parser.add_argument("--log-dir", help="keep each bot's stderr per game in this directory")
     parser.add_argument("--progress-every", type=int, default=2, help="games per progress line")
