@@ -197,7 +197,9 @@ def play_game(index: int, commands: dict[str, str], args: argparse.Namespace) ->
             ms = (time.perf_counter() - sent) * 1000.0
             worst = record.worst_first_ms if first else record.worst_turn_ms
             worst[side] = max(worst[side], ms)
-            if line is not None:
+            if line is not None and ms > limit + args.grace_ms:
+                problem = f"late answer {line[:40]!r}"  # read with the bytes that came late
+            elif line is not None:
                 cell = parse_answer(line)
                 if cell is None:
                     problem = f"garbled answer {line[:40]!r}"
