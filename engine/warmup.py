@@ -4,10 +4,10 @@ A target is a (game, algorithm) pair; warming it up runs that algorithm briefly 
 game, from two first moves: once with an iteration budget and twice against the clock two
 moves apart in the same game (the second reuses the first's tree), which compiles exactly
 the kernels its searches call, with the argument types they use, and the clock's
-object-mode block that numba cannot cache. On
-boards of five in a row it also searches a position where the mover faces two open threes:
-the root's threat defence (``safest``) runs only there, and left cold it compiled in the
-middle of a game's first defended move (about 2 s over that move's budget). numba's
+object-mode block that numba cannot cache. On boards of five in a row it also searches a
+position where the mover faces two open threes: the root's threat defence (``safest``) runs
+only there, and left cold it compiled in the middle of a game's first defended move (about
+2 s over that move's budget). numba's
 on-disk cache (``cache=True``) makes every later process load instead of compile, and
 ``engine.compiled_cache`` notes which targets are compiled, so that a server can tell a cold
 start (compile once, in one process, then start the others) from a warm one.
@@ -102,7 +102,7 @@ def warm_up(
                 for action in result.pv[:2] or (result.action,):
                     if not state.is_terminal():
                         state.apply_action(action)
-        threatened = _facing_two_threes(_sample_game(game_name))
+        threatened = _facing_two_threes(game)
         if threatened is not None:
             Searcher().search(threatened, algorithm, Budget(iterations=2000), seed=3)
         _warmed.add((game_name, algorithm))
