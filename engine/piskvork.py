@@ -264,6 +264,10 @@ class PiskvorkBrain:
             self.board_lines = None
             reason = where if isinstance(where, str) else f"WHO is 1, 2 or 3, not {_show(parts[2])}"
             return [f"ERROR {reason}"]
+        assert self.game is not None  # BOARD checks START came first
+        if len(self.board_lines) >= self.game.cells:  # a manager's lines, or a runaway pipe
+            self.board_lines = None
+            return [f"ERROR BOARD holds more stones than the board's {self.game.cells} cells"]
         # 3: a stone of a winning line in a continuous game; this brain plays freestyle.
         self.board_lines.append((where, OWN if who == 1 else OPPONENT))
         return []
@@ -308,6 +312,9 @@ class PiskvorkBrain:
         if isinstance(cell, str):
             self.swap2_lines = None
             return [f"ERROR {cell}"]
+        if len(self.swap2_lines) >= max(SWAP2_STONES):
+            self.swap2_lines = None
+            return [f"ERROR SWAP2BOARD takes 0, 3 or 5 stones (swap2), not {max(SWAP2_STONES) + 1}"]
         self.swap2_lines.append(cell)
         return []
 

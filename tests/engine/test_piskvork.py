@@ -101,6 +101,7 @@ def block_error(brain: PiskvorkBrain, command: str, lines: list[str], reason: st
         (["1,1,2", "1,1,1"], "repeats the stone at 1,1"),
         (["1,1"], "X,Y,WHO"),
         (["1,1,4"], "WHO is 1, 2 or 3"),
+        (["1,1,1"] * 226, "more stones than the board's 225 cells"),  # refused at the 226th
         (["0,0,2", "5,5,1", "1,0,2", "6,5,1", "2,0,2", "7,5,1", "3,0,2", "8,5,1", "4,0,2"],
          "five in a row"),
     ],
@@ -257,6 +258,7 @@ def test_swap2board_plays_the_colour_its_search_prefers(stones: int, value: floa
     [
         (["1,1"], "takes 0, 3 or 5 stones (swap2), not 1"),
         (["1,1", "2,2", "3,3", "4,4"], "not 4"),
+        ([f"{i},0" for i in range(7)], "not 6"),  # refused at the sixth, not at DONE
         (["1,1", "2,2", "1,1"], "repeats the stone at 1,1"),
         (["1,1,1"], "X,Y"),
         (["15,1"], "off the 15x15 board"),
