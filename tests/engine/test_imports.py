@@ -53,3 +53,14 @@ def test_import_engine_loads_the_rules_but_no_numpy() -> None:
 def test_noughts_help_loads_no_numpy() -> None:
     modules = modules_after("import client.cli\nclient.cli.build_parser()")
     assert not {m for m in modules if m.split(".")[0] in ("numpy", "numba", "textual")}
+
+
+def test_a_named_command_imports_its_own_module_only() -> None:
+    """`noughts brain ...` builds the brain's parser alone: the other commands' modules (and
+    the protocol they import) would add about 0.1 s to a harness's first turn."""
+    modules = modules_after("import client.cli\nclient.cli.build_parser('brain')")
+    commands = {m for m in modules if m.startswith("client.commands.")}
+    assert commands == {"client.commands.brain"}
+    assert not {m for m in modules if m.split(".")[0] in ("protocol", "numpy", "numba")}
+    every = modules_after("import client.cli\nclient.cli.build_parser('no-such-command')")
+    assert "client.commands.play" in every and "client.commands.brain" in every
