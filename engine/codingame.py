@@ -109,9 +109,9 @@ class CodinGameBrain:
         return [Log(_summary(result)), self._move(result.action)]
 
     def started_late(self, ms: float) -> None:
-        """The first input was waiting when the bot was ready to read, ``ms`` after it started:
-        the referee's clock may have run that long, so the first turn searches that much
-        less."""
+        """The first input arrived ``ms`` before the bot was ready to read it (at most since
+        the bot started): the referee's clock ran that long, so the first turn searches that
+        much less."""
         self.time.late_ms = ms
 
     def cancel(self, reason: str = "") -> list[object]:

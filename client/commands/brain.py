@@ -3,9 +3,11 @@ a Gomocup brain (the Piskvork protocol, gomoku) or a CodinGame bot (its referee'
 ultimate tic-tac-toe).
 
 The protocols are pure state machines (engine/piskvork.py, engine/codingame.py); this
-module is their I/O: it reads the harness's lines, prints the replies (diagnostics to
-stderr), and runs the searches the protocol asks for (one Searcher, one game key per game so
-that a search keeps its table or tree between the moves of a game).
+module is their I/O: it reads the harness's lines (on a thread that dates each as it arrives,
+so that a first turn sent while the search warms up is timed from when it was sent), prints
+the replies (diagnostics to stderr), and runs the searches the protocol asks for (one
+Searcher, one game key per game so that a search keeps its table or tree between the moves
+of a game).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import queue
 import select
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from engine.algorithms import ALGORITHMS
@@ -141,6 +146,32 @@ def _process_age_s() -> float:
         return 0.0
 
 
+class Arrivals:
+    """A stream's lines, each with the time (``time.monotonic``) it arrived, read by a thread
+    from the start: the brain warms up meanwhile, and a harness's clock runs from when it wrote
+    a line, not from when the brain gets to it. A line already waiting when the thread starts
+    may have been written as early as ``origin`` (the process's start), and is dated so."""
+
+    def __init__(self, stream: TextIO, origin: float) -> None:
+        self._lines: queue.SimpleQueue[tuple[float, str] | None] = queue.SimpleQueue()
+        early = origin if _waiting(stream) else None
+        threading.Thread(target=self._read, args=(stream, early), daemon=True).start()
+
+    def _read(self, stream: TextIO, early: float | None) -> None:
+        try:
+            for line in stream:
+                self._lines.put((time.monotonic() if early is None else early, line))
+                early = None
+        except (OSError, ValueError):  # the pipe broke or was closed: the input has ended
+            pass
+        finally:
+            self._lines.put(None)
+
+    def __iter__(self) -> Iterator[tuple[float, str]]:
+        while (item := self._lines.get()) is not None:
+            yield item
+
+
 def serve(
     stdin: TextIO,
     stdout: TextIO,
@@ -160,9 +191,11 @@ def serve(
         stdin.reconfigure(errors="replace")
     errors = stderr or sys.stderr
     started = time.monotonic() - _process_age_s()
+    lines = Arrivals(stdin, started)
     engine.warm_up([(game, algorithm)])  # compile (or load) before the first timed move
-    if _waiting(stdin):  # the harness's clock may have started with the input
-        brain.started_late((time.monotonic() - started) * 1000.0)
+    ready = time.monotonic()
+    errors.write(f"ready {(ready - started) * 1000.0:.0f} ms after the start\n")
+    errors.flush()
     searcher = engine.Searcher()
 
     def say(line: str) -> None:
@@ -178,7 +211,11 @@ def serve(
             game_key=f"brain-{brain.games}",
         )
 
-    for line in stdin:
+    first = True
+    for arrived, line in lines:
+        if first and arrived < ready:  # the harness's clock ran while the brain warmed up
+            brain.started_late((time.monotonic() - arrived) * 1000.0)
+        first = False
         for reply in answer(brain, brain.feed(line), search):
             if isinstance(reply, Log):
                 errors.write(reply.text + "\n")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from client.commands.brain import Arrivals
 from engine import make_game
 
 TIMEOUT_S = 120  # a line must come within this (the first one waits for the kernels' warm-up)
@@ -188,3 +191,25 @@ def test_a_search_that_cannot_play_the_game_is_refused_at_start() -> None:
     )  # fmt: skip
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("noughts brain: error: perfect cannot play uttt: ")
+
+
+def test_lines_are_dated_when_they_arrive_not_when_they_are_read() -> None:
+    """The harness's clock runs from when it writes: a line is dated by the reading thread as
+    it arrives, while the brain is busy (warming up); one already waiting when the reading
+    starts is dated to the origin given (the process's start)."""
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "r") as stream:
+        writer = os.fdopen(write_end, "w")
+        writer.write("START 15\n")
+        writer.flush()
+        origin = time.monotonic() - 5.0
+        lines = iter(Arrivals(stream, origin))
+        assert next(lines) == (origin, "START 15\n")
+        written = time.monotonic()
+        writer.write("BEGIN\n")
+        writer.flush()
+        time.sleep(1.0)  # busy elsewhere: the line waits a second before it is taken
+        arrived, line = next(lines)
+        assert line == "BEGIN\n" and written <= arrived < written + 0.9
+        writer.close()
+        assert list(lines) == []  # the input ended
