@@ -331,16 +331,8 @@ def mnk_alphabeta(
     game = state.game
     context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
     context.set_patterns(options.patterns)
-    player = state.current_player()
-    # The opponent's part of the evaluation weighs guard eighths (k >= 5); a table filled
-    # with other weights is not kept.
-    params = context.t.params
-    guard = options.guard if game.k >= 5 else 8
-    scale = (8, guard) if player == 0 else (guard, 8)
-    if (params[K.P_SCALE], params[K.P_SCALE + 1]) != scale:
-        keep = False
-        params[K.P_SCALE], params[K.P_SCALE + 1] = scale
     _start(context, state.history(), keep, iterations, clock)
+    player = state.current_player()
     info = context.info
     info[K.VCF_DEPTH] = 0
     context.t.params[K.P_THREATS] = int(options.threats and game.k >= 5)

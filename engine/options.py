@@ -37,7 +37,6 @@ MCTS_C = 0.7
 
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
-MAX_GUARD = 64  # option guard (eighths): eight times the searching player's own weight
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
 
 
@@ -193,9 +192,7 @@ class AlphaBetaOptions(Options):
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
     victory by continuous fours and open threes) and a defence against the opponent's
     (``defence``: the best root move after which the opponent has no VCT is played); with
-    ``threats``, the moves searched below the root (``width``: the best by static score); on
-    k >= 5 boards the weight of the opponent's lines (or shapes) in the evaluation, in eighths
-    of the weight of the searching player's own (``guard``; 8: the two alike)."""
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
@@ -204,15 +201,12 @@ class AlphaBetaOptions(Options):
     vct: bool = True
     defence: bool = True
     width: int = 12
-    guard: int = 8
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_depth(self.max_depth)
         if self.width < 1:
             raise EngineError(f"option width must be at least 1, not {self.width!r}")
-        if not 1 <= self.guard <= MAX_GUARD:
-            raise EngineError(f"option guard is 1..{MAX_GUARD} eighths, not {self.guard!r}")
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)

@@ -32,7 +32,7 @@ HASH, GEN, CHECK_AT = 4, 6, 7
 # The depth of the running iteration of the deepening, written by ``root``: the search
 # extends answers to threats only within twice that many plies (``negamax``).
 ROOT_DEPTH = 15
-INFO_SIZE = 17  # slot 16: the m,n,k games' EVAL_O
+INFO_SIZE = 16
 
 # deadline[] slots (float64): the deadline on CLOCK (0.0 = none), the time of the last
 # clock read, and the nodes between checks, adapted so that clock reads come about every

@@ -62,12 +62,8 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # info[FOURS + p]: windows one stone short of k for p and free of the opponent (p wins at
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
-# info[EVAL_O]: O's part of info[EVAL] (its windows or shapes, counted positive), so that the
-# evaluation can weigh the two players' parts apart (``_eval_x``).
-EVAL_O = 16
-# params[] slots (int64); params[P_SCALE + q]: the weight of player q's part of the
-# evaluation in eighths (AlphaBetaOptions.guard; 8 and 8: info[EVAL] as it is).
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_SCALE = range(9)
+# params[] slots (int64)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -115,25 +111,6 @@ def _contribution(x, o, weights):
     if o > 0:
         return -weights[o]
     return 0
-
-
-@kernel
-def _o_part(x, o, weights):
-    """O's part of ``_contribution``, counted positive."""
-    if x == 0 and o > 0:
-        return weights[o]
-    return 0
-
-
-@kernel
-def _eval_x(g, info):
-    """The evaluation from X's side, each player's part weighed by params[P_SCALE + q]
-    eighths."""
-    sx, so = g.params[P_SCALE], g.params[P_SCALE + 1]
-    if sx == 8 and so == 8:
-        return info[EVAL]
-    o = info[EVAL_O]
-    return ((info[EVAL] + o) * sx - o * so) // 8
 
 
 @kernel
@@ -217,11 +194,7 @@ def _cell_terms(c, g, info, sign):
             v = g.shape[q, c, d]
             g.shape_count[q, v] += sign
             worth = g.shape_value[v] * sign
-            if q == 0:
-                info[EVAL] += worth
-            else:
-                info[EVAL] -= worth
-                info[EVAL_O] += worth
+            info[EVAL] += worth if q == 0 else -worth
     return 0
 
 
@@ -246,11 +219,7 @@ def _restone(c, p, g, info, sign):
                         g.shape_count[q, old] -= 1
                         g.shape_count[q, new] += 1
                         worth = g.shape_value[new] - g.shape_value[old]
-                        if q == 0:
-                            info[EVAL] += worth
-                        else:
-                            info[EVAL] -= worth
-                            info[EVAL_O] += worth
+                        info[EVAL] += worth if q == 0 else -worth
     return 0
 
 
@@ -263,13 +232,12 @@ def place(c, p, g, info):
     k = info[KLEN]
     pattern = g.params[P_PATTERN] != 0
     won = False
-    delta = delta_o = 0
+    delta = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
         w = g.cell_win[c, j]
         if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-            delta_o -= _o_part(counts[w, 0], counts[w, 1], g.weights)
         x0, o0 = counts[w, 0], counts[w, 1]
         _threat_counts(x0, o0, info, -1)
         counts[w, p] += 1
@@ -279,13 +247,11 @@ def place(c, p, g, info):
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-            delta_o += _o_part(counts[w, 0], counts[w, 1], g.weights)
     if pattern:
         _cell_terms(c, g, info, -1)
         _restone(c, p, g, info, 1)
     else:
         info[EVAL] += delta
-        info[EVAL_O] += delta_o
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] += 1
     return won
@@ -298,13 +264,12 @@ def remove(c, p, g, info):
     info[HASH] ^= g.zobrist[p, c]
     info[STONES] -= 1
     pattern = g.params[P_PATTERN] != 0
-    delta = delta_o = 0
+    delta = 0
     counts = g.counts
     for j in range(g.cell_win_n[c]):
         w = g.cell_win[c, j]
         if not pattern:
             delta -= _contribution(counts[w, 0], counts[w, 1], g.weights)
-            delta_o -= _o_part(counts[w, 0], counts[w, 1], g.weights)
         x0, o0 = counts[w, 0], counts[w, 1]
         _threat_counts(x0, o0, info, -1)
         counts[w, p] -= 1
@@ -312,13 +277,11 @@ def remove(c, p, g, info):
         _retally(w, x0, o0, counts[w, 0], counts[w, 1], g)
         if not pattern:
             delta += _contribution(counts[w, 0], counts[w, 1], g.weights)
-            delta_o += _o_part(counts[w, 0], counts[w, 1], g.weights)
     if pattern:
         _cell_terms(c, g, info, 1)
         _restone(c, p, g, info, -1)
     else:
         info[EVAL] += delta
-        info[EVAL_O] += delta_o
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] -= 1
 
@@ -899,8 +862,7 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
                 found = vcf(p, info[VCF_DEPTH], ply, game, search)
                 if found > 0:
                     return True, WIN - (ply + 2 * found - 1)
-            value = _eval_x(game, info)
-            score = value if p == 0 else -value
+            score = info[EVAL] if p == 0 else -info[EVAL]
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
                 score += OPEN_THREE_TEMPO
@@ -926,8 +888,8 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
     if _is_mnk(game):
 
         def impl(game, search, player):  # noqa: ANN001, ANN202
-            value = _eval_x(game, search.info)
-            return value if player == 0 else -value
+            info = search.info
+            return info[EVAL] if player == 0 else -info[EVAL]
 
         return impl
     return None
@@ -979,11 +941,9 @@ class MNKTables:
         self.zobrist = np.array(
             [[z - (1 << 64) if z >= 1 << 63 else z for z in row] for row in zobrist], dtype=np.int64
         )
-        # P_THREATS, P_PATTERN, P_SCALE: set per search by the driver (AlphaBetaOptions.threats,
-        # k >= 5; .patterns, k = 5; .guard, k >= 5).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 8, 8], dtype=np.int64
-        )
+        # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
+        # .patterns, k = 5).
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
@@ -1079,7 +1039,7 @@ class MNKContext:
         g.counts[:] = 0
         g.near[:] = 0
         info = self.info
-        info[EVAL] = info[EVAL_O] = info[HASH] = info[STONES] = 0
+        info[EVAL] = info[HASH] = info[STONES] = 0
         info[FOURS] = info[FOURS + 1] = info[THREES] = info[THREES + 1] = 0
         info[KLEN] = self.t.k
         g.line_key[:] = self.t.empty_key
@@ -1088,7 +1048,6 @@ class MNKContext:
             for q in (0, 1):
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
-            info[EVAL_O] = int(g.shape_value[g.shape[1]].sum())
         tally_from_scratch(g)
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)

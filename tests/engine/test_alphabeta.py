@@ -35,14 +35,8 @@ def _scratch_eval(context: K.MNKContext) -> int:
     """The evaluation recomputed from the board, from X's side: by line shapes on k = 5
     boards (the shapes of every empty cell, and their counts, checked on the way), else by
     counting the stones of the windows."""
-    x, o = _scratch_parts(context)
-    return x - o
-
-
-def _scratch_parts(context: K.MNKContext) -> tuple[int, int]:
-    """X's and O's parts of ``_scratch_eval``, each counted positive."""
     t = context.t
-    parts = [0, 0]
+    total = 0
     g = context.game
     if g.params[K.P_PATTERN]:
         counts = [[0] * patterns.SHAPES for _ in range(2)]
@@ -56,17 +50,18 @@ def _scratch_parts(context: K.MNKContext) -> tuple[int, int]:
                     shape = _scratch_shape(g.cells, m, n, cell, step, player)
                     assert g.shape[player, cell, d] == shape
                     counts[player][shape] += 1
-                    parts[player] += int(K.SHAPE_VALUE[shape])
+                    worth = int(K.SHAPE_VALUE[shape])
+                    total += worth if player == 0 else -worth
         assert g.shape_count.tolist() == counts
-        return parts[0], parts[1]
+        return total
     for window in t.win_cells:
         x = sum(1 for c in window if context.game.cells[c] == 1)
         o = sum(1 for c in window if context.game.cells[c] == 2)
         if x and not o:
-            parts[0] += int(t.weights[x])
+            total += int(t.weights[x])
         elif o and not x:
-            parts[1] += int(t.weights[o])
-    return parts[0], parts[1]
+            total -= int(t.weights[o])
+    return total
 
 
 @pytest.mark.parametrize(
@@ -89,7 +84,6 @@ def test_mnk_kernel_tracks_the_python_rules(params):
             state.apply_action(rng.choice(state.legal_actions()))
             context.set_position(state.history())
             assert _scratch_eval(context) == context.info[K.EVAL]
-            assert _scratch_parts(context)[1] == context.info[K.EVAL_O]
             if state.is_terminal():
                 break
             empty = state.legal_actions()
@@ -364,48 +358,3 @@ def test_gomoku_the_deepening_goes_on_in_what_the_root_defence_leaves(moves):
     result = engine.search(state, "alphabeta", Budget(iterations=50_000), seed=1)
     assert result.iterations >= 47_500
     assert result.action in state.legal_actions()
-
-
-@pytest.mark.parametrize("patterns_on", [False, True])
-def test_gomoku_guard_weighs_the_opponents_part_of_the_evaluation(patterns_on):
-    """O's part of the evaluation (info[EVAL_O]) follows place and remove, and the leaves
-    weigh each player's part by params[P_SCALE + q] eighths: 8 and 8 give info[EVAL]."""
-    game = engine.make_game("gomoku")
-    context = _mnk_context(game)
-    context.set_patterns(patterns_on)
-    context.set_position([])
-    g, info = context.game, context.info
-    rng = random.Random(14)
-    stack: list[tuple[int, int]] = []
-    for _ in range(80):
-        if stack and rng.random() < 0.3:
-            K.remove(*stack.pop(), g, info)
-        else:
-            c = rng.choice([c for c in range(game.cells) if g.cells[c] == 0])
-            K.place(c, len(stack) & 1, g, info)
-            stack.append((c, len(stack) & 1))
-    x, o = _scratch_parts(context)
-    assert (info[K.EVAL], info[K.EVAL_O]) == (x - o, o)
-    try:
-        for sx, so in ((8, 8), (8, 16), (12, 8)):
-            g.params[K.P_SCALE], g.params[K.P_SCALE + 1] = sx, so
-            assert K._eval_x(g, info) == (x * sx - o * so) // 8
-    finally:
-        g.params[K.P_SCALE], g.params[K.P_SCALE + 1] = 8, 8
-
-
-def test_gomoku_guard_changes_the_search_and_bad_values_are_refused():
-    """guard weighs the opponent's lines: on a fixed position with a fixed node budget the
-    search's value differs from the default's (8, the two players alike), and the next
-    default search is the same as the first (the weights are reset, its table not kept)."""
-    moves = [112, 113, 98, 126, 97, 82, 84, 140]
-    state = engine.replay(("gomoku", {}), moves)
-    budget = Budget(iterations=20_000)
-    plain = engine.search(state, "alphabeta", budget, seed=1)
-    guarded = engine.search(state, "alphabeta", budget, seed=1, options={"guard": 16})
-    again = engine.search(state, "alphabeta", budget, seed=1)
-    assert guarded.value < plain.value
-    assert (again.action, again.value, again.pv) == (plain.action, plain.value, plain.pv)
-    for bad in (0, 65, True, 1.5):
-        with pytest.raises(engine.EngineError, match="guard"):
-            engine.search(state, "alphabeta", budget, options={"guard": bad})
