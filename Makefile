@@ -10,7 +10,9 @@ DEV := $(VENV)/.installed-dev
 # PYTHONDONTWRITEBYTECODE is set (as on our CI machines): each process then compiled numba,
 # numpy and our packages from source, about 0.7 s a start (a server, a bot, a test's subprocess).
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
-COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib protocol engine server client >/dev/null \
+# Not pip's, setuptools' or the packages' own tests: nothing of ours imports them.
+COMPILE := $(BIN)/python -m compileall -q -j 0 -x '/(pip|setuptools|pkg_resources|tests?)/' \
+	$(VENV)/lib protocol engine server client >/dev/null \
 	|| echo 'make: some files were not compiled to bytecode; Python compiles them on import'
 
 .PHONY: play test test-slow lint typecheck bench clean venv
