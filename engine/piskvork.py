@@ -119,6 +119,10 @@ class PiskvorkBrain:
     ``feed`` one line at a time; a ``Think`` in its answer must be followed by ``played``
     before the next line. ``ended`` is True after END."""
 
+    # A manager times a move from its TURN or BEGIN, sent after START's OK: the I/O layer
+    # warms the search up before it reads START, so that OK means ready.
+    WARM_UP_FIRST = True
+
     def __init__(self, *, about: str = 'name="noughts"') -> None:
         self.about = about
         self.time = TimeControl()
@@ -164,10 +168,6 @@ class PiskvorkBrain:
             return self._swap2_played(result)
         self.stones.append((result.action, OWN))
         return [f"MESSAGE {_summary(result)}", self._coordinates(result.action)]
-
-    def started_late(self, ms: float) -> None:
-        """Nothing to do: a manager times a move from its TURN or BEGIN, sent after START's
-        OK, which the brain answers once it is ready."""
 
     def cancel(self, reason: str = "") -> list[Reply]:
         """The search of the last ``Think`` failed (``reason``): no move was played; the lines

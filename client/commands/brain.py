@@ -3,8 +3,8 @@ a Gomocup brain (the Piskvork protocol, gomoku) or a CodinGame bot (its referee'
 ultimate tic-tac-toe).
 
 The protocols are pure state machines (engine/piskvork.py, engine/codingame.py); this
-module is their I/O: it reads the harness's lines (on a thread that dates each as it arrives,
-so that a first turn sent while the search warms up is timed from when it was sent), prints
+module is their I/O: it reads the harness's lines (on a thread that dates each as it arrives:
+a search is timed from when its line was sent, also while the search warmed up), prints
 the replies (diagnostics to stderr), and runs the searches the protocol asks for (one
 Searcher, one game key per game so that a search keeps its table or tree between the moves
 of a game).
@@ -20,7 +20,6 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 from engine.algorithms import ALGORITHMS
@@ -167,9 +166,16 @@ class Arrivals:
         finally:
             self._lines.put(None)
 
-    def __iter__(self) -> Iterator[tuple[float, str]]:
-        while (item := self._lines.get()) is not None:
-            yield item
+    def take(self, timeout: float | None = None) -> tuple[float, str] | None:
+        """The next line and when it arrived; None at the input's end. queue.Empty if none
+        came within ``timeout`` seconds (None: wait for it)."""
+        return self._lines.get(timeout=timeout)
+
+
+MIN_SEARCH_MS = 5.0  # a search whose input waited past its time still searches this long
+# Before the warm-up, a line not here within this long is not on its way (the lines of one
+# turn come in one write, and the reading thread gets to them in well under a millisecond).
+QUIET_S = 0.02
 
 
 def serve(
@@ -183,7 +189,12 @@ def serve(
     stderr: TextIO | None = None,
 ) -> int:
     """The brain's loop until END or the end of input. ``brain``: a protocol state machine
-    (``feed``, ``played``, ``cancel``, ``started_late``, ``ended``, ``games``)."""
+    (``feed``, ``played``, ``cancel``, ``ended``, ``games``, ``WARM_UP_FIRST``).
+
+    The search is warmed up (compiled, or loaded from numba's cache) before the first line is
+    read if the protocol says so, else as soon as no line is on its way or a line asks for a
+    search. A search asked for by a line is shorter by the time since the first line not yet
+    answered arrived: the harness's clock ran from then."""
     import engine
     from engine.think import Log, Think, answer
 
@@ -192,11 +203,15 @@ def serve(
     errors = stderr or sys.stderr
     started = time.monotonic() - _process_age_s()
     lines = Arrivals(stdin, started)
-    engine.warm_up([(game, algorithm)])  # compile (or load) before the first timed move
-    ready = time.monotonic()
-    errors.write(f"ready {(ready - started) * 1000.0:.0f} ms after the start\n")
-    errors.flush()
     searcher = engine.Searcher()
+    warm = False
+
+    def warm_up() -> None:
+        nonlocal warm
+        engine.warm_up([(game, algorithm)])
+        warm = True
+        errors.write(f"ready {(time.monotonic() - started) * 1000.0:.0f} ms after the start\n")
+        errors.flush()
 
     def say(line: str) -> None:
         stdout.write(line + "\n")
@@ -211,17 +226,42 @@ def serve(
             game_key=f"brain-{brain.games}",
         )
 
-    first = True
-    for arrived, line in lines:
-        if first and arrived < ready:  # the harness's clock ran while the brain warmed up
-            brain.started_late((time.monotonic() - arrived) * 1000.0)
-        first = False
-        for reply in answer(brain, brain.feed(line), search):
+    if brain.WARM_UP_FIRST:
+        warm_up()
+    # When the first line the brain has not answered yet arrived: a turn's lines come
+    # together (CodinGame's move, count and actions; Piskvork's INFO time_left and TURN, or a
+    # BOARD block), and the harness's clock runs from the first.
+    since: float | None = None
+    while True:
+        try:
+            taken = lines.take(None if warm else QUIET_S)
+        except queue.Empty:
+            warm_up()  # nothing to answer: warm up while the harness waits or thinks
+            continue
+        if taken is None:
+            if not warm:  # `noughts brain </dev/null` fills numba's cache before a tournament
+                warm_up()
+            break
+        arrived, line = taken
+        if since is None:
+            since = arrived
+        replies = brain.feed(line)
+        if not warm and any(isinstance(reply, Think) for reply in replies):
+            warm_up()
+        late_ms = (time.monotonic() - since) * 1000.0
+        replies = [
+            Think(reply.state, max(MIN_SEARCH_MS, reply.time_ms - late_ms))
+            if isinstance(reply, Think)
+            else reply
+            for reply in replies
+        ]
+        for reply in answer(brain, replies, search):
             if isinstance(reply, Log):
                 errors.write(reply.text + "\n")
                 errors.flush()
             else:
                 say(reply)
+                since = None
         if brain.ended:
             break
     return 0

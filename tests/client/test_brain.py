@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import os
+import queue
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from client.commands.brain import Arrivals
+from client.commands.brain import Arrivals, serve
 from engine import make_game
+from engine.codingame import CodinGameBrain, TurnTime
+
+MOVE = re.compile(r"[0-8] [0-8]")
 
 TIMEOUT_S = 120  # a line must come within this (the first one waits for the kernels' warm-up)
 
@@ -203,13 +210,85 @@ def test_lines_are_dated_when_they_arrive_not_when_they_are_read() -> None:
         writer.write("START 15\n")
         writer.flush()
         origin = time.monotonic() - 5.0
-        lines = iter(Arrivals(stream, origin))
-        assert next(lines) == (origin, "START 15\n")
+        lines = Arrivals(stream, origin)
+        assert lines.take() == (origin, "START 15\n")
+        with pytest.raises(queue.Empty):  # nothing more written: nothing on its way
+            lines.take(timeout=0.05)
         written = time.monotonic()
         writer.write("BEGIN\n")
         writer.flush()
         time.sleep(1.0)  # busy elsewhere: the line waits a second before it is taken
-        arrived, line = next(lines)
+        arrived, line = lines.take()  # type: ignore[misc]
         assert line == "BEGIN\n" and written <= arrived < written + 0.9
         writer.close()
-        assert list(lines) == []  # the input ended
+        assert lines.take() is None  # the input ended
+
+
+def test_a_codingame_bot_that_starts_plays_its_opening_before_it_warms_up() -> None:
+    """X's first turn is sent as the bot starts, and the referee's clock runs: the opening
+    needs no search, so it is answered first; the search warms up after it."""
+    bot = Brain("--game", "uttt")
+    try:
+        state = make_game("uttt").new_initial_state()
+        grid = state.game.grid  # type: ignore[attr-defined]
+        bot.send("-1 -1")
+        bot.send(str(len(state.legal_actions())))
+        for action in state.legal_actions():
+            bot.send("{} {}".format(*grid.cell(action)))
+        assert bot.answer() == "4 4"
+        state.apply_action(40)
+        state.apply_action(grid.action(3, 3))
+        bot.send("3 3")
+        bot.send(str(len(state.legal_actions())))
+        for action in state.legal_actions():
+            bot.send("{} {}".format(*grid.cell(action)))
+        row, col = map(int, bot.answer().split(" "))
+        state.apply_checked(grid.action(row, col))
+        _, err = bot.process.communicate(timeout=TIMEOUT_S)  # the input ends: the game too
+        logs = err.splitlines()
+        assert logs[0] == "the opening move, 4 4" and logs[1].startswith("ready ")
+        assert "mcts value" in logs[2]  # the second turn was searched
+    finally:
+        if bot.process.poll() is None:
+            bot.process.kill()
+
+
+def run_serve(turn: list[str], *, delay_s: float | None) -> int:
+    """``serve`` a CodinGame bot moving second (first turn 3,000 ms: 2,100 ms of search) on a
+    pipe holding ``turn``, written before it starts (None) or ``delay_s`` after; the ms its
+    search took, as it logged them."""
+    read_end, write_end = os.pipe()
+    writer = os.fdopen(write_end, "w")
+
+    def send() -> None:
+        if delay_s is not None:
+            time.sleep(delay_s)
+        writer.write("".join(line + "\n" for line in turn))
+        writer.close()
+
+    out, err = io.StringIO(), io.StringIO()
+    sender = threading.Thread(target=send)
+    if delay_s is None:
+        send()
+    else:
+        sender.start()
+    with os.fdopen(read_end, "r") as stream:
+        brain = CodinGameBrain(TurnTime(first_ms=3000.0, turn_ms=100.0))
+        assert serve(stream, out, brain, "uttt", "mcts", seed=1, stderr=err) == 0
+    if delay_s is not None:
+        sender.join()
+    assert MOVE.fullmatch(out.getvalue().strip()), out.getvalue()
+    return int(re.findall(r"iterations in (\d+) ms", err.getvalue())[0])
+
+
+def test_a_turn_is_timed_from_when_it_arrived() -> None:
+    """The referee's clock runs from its write: input that waited (here since this process
+    started, seconds ago) leaves the search its floor; input that comes to a ready bot, the
+    whole 70% of the turn."""
+    state = make_game("uttt").new_initial_state()
+    grid = state.game.grid  # type: ignore[attr-defined]
+    state.apply_action(grid.action(4, 4))
+    turn = ["4 4", str(len(state.legal_actions()))]
+    turn += ["{} {}".format(*grid.cell(action)) for action in state.legal_actions()]
+    assert run_serve(turn, delay_s=None) < 1000  # 5 ms asked; a loaded machine overruns
+    assert run_serve(turn, delay_s=2.0) >= 1500  # 2,100 ms asked

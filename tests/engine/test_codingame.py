@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import make_game
-from engine.codingame import CodinGameBrain, TurnTime
+from engine.codingame import OPENING, CodinGameBrain, TurnTime
 from engine.result import SearchResult
 from engine.think import Log, Think, answer
 from engine.uttt import UTTTState
@@ -42,30 +42,16 @@ def play(brain: CodinGameBrain, action: int) -> str:
 def test_the_bot_moves_first_then_follows_the_game() -> None:
     brain = CodinGameBrain()
     state = make_game("uttt").new_initial_state()
-    request = think(turn(brain, "-1 -1", state.legal_actions()))
-    assert request.state.ply() == 0 and request.time_ms == 1000 * TurnTime.SHARE
-    assert play(brain, 4 * 9 + 4) == "4 4"  # the centre board's centre: row 4, column 4
+    replies = turn(brain, "-1 -1", state.legal_actions())
+    # The opening, without a search: the centre board's centre, row 4, column 4.
+    assert replies[-1] == "4 4" and not any(isinstance(reply, Think) for reply in replies)
+    assert OPENING == 40 and brain.state.history() == [40]
     state.apply_action(40)
     state.apply_action(GRID.action(3, 3))  # the opponent, sent to the centre board
     request = think(turn(brain, "3 3", state.legal_actions()))
     assert request.state.history() == state.history()
     assert request.time_ms == 100 * TurnTime.SHARE
     assert play(brain, 0) == "0 0"  # board 0 (top left), cell 0
-
-
-def test_a_late_start_shortens_the_first_turn_only() -> None:
-    """The first input waited while the bot started: the referee's clock ran meanwhile."""
-    brain = CodinGameBrain()
-    brain.started_late(400.0)
-    state = make_game("uttt").new_initial_state()
-    assert think(turn(brain, "-1 -1", state.legal_actions())).time_ms == 1000 * 0.7 - 400
-    play(brain, 40)
-    state.apply_action(40)
-    state.apply_action(36)
-    assert think(turn(brain, "3 3", state.legal_actions())).time_ms == 100 * 0.7
-    brain = CodinGameBrain()
-    brain.started_late(5000.0)
-    assert think(turn(brain, "-1 -1", list(range(81)))).time_ms == TurnTime.MIN_MS
 
 
 def test_the_bot_moves_second() -> None:
@@ -111,7 +97,9 @@ def test_a_turn_without_a_search_plays_a_centre() -> None:
     """When its search fails the bot still answers: the centre of the centre board, else the
     centre of a board it may play in."""
     brain = CodinGameBrain()
-    think(turn(brain, "-1 -1", list(range(81))))
+    state = make_game("uttt").new_initial_state()
+    state.apply_action(4)  # board 0, cell 4: O is sent to the centre board
+    think(turn(brain, "0 1", state.legal_actions()))
     assert brain.cancel("loading")[-1] == "4 4"
     brain = CodinGameBrain()
     state = make_game("uttt").new_initial_state()
@@ -136,7 +124,7 @@ def test_any_lines_get_logs_moves_or_a_legal_think(lines: list[str]) -> None:
 
 def first_legal(think: Think) -> SearchResult:
     """A search's stand-in: the first legal move, after checking the request."""
-    assert isinstance(think.state, UTTTState) and think.time_ms >= TurnTime.MIN_MS
+    assert isinstance(think.state, UTTTState) and think.time_ms > 0
     legal = think.state.legal_actions()
     assert legal
     return SearchResult(legal[0], 0.0, "mcts", 1)
