@@ -35,7 +35,8 @@ most INFO timeout_turn, less a safety margin.
 With --game uttt: play ultimate tic-tac-toe as a CodinGame bot (the referee's protocol of
 its "Tic-Tac-Toe" game): each turn reads "opponentRow opponentCol" (-1 -1 when the bot
 starts), the valid action count and the valid actions "row col", and answers "row col",
-searching 70% of --first-ms on its first turn and of --turn-ms after."""
+searching 70% of --first-ms on its first turn and of --turn-ms after, counted from the turn's
+first line. When it starts, it plays the centre of the centre board at once."""
 
 EPILOG = """\
 examples (the harness's side of the pipe):
