@@ -149,8 +149,9 @@ def _process_age_s() -> float:
 class Arrivals:
     """A stream's lines, each with the time (``time.monotonic``) it arrived, read by a thread
     from the start: the brain warms up meanwhile, and a harness's clock runs from when it wrote
-    a line, not from when the brain gets to it. A line already waiting when the thread starts
-    may have been written as early as ``origin`` (the process's start), and is dated so."""
+    a line, not from when the brain gets to it. The lines already waiting when the thread
+    starts (those it reads within ``QUIET_S`` of the first) may have been written as early as
+    ``origin`` (the process's start), and are dated so."""
 
     def __init__(self, stream: TextIO, origin: float) -> None:
         self._lines: queue.SimpleQueue[tuple[float, str] | None] = queue.SimpleQueue()
@@ -158,10 +159,13 @@ class Arrivals:
         threading.Thread(target=self._read, args=(stream, early), daemon=True).start()
 
     def _read(self, stream: TextIO, early: float | None) -> None:
+        first: float | None = None
         try:
             for line in stream:
-                self._lines.put((time.monotonic() if early is None else early, line))
-                early = None
+                now = time.monotonic()
+                first = now if first is None else first
+                waited = early is not None and now - first < QUIET_S
+                self._lines.put((early if waited and early is not None else now, line))
         except (OSError, ValueError):  # the pipe broke or was closed: the input has ended
             pass
         finally:
@@ -194,8 +198,9 @@ def serve(
 
     The search is warmed up (compiled, or loaded from numba's cache) before the first line is
     read if the protocol says so, else as soon as no line is on its way or a line asks for a
-    search. A search asked for by a line is shorter by the time since the first line not yet
-    answered arrived: the harness's clock ran from then."""
+    search. A search asked for by a line is shorter by the time since the first line of its
+    burst (lines that came together, not yet answered) arrived: the harness's clock ran from
+    then."""
     import engine
     from engine.think import Log, Think, answer
 
@@ -229,10 +234,11 @@ def serve(
 
     if brain.WARM_UP_FIRST:
         warm_up()
-    # When the first line the brain has not answered yet arrived: a turn's lines come
+    # When the first line of the burst the brain is answering arrived: a turn's lines come
     # together (CodinGame's move, count and actions; Piskvork's INFO time_left and TURN, or a
-    # BOARD block), and the harness's clock runs from the first.
+    # BOARD block), and the harness's clock runs from the first. An answer ends the burst.
     since: float | None = None
+    last = 0.0
     while True:
         try:
             taken = lines.take(None if warm else QUIET_S)
@@ -244,8 +250,9 @@ def serve(
                 warm_up()
             break
         arrived, line = taken
-        if since is None:
-            since = arrived
+        if since is None or arrived - last > QUIET_S:
+            since = arrived  # the first line of a new burst: a new turn
+        last = arrived
         replies = brain.feed(line)
         if not warm and any(isinstance(reply, Think) for reply in replies):
             warm_up()

@@ -16,6 +16,7 @@ import pytest
 from client.commands.brain import Arrivals, serve
 from engine import make_game
 from engine.codingame import CodinGameBrain, TurnTime
+from engine.piskvork import PiskvorkBrain
 
 MOVE = re.compile(r"[0-8] [0-8]")
 
@@ -292,3 +293,28 @@ def test_a_turn_is_timed_from_when_it_arrived() -> None:
     turn += ["{} {}".format(*grid.cell(action)) for action in state.legal_actions()]
     assert run_serve(turn, delay_s=None) < 1000  # 5 ms asked; a loaded machine overruns
     assert run_serve(turn, delay_s=2.0) >= 1500  # 2,100 ms asked
+
+
+def test_a_gomocup_turn_long_after_the_info_lines_gets_its_whole_time() -> None:
+    """The second player's first TURN comes long after START's INFO lines: its clock runs
+    from the TURN (a new burst of lines), not from the INFO lines before it."""
+    read_end, write_end = os.pipe()
+    writer = os.fdopen(write_end, "w")
+
+    def send() -> None:
+        writer.write("START 15\nINFO timeout_match 1000000\nINFO timeout_turn 2000\n")
+        writer.flush()
+        time.sleep(1.5)  # the first player thinks
+        writer.write("TURN 7,7\nEND\n")
+        writer.close()
+
+    out, err = io.StringIO(), io.StringIO()
+    sender = threading.Thread(target=send)
+    sender.start()
+    with os.fdopen(read_end, "r") as stream:
+        assert serve(stream, out, PiskvorkBrain(), "gomoku", "alphabeta", stderr=err) == 0
+    sender.join()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "OK" and re.fullmatch(r"\d+,\d+", lines[-1]), lines
+    (searched,) = re.findall(r"nodes in (\d+) ms", out.getvalue())
+    assert int(searched) >= 1000  # 2,000 ms less the margins; 1,500 ms less had it counted
