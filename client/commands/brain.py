@@ -154,18 +154,23 @@ class Arrivals:
     ``origin`` (the process's start), and are dated so."""
 
     def __init__(self, stream: TextIO, origin: float) -> None:
-        self._lines: queue.SimpleQueue[tuple[float, str] | None] = queue.SimpleQueue()
+        # Bounded: a harness that writes faster than the brain answers waits, as it did when
+        # the brain read its lines itself, rather than fill this process's memory.
+        self._lines: queue.Queue[tuple[float, str] | None] = queue.Queue(MAX_WAITING_LINES)
         early = origin if _waiting(stream) else None
         threading.Thread(target=self._read, args=(stream, early), daemon=True).start()
 
     def _read(self, stream: TextIO, early: float | None) -> None:
         first: float | None = None
         try:
-            for line in stream:
+            while line := stream.readline(MAX_LINE_CHARS):
                 now = time.monotonic()
                 first = now if first is None else first
-                waited = early is not None and now - first < QUIET_S
-                self._lines.put((early if waited and early is not None else now, line))
+                stamp = early if early is not None and now - first < QUIET_S else now
+                self._lines.put((stamp, line))
+                # The rest of an over-long line is dropped: the protocols refuse what was kept.
+                while line and not line.endswith("\n"):
+                    line = stream.readline(MAX_LINE_CHARS)
         except (OSError, ValueError):  # the pipe broke or was closed: the input has ended
             pass
         finally:
@@ -177,6 +182,8 @@ class Arrivals:
         return self._lines.get(timeout=timeout)
 
 
+MAX_LINE_CHARS = 4096  # of a line: every protocol's lines are shorter (CodinGame's 256)
+MAX_WAITING_LINES = 4096  # read but not yet answered (a turn: at most 83, or a 400-cell BOARD)
 MIN_SEARCH_MS = 5.0  # a search whose input waited past its time still searches this long
 # Before the warm-up, a line not here within this long is not on its way (the lines of one
 # turn come in one write, and the reading thread gets to them in well under a millisecond).

@@ -318,3 +318,23 @@ def test_a_gomocup_turn_long_after_the_info_lines_gets_its_whole_time() -> None:
     assert lines[0] == "OK" and re.fullmatch(r"\d+,\d+", lines[-1]), lines
     (searched,) = re.findall(r"nodes in (\d+) ms", out.getvalue())
     assert int(searched) >= 1000  # 2,000 ms less the margins; 1,500 ms less had it counted
+
+
+def test_an_endless_line_is_cut_and_the_next_one_read() -> None:
+    """A runaway or hostile harness's line of a megabyte: its first 4,096 characters are
+    kept (the protocols refuse them), the rest dropped, and the next line comes as it was."""
+    read_end, write_end = os.pipe()
+    writer = os.fdopen(write_end, "w")
+
+    def send() -> None:  # more than a pipe holds: written while the brain reads
+        writer.write("X" * 1_000_000 + "\nBEGIN\n")
+        writer.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    with os.fdopen(read_end, "r") as stream:
+        lines = Arrivals(stream, time.monotonic())
+        cut, begin, end = lines.take(), lines.take(), lines.take()
+    sender.join()
+    assert cut is not None and cut[1] == "X" * 4096
+    assert begin is not None and begin[1] == "BEGIN\n" and end is None
