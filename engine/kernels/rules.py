@@ -38,6 +38,7 @@ from engine.kernels.uttt import (
     uttt_move_prior,
     uttt_play,
     uttt_playout,
+    uttt_prior_and_value,
     uttt_random_move,
     uttt_refresh_threats,
     uttt_tree_moves,
@@ -112,6 +113,14 @@ def child_value(st, action, scale):
     if st[H_KIND] == KIND_UTTT:
         return uttt_child_value(st, action, scale)
     return 0.5
+
+
+@njit(cache=True)
+def prior_and_value(st, action, scale):
+    """(``move_prior``, ``child_value``) of ``action`` in one call."""
+    if st[H_KIND] == KIND_UTTT:
+        return uttt_prior_and_value(st, action, scale)
+    return 0, 0.5
 
 
 @njit(cache=True)

@@ -36,6 +36,7 @@ from engine.kernels.rules import (
     descend,
     move_prior,
     playout,
+    prior_and_value,
     refresh,
     tree_moves,
 )
@@ -282,11 +283,17 @@ def mcts_run(
                 tmp = buf[i]
                 buf[i] = buf[k]
                 buf[k] = tmp
+            both = prior > 0 and imm > 0.0  # a child's prior and value in one call
             for i in range(n_moves):
                 rj = NODE_SIZE * (n_nodes + i)
                 nodes[rj + PARENT] = node  # the other fields of a new record are still zero
                 nodes[rj + ACTION] = buf[i]
-                if prior > 0:
+                if both:
+                    mp, v = prior_and_value(st, buf[i], scale)
+                    values[n_nodes + i] = v
+                    nodes[rj + VISITS] = prior
+                    nodes[rj + WINS] = max(0, prior * (2 + mp) // 2)
+                elif prior > 0:
                     nodes[rj + VISITS] = prior
                     nodes[rj + WINS] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
             if n_moves > 0:
@@ -294,8 +301,9 @@ def mcts_run(
                 nodes[r + COUNT] = n_moves
                 meta[M_NODES] = n_nodes + n_moves
                 if imm > 0.0:
-                    for i in range(n_moves):
-                        values[n_nodes + i] = child_value(st, buf[i], scale)
+                    if not both:
+                        for i in range(n_moves):
+                            values[n_nodes + i] = child_value(st, buf[i], scale)
                     _back_up_values(nodes, values, path, depth)
             mover = st[H_TO_MOVE]
             if n_moves > 0 and code == MOVES_MOVER_WINS:
