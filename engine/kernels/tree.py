@@ -17,6 +17,7 @@ proven-draw children are no longer selected and losses backed up through it coun
 """
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -50,6 +51,12 @@ PROVEN_LOSS = 3
 FIELDS = ("visits", "wins", "proven", "floor", "first", "count", "action", "parent")
 VISITS, WINS, PROVEN, FLOOR, FIRST, COUNT, ACTION, PARENT = range(len(FIELDS))
 NODE_SIZE = len(FIELDS)
+
+# numba's options for the search loop: without the runtime's reference counts (its private
+# option ``_nrt=False``, as the alpha-beta kernels; tests/engine/test_numba_options.py). Each
+# step of the descent counted a reference to the state array and dropped it (two atomic
+# operations a level); the loop allocates no array, so it needs none.
+_LOOP_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
 
 # meta slots
 M_NODES = 0  # nodes in use
@@ -138,7 +145,7 @@ def _half_points(status, player):
     return 2 if status == player + 1 else 0
 
 
-@njit(cache=True)
+@njit(**_LOOP_OPTIONS)
 def mcts_run(
     root_st,
     st,
