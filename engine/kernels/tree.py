@@ -69,6 +69,9 @@ _v = np.arange(TABLE_SIZE, dtype=np.float64)
 _v[0] = 1.0
 HALF_INV = (0.5 / _v).astype(np.float32)
 INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
+# The same values in float64 (each float32 exactly): the scan converts none.
+HALF_INV64 = HALF_INV.astype(np.float64)
+INV_SQRT64 = INV_SQRT.astype(np.float64)
 SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
 # From TABLE_SIZE to WIDE_TABLE_SIZE visits, sqrt(log(v + 1)) and sqrt(v) in float64, computed
@@ -226,8 +229,9 @@ def mcts_run(
                     best = j
                     break
                 if vj < TABLE_SIZE:
-                    q = nodes[rj + WINS] * HALF_INV[vj]
-                    value = q + explore * INV_SQRT[vj]
+                    t = np.uint32(vj)  # an unsigned index: no test for a negative one
+                    q = nodes[rj + WINS] * HALF_INV64[t]
+                    value = q + explore * INV_SQRT64[t]
                 elif vj < WIDE_TABLE_SIZE:
                     q = nodes[rj + WINS] / (2.0 * vj)
                     value = q + explore / SQRT_WIDE[vj]

@@ -526,7 +526,7 @@ def _gives_capture(st, o, b, c, full, closed):
     return ((closed >> c) & 1 | (threats & 511)) != 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def uttt_playout(st, rng, policy, buf):
     """Play random moves to the end; returns the final status. With ``policy`` >= 1 the
     mover wins at once when it can (decisive moves) and, with 2, otherwise avoids moves that
