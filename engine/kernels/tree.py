@@ -17,6 +17,7 @@ proven-draw children are no longer selected and losses backed up through it coun
 """
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -36,6 +37,7 @@ from engine.kernels.rules import (
     descend,
     move_prior,
     playout,
+    prior_and_value,
     refresh,
     tree_moves,
 )
@@ -50,6 +52,12 @@ FIELDS = ("visits", "wins", "proven", "floor", "first", "count", "action", "pare
 VISITS, WINS, PROVEN, FLOOR, FIRST, COUNT, ACTION, PARENT = range(len(FIELDS))
 NODE_SIZE = len(FIELDS)
 
+# numba's options for the search loop: without the runtime's reference counts (its private
+# option ``_nrt=False``, as the alpha-beta kernels; tests/engine/test_numba_options.py). Each
+# step of the descent counted a reference to the state array and dropped it (two atomic
+# operations a level); the loop allocates no array, so it needs none.
+_LOOP_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
+
 # meta slots
 M_NODES = 0  # nodes in use
 M_ROOM = 1  # in: 1 = return before an expansion could overflow; out: 2 = returned for that
@@ -61,6 +69,9 @@ _v = np.arange(TABLE_SIZE, dtype=np.float64)
 _v[0] = 1.0
 HALF_INV = (0.5 / _v).astype(np.float32)
 INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
+# The same values in float64 (each float32 exactly): the scan converts none.
+HALF_INV64 = HALF_INV.astype(np.float64)
+INV_SQRT64 = INV_SQRT.astype(np.float64)
 SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
 # From TABLE_SIZE to WIDE_TABLE_SIZE visits, sqrt(log(v + 1)) and sqrt(v) in float64, computed
@@ -137,7 +148,7 @@ def _half_points(status, player):
     return 2 if status == player + 1 else 0
 
 
-@njit(cache=True)
+@njit(**_LOOP_OPTIONS)
 def mcts_run(
     root_st,
     st,
@@ -218,8 +229,9 @@ def mcts_run(
                     best = j
                     break
                 if vj < TABLE_SIZE:
-                    q = nodes[rj + WINS] * HALF_INV[vj]
-                    value = q + explore * INV_SQRT[vj]
+                    t = np.uint32(vj)  # an unsigned index: no test for a negative one
+                    q = nodes[rj + WINS] * HALF_INV64[t]
+                    value = q + explore * INV_SQRT64[t]
                 elif vj < WIDE_TABLE_SIZE:
                     q = nodes[rj + WINS] / (2.0 * vj)
                     value = q + explore / SQRT_WIDE[vj]
@@ -282,11 +294,17 @@ def mcts_run(
                 tmp = buf[i]
                 buf[i] = buf[k]
                 buf[k] = tmp
+            both = prior > 0 and imm > 0.0  # a child's prior and value in one call
             for i in range(n_moves):
                 rj = NODE_SIZE * (n_nodes + i)
                 nodes[rj + PARENT] = node  # the other fields of a new record are still zero
                 nodes[rj + ACTION] = buf[i]
-                if prior > 0:
+                if both:
+                    mp, v = prior_and_value(st, buf[i], scale)
+                    values[n_nodes + i] = v
+                    nodes[rj + VISITS] = prior
+                    nodes[rj + WINS] = max(0, prior * (2 + mp) // 2)
+                elif prior > 0:
                     nodes[rj + VISITS] = prior
                     nodes[rj + WINS] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
             if n_moves > 0:
@@ -294,8 +312,9 @@ def mcts_run(
                 nodes[r + COUNT] = n_moves
                 meta[M_NODES] = n_nodes + n_moves
                 if imm > 0.0:
-                    for i in range(n_moves):
-                        values[n_nodes + i] = child_value(st, buf[i], scale)
+                    if not both:
+                        for i in range(n_moves):
+                            values[n_nodes + i] = child_value(st, buf[i], scale)
                     _back_up_values(nodes, values, path, depth)
             mover = st[H_TO_MOVE]
             if n_moves > 0 and code == MOVES_MOVER_WINS:

@@ -38,6 +38,7 @@ from engine.kernels.uttt import (
     uttt_child_value,
     uttt_move_prior,
     uttt_play,
+    uttt_prior_and_value,
     uttt_random_move,
     uttt_refresh_threats,
 )
@@ -147,6 +148,25 @@ def test_child_value_matches_its_definition(seed: int, plies: int, scale: float)
     for action in state.legal_actions():
         expected = _reference_value(state, action, scale)
         assert uttt_child_value(s, action, scale) == pytest.approx(expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    plies=st.integers(0, 81),
+    scale=st.sampled_from([0.2, 0.3, 0.05]),
+)
+def test_prior_and_value_in_one_pass_are_the_two(seed: int, plies: int, scale: float) -> None:
+    """An expansion's one call gives the prior and, bit for bit, the value of the two."""
+    state = _random_position(seed, plies)
+    if state.is_terminal():
+        return
+    s = root_state(state, kernel_game(GAME))
+    for action in state.legal_actions():
+        prior, value = uttt_prior_and_value(s, action, scale)
+        expected = uttt_child_value(s, action, scale)
+        assert prior == uttt_move_prior(s, action), action
+        assert np.float64(value).tobytes() == np.float64(expected).tobytes(), action
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,0 +1,121 @@
+"""In-process A/B of the compiled searches of several builds of the engine: each build's
+``engine/`` (from a git ref or a directory) is copied under its own package name into a
+temporary directory, and the builds search alternately in one process, search by search, with
+the same seed in a round (the order reversed every other round), from the opening and from
+the middle position of bench/mcts_speed.py. Prints iterations per CPU second: each build's
+median and best round, and against the first build the ratio of the medians, of the best
+rounds and the median (and quartiles) of the paired ratios of a round. A round whose builds
+return different searches (move, iterations, value, visits) is reported: a speed-only change
+must return the same ones.
+
+    nice -n 5 .venv/bin/python bench/mcts_ab.py main HEAD [--rounds 30] [--iterations 150000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# (game, middle-game moves), as bench/mcts_speed.py
+MIDDLES = {
+    "uttt": [30, 29, 23, 52, 64, 9, 7, 68, 48, 28, 17, 80, 79, 67, 38, 21],
+    "5x5": [19, 18, 24, 6, 23, 21],
+    "gomoku": [67, 95, 68, 159, 139, 127, 114, 143, 140, 124, 158, 64],
+}
+WHERE = ("opening", "middle")
+_IMPORTS = re.compile(r"\b(from engine\b|import engine\b|engine\.)")
+
+
+def build(source: str, name: str, into: Path) -> None:
+    """``engine/`` of ``source`` (a git ref, or a directory holding engine/) as package ``name``."""
+    target = into / name
+    if Path(source, "engine").is_dir():
+        shutil.copytree(
+            Path(source, "engine"), target, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    else:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", source, "engine"], check=True, capture_output=True
+        ).stdout
+        unpacked = into / f"{name}.src"
+        unpacked.mkdir()
+        subprocess.run(["tar", "-x", "-C", str(unpacked)], input=archive, check=True)
+        shutil.move(unpacked / "engine", target)
+    for path in target.rglob("*.py"):
+        text = path.read_text()
+        path.write_text(_IMPORTS.sub(lambda m: m.group(0).replace("engine", name), text))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("builds", nargs="+", help="git refs or directories holding engine/")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--iterations", type=int, default=150_000)
+    parser.add_argument("--game", default="uttt", choices=sorted(MIDDLES))
+    parser.add_argument("--algorithm", default="mcts")
+    args = parser.parse_args()
+    into = Path(tempfile.mkdtemp(prefix="mcts_ab_"))
+    names = [f"build{i}" for i in range(len(args.builds))]
+    for source, name in zip(args.builds, names, strict=True):
+        build(source, name, into)
+    sys.path.insert(0, str(into))
+    mods: list[ModuleType] = [importlib.import_module(name) for name in names]
+    positions: dict[tuple[str, str], Any] = {}
+    for mod in mods:
+        game = mod.make_game(args.game)
+        positions[mod.__name__, "opening"] = mod.replay(game, [])
+        positions[mod.__name__, "middle"] = mod.replay(game, MIDDLES[args.game])
+        budget = mod.Budget(iterations=2000)
+        mod.search(positions[mod.__name__, "opening"], args.algorithm, budget, seed=0)  # compile
+
+    def run(mod: ModuleType, where: str, seed: int) -> tuple[float, str]:
+        budget = mod.Budget(iterations=args.iterations)
+        cpu = time.process_time()
+        result = mod.search(positions[mod.__name__, where], args.algorithm, budget, seed=seed)
+        cpu = time.process_time() - cpu
+        found = (result.action, result.iterations, result.value, result.visits, result.proven)
+        return result.iterations / cpu, repr(found)
+
+    print("builds:", ", ".join(f"{n} = {s}" for n, s in zip(names, args.builds, strict=True)))
+    print(f"1-minute load {os.getloadavg()[0]:.2f} at the start", flush=True)
+    rates: dict[tuple[str, str], list[float]] = {(n, w): [] for n in names for w in WHERE}
+    for k in range(args.rounds):
+        for where in WHERE:
+            found = set()
+            for mod in mods if k % 2 == 0 else mods[::-1]:
+                rate, result = run(mod, where, 1000 + k)
+                rates[mod.__name__, where].append(rate)
+                found.add(result)
+            if len(found) > 1:
+                print(f"round {k + 1}, {where}: the builds' searches differ", flush=True)
+    print(f"1-minute load {os.getloadavg()[0]:.2f} at the end")
+    for where in WHERE:
+        base = rates[names[0], where]
+        for name in names:
+            r = rates[name, where]
+            ratios = [x / y - 1 for x, y in zip(r, base, strict=True)]
+            medians = statistics.median(r) / statistics.median(base) - 1
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [0.0, 0.0, 0.0]
+            print(
+                f"{where:8} {name:7} median {statistics.median(r):11,.0f} best {max(r):11,.0f}"
+                f"  against {names[0]}: median {medians:+.2%}"
+                f" best {max(r) / max(base) - 1:+.2%} paired {statistics.median(ratios):+.2%}"
+                f" (quartiles {quartiles[0]:+.2%}..{quartiles[2]:+.2%})"
+            )
+    shutil.rmtree(into, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
