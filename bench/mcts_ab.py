@@ -27,13 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mcts_speed import POSITIONS
+
 ROOT = Path(__file__).resolve().parent.parent
-# (game, middle-game moves), as bench/mcts_speed.py
-MIDDLES = {
-    "uttt": [30, 29, 23, 52, 64, 9, 7, 68, 48, 28, 17, 80, 79, 67, 38, 21],
-    "5x5": [19, 18, 24, 6, 23, 21],
-    "gomoku": [67, 95, 68, 159, 139, 127, 114, 143, 140, 124, 158, 64],
-}
+# game -> the middle-game moves of bench/mcts_speed.py (3x3 is proven too soon to time)
+MIDDLES = {game: moves for _, game, _, moves in POSITIONS if game != "tictactoe"}
 WHERE = ("opening", "middle")
 _IMPORTS = re.compile(r"\b(from engine\b|import engine\b|engine\.)")
 
@@ -59,12 +57,18 @@ def build(source: str, name: str, into: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("builds", nargs="+", help="git refs or directories holding engine/")
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--iterations", type=int, default=150_000)
-    parser.add_argument("--game", default="uttt", choices=sorted(MIDDLES))
-    parser.add_argument("--algorithm", default="mcts")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "builds", nargs="+", help="git refs or directories holding engine/; the first is the base"
+    )
+    parser.add_argument("--rounds", type=int, default=30, help="rounds (default 30)")
+    parser.add_argument(
+        "--iterations", type=int, default=150_000, help="iterations a search (default 150000)"
+    )
+    parser.add_argument("--game", default="uttt", choices=sorted(MIDDLES), help="default uttt")
+    parser.add_argument("--algorithm", default="mcts", help="mcts, uct or flat (default mcts)")
     args = parser.parse_args()
     into = Path(tempfile.mkdtemp(prefix="mcts_ab_"))
     names = [f"build{i}" for i in range(len(args.builds))]
