@@ -586,7 +586,7 @@ def _make_playout(avoid, name, take=False):
         # holds no call and keeps its registers)
         special = False if take else (policy & (2 | PLAYOUT_CAPTURE)) != 0
         b = 0
-        c = 0
+        c = forced  # a forced board is the last move's cell: the loop reads it from ``c``
         last = st[H_LAST]
         x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
         cap_mover = _threat_boards(st, p, 511) if avoid else 0
@@ -594,7 +594,7 @@ def _make_playout(avoid, name, take=False):
         while True:
             mine = meta_threat0 if p == 0 else meta_threat1
             if forced >= 0:
-                b = forced
+                b = c  # == forced; c is ready before forced (no wait on the closed test)
                 full = st[np.uint32(OFF_FULL + b)]
                 if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                     result = p + 1  # a game-winning move is there
