@@ -627,12 +627,16 @@ def _make_playout(avoid, name, take=False):
                 c = _random_empty(full, y)
                 y2 = xorshift_step(y)
                 if avoid:
-                    # Board b as after the move, the others from the opponent's capture mask.
+                    # The cells whose move is redrawn, made before the draw is known: board b as
+                    # after a move there (a threat on another empty cell), the others from the
+                    # opponent's capture mask; a closed board gives a free move.
                     here = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * (1 - p) + b)])] & ~full
+                    at_b = (here & ~(1 << b) & 511) != 0
                     bad = (closed | cap_other) & ~(1 << b) | closed & (1 << b)
+                    bad |= (1 << b) if at_b else 0
                     c2 = _random_empty(full, y2)
                     y3 = xorshift_step(y2)
-                    redraw = ((bad >> c) & 1) | ((c == b) & ((here & ~(1 << c) & 511) != 0))
+                    redraw = (bad >> c) & 1
                     y2 = y3 if redraw else y2
                     c = c2 if redraw else c
                 y = y2
