@@ -642,12 +642,18 @@ def _make_playout(avoid, name, take=False):
                 y = y2
             else:
                 b, c = _free_move(st, closed, below(y, avail))
-                y = xorshift_step(y)
+                y2 = xorshift_step(y)
                 full = st[np.uint32(OFF_FULL + b)]
-                if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
-                    b, c = _free_move(st, closed, below(y, avail))
-                    y = xorshift_step(y)
+                if avoid:
+                    # the redraw made before its test is known, and selected (no branch)
+                    b2, c2 = _free_move(st, closed, below(y2, avail))
+                    y3 = xorshift_step(y2)
+                    redraw = _gives_capture(st, 1 - p, b, c, full | (1 << c), closed)
+                    b = b2 if redraw else b
+                    c = c2 if redraw else c
+                    y2 = y3 if redraw else y2
                     full = st[np.uint32(OFF_FULL + b)]
+                y = y2
             # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
             # wraparound on the chain of dependent loads).
             bit = 1 << b
