@@ -63,7 +63,10 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 # once); info[THREES + p]: two short (p can make a four). Kept up to date by place/remove.
 FOURS, THREES = 11, 13
 # params[] slots (int64)
-P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN, P_FORKS = range(9)
+P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
+# forks (AlphaBetaOptions.forks, .fork_order, k = 5): the leaf's and the ordering's weights
+# of the fork points in eighths, and whether place/remove keep them (either weight set)
+P_FORKS, P_FORK_ORDER, P_FORK_KEEP = 8, 9, 10
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -197,7 +200,7 @@ def _retally(w, x0, o0, x1, o1, g):
     dx += ((1 if x1 + o1 == 0 else 0) - (1 if x0 + o0 == 0 else 0)) << T_EMPTY
     do = _window_tally(o1, x1, k, weights) - _window_tally(o0, x0, k, weights)
     _add_to_cells(w, dx, do, g)
-    if g.params[P_FORKS] != 0:
+    if g.params[P_FORK_KEEP] != 0:
         shift = 8 * g.win_dir[w]
         fx = (_dir_tally(x1, o1, k) - _dir_tally(x0, o0, k)) << shift
         fo = (_dir_tally(o1, x1, k) - _dir_tally(o0, x0, k)) << shift
@@ -357,7 +360,7 @@ def place(c, p, g, info):
         _restone(c, p, g, info, 1)
     else:
         info[EVAL] += delta
-    if g.params[P_FORKS] != 0:
+    if g.params[P_FORK_KEEP] != 0:
         _reclass(c, g)  # (the cells of the windows whose fork bytes changed: ``_retally``)
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] += 1
@@ -389,7 +392,7 @@ def remove(c, p, g, info):
         _restone(c, p, g, info, -1)
     else:
         info[EVAL] += delta
-    if g.params[P_FORKS] != 0:
+    if g.params[P_FORK_KEEP] != 0:
         _reclass(c, g)  # (the cells of the windows whose fork bytes changed: ``_retally``)
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] -= 1
@@ -461,7 +464,7 @@ def generate(p, ply, g, s, tt_move):
     threats = 0
     look = params[P_THREATS] != 0
     pattern = params[P_PATTERN] != 0
-    forks = params[P_FORKS] != 0
+    forks = params[P_FORK_ORDER]
     q = 1 - p
     tally = g.tally
     open_fours = 0  # candidates where the opponent would get two winning cells
@@ -482,9 +485,10 @@ def generate(p, ply, g, s, tt_move):
         own = (mine & 0xFFFFFFFF) + (((theirs & 0xFFFFFFFF) - empty) >> 1)
         if pattern:
             own = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
-        if forks:
+        if forks != 0:
             # A fork point of either side is urgent: the mover's to play, the opponent's to take.
-            own += FORK_ORDER_OWN[g.fork_class[p, c]] + FORK_ORDER_THEIRS[g.fork_class[q, c]]
+            fork = FORK_ORDER_OWN[g.fork_class[p, c]] + FORK_ORDER_THEIRS[g.fork_class[q, c]]
+            own += (forks * fork) >> 3
         score = own + history[c]
         if c == tt_move:
             score += INF >> 2
@@ -1064,9 +1068,9 @@ class MNKTables:
         )
         # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
         # .patterns, k = 5).
-        # P_FORKS: AlphaBetaOptions.forks (k = 5), set per search by ``set_forks``.
+        # P_FORKS, P_FORK_ORDER, P_FORK_KEEP: set per search by ``set_forks`` (k = 5).
         self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0], dtype=np.int64
+            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0, 0, 0], dtype=np.int64
         )
         self.cells = cells
         self.k = k
@@ -1157,10 +1161,13 @@ class MNKContext:
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
 
-    def set_forks(self, weight: int) -> None:
-        """Weigh the fork points (k = 5 boards; 0: off) in the leaves and the move ordering;
-        takes effect at the next ``set_position``."""
-        self.t.params[P_FORKS] = weight if self.t.patterns else 0
+    def set_forks(self, leaf: int, order: int = 0) -> None:
+        """Weigh the fork points (k = 5 boards; eighths, 0: off) in the leaves and in the move
+        ordering; takes effect at the next ``set_position``."""
+        on = self.t.patterns
+        self.t.params[P_FORKS] = leaf if on else 0
+        self.t.params[P_FORK_ORDER] = order if on else 0
+        self.t.params[P_FORK_KEEP] = int(on and (leaf != 0 or order != 0))
 
     @property
     def nbytes(self) -> int:

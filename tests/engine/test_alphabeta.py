@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from numba import njit
 
 import engine
 from engine import Budget
@@ -358,3 +359,133 @@ def test_gomoku_the_deepening_goes_on_in_what_the_root_defence_leaves(moves):
     result = engine.search(state, "alphabeta", Budget(iterations=50_000), seed=1)
     assert result.iterations >= 47_500
     assert result.action in state.legal_actions()
+
+
+def _fork_bytes(g, t, q: int, c: int) -> int:
+    """A recount of ``dtally[q, c]``: per direction, the windows through c free of the other
+    player with k - 2 stones of q (1 each) and with k - 3 (16 each)."""
+    k = int(g.params[K.P_K])
+    total = 0
+    for w, window in enumerate(t.win_cells):
+        if c not in window:
+            continue
+        own = sum(1 for e in window if g.cells[e] == q + 1)
+        other = sum(1 for e in window if g.cells[e] == 2 - q)
+        if other == 0 and own in (k - 2, k - 3):
+            total += (1 if own == k - 2 else 16) << (8 * int(t.win_dir[w]))
+    return total
+
+
+def test_fork_points_follow_place_and_remove():
+    """With ``forks`` on, the per-direction window bytes, the fork class of every empty cell
+    and the counts of each class, kept by place/remove, equal a recount from the board after
+    every step of a random make/unmake sequence on 15x15."""
+    game = engine.make_game("gomoku")
+    context = _mnk_context(game)
+    context.set_forks(8, 8)
+    context.set_position([])
+    g, t, info = context.game, context.t, context.info
+    rng = random.Random(16)
+    stack: list[tuple[int, int]] = []
+    seen = set()
+    for step in range(160):
+        empty = [c for c in range(t.cells) if g.cells[c] == 0 and 3 <= c % 15 <= 11]
+        if stack and rng.random() < 0.35:
+            c, p = stack.pop()
+            K.remove(c, p, g, info)
+        else:
+            c, p = rng.choice([e for e in empty if 45 <= e < 180]), len(stack) & 1
+            K.place(c, p, g, info)
+            stack.append((c, p))
+        counts = [[0] * 4 for _ in range(2)]
+        for q in (0, 1):
+            for c in range(t.cells):
+                if g.cells[c] != 0:
+                    assert g.fork_class[q, c] == 0
+                    continue
+                assert g.dtally[q, c] == _fork_bytes(g, t, q, c), (step, q, c)
+                kind = K.fork_class_of(q, c, g)
+                assert g.fork_class[q, c] == kind
+                counts[q][kind] += 1
+                seen.add(kind)
+        assert g.fork_count[:, 1:].tolist() == [row[1:] for row in counts], step
+    assert seen == {K.FORK_NONE, K.FORK_SEED, K.FORK_DOUBLE, K.FORK_WIN}
+
+
+def _cell(r: int, c: int) -> int:
+    return r * 15 + c
+
+
+# X: two twos that cross on (7, 8) (a double open three there); O: a three closed by X on
+# row 12, where (12, 5) makes a four; O to move.
+FORK_POSITION = [_cell(7, 6), _cell(12, 2), _cell(7, 7), _cell(12, 3), _cell(5, 8), _cell(12, 4),
+                 _cell(6, 8), _cell(2, 12), _cell(12, 1)]  # fmt: skip
+
+
+@njit
+def _evaluate(game, search, player):  # noqa: ANN001, ANN202
+    return AB.evaluate(game, search, player)  # (the leaf's score: compiled code only)
+
+
+def test_forks_weigh_the_fork_points_in_leaves_and_ordering():
+    """On a position where X has a double open three on (7, 8) and O, to move, a four on
+    (12, 5) or (12, 6): (7, 8) is X's FORK_DOUBLE. With ``forks`` the leaf score adds the
+    fork points' worth (``fork_term``: the mover's FORK_MOVER, the other's FORK_OTHER, times
+    forks / 8); with ``fork_order`` O's move ordering ranks X's fork point first. With both
+    off the leaf is the window evaluation and O's ordering ranks its own four first (the
+    window sums weigh the block of X's two twos at half). Each weight acts alone."""
+    game = engine.make_game("gomoku")
+    context = _mnk_context(game)
+    g, s = context.game, context.search
+    fork = _cell(7, 8)
+    context.set_forks(0)
+    context.set_position(FORK_POSITION)
+    plain = [int(_evaluate(g, s, p)) for p in (0, 1)]
+    s.history[:] = 0
+    moves_off, _, _ = context.generate_root(1)
+    assert moves_off[0] in (_cell(12, 5), _cell(12, 6))  # O's four (XOOO__ on row 12)
+    for leaf, order in ((8, 0), (0, 8), (16, 16)):
+        context.set_forks(leaf, order)
+        context.set_position(FORK_POSITION)
+        assert g.fork_class[0, fork] == K.FORK_DOUBLE
+        assert g.fork_count[0, K.FORK_DOUBLE] >= 1
+        for p in (0, 1):
+            own = sum(int(K.FORK_MOVER[v] * g.fork_count[p, v]) for v in range(1, 4))
+            other = sum(int(K.FORK_OTHER[v] * g.fork_count[1 - p, v]) for v in range(1, 4))
+            term = (leaf * (own - other)) >> 3
+            assert term == K.fork_term(p, g)
+            assert (term != 0) == (leaf != 0)
+            assert _evaluate(g, s, p) == plain[p] + term
+        s.history[:] = 0
+        moves, _, _ = context.generate_root(1)
+        assert moves[0] == (fork if order else moves_off[0]), (leaf, order)
+
+
+def test_forks_change_the_search_and_off_is_as_before():
+    """``forks`` and ``fork_order`` reach the kernels: on a middle-game position (seed
+    4701's game 1, 10 plies in), a fixed-seed 20,000-node search with forks=16, or with
+    fork_order=16, differs from one without; a search without them afterwards (the same
+    cached context) is the one before."""
+    moves = [98, 142, 97, 99, 83, 113, 85, 86, 69, 55]
+    state = engine.replay(("gomoku", {}), moves)
+    searcher = engine.Searcher()
+
+    def run(**options):
+        r = searcher.search(state, "alphabeta", Budget(iterations=20_000), seed=1, options=options)
+        return r.action, r.value, r.depth, r.pv
+
+    before = run()
+    assert run(forks=16) != before
+    assert run(fork_order=16) != before
+    assert run() == before
+    assert run(forks=0, fork_order=0) == before
+
+
+@pytest.mark.parametrize("name", ["forks", "fork_order"])
+@pytest.mark.parametrize("value", [-1, 65, True, 1.5])
+def test_forks_out_of_range_is_refused(name, value):
+    with pytest.raises(engine.EngineError, match=name):
+        engine.search(
+            engine.replay(("gomoku", {}), [112]), "alphabeta", Budget(iterations=100),
+            options={name: value},
+        )  # fmt: skip
