@@ -73,7 +73,7 @@ def main() -> None:
     for item in filter(None, args.options.split(",")):
         name, value = item.split("=", 1)
         options[name] = {"true": True, "false": False}.get(value, value)
-        if value.lstrip("-").isdigit():  # an integer option (width, forks)
+        if value.lstrip("-").isdigit():  # an integer option (width)
             options[name] = int(value)
     engine.warm_up([("gomoku", "alphabeta")])
     game = engine.make_game("gomoku")

@@ -331,7 +331,6 @@ def mnk_alphabeta(
     game = state.game
     context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
     context.set_patterns(options.patterns)
-    context.set_forks(options.forks, options.fork_order)
     _start(context, state.history(), keep, iterations, clock)
     player = state.current_player()
     info = context.info

@@ -192,15 +192,7 @@ class AlphaBetaOptions(Options):
     measured stronger, bench/README.md) and on k >= 5 boards a VCT at the root (``vct``:
     victory by continuous fours and open threes) and a defence against the opponent's
     (``defence``: the best root move after which the opponent has no VCT is played); with
-    ``threats``, the moves searched below the root (``width``: the best by static score);
-    on k = 5 boards, the weight of fork points in the leaves (``forks``) and in the move
-    ordering (``fork_order``), in eighths, 0 to 64 (0: off): the empty cells where a stone
-    would make two threats at once in two directions (two fours, a four and an open three,
-    two open threes; and, weaker, a four or an open three with a closed three), classed per
-    player from the windows of each direction through the cell and kept by place/remove;
-    the leaves add their worth, for the player to move and, lower, for the other, and the
-    move ordering raises either side's (the mover's to play, the opponent's to take).
-    (Compiled search only.)"""
+    ``threats``, the moves searched below the root (``width``: the best by static score)."""
 
     max_depth: int | None = None
     compiled: bool = True
@@ -209,18 +201,12 @@ class AlphaBetaOptions(Options):
     vct: bool = True
     defence: bool = True
     width: int = 12
-    forks: int = 0
-    fork_order: int = 0
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_depth(self.max_depth)
         if self.width < 1:
             raise EngineError(f"option width must be at least 1, not {self.width!r}")
-        for name in ("forks", "fork_order"):
-            value = getattr(self, name)
-            if not 0 <= value <= 64:
-                raise EngineError(f"option {name} must be 0 to 64 (eighths), not {value!r}")
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)

@@ -64,9 +64,6 @@ EVAL, STONES, VCF_DEPTH, BEST, KLEN = 3, 5, 8, 9, 10
 FOURS, THREES = 11, 13
 # params[] slots (int64)
 P_M, P_N, P_K, P_CELLS, P_RESTRICT, P_THREATS, P_WIDTH, P_PATTERN = range(8)
-# forks (AlphaBetaOptions.forks, .fork_order, k = 5): the leaf's and the ordering's weights
-# of the fork points in eighths, and whether place/remove keep them (either weight set)
-P_FORKS, P_FORK_ORDER, P_FORK_KEEP = 8, 9, 10
 
 NONE, ONE, TWO, OPEN_TWO, THREE, OPEN_THREE, FOUR, OPEN_FOUR, FIVE = range(9)
 # The evaluation's worth of a shape a player can make on an empty cell (one direction).
@@ -76,46 +73,6 @@ SHAPE_VALUE = np.array([0, 0, 1, 2, 4, 10, 15, 100, 200], dtype=np.int64)
 # The move ordering's worth of a shape at a cell, and of the winning combinations.
 ORDER_VALUE = np.array([0, 2, 8, 30, 40, 400, 300, 4000, 100000], dtype=np.int64)
 WINNING_SHAPES, FOUR_THREE, DOUBLE_THREE = 20000, 10000, 5000
-# Fork points (AlphaBetaOptions.forks, k = 5): per player and empty cell, what a stone there
-# makes along each direction, from the windows of that direction through the cell
-# (``dtally``, 8 bits a direction: windows of k - 2 stones, a four there, bits 0-3; of k - 3,
-# a three, bits 4-7): a four (1 or more such windows), an open three (2 or more windows of
-# k - 3: a closed three has one), a closed three (one), nothing. The cell's combination of
-# the four directions (``FORK_CLASS``): two fours or a four and an open three (FORK_WIN), two
-# open threes (FORK_DOUBLE), a four or an open three with a closed three (FORK_SEED), none.
-FORK_NONE, FORK_SEED, FORK_DOUBLE, FORK_WIN = range(4)
-# The leaf's worth of each class of fork point, for the player to move and for the other
-# (scaled by ``forks`` / 8), and the move ordering's (for the mover, for the opponent).
-FORK_MOVER = np.array([0, 120, 500, 800], dtype=np.int64)
-FORK_OTHER = np.array([0, 80, 200, 300], dtype=np.int64)
-FORK_ORDER_OWN = np.array([0, 200, 800, 1500], dtype=np.int64)
-FORK_ORDER_THEIRS = np.array([0, 150, 600, 1200], dtype=np.int64)
-
-
-def _fork_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The direction byte -> level table (0 nothing, 1 closed three, 2 open three, 3 four)
-    and the four levels (2 bits each) -> FORK_* class table."""
-    level = np.zeros(256, dtype=np.int64)
-    for b in range(256):
-        fours, threes = b & 0xF, b >> 4
-        level[b] = 3 if fours else 2 if threes >= 2 else 1 if threes == 1 else 0
-    combo = np.zeros(256, dtype=np.int64)
-    for key in range(256):
-        levels = [(key >> (2 * d)) & 3 for d in range(4)]
-        fours = levels.count(3)
-        open_threes = levels.count(2)
-        closed = levels.count(1)
-        if fours >= 2 or (fours and open_threes):
-            combo[key] = FORK_WIN
-        elif open_threes >= 2:
-            combo[key] = FORK_DOUBLE
-        elif (fours or open_threes) and closed:
-            combo[key] = FORK_SEED
-    return level, combo
-
-
-FORK_LEVEL, FORK_CLASS = _fork_tables()
-
 THREAT_SLOTS = 1 << 16  # the table of failed VCF/VCT searches (``_no_threat_win``)
 OPEN_THREE_TEMPO = 1500  # a quiet leaf where the mover can make an open four
 
@@ -132,11 +89,7 @@ MNKArrays = namedtuple(
      "threat_key",  # int64[THREAT_SLOTS]: positions where a VCF or VCT was not found
      "threat_depth",  # int64[THREAT_SLOTS]: ... within this many attacking moves
      "mark",  # uint8[cells]: scratch (``_answers``)
-     "tally",  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
-     "win_dir",  # int64[windows]: each window's direction (0-3, as ``neighbour``)
-     "dtally",  # int64[2, cells]: per player and cell, its windows per direction (forks)
-     "fork_class",  # int8[2, cells]: FORK_* of each empty cell per player (0 if occupied)
-     "fork_count"],  # int64[2, 4]: per player, the empty cells of each FORK_* class
+     "tally"],  # int64[2, cells]: per player and cell, its windows' sums (``_retally``)
 )  # fmt: skip
 
 # tally[q, c] packs, over the windows through cell c (kept up to date by place/remove, so
@@ -200,68 +153,7 @@ def _retally(w, x0, o0, x1, o1, g):
     dx += ((1 if x1 + o1 == 0 else 0) - (1 if x0 + o0 == 0 else 0)) << T_EMPTY
     do = _window_tally(o1, x1, k, weights) - _window_tally(o0, x0, k, weights)
     _add_to_cells(w, dx, do, g)
-    if g.params[P_FORK_KEEP] != 0:
-        shift = 8 * g.win_dir[w]
-        fx = (_dir_tally(x1, o1, k) - _dir_tally(x0, o0, k)) << shift
-        fo = (_dir_tally(o1, x1, k) - _dir_tally(o0, x0, k)) << shift
-        if fx != 0 or fo != 0:
-            for t in range(k):
-                e = g.win_cells[w, t]
-                g.dtally[0, e] += fx
-                g.dtally[1, e] += fo
-                _reclass(e, g)
     return 0
-
-
-@kernel
-def _dir_tally(own, other, k):
-    """What one window adds to a player's ``dtally`` byte of its direction: 1 if a stone
-    makes a four in it (k - 2 stones, none of the other), 16 if a three (k - 3)."""
-    if other != 0:
-        return 0
-    if own == k - 2:
-        return 1
-    if own == k - 3:
-        return 16
-    return 0
-
-
-@kernel
-def fork_class_of(q, c, g):
-    """The FORK_* class of the empty cell c for player q, from its ``dtally``."""
-    v = g.dtally[q, c]
-    key = (
-        FORK_LEVEL[v & 0xFF]
-        | (FORK_LEVEL[(v >> 8) & 0xFF] << 2)
-        | (FORK_LEVEL[(v >> 16) & 0xFF] << 4)
-        | (FORK_LEVEL[(v >> 24) & 0xFF] << 6)
-    )
-    return FORK_CLASS[key]
-
-
-@kernel
-def _reclass(e, g):
-    """Re-read cell e's fork classes into ``fork_class`` and ``fork_count``."""
-    empty = g.cells[e] == 0
-    for q in range(2):
-        new = fork_class_of(q, e, g) if empty else 0
-        old = g.fork_class[q, e]
-        if new != old:
-            g.fork_class[q, e] = new
-            g.fork_count[q, old] -= 1
-            g.fork_count[q, new] += 1
-    return 0
-
-
-@kernel
-def fork_term(p, g):
-    """The fork points' part of the leaf score for p to move (``forks`` eighths)."""
-    own = 0
-    other = 0
-    for v in range(1, 4):
-        own += FORK_MOVER[v] * g.fork_count[p, v]
-        other += FORK_OTHER[v] * g.fork_count[1 - p, v]
-    return (g.params[P_FORKS] * (own - other)) >> 3
 
 
 @kernel
@@ -360,8 +252,6 @@ def place(c, p, g, info):
         _restone(c, p, g, info, 1)
     else:
         info[EVAL] += delta
-    if g.params[P_FORK_KEEP] != 0:
-        _reclass(c, g)  # (the cells of the windows whose fork bytes changed: ``_retally``)
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] += 1
     return won
@@ -392,8 +282,6 @@ def remove(c, p, g, info):
         _restone(c, p, g, info, -1)
     else:
         info[EVAL] += delta
-    if g.params[P_FORK_KEEP] != 0:
-        _reclass(c, g)  # (the cells of the windows whose fork bytes changed: ``_retally``)
     for j in range(g.near_n[c]):
         g.near[g.near_list[c, j]] -= 1
 
@@ -464,7 +352,6 @@ def generate(p, ply, g, s, tt_move):
     threats = 0
     look = params[P_THREATS] != 0
     pattern = params[P_PATTERN] != 0
-    forks = params[P_FORK_ORDER]
     q = 1 - p
     tally = g.tally
     open_fours = 0  # candidates where the opponent would get two winning cells
@@ -485,10 +372,6 @@ def generate(p, ply, g, s, tt_move):
         own = (mine & 0xFFFFFFFF) + (((theirs & 0xFFFFFFFF) - empty) >> 1)
         if pattern:
             own = shape_score(p, c, g) + ((3 * shape_score(1 - p, c, g)) >> 2)
-        if forks != 0:
-            # A fork point of either side is urgent: the mover's to play, the opponent's to take.
-            fork = FORK_ORDER_OWN[g.fork_class[p, c]] + FORK_ORDER_THEIRS[g.fork_class[q, c]]
-            own += (forks * fork) >> 3
         score = own + history[c]
         if c == tt_move:
             score += INF >> 2
@@ -983,8 +866,6 @@ def _quiet_leaf_mnk(game, search, player, depth, ply):  # noqa: ANN001, ANN202
             if game.params[P_PATTERN] != 0 and game.shape_count[p, OPEN_FOUR] > 0:
                 # The mover has an open three and the opponent no four: an open four next.
                 score += OPEN_THREE_TEMPO
-            if game.params[P_FORKS] != 0:
-                score += fork_term(p, game)
             return True, score
 
         return impl
@@ -1008,10 +889,7 @@ def _evaluate_mnk(game, search, player):  # noqa: ANN001, ANN202
 
         def impl(game, search, player):  # noqa: ANN001, ANN202
             info = search.info
-            score = info[EVAL] if player == 0 else -info[EVAL]
-            if game.params[P_FORKS] != 0:
-                score += fork_term(player, game)
-            return score
+            return info[EVAL] if player == 0 else -info[EVAL]
 
         return impl
     return None
@@ -1023,16 +901,13 @@ class MNKTables:
     def __init__(self, m: int, n: int, k: int, zobrist: tuple[tuple[int, ...], ...]) -> None:
         cells = m * n
         windows = []
-        directions = []
         for r in range(m):
             for c in range(n):
-                for d, (dr, dc) in enumerate(((0, 1), (1, 0), (1, 1), (1, -1))):
+                for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
                     end_r, end_c = r + (k - 1) * dr, c + (k - 1) * dc
                     if 0 <= end_r < m and 0 <= end_c < n:
                         windows.append([(r + i * dr) * n + c + i * dc for i in range(k)])
-                        directions.append(d)
         self.win_cells = np.array(windows, dtype=np.int32).reshape(len(windows), k)
-        self.win_dir = np.array(directions, dtype=np.int64)
         through: list[list[int]] = [[] for _ in range(cells)]
         for w, window in enumerate(windows):
             for c in window:
@@ -1068,10 +943,7 @@ class MNKTables:
         )
         # P_THREATS, P_PATTERN: set per search by the driver (AlphaBetaOptions.threats, k >= 5;
         # .patterns, k = 5).
-        # P_FORKS, P_FORK_ORDER, P_FORK_KEEP: set per search by ``set_forks`` (k = 5).
-        self.params = np.array(
-            [m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0, 0, 0, 0], dtype=np.int64
-        )
+        self.params = np.array([m, n, k, cells, 1 if restrict else 0, 0, WIDTH, 0], dtype=np.int64)
         self.cells = cells
         self.k = k
         # Line shapes (k = 5 only): the table (built when first used: ``load_shapes``), the
@@ -1141,10 +1013,6 @@ class MNKContext:
             threat_depth=np.zeros(THREAT_SLOTS, dtype=np.int64),
             mark=np.zeros(cells, dtype=np.uint8),
             tally=np.zeros((2, cells), dtype=np.int64),
-            win_dir=t.win_dir,
-            dtally=np.zeros((2, cells), dtype=np.int64),
-            fork_class=np.zeros((2, cells), dtype=np.int8),
-            fork_count=np.zeros((2, 4), dtype=np.int64),
         )
         self.info = self.search.info
         self.deadline = self.search.deadline
@@ -1160,14 +1028,6 @@ class MNKContext:
             self.t.load_shapes()
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
-
-    def set_forks(self, leaf: int, order: int = 0) -> None:
-        """Weigh the fork points (k = 5 boards; eighths, 0: off) in the leaves and in the move
-        ordering; takes effect at the next ``set_position``."""
-        on = self.t.patterns
-        self.t.params[P_FORKS] = leaf if on else 0
-        self.t.params[P_FORK_ORDER] = order if on else 0
-        self.t.params[P_FORK_KEEP] = int(on and (leaf != 0 or order != 0))
 
     @property
     def nbytes(self) -> int:
@@ -1189,10 +1049,6 @@ class MNKContext:
                 g.shape[q] = g.shape_table[q][g.line_key]
                 g.shape_count[q] = np.bincount(g.shape[q].ravel(), minlength=shapes.SHAPES)
         tally_from_scratch(g)
-        g.dtally[:] = 0  # the empty board: no window holds a stone
-        g.fork_class[:] = 0
-        g.fork_count[:] = 0
-        g.fork_count[:, 0] = self.t.cells
         moves = np.array(history, dtype=np.int64)
         _replay(moves, g, info)
 
