@@ -73,6 +73,8 @@ def main() -> None:
     for item in filter(None, args.options.split(",")):
         name, value = item.split("=", 1)
         options[name] = {"true": True, "false": False}.get(value, value)
+        if value.lstrip("-").isdigit():  # an integer option (width)
+            options[name] = int(value)
     engine.warm_up([("gomoku", "alphabeta")])
     game = engine.make_game("gomoku")
     rates = []
