@@ -79,6 +79,17 @@ def xorshift_step(x):
 
 
 @njit(cache=True, inline="always")
+def xorshift_back(y):
+    """The state ``x`` with ``xorshift_step(x) == y`` (each xor-shift undone, last first): a
+    loop that carries the next state can still leave the last one it used."""
+    y ^= (y >> np.uint64(27)) ^ (y >> np.uint64(54))
+    y ^= (y << np.uint64(25)) ^ (y << np.uint64(50))
+    y ^= (y >> np.uint64(12)) ^ (y >> np.uint64(24)) ^ (y >> np.uint64(36))
+    y ^= y >> np.uint64(48)
+    return y
+
+
+@njit(cache=True, inline="always")
 def below(x, n):
     """An int in [0, n) from the state ``x``: xorshift64* output (Vigna 2016) scaled by Lemire's
     multiply-shift."""

@@ -38,6 +38,7 @@ from engine.kernels.layout import (
     X_WON,
     below,
     rand_below,
+    xorshift_back,
     xorshift_step,
 )
 
@@ -586,15 +587,18 @@ def _make_playout(avoid, name, take=False):
         # holds no call and keeps its registers)
         special = False if take else (policy & (2 | PLAYOUT_CAPTURE)) != 0
         b = 0
-        c = 0
+        c = forced  # a forced board is the last move's cell: the loop reads it from ``c``
         last = st[H_LAST]
-        x = rng[0]  # the generator's state, in a register between the calls that take ``rng``
+        # The generator's next state (the one the next draw uses), in a register between the
+        # calls that take ``rng``: a redraw selects the state after it, both made before the
+        # redraw test is known, so the next move's draw does not wait for a generator step.
+        y = xorshift_step(rng[0])
         cap_mover = _threat_boards(st, p, 511) if avoid else 0
         cap_other = _threat_boards(st, 1 - p, 511) if avoid else 0
         while True:
             mine = meta_threat0 if p == 0 else meta_threat1
             if forced >= 0:
-                b = forced
+                b = c  # == forced; c is ready before forced (no wait on the closed test)
                 full = st[np.uint32(OFF_FULL + b)]
                 if (mine >> b) & 1 and THREAT9[st[OFF_SMALL + 9 * p + b]] & ~full & 511:
                     result = p + 1  # a game-winning move is there
@@ -606,39 +610,50 @@ def _make_playout(avoid, name, take=False):
                 st[H_TO_MOVE] = p
                 st[H_FORCED] = forced
                 st[H_CLOSED] = closed
-                rng[0] = x
+                rng[0] = xorshift_back(y)
                 opp = meta_threat1 if p == 0 else meta_threat0
                 b, c = _policy_move(st, rng, policy, opp, avail, buf)
-                x = rng[0]
+                y = xorshift_step(rng[0])
                 if b < 0:
                     result = 2 - p  # every move hands the opponent the game
                     break
                 full = st[np.uint32(OFF_FULL + b)]
             elif take and forced >= 0 and (cap_mover >> b) & 1:
                 # The mover takes the small board it is sent to (avoid and capture together).
-                x = xorshift_step(x)
                 wins = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * p + b)])] & ~full & 511
-                c = NTH9[np.uint32(wins * 9 + below(x, POP9[wins]))]
+                c = NTH9[np.uint32(wins * 9 + below(y, POP9[wins]))]
+                y = xorshift_step(y)
             elif forced >= 0:
-                x = xorshift_step(x)
-                c = _random_empty(full, x)
+                c = _random_empty(full, y)
+                y2 = xorshift_step(y)
                 if avoid:
-                    # Board b as after the move, the others from the opponent's capture mask.
+                    # The cells whose move is redrawn, made before the draw is known: board b as
+                    # after a move there (a threat on another empty cell), the others from the
+                    # opponent's capture mask; a closed board gives a free move.
                     here = THREAT9[np.uint32(st[np.uint32(OFF_SMALL + 9 * (1 - p) + b)])] & ~full
+                    at_b = (here & ~(1 << b) & 511) != 0
                     bad = (closed | cap_other) & ~(1 << b) | closed & (1 << b)
-                    x2 = xorshift_step(x)
-                    c2 = _random_empty(full, x2)
-                    redraw = ((bad >> c) & 1) | ((c == b) & ((here & ~(1 << c) & 511) != 0))
-                    x = x2 if redraw else x
+                    bad |= (1 << b) if at_b else 0
+                    c2 = _random_empty(full, y2)
+                    y3 = xorshift_step(y2)
+                    redraw = (bad >> c) & 1
+                    y2 = y3 if redraw else y2
                     c = c2 if redraw else c
+                y = y2
             else:
-                x = xorshift_step(x)
-                b, c = _free_move(st, closed, below(x, avail))
+                b, c = _free_move(st, closed, below(y, avail))
+                y2 = xorshift_step(y)
                 full = st[np.uint32(OFF_FULL + b)]
-                if avoid and _gives_capture(st, 1 - p, b, c, full | (1 << c), closed):
-                    x = xorshift_step(x)
-                    b, c = _free_move(st, closed, below(x, avail))
+                if avoid:
+                    # the redraw made before its test is known, and selected (no branch)
+                    b2, c2 = _free_move(st, closed, below(y2, avail))
+                    y3 = xorshift_step(y2)
+                    redraw = _gives_capture(st, 1 - p, b, c, full | (1 << c), closed)
+                    b = b2 if redraw else b
+                    c = c2 if redraw else c
+                    y2 = y3 if redraw else y2
                     full = st[np.uint32(OFF_FULL + b)]
+                y = y2
             # uttt_apply, inlined (tables and the state indexed by unsigned ints: no negative-index
             # wraparound on the chain of dependent loads).
             bit = 1 << b
@@ -685,7 +700,7 @@ def _make_playout(avoid, name, take=False):
             if status != ONGOING:
                 result = status
                 break
-        rng[0] = x
+        rng[0] = xorshift_back(y)
         # The threat masks are left as they were (nothing reads them after a playout;
         # ``uttt_refresh_threats`` on all boards makes them uttt_apply's).
         st[H_TO_MOVE] = p

@@ -152,6 +152,26 @@ def _wins_now(state, action: int) -> bool:  # noqa: ANN001
     return child.winner() == player
 
 
+def test_xorshift_back_undoes_a_step() -> None:
+    """The playout loops carry the generator's next state and leave the last one they used
+    (``xorshift_back``): it is the step's inverse, both ways."""
+    from numba import njit
+
+    from engine.kernels.layout import xorshift_back, xorshift_step
+
+    @njit
+    def both_ways(states: np.ndarray) -> tuple[int, int]:
+        back = forth = 0
+        for x in states:
+            back += xorshift_back(xorshift_step(x)) == x
+            forth += xorshift_step(xorshift_back(x)) == x
+        return back, forth
+
+    rng = random.Random(11)
+    states = [rng.getrandbits(64) for _ in range(10_000)] + [1, 2**63, 2**64 - 1, 0x9E3779B9]
+    assert both_ways(np.array(states, dtype=np.uint64)) == (len(states), len(states))
+
+
 @pytest.mark.parametrize("policy", [0, 1, 2, 9, 13])
 def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
     """The inlined playout equals the same random choices made through uttt_apply: policy 1
@@ -210,7 +230,8 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
             state.apply_action(rng.choice(state.legal_actions()))
         fast = root_state(state, kernel_game(game))
         slow = fast.copy()
-        result = uttt_playout(fast, seed_rng(trial), policy, buf)
+        fast_rng = seed_rng(trial)
+        result = uttt_playout(fast, fast_rng, policy, buf)
         slow_rng = seed_rng(trial)
         while slow[H_STATUS] == 0:
             p = int(slow[H_TO_MOVE])
@@ -245,6 +266,7 @@ def test_uttt_playout_matches_move_by_move_rules(policy: int) -> None:
         else:
             expected = int(slow[H_STATUS])
         assert result == expected
+        assert fast_rng[0] == slow_rng[0]  # the same draws, and the generator left as after them
         uttt_refresh_threats(fast, 511)
         assert np.array_equal(fast, slow)
     assert (taken > 100) == bool(policy & PLAYOUT_CAPTURE)
