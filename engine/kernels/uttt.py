@@ -338,6 +338,29 @@ def _line_score(won, dead, threats):
     return score
 
 
+@njit(cache=True, inline="always")
+def _line_difference(st, p, b, small, full, closed, meta_p, meta_o):
+    """After ``p``'s move on small board ``b`` (``small``: p's stones there, ``full``: its
+    occupied cells; ``closed`` and the meta masks as after the move): p's ``_line_score`` less
+    the opponent's, with each threat mask taken as after the move and on the open boards, and
+    the opponent's threat mask. Shared by ``uttt_child_value`` and ``uttt_prior_and_value``."""
+    o = 1 - p
+    bit = 1 << b
+    free = ~full & 511
+    threats_p = st[H_THREAT0 + p] & ~bit
+    if THREAT9[small] & free:
+        threats_p |= bit
+    threats_o = st[H_THREAT0 + o] & ~bit
+    if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
+        threats_o |= bit
+    threats_p &= ~closed
+    threats_o &= ~closed
+    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
+        meta_o, closed & ~meta_o, threats_o
+    )
+    return diff, threats_o
+
+
 @njit(cache=True)
 def uttt_child_value(st, action, scale):
     """A heuristic value in [0, 1] of the position after ``action`` for the player who plays it
@@ -361,20 +384,7 @@ def uttt_child_value(st, action, scale):
         closed |= 1 << b
     if closed == 511:
         return 0.5
-    # The threat masks with board b as after the move, on the open boards.
-    bit = 1 << b
-    free = ~full & 511
-    threats_p = st[H_THREAT0 + p] & ~bit
-    if THREAT9[small] & free:
-        threats_p |= bit
-    threats_o = st[H_THREAT0 + o] & ~bit
-    if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
-        threats_o |= bit
-    threats_p &= ~closed
-    threats_o &= ~closed
-    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
-        meta_o, closed & ~meta_o, threats_o
-    )
+    diff, threats_o = _line_difference(st, p, b, small, full, closed, meta_p, meta_o)
     sent = ~closed & 511 if (closed >> c) & 1 else 1 << c
     if threats_o & sent:
         diff -= REPLY_CAPTURE
@@ -408,19 +418,7 @@ def uttt_prior_and_value(st, action, scale):
         sent = ~closed & 511
     else:
         sent = 1 << c
-    # The threat masks with board b as after the move, on the open boards.
-    free = ~full & 511
-    threats_p = st[H_THREAT0 + p] & ~bit
-    if THREAT9[small] & free:
-        threats_p |= bit
-    threats_o = st[H_THREAT0 + o] & ~bit
-    if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
-        threats_o |= bit
-    threats_p &= ~closed
-    threats_o &= ~closed
-    diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
-        meta_o, closed & ~meta_o, threats_o
-    )
+    diff, threats_o = _line_difference(st, p, b, small, full, closed, meta_p, meta_o)
     if threats_o & sent:
         diff -= REPLY_CAPTURE
         score -= 1  # the opponent captures in reply
