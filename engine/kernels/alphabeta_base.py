@@ -21,6 +21,8 @@ from typing import Any, TypeVar, cast
 
 from numba import njit, objmode
 
+from engine.kernels.layout import NO_NRT_OPTIONS
+
 WIN = 1 << 40  # a win at ply p scores WIN - p: faster wins score higher
 MATE_BOUND = WIN - 100_000
 INF = 1 << 50
@@ -44,17 +46,11 @@ CHECK_EVERY = 16  # nodes between the checks at the start of a search
 CHECK_MAX = 4096
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-# numba's options for the search's functions: compiled once (cache) and without the runtime's
-# reference counts. Each call of a function taking the position and search tuples counted a
-# reference to each of their ~30 arrays on entry and exit (atomic increments and decrements:
-# half of the gomoku search's CPU time, measured with perf); the searches allocate no arrays,
-# so they need none.
-_KERNEL_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
 
 
 def kernel(function: _F) -> _F:
     """``numba.njit`` for the alpha-beta search's functions (no reference counting)."""
-    return cast(_F, njit(**_KERNEL_OPTIONS)(function))
+    return cast(_F, njit(**NO_NRT_OPTIONS)(function))
 
 
 SearchArrays = namedtuple(

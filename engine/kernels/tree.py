@@ -17,7 +17,6 @@ proven-draw children are no longer selected and losses backed up through it coun
 """
 
 import math
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -29,6 +28,7 @@ from engine.kernels.layout import (
     H_TO_MOVE,
     MOVES_MOVER_LOSES,
     MOVES_MOVER_WINS,
+    NO_NRT_OPTIONS,
     rand_below,
 )
 from engine.kernels.rules import (
@@ -52,12 +52,6 @@ FIELDS = ("visits", "wins", "proven", "floor", "first", "count", "action", "pare
 VISITS, WINS, PROVEN, FLOOR, FIRST, COUNT, ACTION, PARENT = range(len(FIELDS))
 NODE_SIZE = len(FIELDS)
 
-# numba's options for the search loop: without the runtime's reference counts (its private
-# option ``_nrt=False``, as the alpha-beta kernels; tests/engine/test_numba_options.py). Each
-# step of the descent counted a reference to the state array and dropped it (two atomic
-# operations a level); the loop allocates no array, so it needs none.
-_LOOP_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
-
 # meta slots
 M_NODES = 0  # nodes in use
 M_ROOM = 1  # in: 1 = return before an expansion could overflow; out: 2 = returned for that
@@ -67,11 +61,10 @@ M_ROOM = 1  # in: 1 = return before an expansion could overflow; out: 2 = return
 TABLE_SIZE = 1 << 12
 _v = np.arange(TABLE_SIZE, dtype=np.float64)
 _v[0] = 1.0
-HALF_INV = (0.5 / _v).astype(np.float32)
-INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32)
-# The same values in float64 (each float32 exactly): the scan converts none.
-HALF_INV64 = HALF_INV.astype(np.float64)
-INV_SQRT64 = INV_SQRT.astype(np.float64)
+# Rounded to float32 (the trees' values since these tables were float32) and held in float64,
+# so the UCB1 scan converts none.
+HALF_INV = (0.5 / _v).astype(np.float32).astype(np.float64)
+INV_SQRT = (1.0 / np.sqrt(_v)).astype(np.float32).astype(np.float64)
 SQRT_LOG = np.sqrt(np.log(np.arange(TABLE_SIZE, dtype=np.float64) + 1.0)).astype(np.float32)
 del _v
 # From TABLE_SIZE to WIDE_TABLE_SIZE visits, sqrt(log(v + 1)) and sqrt(v) in float64, computed
@@ -148,7 +141,7 @@ def _half_points(status, player):
     return 2 if status == player + 1 else 0
 
 
-@njit(**_LOOP_OPTIONS)
+@njit(**NO_NRT_OPTIONS)
 def mcts_run(
     root_st,
     st,
@@ -230,8 +223,8 @@ def mcts_run(
                     break
                 if vj < TABLE_SIZE:
                     t = np.uint32(vj)  # an unsigned index: no test for a negative one
-                    q = nodes[rj + WINS] * HALF_INV64[t]
-                    value = q + explore * INV_SQRT64[t]
+                    q = nodes[rj + WINS] * HALF_INV[t]
+                    value = q + explore * INV_SQRT[t]
                 elif vj < WIDE_TABLE_SIZE:
                     q = nodes[rj + WINS] / (2.0 * vj)
                     value = q + explore / SQRT_WIDE[vj]

@@ -11,10 +11,10 @@ import pytest
 from numba import njit
 from numba.core.errors import TypingError
 
-from engine.kernels.alphabeta_base import _KERNEL_OPTIONS
+from engine.kernels.layout import NO_NRT_OPTIONS
 from engine.kernels.tree import mcts_run
 
-OPTIONS = {**_KERNEL_OPTIONS, "cache": False}  # nothing written next to the tests
+OPTIONS = {**NO_NRT_OPTIONS, "cache": False}  # nothing written next to the tests
 
 
 def test_a_kernel_without_reference_counting_runs() -> None:
