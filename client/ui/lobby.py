@@ -41,6 +41,10 @@ def _names(game: dict[str, Any]) -> tuple[str, str]:
     return player_name(players[0]), player_name(players[1])
 
 
+# The columns of "Your games".
+MINE_COLUMNS = ("game", "you", "opponent", "moves", "")
+
+
 class LobbyScreen(RequestingScreen):
     """Seeks and live games as the server pushes them, our unfinished games; keys to play,
     seek, pair, resume, watch and replay."""
@@ -110,7 +114,7 @@ class LobbyScreen(RequestingScreen):
         self.query_one("#seeks", DataTable).add_columns("player", "game", "clock", "plays", "")
         self.query_one("#live", DataTable).add_columns("game", "X", "O", "moves")
         self.query_one("#finished", DataTable).add_columns("game", "X", "O", "result", "when")
-        self.query_one("#mine", DataTable).add_columns("game", "you", "opponent", "moves", "")
+        self.query_one("#mine", DataTable).add_columns(*MINE_COLUMNS)
         self.query_one("#seeks", DataTable).focus()
         self._show_link()
         self.your_games_changed()
@@ -307,7 +311,11 @@ class LobbyScreen(RequestingScreen):
         if table is None or seeks is None:
             return
         selected = self._selected_key(table)
-        table.clear()
+        # The columns too: a column keeps the width of the widest cell it ever held, and a row
+        # shown while its record is fetched is not the row that follows, so the widths would
+        # depend on what the fetch raced with.
+        table.clear(columns=True)
+        table.add_columns(*MINE_COLUMNS)
         games = self.my_games
         for game_id, seat, model in games:
             if model is not None:
