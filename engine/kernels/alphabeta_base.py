@@ -19,6 +19,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+import numpy as np
 from numba import njit, objmode
 
 from engine.kernels.layout import NO_NRT_OPTIONS
@@ -68,6 +69,71 @@ SearchArrays = namedtuple(
         "tt_gen",
     ],
 )
+
+
+def search_arrays(plies: int, actions: int, tt_bits: int) -> SearchArrays:
+    """Zeroed search arrays for ``plies`` plies of move lists over ``actions`` actions and a
+    transposition table of 2**tt_bits slots."""
+    size = 1 << tt_bits
+    return SearchArrays(
+        info=np.zeros(INFO_SIZE, dtype=np.int64),
+        deadline=np.zeros(3, dtype=np.float64),  # D_DEADLINE, D_LAST, D_STEP
+        moves=np.zeros((plies, actions), dtype=np.int32),
+        scores=np.zeros((plies, actions), dtype=np.int64),
+        killers=np.full((plies, 2), -1, dtype=np.int32),
+        history=np.zeros(actions, dtype=np.int64),
+        tt_key=np.zeros(size, dtype=np.int64),
+        tt_score=np.zeros(size, dtype=np.int64),
+        tt_meta=np.zeros(size, dtype=np.int64),
+        tt_gen=np.full(size, -1, dtype=np.int64),
+    )
+
+
+class Context:
+    """One game's mutable search state, kept between the searches of a game: ``search`` (the
+    SearchArrays) and ``game`` (that game's position tuple). A game's context adds
+    ``set_position`` and ``generate_root``."""
+
+    def __init__(self, search: SearchArrays, game: Any) -> None:
+        self.search = search
+        self.game: Any = game  # the game's position tuple (a namedtuple of arrays)
+        self.info = search.info
+        self.deadline = search.deadline
+        self.generation = 0  # the table's entries of other generations are misses
+        self.owner: str | None = None  # the game_key of the last search, if any
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (*self.search, *self.game))
+
+    def new_search(self, keep_table: bool) -> None:
+        """Start a search: a new table generation and history, or (``keep_table``, the next
+        move of the same game) the table kept and the history aged."""
+        history = self.search.history
+        if not keep_table:
+            self.generation += 1
+            history[:] = 0
+        else:
+            history >>= 2
+        self.search.killers[:] = -1
+        self.info[GEN] = self.generation
+
+    def table_move(self, key: int) -> int:
+        """The move the transposition table holds for the position of hash ``key``, or -1."""
+        s = self.search
+        slot = key & (s.tt_key.size - 1)
+        if s.tt_key[slot] == key and s.tt_gen[slot] == self.info[GEN]:
+            return int(s.tt_meta[slot] & 0xFFFF) - 1
+        return -1
+
+
+def ordered(moves: Any, scores: Any, rng: Any = None) -> list[int]:
+    """``moves`` by descending ``scores``; ``rng`` (random.Random) breaks ties, else the
+    generator's order does."""
+    n = len(moves)
+    ties = [rng.random() for _ in range(n)] if rng is not None else [0.0] * n
+    order = sorted(range(n), key=lambda i: (-int(scores[i]), ties[i]))
+    return [int(moves[i]) for i in order]
 
 
 # The clock the compiled searches read: the driver (engine/alphabeta_driver.py) sets it to

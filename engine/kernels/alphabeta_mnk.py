@@ -43,13 +43,10 @@ from numba.extending import overload
 from engine.kernels import alphabeta_base as base
 from engine.kernels import patterns as shapes
 from engine.kernels.alphabeta_base import (
-    GEN,
     HASH,
     INF,
-    INFO_SIZE,
     STOP,
     WIN,
-    SearchArrays,
     kernel,
     tick,
 )
@@ -971,27 +968,14 @@ class MNKTables:
             self.shape_table = shapes.shape_tables()
 
 
-class MNKContext:
+class MNKContext(base.Context):
     """Mutable search state for one board size: position arrays, TT, killers, history."""
 
     def __init__(self, tables: MNKTables, tt_bits: int) -> None:
         self.t = tables
         cells = tables.cells
-        size = 1 << tt_bits
-        self.search = SearchArrays(
-            info=np.zeros(INFO_SIZE, dtype=np.int64),
-            deadline=np.zeros(3, dtype=np.float64),  # D_DEADLINE, D_LAST, D_STEP
-            moves=np.zeros((MAX_PLY + 2, cells), dtype=np.int32),
-            scores=np.zeros((MAX_PLY + 2, cells), dtype=np.int64),
-            killers=np.full((MAX_PLY + 2, 2), -1, dtype=np.int32),
-            history=np.zeros(cells, dtype=np.int64),
-            tt_key=np.zeros(size, dtype=np.int64),
-            tt_score=np.zeros(size, dtype=np.int64),
-            tt_meta=np.zeros(size, dtype=np.int64),
-            tt_gen=np.full(size, -1, dtype=np.int64),
-        )
         t = tables
-        self.game = MNKArrays(
+        game = MNKArrays(
             cells=np.zeros(cells, dtype=np.int8),
             counts=np.zeros((t.win_cells.shape[0], 2), dtype=np.int32),
             near=np.zeros(cells, dtype=np.int32),
@@ -1014,10 +998,7 @@ class MNKContext:
             mark=np.zeros(cells, dtype=np.uint8),
             tally=np.zeros((2, cells), dtype=np.int64),
         )
-        self.info = self.search.info
-        self.deadline = self.search.deadline
-        self.generation = 0
-        self.owner: str | None = None  # the game_key of the last search, if any
+        super().__init__(base.search_arrays(MAX_PLY + 2, cells, tt_bits), game)
 
     def set_patterns(self, on: bool) -> None:
         """Evaluate and order moves by line shapes (k = 5 boards) or by window counts; takes
@@ -1028,10 +1009,6 @@ class MNKContext:
             self.t.load_shapes()
             if self.game.shape_table is not self.t.shape_table:
                 self.game = self.game._replace(shape_table=self.t.shape_table)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (*self.search, *self.game))
 
     def set_position(self, history: list[int]) -> None:
         g = self.game
@@ -1053,34 +1030,16 @@ class MNKContext:
         _replay(moves, g, info)
 
     def new_search(self, keep_table: bool) -> None:
-        history = self.search.history
+        super().new_search(keep_table)
         if not keep_table:
-            self.generation += 1
-            history[:] = 0
             self.game.threat_depth[:] = 0  # a fresh search runs as if it were the first
-        else:
-            history >>= 2  # age the history between the moves of one game
-        self.search.killers[:] = -1
-        self.info[GEN] = self.generation
 
     def tt_move(self) -> int:
-        s = self.search
-        key = int(self.info[HASH])
-        slot = key & (s.tt_key.size - 1)
-        if s.tt_key[slot] == key and s.tt_gen[slot] == self.info[GEN]:
-            return int(s.tt_meta[slot] & 0xFFFF) - 1
-        return -1
+        return self.table_move(int(self.info[HASH]))
 
     def generate_root(self, player: int, rng: Any = None) -> tuple[list[int], int, int]:
         """(candidate moves ordered by the static scores, kind, cell) as ``generate`` gives;
         ``rng`` breaks ties between equal scores."""
         g, s = self.game, self.search
         n, kind, cell = generate(player, 0, g, s, self.tt_move())
-        moves = [int(x) for x in s.moves[0, :n]]
-        scores = [int(x) for x in s.scores[0, :n]]
-        if rng is not None:
-            ties = [rng.random() for _ in range(n)]
-            order = sorted(range(n), key=lambda i: (-scores[i], ties[i]))
-        else:
-            order = sorted(range(n), key=lambda i: -scores[i])
-        return [moves[i] for i in order], int(kind), int(cell)
+        return base.ordered(s.moves[0, :n], s.scores[0, :n], rng), int(kind), int(cell)

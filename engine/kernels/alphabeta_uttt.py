@@ -19,7 +19,7 @@ from numba import njit
 from numba.extending import overload
 
 from engine.kernels import alphabeta_base as base
-from engine.kernels.alphabeta_base import GEN, HASH, INF, INFO_SIZE, SearchArrays
+from engine.kernels.alphabeta_base import HASH, INF
 from engine.uttt import LINES, LINES_THROUGH, ZOBRIST, ZOBRIST_FORCED
 
 MAX_PLY = 84
@@ -339,24 +339,11 @@ def _evaluate_uttt(game, search, player):  # noqa: ANN001, ANN202
     return None
 
 
-class UTTTContext:
+class UTTTContext(base.Context):
     """Mutable search state for uttt: position arrays, TT, killers, history."""
 
     def __init__(self, tt_bits: int = 20) -> None:
-        size = 1 << tt_bits
-        self.search = SearchArrays(
-            info=np.zeros(INFO_SIZE, dtype=np.int64),
-            deadline=np.zeros(3, dtype=np.float64),  # D_DEADLINE, D_LAST, D_STEP
-            moves=np.zeros((MAX_PLY + 2, 81), dtype=np.int32),
-            scores=np.zeros((MAX_PLY + 2, 81), dtype=np.int64),
-            killers=np.full((MAX_PLY + 2, 2), -1, dtype=np.int32),
-            history=np.zeros(81, dtype=np.int64),
-            tt_key=np.zeros(size, dtype=np.int64),
-            tt_score=np.zeros(size, dtype=np.int64),
-            tt_meta=np.zeros(size, dtype=np.int64),
-            tt_gen=np.full(size, -1, dtype=np.int64),
-        )
-        self.game = UTTTArrays(
+        game = UTTTArrays(
             cells=np.zeros(81, dtype=np.int8),
             macro=np.zeros(9, dtype=np.int8),
             filled=np.zeros(9, dtype=np.int8),
@@ -368,14 +355,7 @@ class UTTTContext:
             zob_forced=ZOB_FORCED,
             weight=BOARD_WEIGHT,
         )
-        self.info = self.search.info
-        self.deadline = self.search.deadline
-        self.generation = 0
-        self.owner: str | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in (*self.search, *self.game))
+        super().__init__(base.search_arrays(MAX_PLY + 2, 81, tt_bits), game)
 
     def set_position(self, history: list[int]) -> None:
         g = self.game
@@ -389,23 +369,8 @@ class UTTTContext:
         _replay(np.array(history, dtype=np.int64), g.cells, g.macro, g.filled, info, g.undo,
                 g.lines, g.through, g.through_n, g.zob)  # fmt: skip
 
-    def new_search(self, keep_table: bool) -> None:
-        history = self.search.history
-        if not keep_table:
-            self.generation += 1
-            history[:] = 0
-        else:
-            history >>= 2
-        self.search.killers[:] = -1
-        self.info[GEN] = self.generation
-
     def tt_move(self) -> int:
-        s = self.search
-        key = int(self.info[HASH] ^ ZOB_FORCED[self.info[FORCED] + 1])
-        slot = key & (s.tt_key.size - 1)
-        if s.tt_key[slot] == key and s.tt_gen[slot] == self.info[GEN]:
-            return int(s.tt_meta[slot] & 0xFFFF) - 1
-        return -1
+        return self.table_move(int(self.info[HASH] ^ ZOB_FORCED[self.info[FORCED] + 1]))
 
     def generate_root(self, player: int, rng: Any = None) -> tuple[list[int], int]:
         g, s = self.game, self.search
@@ -413,8 +378,4 @@ class UTTTContext:
             player, 0, g.cells, g.macro, self.info, g.lines, g.through, g.through_n,
             s.moves, s.scores, self.tt_move(), s.killers, s.history,
         )  # fmt: skip
-        moves = [int(x) for x in s.moves[0, :n]]
-        scores = [int(x) for x in s.scores[0, :n]]
-        ties = [rng.random() for _ in range(n)] if rng is not None else [0.0] * n
-        order = sorted(range(n), key=lambda i: (-scores[i], ties[i]))
-        return [moves[i] for i in order], int(winning)
+        return base.ordered(s.moves[0, :n], s.scores[0, :n], rng), int(winning)
