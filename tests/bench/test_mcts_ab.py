@@ -1,0 +1,61 @@
+"""bench/mcts_ab.py: a build is the engine under its own package name (no import of the
+original left), and the whole A/B on a tiny budget reports every build and no differing
+search when both builds are the same."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "bench" / "mcts_ab.py"
+
+
+def _python(code: str, *path: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_build_is_the_engine_under_its_own_name(tmp_path: Path) -> None:
+    _python(
+        "import sys; sys.path.insert(0, sys.argv[1]); import mcts_ab, pathlib;"
+        " mcts_ab.build(sys.argv[2], 'abcopy', pathlib.Path(sys.argv[3]))",
+        ROOT / "bench",
+        ROOT,
+        tmp_path,
+    )
+    copied = list((tmp_path / "abcopy").rglob("*.py"))
+    assert len(copied) > 20
+    assert not any(re.search(r"\b(from|import) engine\b", p.read_text()) for p in copied)
+    out = _python(
+        "import sys; sys.path.insert(0, sys.argv[1]); import abcopy;"
+        " game = abcopy.make_game('uttt'); state = abcopy.replay(game, [40, 36]);"
+        " print(game.name, state.history(), 'engine' in sys.modules)",
+        tmp_path,
+    )
+    assert out.split() == ["uttt", "[40,", "36]", "False"]
+
+
+@pytest.mark.slow
+def test_the_tool_runs_two_builds_and_finds_the_same_searches() -> None:
+    # Two copies of this checkout's engine, each compiled in its own temporary package.
+    done = subprocess.run(
+        [sys.executable, str(TOOL), str(ROOT), str(ROOT), "--game", "5x5", "--rounds", "2"]
+        + ["--iterations", "300"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "differ" not in done.stdout, done.stdout
+    rows = re.findall(r"^(opening|middle)\s+(build\d)\s+median\s+[\d,]+", done.stdout, re.M)
+    assert sorted(rows) == sorted(
+        (w, b) for w in ("opening", "middle") for b in ("build0", "build1")
+    ), done.stdout
