@@ -108,11 +108,11 @@ def positions(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     of every quiet position after the opening. Features: the mover's windows of 1, 2, 3
     stones, the opponent's, tempo, X to move."""
     import engine
-    from engine.alphabeta_driver import _mnk_context
+    from engine.alphabeta_driver import mnk_context
     from engine.kernels import alphabeta_mnk as K
 
     game = engine.make_game("gomoku")
-    context = _mnk_context(game)
+    context = mnk_context(game)
     context.set_patterns(False)
     k = game.k
     rows, defaults, results, games = [], [], [], []

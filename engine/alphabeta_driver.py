@@ -185,7 +185,10 @@ def _pv_limit(completed: int, score: int) -> int:
     return max(completed, 1) + (64 if abs(score) > base.MATE_BOUND else 0)
 
 
-def _mnk_context(game: Any) -> K.MNKContext:
+def mnk_context(game: Any) -> K.MNKContext:
+    """A new alpha-beta context for the m,n,k game ``game`` (its tables, a table sized for
+    the board): what a search keeps between the moves of a game; the tests and the bench
+    tools set positions and call its kernels directly."""
     tables = K.MNKTables(game.m, game.n, game.k, game.zobrist)
     return K.MNKContext(tables, TT_BITS_BIG if game.cells > 49 else TT_BITS_SMALL)
 
@@ -329,7 +332,7 @@ def mnk_alphabeta(
     cache: dict[str, Any],
 ) -> SearchResult:
     game = state.game
-    context, keep = _context(("mnk", game.m, game.n, game.k), lambda: _mnk_context(game), cache)
+    context, keep = _context(("mnk", game.m, game.n, game.k), lambda: mnk_context(game), cache)
     context.set_patterns(options.patterns)
     _start(context, state.history(), keep, iterations, clock)
     player = state.current_player()

@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _mnk_context
+from engine.alphabeta_driver import mnk_context
 from engine.game import winning_actions
 from engine.kernels import alphabeta as AB
 from engine.kernels import alphabeta_mnk as K
@@ -75,7 +75,7 @@ def _scratch_eval(context: K.MNKContext) -> int:
 )
 def test_mnk_kernel_tracks_the_python_rules(params):
     game = engine.make_game("mnk", **params)
-    context = _mnk_context(game)
+    context = mnk_context(game)
     context.set_patterns(True)  # k = 5: the line shapes (checked by _scratch_eval)
     rng = random.Random(sum(params.values()))
     for _ in range(6):
@@ -281,7 +281,7 @@ def test_per_cell_window_sums_follow_place_and_remove(m, n, k):
     windows after every step of random make/unmake sequences, and the ordering scores of
     ``generate`` equal the window scan they replace."""
     game = engine.make_game("mnk", m=m, n=n, k=k)
-    context = _mnk_context(game)
+    context = mnk_context(game)
     context.set_position([])
     g, t, info = context.game, context.t, context.info
     cells = t.cells

@@ -22,7 +22,7 @@ import pytest
 
 import engine
 from engine import Budget
-from engine.alphabeta_driver import _defend, _mnk_context, _passed_threat, _start
+from engine.alphabeta_driver import _defend, _passed_threat, _start, mnk_context
 from engine.kernels import alphabeta_base as base
 from engine.kernels import alphabeta_mnk as K
 from engine.mnk import EMPTY, MNKState
@@ -167,7 +167,7 @@ def open_four_cells(state: MNKState, player: int, near: list[int]) -> set[int]:
 def kernel_vct_move(state: MNKState, depth: int) -> int | None:
     """The first move of the compiled VCT (engine/kernels/alphabeta_mnk.py) within ``depth``
     threats for the player to move, or None."""
-    context = _mnk_context(state.game)
+    context = mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
     context.deadline[base.D_DEADLINE] = 0.0
     if K.vct(state.current_player(), 1, depth, 0, context.game, context.search):
@@ -268,7 +268,7 @@ def test_the_vct_proves_the_win_of_a_lost_game_in_few_nodes() -> None:
     proves X's win here within 3,000 nodes (2,032); trying every threat to the last took
     9,735, and 4,358 with the threes in board order."""
     state = engine.replay(("gomoku", {}), LOST_OPENING)
-    context = _mnk_context(state.game)
+    context = mnk_context(state.game)
     _start(context, state.history(), False, 3_000, time.perf_counter)
     found = 0
     for depth in range(2, 9):
@@ -333,7 +333,7 @@ def test_the_root_defence_checks_its_candidates_together() -> None:
     refuted = state.clone()
     refuted.apply_checked(candidates[0])
     assert vct_proof(refuted, 1)
-    context = _mnk_context(state.game)
+    context = mnk_context(state.game)
     _start(context, state.history(), False, 500, time.perf_counter)
     action, _ = _defend(context, player, candidates, 0.0, 500)
     assert context.info[base.NODES] <= 600  # the budget held
@@ -350,7 +350,7 @@ def test_the_root_defence_falls_back_on_the_static_best_moves() -> None:
     the refuted one was: every candidate refuted, the longest resistance)."""
     moves = [98, 99, 125, 112, 128, 113, 127, 129, 114, 97, 145, 82, 100]
     state = engine.replay(("gomoku", {}), moves)
-    context = _mnk_context(state.game)
+    context = mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
     action, refuted = _defend(
         context, state.current_player(), [124], 0.0, None, static=[124, 81, 67]
@@ -368,7 +368,7 @@ def test_the_root_defence_starts_from_the_opponents_threat_if_the_mover_passed()
     deepening gets its budget); in this position of a match (O to move, from seed 4101) X
     has a VCT of 3 threats from 111 (O played 111 there, after which X won by a VCT of 5)."""
     quiet = engine.replay(("gomoku", {}), [112, 113, 98])
-    context = _mnk_context(quiet.game)
+    context = mnk_context(quiet.game)
     _start(context, quiet.history(), False, None, time.perf_counter)
     assert _passed_threat(context, quiet.current_player(), 0.0, None, time.perf_counter) is None
     moves = [112, 99, 141, 127, 140, 98, 109, 97, 96]
@@ -384,7 +384,7 @@ def test_the_root_defence_plays_the_longest_resistance() -> None:
     longest = 141
     state = engine.replay(("gomoku", {}), LOST_POSITION)
     candidates = [96, 95, longest]
-    context = _mnk_context(state.game)
+    context = mnk_context(state.game)
     _start(context, state.history(), False, None, time.perf_counter)
     action, _ = _defend(context, state.current_player(), candidates, 0.0, None)
     assert action == longest
