@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from collections.abc import Iterable
-from importlib import metadata
 from pathlib import Path
 
 __all__ = ["drop_if_stale", "is_warm", "record_warm"]
@@ -55,6 +54,8 @@ def drop_if_stale() -> None:
 
 
 def _key() -> str:
+    from importlib import metadata  # here: its import is 40% of `import engine`'s time
+
     try:
         numba = metadata.version("numba")
     except metadata.PackageNotFoundError:
