@@ -4,11 +4,21 @@ saying how many tests did not run and how to install what they need."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from tests.services import MISSING, pg_schema, redis_prefix
 
 __all__ = ["pg_schema", "redis_prefix"]
+
+
+def pytest_configure(config: Any) -> None:
+    # Tests press Ctrl-C (SIGINT) on the clients they start. A shell starts a background job
+    # (`make test &`) with SIGINT ignored, an ignored signal stays ignored across exec, and
+    # Python then never raises KeyboardInterrupt: caught here, the children start with the
+    # default (three client tests waited out their timeouts in such a run).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
