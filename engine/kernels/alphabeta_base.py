@@ -91,7 +91,7 @@ def search_arrays(plies: int, actions: int, tt_bits: int) -> SearchArrays:
 
 class Context:
     """One game's mutable search state, kept between the searches of a game: ``search`` (the
-    SearchArrays) and ``game`` (that game's position tuple). A game's context adds
+    SearchArrays) and ``game`` (that game's position tuple). A game's context adds ``tt_move``,
     ``set_position`` and ``generate_root``."""
 
     def __init__(self, search: SearchArrays, game: Any) -> None:
