@@ -39,6 +39,7 @@ from engine.kernels.uttt import (
     uttt_play,
     uttt_playout,
     uttt_prior_and_value,
+    uttt_priors_and_values,
     uttt_random_move,
     uttt_refresh_threats,
     uttt_tree_moves,
@@ -121,6 +122,18 @@ def prior_and_value(st, action, scale):
     if st[H_KIND] == KIND_UTTT:
         return uttt_prior_and_value(st, action, scale)
     return 0, 0.5
+
+
+@njit(cache=True)
+def priors_and_values(st, moves, n, scale, values, first):
+    """``prior_and_value`` of each of ``moves[:n]``: the value of ``moves[i]`` into
+    ``values[first + i]``, its prior over ``moves[i]`` (an expansion's children, in one call)."""
+    if st[H_KIND] == KIND_UTTT:
+        uttt_priors_and_values(st, moves, n, scale, values, first)
+    else:
+        for i in range(n):
+            moves[i] = 0
+            values[first + i] = 0.5
 
 
 @njit(cache=True)

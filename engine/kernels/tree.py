@@ -37,7 +37,7 @@ from engine.kernels.rules import (
     descend,
     move_prior,
     playout,
-    prior_and_value,
+    priors_and_values,
     refresh,
     tree_moves,
 )
@@ -303,19 +303,20 @@ def mcts_run(
                 tmp = buf[i]
                 buf[i] = buf[k]
                 buf[k] = tmp
-            both = prior > 0 and imm > 0.0  # a child's prior and value in one call
+            both = prior > 0 and imm > 0.0  # the children's priors and values in one call
             for i in range(n_moves):
                 rj = NODE_SIZE * (n_nodes + i)
                 nodes[rj + PARENT] = node  # the other fields of a new record are still zero
                 nodes[rj + ACTION] = buf[i]
-                if both:
-                    mp, v = prior_and_value(st, buf[i], scale)
-                    values[n_nodes + i] = v
-                    nodes[rj + VISITS] = prior
-                    nodes[rj + WINS] = max(0, prior * (2 + mp) // 2)
-                elif prior > 0:
+                if prior > 0 and not both:
                     nodes[rj + VISITS] = prior
                     nodes[rj + WINS] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
+            if both:
+                priors_and_values(st, buf, n_moves, scale, values, n_nodes)  # buf: the priors
+                for i in range(n_moves):
+                    rj = NODE_SIZE * (n_nodes + i)
+                    nodes[rj + VISITS] = prior
+                    nodes[rj + WINS] = max(0, prior * (2 + buf[i]) // 2)
             if n_moves > 0:
                 nodes[r + FIRST] = n_nodes
                 nodes[r + COUNT] = n_moves
