@@ -38,7 +38,6 @@ from engine.kernels.uttt import (
     uttt_move_prior,
     uttt_play,
     uttt_playout,
-    uttt_prior_and_value,
     uttt_priors_and_values,
     uttt_random_move,
     uttt_refresh_threats,
@@ -117,17 +116,10 @@ def child_value(st, action, scale):
 
 
 @njit(cache=True)
-def prior_and_value(st, action, scale):
-    """(``move_prior``, ``child_value``) of ``action`` in one call."""
-    if st[H_KIND] == KIND_UTTT:
-        return uttt_prior_and_value(st, action, scale)
-    return 0, 0.5
-
-
-@njit(cache=True)
 def priors_and_values(st, moves, n, scale, values, first):
-    """``prior_and_value`` of each of ``moves[:n]``: the value of ``moves[i]`` into
-    ``values[first + i]``, its prior over ``moves[i]`` (an expansion's children, in one call)."""
+    """(``move_prior``, ``child_value``) of each of ``moves[:n]`` in one call (an expansion's
+    children): the value of ``moves[i]`` into ``values[first + i]``, its prior over
+    ``moves[i]``."""
     if st[H_KIND] == KIND_UTTT:
         uttt_priors_and_values(st, moves, n, scale, values, first)
     else:
