@@ -156,13 +156,13 @@ def _ucb1_best(nodes, values, f, end, explore, solver, skip_from, imm, minimax):
         if solver and nodes[rj + PROVEN] >= skip_from:
             continue
         vj = nodes[rj + VISITS]
-        if vj == 0:
-            best = j
-            break
-        if vj < TABLE_SIZE:
+        if np.uint32(vj - 1) < TABLE_SIZE - 1:  # 0 < vj < TABLE_SIZE, one test
             t = np.uint32(vj)  # an unsigned index: no test for a negative one
             q = nodes[rj + WINS] * HALF_INV[t]
             value = q + explore * INV_SQRT[t]
+        elif vj == 0:
+            best = j
+            break
         elif vj < WIDE_TABLE_SIZE:
             q = nodes[rj + WINS] / (2.0 * vj)
             value = q + explore / SQRT_WIDE[vj]
