@@ -394,8 +394,9 @@ def uttt_child_value(st, action, scale):
 @njit(cache=True)
 def uttt_prior_and_value(st, action, scale):
     """(``uttt_move_prior``, ``uttt_child_value``) of ``action`` in one pass, bit for bit the
-    two: an expansion scores each child by both, and they share the move's boards, the boards
-    closed after it, the opponent's threat mask and the boards it is sent to."""
+    two: they share the move's boards, the boards closed after it, the opponent's threat mask
+    and the boards it is sent to. One move's form of ``uttt_priors_and_values`` (an expansion's
+    children at once), which the tests hold to it."""
     b, c, p, small, full = _after_move(st, action)
     o = 1 - p
     bit = 1 << b
