@@ -38,7 +38,7 @@ from engine.kernels.uttt import (
     uttt_move_prior,
     uttt_play,
     uttt_playout,
-    uttt_prior_and_value,
+    uttt_priors_and_values,
     uttt_random_move,
     uttt_refresh_threats,
     uttt_tree_moves,
@@ -116,11 +116,16 @@ def child_value(st, action, scale):
 
 
 @njit(cache=True)
-def prior_and_value(st, action, scale):
-    """(``move_prior``, ``child_value``) of ``action`` in one call."""
+def priors_and_values(st, moves, n, scale, values, first):
+    """(``move_prior``, ``child_value``) of each of ``moves[:n]`` in one call (an expansion's
+    children): the value of ``moves[i]`` into ``values[first + i]``, its prior over
+    ``moves[i]``."""
     if st[H_KIND] == KIND_UTTT:
-        return uttt_prior_and_value(st, action, scale)
-    return 0, 0.5
+        uttt_priors_and_values(st, moves, n, scale, values, first)
+    else:
+        for i in range(n):
+            moves[i] = 0
+            values[first + i] = 0.5
 
 
 @njit(cache=True)

@@ -37,7 +37,7 @@ from engine.kernels.rules import (
     descend,
     move_prior,
     playout,
-    prior_and_value,
+    priors_and_values,
     refresh,
     tree_moves,
 )
@@ -141,6 +141,45 @@ def _half_points(status, player):
     return 2 if status == player + 1 else 0
 
 
+@njit(cache=True, inline="always")
+def _ucb1_best(nodes, values, f, end, explore, solver, skip_from, imm, minimax):
+    """UCB1 (Kocsis & Szepesvari 2006) over the children ``f`` to ``end`` of a node whose
+    exploration term is ``explore`` (c * sqrt(ln N)): the first unvisited child, else the first
+    of the highest score; with ``minimax`` the score moves ``imm`` of the way from the mean
+    reward to the child's implicit minimax value. The solver (``solver``) skips children whose
+    proof is ``skip_from`` or above. -1 when every child is skipped. Inlined, so a call with
+    constant flags compiles a loop without their tests."""
+    best = -1
+    best_value = -1.0
+    for j in range(f, end):
+        rj = NODE_SIZE * j
+        if solver and nodes[rj + PROVEN] >= skip_from:
+            continue
+        vj = nodes[rj + VISITS]
+        if np.uint32(vj - 1) < TABLE_SIZE - 1:  # 0 < vj < TABLE_SIZE, one test
+            t = np.uint32(vj)  # an unsigned index: no test for a negative one
+            q = nodes[rj + WINS] * HALF_INV[t]
+            value = q + explore * INV_SQRT[t]
+        elif vj == 0:
+            best = j
+            break
+        elif vj < WIDE_TABLE_SIZE:
+            q = nodes[rj + WINS] / (2.0 * vj)
+            value = q + explore / SQRT_WIDE[vj]
+        else:
+            q = nodes[rj + WINS] / (2.0 * vj)
+            value = q + explore / math.sqrt(vj)
+        if minimax:
+            value += imm * (values[j] - q)
+        # Branchless (a cmov and a maxsd; written as an ``if`` or a select, LLVM emits a
+        # branch, which child leads the scan being close to a coin toss): the first child of
+        # the highest value.
+        take = -np.int64(value > best_value)  # all ones when the child leads
+        best ^= (best ^ j) & take
+        best_value = max(value, best_value)
+    return best
+
+
 @njit(**NO_NRT_OPTIONS)
 def mcts_run(
     root_st,
@@ -201,8 +240,6 @@ def mcts_run(
         # Selection: UCB1 (Kocsis & Szepesvari 2006), unvisited children first.
         while nodes[r + FIRST] > 0 and st[H_STATUS] == 0:
             f = nodes[r + FIRST]
-            best = -1
-            best_value = -1.0
             vn = nodes[r + VISITS]
             if vn < TABLE_SIZE:
                 explore = c * SQRT_LOG[vn]
@@ -210,35 +247,14 @@ def mcts_run(
                 explore = c * SQRT_LOG_WIDE[vn]
             else:
                 explore = c * math.sqrt(math.log(vn + 1.0))
-            skip_draws = nodes[r + FLOOR] != 0
-            for j in range(f, f + nodes[r + COUNT]):
-                rj = NODE_SIZE * j
-                if solver:
-                    pj = nodes[rj + PROVEN]
-                    if pj == PROVEN_LOSS or (skip_draws and pj == PROVEN_DRAW):
-                        continue
-                vj = nodes[rj + VISITS]
-                if vj == 0:
-                    best = j
-                    break
-                if vj < TABLE_SIZE:
-                    t = np.uint32(vj)  # an unsigned index: no test for a negative one
-                    q = nodes[rj + WINS] * HALF_INV[t]
-                    value = q + explore * INV_SQRT[t]
-                elif vj < WIDE_TABLE_SIZE:
-                    q = nodes[rj + WINS] / (2.0 * vj)
-                    value = q + explore / SQRT_WIDE[vj]
-                else:
-                    q = nodes[rj + WINS] / (2.0 * vj)
-                    value = q + explore / math.sqrt(vj)
-                if imm > 0.0:
-                    value += imm * (values[j] - q)
-                # Branchless (a cmov and a maxsd; written as an ``if`` or a select, LLVM emits a
-                # branch, which child leads the scan being close to a coin toss): the first
-                # child of the highest value, as before.
-                take = -np.int64(value > best_value)  # all ones when the child leads
-                best ^= (best ^ j) & take
-                best_value = max(value, best_value)
+            # The solver skips proven losses for the mover, and proven draws too where it
+            # has a draw in hand: PROVEN_LOSS (3) > PROVEN_DRAW (2) > the others.
+            skip_from = PROVEN_DRAW if nodes[r + FLOOR] != 0 else PROVEN_LOSS
+            end = f + nodes[r + COUNT]
+            if solver and imm > 0.0:  # the defaults of uttt: a loop without their tests
+                best = _ucb1_best(nodes, values, f, end, explore, True, skip_from, imm, True)
+            else:
+                best = _ucb1_best(nodes, values, f, end, explore, solver, skip_from, imm, imm > 0.0)
             if best < 0:
                 break
             node = best
@@ -287,19 +303,20 @@ def mcts_run(
                 tmp = buf[i]
                 buf[i] = buf[k]
                 buf[k] = tmp
-            both = prior > 0 and imm > 0.0  # a child's prior and value in one call
+            both = prior > 0 and imm > 0.0  # the children's priors and values in one call
             for i in range(n_moves):
                 rj = NODE_SIZE * (n_nodes + i)
                 nodes[rj + PARENT] = node  # the other fields of a new record are still zero
                 nodes[rj + ACTION] = buf[i]
-                if both:
-                    mp, v = prior_and_value(st, buf[i], scale)
-                    values[n_nodes + i] = v
-                    nodes[rj + VISITS] = prior
-                    nodes[rj + WINS] = max(0, prior * (2 + mp) // 2)
-                elif prior > 0:
+                if prior > 0 and not both:
                     nodes[rj + VISITS] = prior
                     nodes[rj + WINS] = max(0, prior * (2 + move_prior(st, buf[i])) // 2)
+            if both:
+                priors_and_values(st, buf, n_moves, scale, values, n_nodes)  # buf: the priors
+                for i in range(n_moves):
+                    rj = NODE_SIZE * (n_nodes + i)
+                    nodes[rj + VISITS] = prior
+                    nodes[rj + WINS] = max(0, prior * (2 + buf[i]) // 2)
             if n_moves > 0:
                 nodes[r + FIRST] = n_nodes
                 nodes[r + COUNT] = n_moves

@@ -394,8 +394,9 @@ def uttt_child_value(st, action, scale):
 @njit(cache=True)
 def uttt_prior_and_value(st, action, scale):
     """(``uttt_move_prior``, ``uttt_child_value``) of ``action`` in one pass, bit for bit the
-    two: an expansion scores each child by both, and they share the move's boards, the boards
-    closed after it, the opponent's threat mask and the boards it is sent to."""
+    two: they share the move's boards, the boards closed after it, the opponent's threat mask
+    and the boards it is sent to. One move's form of ``uttt_priors_and_values`` (an expansion's
+    children at once), which the tests hold to it."""
     b, c, p, small, full = _after_move(st, action)
     o = 1 - p
     bit = 1 << b
@@ -423,6 +424,83 @@ def uttt_prior_and_value(st, action, scale):
         diff -= REPLY_CAPTURE
         score -= 1  # the opponent captures in reply
     return score, 0.5 + 0.5 * math.tanh(scale * diff)
+
+
+@njit(cache=True)
+def uttt_priors_and_values(st, moves, n, scale, values, first):
+    """``uttt_prior_and_value`` of each of ``moves[:n]`` (an expansion's children): the value
+    of ``moves[i]`` into ``values[first + i]`` and its prior over ``moves[i]``. Bit for bit the
+    single calls; what children share is computed once: the players' line scores depend on
+    the boards closed, the mover's won boards and both threat masks as after the move, which
+    most children of a board leave alike, so the last such key keeps its difference, and the
+    tanh of each difference (with or without the reply capture) for that key."""
+    p = st[H_TO_MOVE]
+    o = 1 - p
+    meta_o = st[H_META0 + o]
+    # The last key (closed, meta_p, threats_p, threats_o) and its values; -1: none yet.
+    k_closed = -1
+    k_meta = -1
+    k_tp = -1
+    k_to = -1
+    k_diff = 0.0
+    k_value = 0.0  # the value without the reply capture, when ``k_have & 1``
+    k_reply = 0.0  # with it, when ``k_have & 2``
+    k_have = 0
+    for i in range(n):
+        b, c, _, small, full = _after_move(st, moves[i])
+        bit = 1 << b
+        captures = WIN9[small] != 0
+        closed = st[H_CLOSED]
+        meta_p = st[H_META0 + p]
+        if captures:
+            closed |= bit
+            meta_p |= bit
+            if WIN9[meta_p]:
+                moves[i] = 1
+                values[first + i] = 1.0
+                continue
+        elif full == 511:
+            closed |= bit
+        score = 1 if captures else 0
+        if closed == 511:
+            moves[i] = score
+            values[first + i] = 0.5
+            continue
+        if (closed >> c) & 1:
+            score -= 1  # a free move for the opponent
+            sent = ~closed & 511
+        else:
+            sent = 1 << c
+        free = ~full & 511
+        threats_p = st[H_THREAT0 + p] & ~bit
+        if THREAT9[small] & free:
+            threats_p |= bit
+        threats_o = st[H_THREAT0 + o] & ~bit
+        if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
+            threats_o |= bit
+        threats_p &= ~closed
+        threats_o &= ~closed
+        if closed != k_closed or meta_p != k_meta or threats_p != k_tp or threats_o != k_to:
+            k_closed = closed
+            k_meta = meta_p
+            k_tp = threats_p
+            k_to = threats_o
+            k_diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
+                meta_o, closed & ~meta_o, threats_o
+            )
+            k_have = 0
+        if threats_o & sent:
+            score -= 1  # the opponent captures in reply
+            if not k_have & 2:
+                k_reply = 0.5 + 0.5 * math.tanh(scale * (k_diff - REPLY_CAPTURE))
+                k_have |= 2
+            values[first + i] = k_reply
+        else:
+            if not k_have & 1:
+                k_value = 0.5 + 0.5 * math.tanh(scale * k_diff)
+                k_have |= 1
+            values[first + i] = k_value
+        moves[i] = score
 
 
 @njit(cache=True, inline="always")

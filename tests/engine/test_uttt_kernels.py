@@ -39,6 +39,7 @@ from engine.kernels.uttt import (
     uttt_move_prior,
     uttt_play,
     uttt_prior_and_value,
+    uttt_priors_and_values,
     uttt_random_move,
     uttt_refresh_threats,
 )
@@ -167,6 +168,33 @@ def test_prior_and_value_in_one_pass_are_the_two(seed: int, plies: int, scale: f
         expected = uttt_child_value(s, action, scale)
         assert prior == uttt_move_prior(s, action), action
         assert np.float64(value).tobytes() == np.float64(expected).tobytes(), action
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    plies=st.integers(0, 81),
+    scale=st.sampled_from([0.2, 0.3, 0.05]),
+)
+def test_priors_and_values_of_an_expansion_are_the_single_calls(
+    seed: int, plies: int, scale: float
+) -> None:
+    """An expansion's children scored in one call (the line scores and tanh shared between
+    children alike): each one's prior and, bit for bit, its value as ``uttt_prior_and_value``
+    gives them, in a shuffled order and written after an offset."""
+    state = _random_position(seed, plies)
+    if state.is_terminal():
+        return
+    s = root_state(state, kernel_game(GAME))
+    actions = state.legal_actions()
+    random.Random(seed).shuffle(actions)
+    moves = np.array(actions, dtype=np.int32)
+    values = np.full(len(actions) + 3, -1.0)
+    uttt_priors_and_values(s, moves, len(actions), scale, values, 3)
+    for i, action in enumerate(actions):
+        prior, value = uttt_prior_and_value(s, action, scale)
+        assert moves[i] == prior, action
+        assert np.float64(values[3 + i]).tobytes() == np.float64(value).tobytes(), action
 
 
 @settings(max_examples=150, deadline=None)
