@@ -339,11 +339,10 @@ def _line_score(won, dead, threats):
 
 
 @njit(cache=True, inline="always")
-def _line_difference(st, p, b, small, full, closed, meta_p, meta_o):
-    """After ``p``'s move on small board ``b`` (``small``: p's stones there, ``full``: its
-    occupied cells; ``closed`` and the meta masks as after the move): p's ``_line_score`` less
-    the opponent's, with each threat mask taken as after the move and on the open boards, and
-    the opponent's threat mask. Shared by ``uttt_child_value`` and ``uttt_prior_and_value``."""
+def _threats_after(st, p, b, small, full, closed):
+    """Both players' threat masks (``p``'s, the opponent's) after ``p``'s move on small board
+    ``b`` (``small``: p's stones there, ``full``: its occupied cells), on the boards still open
+    (``closed`` as after the move)."""
     o = 1 - p
     bit = 1 << b
     free = ~full & 511
@@ -353,8 +352,16 @@ def _line_difference(st, p, b, small, full, closed, meta_p, meta_o):
     threats_o = st[H_THREAT0 + o] & ~bit
     if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
         threats_o |= bit
-    threats_p &= ~closed
-    threats_o &= ~closed
+    return threats_p & ~closed, threats_o & ~closed
+
+
+@njit(cache=True, inline="always")
+def _line_difference(st, p, b, small, full, closed, meta_p, meta_o):
+    """After ``p``'s move on small board ``b`` (``small``: p's stones there, ``full``: its
+    occupied cells; ``closed`` and the meta masks as after the move): p's ``_line_score`` less
+    the opponent's, with the threat masks of ``_threats_after``, and the opponent's threat
+    mask. Shared by ``uttt_child_value`` and ``uttt_prior_and_value``."""
+    threats_p, threats_o = _threats_after(st, p, b, small, full, closed)
     diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
         meta_o, closed & ~meta_o, threats_o
     )
@@ -471,15 +478,7 @@ def uttt_priors_and_values(st, moves, n, scale, values, first):
             sent = ~closed & 511
         else:
             sent = 1 << c
-        free = ~full & 511
-        threats_p = st[H_THREAT0 + p] & ~bit
-        if THREAT9[small] & free:
-            threats_p |= bit
-        threats_o = st[H_THREAT0 + o] & ~bit
-        if THREAT9[st[OFF_SMALL + 9 * o + b]] & free:
-            threats_o |= bit
-        threats_p &= ~closed
-        threats_o &= ~closed
+        threats_p, threats_o = _threats_after(st, p, b, small, full, closed)
         if closed != k_closed or meta_p != k_meta or threats_p != k_tp or threats_o != k_to:
             k_closed = closed
             k_meta = meta_p
