@@ -37,7 +37,6 @@ won against uniform playouts at 100 ms).
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,10 +70,6 @@ MAX_NODES = 1 << 22  # 128 MB of node records; past this the tree stops growing
 # What doubling the node records costs per node held, with a margin (measured 19-40 ns on
 # the 2-core development machine; the larger arrays fault in fresh pages).
 GROW_S_PER_NODE = 80e-9
-# A tree nobody refers to any more leaves its arrays (up to this many nodes) for the process's
-# next new search tree: no allocation and no grows for a search of that size. 1 << 19 nodes:
-# ~21 MB, a 200 ms uttt search's tree (~0.9 nodes an iteration).
-SPARE_MAX_NODES = 1 << 19
 MAX_PV = 40
 CACHE_KEY = "mcts"
 # Share of a time budget spent checking the chosen root move with alpha-beta (_verify); with
@@ -109,10 +104,6 @@ _ROOT_PROOF: dict[int, Proof] = {PROVEN_LOSS: "win", PROVEN_DRAW: "draw", PROVEN
 _PROOF_VALUE = {"win": 1.0, "draw": 0.0, "loss": -1.0}
 
 
-# At most one (node records, values, nodes used) left by a dropped tree (_Tree.__del__).
-_spare: list[tuple[np.ndarray, np.ndarray, int]] = []
-
-
 def _capacity(nodes: int) -> int:
     """Node-array capacity for ``nodes``: a power of two in [INITIAL_NODES, MAX_NODES]."""
     capacity = INITIAL_NODES
@@ -137,47 +128,13 @@ class _Tree:
     action: np.ndarray
     parent: np.ndarray
 
-    def __init__(
-        self,
-        capacity: int = INITIAL_NODES,
-        spare: tuple[np.ndarray, np.ndarray, int] | None = None,
-    ) -> None:
-        """New arrays of ``capacity`` nodes, or the ``spare`` ones, zeroed where they were used."""
-        if spare is None:
-            self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
-            # Implicit minimax values (option minimax, kernels.tree.mcts_run), a node each.
-            self.values = np.zeros(capacity, dtype=np.float64)
-        else:
-            nodes, values, used = spare
-            nodes[: used * NODE_SIZE] = 0
-            values[:used] = 0.0
-            self._hold(nodes)
-            self.values = values
+    def __init__(self, capacity: int = INITIAL_NODES) -> None:
+        self._hold(np.zeros(capacity * NODE_SIZE, dtype=np.int32))
+        # Implicit minimax values (option minimax, kernels.tree.mcts_run), a node each.
+        self.values = np.zeros(capacity, dtype=np.float64)
         self.meta = np.array([1, 0], dtype=np.int64)  # [nodes in use (the root), M_ROOM]
         self.parent[0] = -1  # zero-filled: the kernel writes only parent and action of new nodes
         self.action[0] = -1
-
-    @classmethod
-    def new(cls) -> _Tree:
-        """A tree for a new search: on the spare arrays of a dropped tree if there are any."""
-        try:
-            spare = _spare.pop()
-        except IndexError:
-            return cls()
-        return cls(spare=spare)
-
-    def __del__(self) -> None:
-        # The arrays go spare when nothing else refers to them or to a field's view: only
-        # this tree (and the views, the records), a local and getrefcount's argument.
-        nodes = self.nodes
-        if (
-            self.capacity <= SPARE_MAX_NODES
-            and sys.getrefcount(nodes) == len(FIELDS) + 3
-            and sys.getrefcount(self.values) == 2
-            and all(sys.getrefcount(getattr(self, name)) == 2 for name in FIELDS)
-            and not (_spare and _spare[0][1].shape[0] > self.capacity)
-        ):
-            _spare[:] = [(nodes, self.values, self.size)]
 
     def _hold(self, nodes: np.ndarray) -> None:
         self.nodes = nodes
@@ -561,7 +518,7 @@ def _search(
     # A reused root already has all its moves: a symmetric position starts a fresh tree.
     tree = _reused_tree(cache, spec, history) if reuse and root_keep is None else None
     if tree is None:
-        tree = _Tree.new()
+        tree = _Tree()
     rng = seed_rng(secrets.randbits(63) if seed is None else seed)
     if solver and iterations is None and game.max_moves <= SOLVE_CELLS:
         # As alphabeta on 3x3: MCTS-Solver proves any 3x3 position in a few hundred
