@@ -6,9 +6,12 @@ the middle position of bench/mcts_speed.py. Prints iterations per CPU second: ea
 median and best round, and against the first build the ratio of the medians, of the best
 rounds and the median (and quartiles) of the paired ratios of a round. A round whose builds
 return different searches (move, iterations, value, visits) is reported: a speed-only change
-must return the same ones.
+must return the same ones. With ``--time-ms`` the searches have a time budget instead and the
+rates are iterations per wall-clock second of the whole ``search`` call, as ``noughts bench``
+times them (such searches may differ, and are not compared).
 
     nice -n 5 .venv/bin/python bench/mcts_ab.py main HEAD [--rounds 30] [--iterations 150000]
+    nice -n 5 .venv/bin/python bench/mcts_ab.py main HEAD --time-ms 200
 """
 
 from __future__ import annotations
@@ -67,6 +70,12 @@ def main() -> None:
     parser.add_argument(
         "--iterations", type=int, default=150_000, help="iterations a search (default 150000)"
     )
+    parser.add_argument(
+        "--time-ms",
+        type=int,
+        default=None,
+        help="a time budget instead: iterations per wall-clock second (as noughts bench)",
+    )
     parser.add_argument("--game", default="uttt", choices=sorted(MIDDLES), help="default uttt")
     parser.add_argument("--algorithm", default="mcts", help="mcts, uct or flat (default mcts)")
     args = parser.parse_args()
@@ -84,16 +93,23 @@ def main() -> None:
         budget = mod.Budget(iterations=2000)
         mod.search(positions[mod.__name__, "opening"], args.algorithm, budget, seed=0)  # compile
 
+    wall = args.time_ms is not None
+    clock = time.perf_counter if wall else time.process_time
+
     def run(mod: ModuleType, where: str, seed: int) -> tuple[float, str]:
-        budget = mod.Budget(iterations=args.iterations)
-        cpu = time.process_time()
+        if wall:
+            budget = mod.Budget(time_ms=args.time_ms)
+        else:
+            budget = mod.Budget(iterations=args.iterations)
+        start = clock()
         result = mod.search(positions[mod.__name__, where], args.algorithm, budget, seed=seed)
-        cpu = time.process_time() - cpu
+        elapsed = clock() - start
         found = (result.action, result.iterations, result.value, result.visits, result.proven)
-        return result.iterations / cpu, repr(found)
+        return result.iterations / elapsed, "" if wall else repr(found)
 
     print("builds:", ", ".join(f"{n} = {s}" for n, s in zip(names, args.builds, strict=True)))
-    print(f"1-minute load {os.getloadavg()[0]:.2f} at the start", flush=True)
+    unit = f"wall-clock second, {args.time_ms} ms searches" if wall else "CPU second"
+    print(f"iterations per {unit}; 1-minute load {os.getloadavg()[0]:.2f} at the start", flush=True)
     rates: dict[tuple[str, str], list[float]] = {(n, w): [] for n in names for w in WHERE}
     for k in range(args.rounds):
         for where in WHERE:

@@ -1,6 +1,6 @@
 """bench/mcts_ab.py: a build is the engine under its own package name (no import of the
 original left), and the whole A/B on a tiny budget reports every build and no differing
-search when both builds are the same."""
+search when both builds are the same; with a time budget it reports wall-clock rates."""
 
 from __future__ import annotations
 
@@ -59,3 +59,18 @@ def test_the_tool_runs_two_builds_and_finds_the_same_searches() -> None:
     assert sorted(rows) == sorted(
         (w, b) for w in ("opening", "middle") for b in ("build0", "build1")
     ), done.stdout
+
+
+@pytest.mark.slow
+def test_the_tool_times_searches_of_a_time_budget_by_the_wall_clock() -> None:
+    done = subprocess.run(
+        [sys.executable, str(TOOL), str(ROOT), "--game", "5x5", "--rounds", "2"]
+        + ["--time-ms", "5"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "iterations per wall-clock second, 5 ms searches" in done.stdout, done.stdout
+    rows = re.findall(r"^(opening|middle)\s+build0\s+median\s+[\d,]+", done.stdout, re.M)
+    assert sorted(rows) == ["middle", "opening"], done.stdout
