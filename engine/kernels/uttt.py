@@ -360,7 +360,7 @@ def _line_difference(st, p, b, small, full, closed, meta_p, meta_o):
     """After ``p``'s move on small board ``b`` (``small``: p's stones there, ``full``: its
     occupied cells; ``closed`` and the meta masks as after the move): p's ``_line_score`` less
     the opponent's, with the threat masks of ``_threats_after``, and the opponent's threat
-    mask. Shared by ``uttt_child_value`` and ``uttt_prior_and_value``."""
+    mask. Used by ``uttt_child_value``; ``uttt_priors_and_values`` shares ``_threats_after``."""
     threats_p, threats_o = _threats_after(st, p, b, small, full, closed)
     diff = _line_score(meta_p, closed & ~meta_p, threats_p) - _line_score(
         meta_o, closed & ~meta_o, threats_o
@@ -399,48 +399,14 @@ def uttt_child_value(st, action, scale):
 
 
 @njit(cache=True)
-def uttt_prior_and_value(st, action, scale):
-    """(``uttt_move_prior``, ``uttt_child_value``) of ``action`` in one pass, bit for bit the
-    two: they share the move's boards, the boards closed after it, the opponent's threat mask
-    and the boards it is sent to. One move's form of ``uttt_priors_and_values`` (an expansion's
-    children at once), which the tests hold to it."""
-    b, c, p, small, full = _after_move(st, action)
-    o = 1 - p
-    bit = 1 << b
-    captures = WIN9[small] != 0
-    closed = st[H_CLOSED]
-    meta_p = st[H_META0 + p]
-    meta_o = st[H_META0 + o]
-    if captures:
-        closed |= bit
-        meta_p |= bit
-        if WIN9[meta_p]:
-            return 1, 1.0
-    elif full == 511:
-        closed |= bit
-    score = 1 if captures else 0
-    if closed == 511:
-        return score, 0.5
-    if (closed >> c) & 1:
-        score -= 1  # a free move for the opponent
-        sent = ~closed & 511
-    else:
-        sent = 1 << c
-    diff, threats_o = _line_difference(st, p, b, small, full, closed, meta_p, meta_o)
-    if threats_o & sent:
-        diff -= REPLY_CAPTURE
-        score -= 1  # the opponent captures in reply
-    return score, 0.5 + 0.5 * math.tanh(scale * diff)
-
-
-@njit(cache=True)
 def uttt_priors_and_values(st, moves, n, scale, values, first):
-    """``uttt_prior_and_value`` of each of ``moves[:n]`` (an expansion's children): the value
-    of ``moves[i]`` into ``values[first + i]`` and its prior over ``moves[i]``. Bit for bit the
-    single calls; what children share is computed once: the players' line scores depend on
-    the boards closed, the mover's won boards and both threat masks as after the move, which
-    most children of a board leave alike, so the last such key keeps its difference, and the
-    tanh of each difference (with or without the reply capture) for that key."""
+    """``uttt_move_prior`` and ``uttt_child_value`` of each of ``moves[:n]`` (an expansion's
+    children): the value of ``moves[i]`` into ``values[first + i]`` and its prior over
+    ``moves[i]``. Bit for bit the single calls; what children share is computed once: the
+    players' line scores depend on the boards closed, the mover's won boards and both threat
+    masks as after the move, which most children of a board leave alike, so the last such key
+    keeps its difference, and the tanh of each difference (with or without the reply capture)
+    for that key."""
     p = st[H_TO_MOVE]
     o = 1 - p
     meta_o = st[H_META0 + o]

@@ -38,7 +38,6 @@ from engine.kernels.uttt import (
     uttt_child_value,
     uttt_move_prior,
     uttt_play,
-    uttt_prior_and_value,
     uttt_priors_and_values,
     uttt_random_move,
     uttt_refresh_threats,
@@ -157,31 +156,12 @@ def test_child_value_matches_its_definition(seed: int, plies: int, scale: float)
     plies=st.integers(0, 81),
     scale=st.sampled_from([0.2, 0.3, 0.05]),
 )
-def test_prior_and_value_in_one_pass_are_the_two(seed: int, plies: int, scale: float) -> None:
-    """An expansion's one call gives the prior and, bit for bit, the value of the two."""
-    state = _random_position(seed, plies)
-    if state.is_terminal():
-        return
-    s = root_state(state, kernel_game(GAME))
-    for action in state.legal_actions():
-        prior, value = uttt_prior_and_value(s, action, scale)
-        expected = uttt_child_value(s, action, scale)
-        assert prior == uttt_move_prior(s, action), action
-        assert np.float64(value).tobytes() == np.float64(expected).tobytes(), action
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    plies=st.integers(0, 81),
-    scale=st.sampled_from([0.2, 0.3, 0.05]),
-)
 def test_priors_and_values_of_an_expansion_are_the_single_calls(
     seed: int, plies: int, scale: float
 ) -> None:
     """An expansion's children scored in one call (the line scores and tanh shared between
-    children alike): each one's prior and, bit for bit, its value as ``uttt_prior_and_value``
-    gives them, in a shuffled order and written after an offset."""
+    children alike): each one's prior as ``uttt_move_prior`` and, bit for bit, its value as
+    ``uttt_child_value`` give them, in a shuffled order and written after an offset."""
     state = _random_position(seed, plies)
     if state.is_terminal():
         return
@@ -192,8 +172,8 @@ def test_priors_and_values_of_an_expansion_are_the_single_calls(
     values = np.full(len(actions) + 3, -1.0)
     uttt_priors_and_values(s, moves, len(actions), scale, values, 3)
     for i, action in enumerate(actions):
-        prior, value = uttt_prior_and_value(s, action, scale)
-        assert moves[i] == prior, action
+        value = uttt_child_value(s, action, scale)
+        assert moves[i] == uttt_move_prior(s, action), action
         assert np.float64(values[3 + i]).tobytes() == np.float64(value).tobytes(), action
 
 
