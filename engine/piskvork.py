@@ -156,6 +156,8 @@ class PiskvorkBrain:
         handler = _COMMANDS.get(command)
         if handler is None:
             return [f"UNKNOWN command {_show(word)}"]
+        if command in _AFTER_START and self.game is None:
+            return [f"ERROR {command} before START"]
         return handler(self, rest)
 
     def played(self, result: SearchResult) -> list[Reply]:
@@ -209,8 +211,6 @@ class PiskvorkBrain:
         return ["OK"]
 
     def _restart(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR RESTART before START"]
         self._clear()
         return ["OK"]
 
@@ -221,15 +221,11 @@ class PiskvorkBrain:
         self.games += 1
 
     def _begin(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR BEGIN before START"]
         if self.stones:
             return ["ERROR BEGIN on a board that is not empty"]
         return self._think()
 
     def _turn(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR TURN before START"]
         cell = self._cell(rest)
         if isinstance(cell, str):
             return [f"ERROR {cell}"]
@@ -240,8 +236,6 @@ class PiskvorkBrain:
         return replies
 
     def _board(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR BOARD before START"]
         self.board_lines = []
         return []
 
@@ -264,7 +258,7 @@ class PiskvorkBrain:
             self.board_lines = None
             reason = where if isinstance(where, str) else f"WHO is 1, 2 or 3, not {_show(parts[2])}"
             return [f"ERROR {reason}"]
-        assert self.game is not None  # BOARD checks START came first
+        assert self.game is not None  # BOARD comes after START (feed)
         if len(self.board_lines) >= self.game.cells:  # a manager's lines, or a runaway pipe
             self.board_lines = None
             return [f"ERROR BOARD holds more stones than the board's {self.game.cells} cells"]
@@ -273,8 +267,6 @@ class PiskvorkBrain:
         return []
 
     def _takeback(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR TAKEBACK before START"]
         cell = self._cell(rest, occupied_ok=True)
         if isinstance(cell, str):
             return [f"ERROR {cell}"]
@@ -286,8 +278,6 @@ class PiskvorkBrain:
 
     def _play(self, rest: str) -> list[Reply]:
         """PLAY X,Y: the manager's move for the brain; the brain plays it and echoes it."""
-        if self.game is None:
-            return ["ERROR PLAY before START"]
         cell = self._cell(rest)
         if isinstance(cell, str):
             return [f"ERROR {cell}"]
@@ -298,8 +288,6 @@ class PiskvorkBrain:
         return [self._coordinates(cell)]
 
     def _swap2board(self, rest: str) -> list[Reply]:
-        if self.game is None:
-            return ["ERROR SWAP2BOARD before START"]
         self.swap2_lines = []
         return []
 
@@ -328,7 +316,7 @@ class PiskvorkBrain:
         if cells:
             self.swap2 = _Swap2(cells, [], [])
             return self._swap2_think(cells, self.time.budget_ms(len(cells)))
-        assert self.game is not None  # SWAP2BOARD checks START came first
+        assert self.game is not None  # SWAP2BOARD comes after START (feed)
         cx, cy = self.game.n // 2, self.game.m // 2
         openings = [
             tuple((cy + dy) * self.game.n + cx + dx for dx, dy in shape) for shape in OPENINGS
@@ -340,7 +328,7 @@ class PiskvorkBrain:
         return max(TimeControl.MIN_MS, self.time.budget_ms(0) / len(OPENINGS))
 
     def _swap2_think(self, cells: list[int], time_ms: float) -> list[Reply]:
-        assert self.game is not None  # SWAP2BOARD checks START came first
+        assert self.game is not None  # SWAP2BOARD comes after START (feed)
         state = self.game.new_initial_state()
         for cell in cells:
             state.apply_action(cell)  # 5 stones or fewer: never five in a row
@@ -434,7 +422,7 @@ class PiskvorkBrain:
 
     def position(self) -> MNKState | str:
         """The stones as a game (moves alternating, the brain to move next), or why not."""
-        assert self.game is not None  # every caller checks START came first
+        assert self.game is not None  # its commands come after START (feed)
         own = [cell for cell, who in self.stones if who == OWN]
         theirs = [cell for cell, who in self.stones if who == OPPONENT]
         if len(theirs) == len(own):
@@ -462,7 +450,7 @@ class PiskvorkBrain:
 
     def _cell(self, text: str, *, occupied_ok: bool = False) -> int | str:
         """The cell of "X,Y", or why it is not a free cell of the board."""
-        assert self.game is not None  # every caller checks START came first
+        assert self.game is not None  # its commands come after START (feed)
         parts = text.split(",")
         coordinates = [_integer(part) for part in parts] if len(parts) == 2 else []
         if len(coordinates) != 2 or None in coordinates:
@@ -497,6 +485,9 @@ _COMMANDS = {
     "ABOUT": PiskvorkBrain._about,
     "END": PiskvorkBrain._end,
 }
+
+# The commands that need the board START (or RECTSTART) set up.
+_AFTER_START = frozenset(("RESTART", "BEGIN", "TURN", "BOARD", "TAKEBACK", "PLAY", "SWAP2BOARD"))
 
 
 def _integer(text: str) -> int | None:

@@ -179,6 +179,20 @@ def test_about_takeback_restart_end_unknown() -> None:
     assert brain.feed("END") == [] and brain.ended
 
 
+@pytest.mark.parametrize(
+    "line", ["RESTART", "BEGIN", "TURN 7,7", "BOARD", "TAKEBACK 7,7", "PLAY 7,7", "SWAP2BOARD"]
+)
+def test_a_board_command_before_start_or_after_a_failed_one_is_an_error(line: str) -> None:
+    command = line.split()[0]
+    brain = PiskvorkBrain()
+    assert brain.feed(line) == [f"ERROR {command} before START"]
+    assert brain.feed("START 7")[0].startswith("ERROR unsupported size 7x7")
+    assert brain.feed(line) == [f"ERROR {command} before START"]
+    assert (brain.stones, brain.board_lines, brain.swap2_lines) == ([], None, None)
+    assert brain.feed("START 15") == ["OK"]
+    assert brain.feed(line) != [f"ERROR {command} before START"]
+
+
 def test_play_is_the_managers_move_for_the_brain() -> None:
     """PLAY X,Y: the brain plays the manager's move and echoes it; a TURN then goes on."""
     brain = started()
