@@ -57,6 +57,37 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 # Errors that mean "the server cannot be reached now": try again later.
 UNREACHABLE = (OSError, InvalidHandshake, TimeoutError)
+OPEN_TIMEOUT_S = 10.0  # for the websocket's opening handshake
+
+
+class ServerUnreachable(OSError):
+    """No connection to ``url``: its reason in words a user can act on (an OSError, as the
+    errors it stands for)."""
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        self.url = url
+        self.reason = unreachable_reason(cause)
+        super().__init__(f"cannot reach {url}: {self.reason}")
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """Why a connection could not be opened, in one line."""
+    import socket
+    import ssl
+
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is a noughts server running there?)"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or exc})"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {OPEN_TIMEOUT_S:g} s"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, InvalidHandshake):
+        return f"not a websocket server ({exc})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower() if exc.strerror[:1].isupper() else exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def server_url(text: str) -> str:
@@ -208,9 +239,12 @@ class ServerConnection:
             self.on_status(status, detail)
 
     async def _open(self) -> Welcome:
-        websocket = await websockets.connect(
-            self.url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=10
-        )
+        try:
+            websocket = await websockets.connect(
+                self.url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=OPEN_TIMEOUT_S
+            )
+        except UNREACHABLE as exc:
+            raise ServerUnreachable(self.url, exc) from exc
         self.websocket = websocket
         self._welcomed = asyncio.get_running_loop().create_future()
         self.core.connection_made()
@@ -254,13 +288,13 @@ class ServerConnection:
                 if self.reconnect_for_s is not None and loop.time() - down_since > (
                     self.reconnect_for_s
                 ):
-                    self._set_status("closed", f"cannot reach {self.url} ({exc})")
+                    self._set_status("closed", _unreachable(self.url, exc))
                     self.closed.set()
                     return
                 wait = self.backoff.delay(attempt, self.rng)
                 attempt += 1
                 self._set_status(
-                    "reconnecting", f"cannot reach {self.url} ({exc}); retrying in {wait:.1f} s"
+                    "reconnecting", f"{_unreachable(self.url, exc)}; retrying in {wait:.1f} s"
                 )
                 await asyncio.sleep(wait)
 
@@ -456,3 +490,8 @@ class ServerConnection:
                 self._reader.cancel()
         self._set_status("closed")
         self.closed.set()
+
+
+def _unreachable(url: str, exc: BaseException) -> str:
+    """A failed attempt's status line."""
+    return str(exc) if isinstance(exc, ServerUnreachable) else f"cannot reach {url} ({exc})"

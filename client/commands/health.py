@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _health(args: argparse.Namespace) -> int:
-    from client.connection import ServerConnection
+    from client.connection import ServerConnection, ServerUnreachable
     from protocol import Ping
 
     try:
@@ -41,7 +41,8 @@ async def _health(args: argparse.Namespace) -> int:
             elapsed = (time.perf_counter() - started) * 1000
             await connection.close()
     except Exception as exc:
-        print(f"unhealthy: {args.server}: {exc}", file=sys.stderr)
+        reason = exc.reason if isinstance(exc, ServerUnreachable) else exc
+        print(f"unhealthy: {args.server}: {reason}", file=sys.stderr)
         return 1
     server = connection.welcome.server if connection.welcome else "?"
     print(f"healthy: {args.server} ({server}), ping {elapsed:.2f} ms")

@@ -77,12 +77,29 @@ def test_replay_of_an_unknown_game_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["play", "--server", "ws://127.0.0.1:9"], ["games", "--server", "ws://127.0.0.1:9"]]
+    "args",
+    [
+        ["play", "--plain"],
+        ["games"],
+        ["watch"],
+        ["watch", "abc"],
+        ["replay", "abc"],
+        ["export", "abc"],
+        ["bot", "--games", "1"],
+        ["health"],
+    ],
 )
 def test_an_unreachable_server_is_a_clear_error(args: list[str]) -> None:
-    result = noughts(*args, timeout=60)
+    # Nothing listens on the discard port here: the connection is refused.
+    result = noughts(*args, "--server", "ws://127.0.0.1:9", timeout=60)
     assert result.returncode == 1
-    assert "Traceback" not in result.stderr and result.stderr.strip()
+    assert "Traceback" not in result.stderr
+    reason = "connection refused (is a noughts server running there?)"
+    if args[0] == "health":
+        assert result.stderr.strip() == f"unhealthy: ws://127.0.0.1:9: {reason}"
+    else:
+        said = f"noughts {args[0]}: cannot reach ws://127.0.0.1:9: {reason}"
+        assert said in result.stderr.splitlines(), result.stderr
 
 
 def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:

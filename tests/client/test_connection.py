@@ -1,4 +1,5 @@
-"""ServerConnection's reconnection (reconnect=True), against a real server."""
+"""ServerConnection's reconnection (reconnect=True), against a real server; what it says when
+there is no server to reach."""
 
 from __future__ import annotations
 
@@ -11,6 +12,27 @@ from client.connection import ServerConnection
 from protocol import CreateGame, JoinGame, Snapshot
 from server.pool import EnginePool
 from tests.client.ui_support import UIServer
+
+
+async def test_a_port_that_is_not_a_websocket_server_is_named_so() -> None:
+    from client.connection import ServerUnreachable
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the client's opening handshake
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")  # not HTTP
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ServerUnreachable) as caught:
+            await ServerConnection.connect(f"ws://127.0.0.1:{port}", name="ada")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert isinstance(caught.value, OSError)  # what the commands catch
+    assert str(caught.value).startswith(f"cannot reach ws://127.0.0.1:{port}: not a websocket ")
 
 
 async def test_a_game_still_open_when_the_connection_dropped_starts_after_it(
