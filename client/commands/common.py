@@ -69,11 +69,14 @@ async def connect(
     bot: bool = False,
     warm: list[tuple[str, str]] | None = None,
     sessions: SessionStore | None = None,
+    reads_only: bool = False,
 ) -> AsyncIterator[ServerConnection]:
     """Connect to --server, or start an embedded server on --db and connect to it (``warm``:
     the game and algorithm pairs it compiles first; the wait is shown on stderr), as the
     player whose session ``sessions`` keeps for that server and --name, if given. The
-    connection reconnects after a drop (client/connection.py), saying so on stderr."""
+    connection reconnects after a drop (client/connection.py), saying so on stderr.
+    ``reads_only``: a command that only reads stored games does not create a database a
+    --db names (a mistyped path): FileNotFoundError, with a one-line reason."""
     name = getattr(args, "name", "anonymous")[:32]
     options: dict[str, Any] = {
         "name": name,
@@ -95,6 +98,8 @@ async def connect(
             await connection.close()
         return
     db = Path(args.db) if args.db else default_db_path()
+    if reads_only and args.db and not db.is_file():
+        raise FileNotFoundError(f"no database at {db}")
     log_path = db.with_name(db.name + ".server.log")
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(
@@ -115,7 +120,7 @@ async def fetch_record(args: argparse.Namespace, command: str) -> dict[str, Any]
     from protocol import GetGame
 
     try:
-        async with connect(args, workers=0) as connection:
+        async with connect(args, workers=0, reads_only=True) as connection:
             reply = await connection.request(GetGame, again=True, game_id=args.game_id)
     except RequestFailed as exc:
         print(f"noughts {command}: {exc.message}", file=sys.stderr)

@@ -59,7 +59,7 @@ async def _games(args: argparse.Namespace) -> int:
     from protocol import ListGames
 
     try:
-        async with connect(args, workers=0) as connection:
+        async with connect(args, workers=0, reads_only=True) as connection:
             reply = await connection.request(
                 ListGames, again=True, status=args.status, limit=args.limit
             )

@@ -71,6 +71,7 @@ def test_play_a_game_against_the_ai_then_list_and_replay_it(tmp_path: Path) -> N
 
 
 def test_replay_of_an_unknown_game_is_a_clear_error(tmp_path: Path) -> None:
+    assert noughts("migrate", "--db", str(tmp_path / "empty.db")).returncode == 0
     result = noughts("replay", "nosuchid", "--db", str(tmp_path / "empty.db"))
     assert result.returncode == 1
     assert "nosuchid" in result.stderr and "Traceback" not in result.stderr
@@ -100,6 +101,17 @@ def test_an_unreachable_server_is_a_clear_error(args: list[str]) -> None:
     else:
         said = f"noughts {args[0]}: cannot reach ws://127.0.0.1:9: {reason}"
         assert said in result.stderr.splitlines(), result.stderr
+
+
+@pytest.mark.parametrize("args", [["games"], ["replay", "abc"], ["export", "abc"]])
+def test_a_command_that_reads_games_does_not_create_the_database_it_is_given(
+    tmp_path: Path, args: list[str]
+) -> None:
+    missing = tmp_path / "typo" / "games.db"
+    result = noughts(*args, "--db", str(missing), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"noughts {args[0]}: no database at {missing}"
+    assert not (tmp_path / "typo").exists()
 
 
 def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:
