@@ -7,7 +7,13 @@ import asyncio
 import os
 import sys
 
-from client.commands.common import SERVER_ENV, check_budget, parse_clock, parse_params
+from client.commands.common import (
+    SERVER_ENV,
+    check_budget,
+    parse_clock,
+    parse_params,
+    player_name,
+)
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES, GAMES
 
@@ -27,7 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="server to play on, e.g. ws://host:8765 (default: $NOUGHTS_SERVER)",
     )
     parser.add_argument(
-        "--name", default="noughts-bot", help="the bot's name (default: %(default)s)"
+        "--name",
+        type=player_name,
+        default="noughts-bot",
+        help="the bot's name (default: %(default)s)",
     )
     parser.add_argument(
         "--engine",

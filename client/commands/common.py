@@ -36,10 +36,25 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, name: bool = True) 
     if name:
         parser.add_argument(
             "--name",
+            type=player_name,
             default=default_name(),
             help="your name on the server; each name is a player of its own, with its own "
             "games (default: your user name, %(default)s)",
         )
+
+
+def player_name(text: str) -> str:
+    """--name as the wire takes it (argparse type): longer than the hello's field is a
+    usage error here; the server's own rules (length, characters, reserved words) are its
+    to say, in its refusal."""
+    from dataclasses import fields
+
+    from protocol import Hello
+
+    longest = next(f.metadata["max_len"] for f in fields(Hello) if f.name == "name")
+    if len(text) > longest:
+        raise argparse.ArgumentTypeError(f"too long: {len(text)} characters")
+    return text
 
 
 def default_name() -> str:

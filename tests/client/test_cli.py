@@ -114,6 +114,16 @@ def test_a_command_that_reads_games_does_not_create_the_database_it_is_given(
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.parametrize("command", ["play", "bot"])
+def test_a_name_longer_than_the_wire_takes_is_a_usage_error(command: str) -> None:
+    # Before, the client cut it to 32 characters and the server refused "not 32".
+    result = noughts(command, "--name", "a" * 40, "--server", "ws://127.0.0.1:9", timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"noughts {command}: error: argument --name: too long: 40 characters"
+    )
+
+
 def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:
     played = noughts(
         "play", "--plain", "--db", str(tmp_path / "g.db"), "--ai", "alphabeta",
