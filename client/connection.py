@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import websockets
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from client.session_core import (
     Backoff,
@@ -83,10 +83,17 @@ def unreachable_reason(exc: BaseException) -> str:
         return f"no answer within {OPEN_TIMEOUT_S:g} s"
     if isinstance(exc, ssl.SSLError):
         return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, InvalidStatus):  # a server that answered the handshake with a refusal
+        response = exc.response
+        said = (
+            response.body.decode("utf-8", "replace").strip().splitlines() if response.body else []
+        )
+        detail = f": {said[0][:200]}" if said else ""
+        return f"the server refused the connection (HTTP {response.status_code}{detail})"
     if isinstance(exc, InvalidHandshake):
         return f"not a websocket server ({exc})"
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower() if exc.strerror[:1].isupper() else exc.strerror
+        return exc.strerror
     return str(exc) or type(exc).__name__
 
 

@@ -56,6 +56,22 @@ def settings() -> ServerSettings:
     return ServerSettings(max_connections_per_ip=5, max_handshakes_per_ip=4)
 
 
+async def test_the_client_names_the_cap_that_refused_it(server: RunningServer) -> None:
+    from client.connection import ServerConnection, ServerUnreachable
+
+    held = [await websockets.connect(server.url) for _ in range(5)]
+    try:
+        with pytest.raises(ServerUnreachable) as refused:
+            await ServerConnection.connect(server.url, name="ada")
+    finally:
+        for websocket in held:
+            await websocket.close()
+    assert str(refused.value) == (
+        f"cannot reach {server.url}: the server refused the connection"
+        " (HTTP 503: too_many: at most 5 connections per address)"
+    )
+
+
 async def test_plain_http_and_bad_handshakes_hold_no_slot(server: RunningServer) -> None:
     """Finding 1: 2,000 plain GETs locked 127.0.0.1 out for good; here the cap is 5."""
     admission = server.game_server.admission
