@@ -519,12 +519,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     import engine
+    from engine.options import MAX_BUDGET_MS
 
+    if args.runs is not None and args.runs < 1:
+        print(f"noughts bench: --runs must be at least 1, not {args.runs}", file=sys.stderr)
+        return 2
+    if args.budget_ms is not None and not 1.0 <= args.budget_ms <= MAX_BUDGET_MS:
+        print(
+            f"noughts bench: --budget-ms wants milliseconds in 1..{MAX_BUDGET_MS:.0f}, "
+            f"got {args.budget_ms:g}",
+            file=sys.stderr,
+        )
+        return 2
     settings = Settings.quick() if args.quick else Settings()
     if args.runs is not None:
-        settings = _replace(settings, runs=max(1, args.runs))
+        settings = _replace(settings, runs=args.runs)
     if args.budget_ms is not None:
-        settings = _replace(settings, rate_budget_ms=max(1.0, args.budget_ms))
+        settings = _replace(settings, rate_budget_ms=args.budget_ms)
     games = list(dict.fromkeys(args.games))
     started = time.perf_counter()
     report: dict[str, Any] = {

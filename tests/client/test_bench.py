@@ -64,3 +64,26 @@ def test_percentile() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([1.0, 2.0], 50) == 1.5
     assert percentile(list(map(float, range(101))), 99) == 99.0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--runs", "0"], "noughts bench: --runs must be at least 1, not 0"),
+        (
+            ["--budget-ms", "0"],
+            "noughts bench: --budget-ms wants milliseconds in 1..3600000, got 0",
+        ),
+        (
+            ["--budget-ms", "nan"],
+            "noughts bench: --budget-ms wants milliseconds in 1..3600000, got nan",
+        ),
+    ],
+)
+def test_a_run_count_or_budget_out_of_range_is_refused_before_measuring(
+    capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    # Before, they were raised to 1 in silence and the whole bench ran (about 70 s).
+    assert main(["bench", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == said and not captured.out
