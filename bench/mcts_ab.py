@@ -102,6 +102,17 @@ def cached_build(source: str, name: str) -> Path:
     return where
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -109,13 +120,13 @@ def main() -> None:
     parser.add_argument(
         "builds", nargs="+", help="git refs or directories holding engine/; the first is the base"
     )
-    parser.add_argument("--rounds", type=int, default=30, help="rounds (default 30)")
+    parser.add_argument("--rounds", type=_positive, default=30, help="rounds (default 30)")
     parser.add_argument(
-        "--iterations", type=int, default=150_000, help="iterations a search (default 150000)"
+        "--iterations", type=_positive, default=150_000, help="iterations a search (default 150000)"
     )
     parser.add_argument(
         "--time-ms",
-        type=int,
+        type=_positive,
         default=None,
         help="a time budget instead: iterations per wall-clock second (as noughts bench)",
     )
@@ -130,12 +141,15 @@ def main() -> None:
     names = [f"build{i}" for i in range(len(args.builds))]
     fresh = Path(tempfile.mkdtemp(prefix="mcts_ab_")) if args.fresh else None
     for source, name in zip(args.builds, names, strict=True):
-        if fresh is not None:
-            build(source, name, fresh)
-        else:
-            where = cached_build(source, name)
-            print(f"{name}: {where}", flush=True)
-            sys.path.insert(0, str(where))
+        try:
+            if fresh is not None:
+                build(source, name, fresh)
+            else:
+                where = cached_build(source, name)
+                print(f"{name}: {where}", flush=True)
+                sys.path.insert(0, str(where))
+        except subprocess.CalledProcessError:
+            parser.error(f"{source!r} is neither a directory holding engine/ nor a git ref")
     if fresh is not None:
         sys.path.insert(0, str(fresh))
     mods: list[ModuleType] = [importlib.import_module(name) for name in names]

@@ -77,6 +77,26 @@ def test_a_build_is_kept_in_the_cache_by_its_content(tmp_path: Path) -> None:
     assert sorted(p.name for p in first.parent.iterdir()) == sorted([first.name, changed.name])
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["HEAD", "--rounds", "0"], "argument --rounds: a whole number of at least 1, not '0'"),
+        (["no/such/ref"], "'no/such/ref' is neither a directory holding engine/ nor a git ref"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(tmp_path: Path, args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(TOOL), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == f"mcts_ab.py: error: {said}", done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_the_tool_runs_two_builds_and_finds_the_same_searches(tmp_path: Path) -> None:
     # Two copies of this checkout's engine, each compiled in its own package (in a cache of
