@@ -19,7 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-import atheris
+try:
+    import atheris
+except ModuleNotFoundError:
+    sys.exit(
+        "fuzz_atheris.py: atheris is not installed (an on-demand tool, not a project "
+        "dependency): .venv/bin/pip install atheris"
+    )
 
 with atheris.instrument_imports():
     import msgpack
