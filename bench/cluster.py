@@ -49,6 +49,7 @@ for _path in (str(ROOT), str(BENCH)):  # run as `python bench/cluster.py` from a
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from arguments import count, non_negative_float, positive_float, positive_int  # noqa: E402
 from load import WebSocketLink, _load_average, _pack  # noqa: E402
 
 from protocol import OLDEST_PROTOCOL_VERSION, CreateGame, GetGame, JoinGame, Message, Move, Resume  # noqa: E402
@@ -670,17 +671,23 @@ def build_parser() -> argparse.ArgumentParser:
         "game's players on different nodes.",
     )
     parser.add_argument("mode", choices=["throughput", "kill"])
-    parser.add_argument("--nodes", type=int, default=2, help="nodes to start (default: 2)")
+    parser.add_argument("--nodes", type=positive_int, default=2, help="nodes to start (default: 2)")
     parser.add_argument("--db", required=True, help="postgresql://... (a fresh schema is used)")
     parser.add_argument("--bus", required=True, help="redis://HOST:PORT/N (a fresh prefix)")
-    parser.add_argument("--games", type=int, default=100, help="games at once (default: 100)")
     parser.add_argument(
-        "--rate", type=float, default=1000.0, help="moves/s offered in all (default: 1000)"
+        "--games", type=positive_int, default=100, help="games at once (default: 100)"
     )
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds (throughput)")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds not counted")
-    parser.add_argument("--kills", type=int, default=20, help="nodes killed (kill mode)")
-    parser.add_argument("--every", type=float, default=3.0, help="seconds between kills")
+    parser.add_argument(
+        "--rate", type=positive_float, default=1000.0, help="moves/s offered in all (default: 1000)"
+    )
+    parser.add_argument(
+        "--duration", type=positive_float, default=10.0, help="seconds (throughput)"
+    )
+    parser.add_argument(
+        "--warmup", type=non_negative_float, default=2.0, help="seconds not counted"
+    )
+    parser.add_argument("--kills", type=count, default=20, help="nodes killed (kill mode)")
+    parser.add_argument("--every", type=positive_float, default=3.0, help="seconds between kills")
     parser.add_argument(
         "--placement",
         choices=["split", "local"],
@@ -689,7 +696,10 @@ def build_parser() -> argparse.ArgumentParser:
         "both on the game's owner node (none forwarded), to compare CPU per move",
     )
     parser.add_argument(
-        "--idle", type=float, default=2.0, help="seconds the idle nodes' CPU is measured"
+        "--idle",
+        type=non_negative_float,
+        default=2.0,
+        help="seconds the idle nodes' CPU is measured",
     )
     parser.add_argument("--game", default="gomoku", choices=sorted(CELLS))
     parser.add_argument("--seed", type=int, default=1)

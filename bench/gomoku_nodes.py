@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arguments import positive_int
+
 N, K = 15, 5
 RADIUS = 4
 
@@ -59,9 +61,9 @@ def _has_four(moves: list[int]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=20_000)
-    parser.add_argument("--positions", type=int, default=12)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--nodes", type=positive_int, default=20_000)
+    parser.add_argument("--positions", type=positive_int, default=12)
+    parser.add_argument("--runs", type=positive_int, default=3)
     parser.add_argument("--options", default="", help="alphabeta options, NAME=VALUE,...")
     parser.add_argument("--tree", help="import the engine from this build's tree")
     args = parser.parse_args()
@@ -71,10 +73,16 @@ def main() -> None:
 
     options: dict[str, Any] = {}
     for item in filter(None, args.options.split(",")):
-        name, value = item.split("=", 1)
+        name, eq, value = item.partition("=")
+        if not eq:
+            parser.error(f"--options: NAME=VALUE,..., not {item!r}")
         options[name] = {"true": True, "false": False}.get(value, value)
         if value.lstrip("-").isdigit():  # an integer option (width)
             options[name] = int(value)
+    try:
+        engine.parse_options(engine.AlphaBetaOptions, options, "alphabeta")
+    except engine.EngineError as exc:
+        parser.error(f"--options: {exc}")
     engine.warm_up([("gomoku", "alphabeta")])
     game = engine.make_game("gomoku")
     rates = []

@@ -67,6 +67,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python bench/load.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
+from arguments import count, non_negative_float, positive_float, positive_int  # noqa: E402
+
 from protocol import PROTOCOL_VERSION  # noqa: E402
 
 try:  # the C mask of websockets (RFC 6455 section 5.3), else its pure-Python one
@@ -1688,36 +1690,39 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(mode, help=helps[mode], description=helps[mode])
         p.add_argument(
             "--games",
-            type=int,
+            type=count,
             default=d["games"],
             help="human-vs-human games at once (default: %(default)s)",
         )
         p.add_argument(
             "--ai-games",
-            type=int,
+            type=count,
             default=0,
             help="games against the AI at once (default: %(default)s)",
         )
         p.add_argument(
             "--rate",
-            type=float,
+            type=positive_float,
             default=None,
             help="moves/s offered across all games (default: as fast as possible)",
         )
         p.add_argument(
             "--duration",
-            type=float,
+            type=positive_float,
             default=d["duration"],
             help="seconds of load (default: %(default)s)",
         )
         p.add_argument(
             "--warmup",
-            type=float,
+            type=non_negative_float,
             default=None,
             help="seconds before measuring (default: 10%% of --duration, <= 2)",
         )
         p.add_argument(
-            "--processes", type=int, default=1, help="client processes (default: %(default)s)"
+            "--processes",
+            type=positive_int,
+            default=1,
+            help="client processes (default: %(default)s)",
         )
         p.add_argument(
             "--game", default="gomoku", help="tictactoe, 5x5, gomoku or mnk (default: %(default)s)"
@@ -1732,13 +1737,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--algorithm", default="mcts", help="the AI's search (default: mcts)")
         p.add_argument(
             "--budget-ms",
-            type=int,
+            type=positive_int,
             default=20,
             help="the AI's budget per move (default: %(default)s)",
         )
         p.add_argument(
             "--workers",
-            type=int,
+            type=positive_int,
             default=1,
             help="server engine workers, with --ai-games (default: %(default)s); with "
             "--engine-queue, `noughts engine-worker` processes",
@@ -1753,7 +1758,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--kills",
-            type=int,
+            type=count,
             default=d["kills"],
             help="kill -9 the server this many times (default: %(default)s)",
         )
@@ -1779,9 +1784,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     cap = sub.add_parser("capacity", help="idle connections held, server memory per connection")
-    cap.add_argument("--connections", type=int, default=TARGET_CONNECTIONS)
+    cap.add_argument("--connections", type=positive_int, default=TARGET_CONNECTIONS)
     cap.add_argument("--compression", choices=["none", "deflate", "both"], default="both")
-    cap.add_argument("--processes", type=int, default=4, help="client processes (default: 4)")
+    cap.add_argument(
+        "--processes", type=positive_int, default=4, help="client processes (default: 4)"
+    )
     cap.add_argument("--json", action="store_true")
     cap.add_argument("--quiet", action="store_true")
     return parser
@@ -1855,7 +1862,12 @@ def main(argv: list[str] | None = None) -> int:
         import cluster  # several nodes: bench/cluster.py, with options of its own
 
         return cluster.main(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.mode != "capacity" and args.games + args.ai_games < 1:
+        parser.error("--games or --ai-games: at least one game")
+    if args.mode != "capacity" and args.warmup is not None and args.warmup >= args.duration:
+        parser.error("--warmup: shorter than --duration, or nothing is measured")
     if args.mode == "capacity":
         modes = ["none", "deflate"] if args.compression == "both" else [args.compression]
         runs = [

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from arguments import positive_int
 from mcts_speed import POSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,17 +103,6 @@ def cached_build(source: str, name: str) -> Path:
     return where
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,13 +110,16 @@ def main() -> None:
     parser.add_argument(
         "builds", nargs="+", help="git refs or directories holding engine/; the first is the base"
     )
-    parser.add_argument("--rounds", type=_positive, default=30, help="rounds (default 30)")
+    parser.add_argument("--rounds", type=positive_int, default=30, help="rounds (default 30)")
     parser.add_argument(
-        "--iterations", type=_positive, default=150_000, help="iterations a search (default 150000)"
+        "--iterations",
+        type=positive_int,
+        default=150_000,
+        help="iterations a search (default 150000)",
     )
     parser.add_argument(
         "--time-ms",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="a time budget instead: iterations per wall-clock second (as noughts bench)",
     )

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from arguments import positive_float, positive_int
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import engine  # noqa: E402
@@ -41,8 +43,8 @@ def rate(algorithm: str, state, budget_ms: float, seed: int) -> tuple[float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-ms", type=float, default=200.0)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--budget-ms", type=positive_float, default=200.0)
+    parser.add_argument("--runs", type=positive_int, default=5)
     parser.add_argument("--algorithms", default="mcts,uct,flat")
     args = parser.parse_args()
     engine.warm_up([(name, a) for _, name, _, _ in POSITIONS for a in args.algorithms.split(",")])

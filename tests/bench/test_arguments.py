@@ -1,0 +1,58 @@
+"""bench/arguments.py, the bench tools' argparse types, and the tools refusing values out of
+range in one line before they start anything."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+from arguments import count, non_negative_float, positive_float, positive_int  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("kind", "good", "bad"),
+    [
+        (positive_int, {"1": 1, "30": 30}, ["0", "-2", "1.5", "x", ""]),
+        (count, {"0": 0, "7": 7}, ["-1", "2.0", "x"]),
+        (positive_float, {"0.5": 0.5, "10": 10.0}, ["0", "-1", "nan", "inf", "x"]),
+        (non_negative_float, {"0": 0.0, "2.5": 2.5}, ["-0.1", "nan", "-inf", "x"]),
+    ],
+)
+def test_each_type_takes_its_range_and_refuses_the_rest(
+    kind: object, good: dict[str, float], bad: list[str]
+) -> None:
+    assert callable(kind)
+    for text, value in good.items():
+        assert kind(text) == value
+    for text in bad:
+        with pytest.raises(argparse.ArgumentTypeError, match=repr(text)):
+            kind(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["load.py", "throughput", "--games", "0"], "--games or --ai-games: at least one game"),
+        (["load.py", "kill", "--kills", "-1"], "argument --kills: a whole number of at least 0"),
+        (["load.py", "soak", "--duration", "4", "--warmup", "5"], "--warmup: shorter than"),
+        (["mcts_speed.py", "--runs", "0"], "argument --runs: a whole number of at least 1"),
+        (["gomoku_nodes.py", "--options", "foo=1"], "--options: unknown option 'foo'"),
+    ],
+)
+def test_a_tool_refuses_a_value_out_of_range_in_one_line(args: list[str], said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert said in done.stderr.splitlines()[-1], done.stderr
