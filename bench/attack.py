@@ -65,6 +65,7 @@ for _path in (str(ROOT), str(BENCH)):  # run as `python bench/attack.py` from an
         sys.path.insert(0, _path)
 
 import load  # noqa: E402  (bench/load.py: the server process, the client, the players)
+from arguments import count, non_negative_float, positive_float, positive_int  # noqa: E402
 from load import ServerProcess, WebSocketLink  # noqa: E402
 
 from protocol import PROTOCOL_VERSION, ProtocolError, decode_server  # noqa: E402
@@ -2157,43 +2158,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--list", action="store_true", help="list the attacks and exit")
     parser.add_argument(
-        "--seconds", type=float, default=None, help="attack duration (default: 10; --quick: 1)"
+        "--seconds",
+        type=positive_float,
+        default=None,
+        help="attack duration (default: 10; --quick: 1)",
     )
     parser.add_argument(
         "--baseline-s",
-        type=float,
+        type=non_negative_float,
         default=None,
         help="the bystander plays this long before the attack (default: 3; --quick: 0.5)",
     )
     parser.add_argument(
         "--after-s",
-        type=float,
+        type=non_negative_float,
         default=None,
         help="and this long after the attacker left (default: 3; --quick: 0.5)",
     )
     parser.add_argument(
         "--recovery-s",
-        type=float,
+        type=non_negative_float,
         default=None,
         help="how long to try serving a newcomer after the attack (default: 10; --quick: 2)",
     )
     parser.add_argument(
         "--addresses",
-        type=int,
+        type=positive_int,
         default=1,
         help="source addresses the attacker spreads over, 127.0.0.2 up (default: %(default)s)",
     )
     parser.add_argument(
         "--connections",
-        type=int,
+        type=positive_int,
         default=None,
         help="the attack's size: connections, requests in flight or loops (see --list)",
     )
     parser.add_argument(
-        "--rate", type=float, default=None, help="the attack's rate, in its own unit (see --list)"
+        "--rate",
+        type=positive_float,
+        default=None,
+        help="the attack's rate, in its own unit (see --list)",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, help="the server's engine workers (default: per kind)"
+        "--workers",
+        type=count,
+        default=None,
+        help="the server's engine workers (default: per kind)",
     )
     parser.add_argument(
         "--server-args",
@@ -2204,26 +2214,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--server-nofile",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"the server's soft limit on open files (default: {SERVER_NOFILE}; fd-exhaustion: "
         "1024)",
     )
     parser.add_argument(
         "--bystander-rate",
-        type=float,
+        type=positive_float,
         default=40.0,
         help="the bystander's moves a second in each of its games (default: %(default)s)",
     )
     parser.add_argument(
         "--ai-budget-ms",
-        type=int,
+        type=positive_int,
         default=100,
         help="the bystander's AI budget (default: %(default)s)",
     )
     parser.add_argument(
         "--patience",
-        type=float,
+        type=positive_float,
         default=10.0,
         help="seconds the bystander waits for an answer before giving its game up (a stall) "
         "(default: %(default)s)",

@@ -42,6 +42,8 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from arguments import non_negative_float, positive_float, positive_int  # noqa: E402
+
 from engine import make_game  # noqa: E402
 from engine.rating import elo_interval  # noqa: E402
 
@@ -320,29 +322,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--a", required=True, help="bot A's shell command")
     parser.add_argument("--b", required=True, help="bot B's shell command")
-    parser.add_argument("--games", type=int, default=10, help="games (A is X in even ones)")
-    parser.add_argument("--first-ms", type=float, default=1000.0, help="a bot's first turn")
-    parser.add_argument("--turn-ms", type=float, default=100.0, help="each later turn")
     parser.add_argument(
-        "--grace-ms", type=float, default=50.0, help="tolerance past the limit before a forfeit"
+        "--games", type=positive_int, default=10, help="games (A is X in even ones)"
+    )
+    parser.add_argument(
+        "--first-ms", type=positive_float, default=1000.0, help="a bot's first turn"
+    )
+    parser.add_argument("--turn-ms", type=positive_float, default=100.0, help="each later turn")
+    parser.add_argument(
+        "--grace-ms",
+        type=non_negative_float,
+        default=50.0,
+        help="tolerance past the limit before a forfeit",
     )
     parser.add_argument(
         "--start-ms",
-        type=float,
+        type=non_negative_float,
         default=0.0,
         help="wait this long after starting a game's bots before X's first input (default 0: "
         "as CodinGame, a bot's start-up counts against its first turn)",
     )
     parser.add_argument("--log-dir", help="keep each bot's stderr per game in this directory")
-    parser.add_argument("--progress-every", type=int, default=2, help="games per progress line")
+    parser.add_argument(
+        "--progress-every", type=positive_int, default=2, help="games per progress line"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.games < 1:
-        raise SystemExit("--games must be at least 1")
     if args.log_dir:
         Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     args.load_start = load()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from arguments import count, non_negative_float, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -211,14 +212,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="self-play games to fit on")
-    gen.add_argument("--games", type=int, default=600)
-    gen.add_argument("--nodes", type=int, default=4000, help="node budget a move")
-    gen.add_argument("--opening-plies", type=int, default=4)
+    gen.add_argument("--games", type=positive_int, default=600)
+    gen.add_argument("--nodes", type=positive_int, default=4000, help="node budget a move")
+    gen.add_argument("--opening-plies", type=count, default=4)
     gen.add_argument("--seed", type=int, default=1)
     gen.add_argument("--out", required=True)
     fitter = sub.add_parser("fit", help="fit the weights on generated games")
     fitter.add_argument("--data", required=True, help="games from generate (JSON lines)")
-    fitter.add_argument("--ridge", type=float, default=1e-5)
+    fitter.add_argument("--ridge", type=non_negative_float, default=1e-5)
     args = parser.parse_args()
     if args.command == "generate":
         generate(args)

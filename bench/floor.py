@@ -35,6 +35,7 @@ import msgpack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+from arguments import positive_float, positive_int  # noqa: E402
 from load import WebSocketLink, _cpu_s, _free_port, _load_average  # noqa: E402
 
 CELLS = 225  # gomoku's board, as load.py's default game
@@ -170,15 +171,17 @@ def main(argv: list[str] | None = None) -> int:
         description="The bare websockets+msgpack+SQLite server under bench/load.py's players: "
         "moves/s and server CPU per move, the floor to compare noughts against."
     )
-    parser.add_argument("--games", type=int, default=200, help="concurrent games (default 200)")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds (default 10)")
+    parser.add_argument(
+        "--games", type=positive_int, default=200, help="concurrent games (default 200)"
+    )
+    parser.add_argument(
+        "--duration", type=positive_float, default=10.0, help="seconds (default 10)"
+    )
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(int(args.serve[0]), args.serve[1])
         return 0
-    if args.games < 1 or args.duration <= 0:
-        parser.error("--games must be >= 1 and --duration > 0")
     with tempfile.TemporaryDirectory(prefix="noughts-floor-") as tmp:
         port = _free_port()
         db = os.path.join(tmp, "floor.db")

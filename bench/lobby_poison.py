@@ -18,6 +18,7 @@ from typing import Any
 
 import msgpack
 import websockets
+from arguments import non_negative_float, positive_int
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import PROTOCOL_VERSION, CreateGame, Hello, LobbySubscribe, encode
@@ -100,9 +101,14 @@ async def main(url: str, connections: int, watch_s: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
-    parser.add_argument("--connections", type=int, default=510, help="attacking connections")
     parser.add_argument(
-        "--watch-s", type=float, default=150.0, help="seconds to watch the lobby afterwards"
+        "--connections", type=positive_int, default=510, help="attacking connections"
+    )
+    parser.add_argument(
+        "--watch-s",
+        type=non_negative_float,
+        default=150.0,
+        help="seconds to watch the lobby afterwards",
     )
     args = parser.parse_args()
     asyncio.run(main(args.url, args.connections, args.watch_s))

@@ -29,6 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from arguments import positive_float, positive_int  # noqa: E402
+
 from engine.result import SearchResult  # noqa: E402
 from engine.search import Searcher  # noqa: E402
 from server.engine_worker import Worker  # noqa: E402
@@ -158,8 +160,8 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bus", default="redis://127.0.0.1:6379/0", help="Redis URL")
-    parser.add_argument("--budget-ms", type=float, default=50.0)
-    parser.add_argument("--searches", type=int, default=100)
+    parser.add_argument("--budget-ms", type=positive_float, default=50.0)
+    parser.add_argument("--searches", type=positive_int, default=100)
     parser.add_argument("--split", action="store_true", help="where the time goes, step by step")
     parser.add_argument("--stamping-worker", help=argparse.SUPPRESS)  # PREFIX:FILE (--split)
     args = parser.parse_args()

@@ -44,6 +44,10 @@ def test_each_type_takes_its_range_and_refuses_the_rest(
         (["load.py", "soak", "--duration", "4", "--warmup", "5"], "--warmup: shorter than"),
         (["mcts_speed.py", "--runs", "0"], "argument --runs: a whole number of at least 1"),
         (["gomoku_nodes.py", "--options", "foo=1"], "--options: unknown option 'foo'"),
+        (["attack.py", "--seconds", "-1"], "argument --seconds: a number above 0, not '-1'"),
+        (["codingame_match.py", "--a", "x", "--b", "y", "--games", "0"], "argument --games"),
+        (["floor.py", "--duration", "0"], "argument --duration: a number above 0, not '0'"),
+        (["queue_overhead.py", "--searches", "0"], "argument --searches: a whole number"),
     ],
 )
 def test_a_tool_refuses_a_value_out_of_range_in_one_line(args: list[str], said: str) -> None:
