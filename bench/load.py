@@ -1743,7 +1743,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--workers",
-            type=positive_int,
+            type=count,
             default=1,
             help="server engine workers, with --ai-games (default: %(default)s); with "
             "--engine-queue, `noughts engine-worker` processes",
