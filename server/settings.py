@@ -33,9 +33,21 @@ def setting(
     flag: str | None = None,
     group: str,
     choices: Sequence[Any] | None = None,
+    least: int = 0,
+    positive: bool = False,
 ) -> Any:
-    """A settings field: ``flag`` (without the dashes) makes it a command-line option."""
-    metadata = {"help": help, "flag": flag, "group": group, "choices": choices}
+    """A settings field: ``flag`` (without the dashes) makes it a command-line option.
+    ``least``: the smallest value the option takes (1 where 0 would lock every player out or
+    hang a game, as a cap of 0 connections or of 0 running AI searches would); ``positive``:
+    above 0 (a rate: a token bucket refilled at 0 a second never serves again)."""
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "group": group,
+        "choices": choices,
+        "least": least,
+        "positive": positive,
+    }
     return field(default=default, metadata=metadata)
 
 
@@ -63,6 +75,7 @@ class ServerSettings:
         "server processes sharing --port on this machine (SO_REUSEPORT), each a node of the "
         "cluster: needs --db postgresql://... and --bus",
         flag="processes",
+        least=1,
         group=LISTEN,
     )
     reuse_port: bool = setting(
@@ -121,6 +134,7 @@ class ServerSettings:
         "websocket connections held at most (fewer if the file-descriptor limit allows "
         "fewer); more are refused with HTTP 503",
         flag="max-connections",
+        least=1,
         group=ADMISSION,
     )
     max_connections_per_ip: int = setting(
@@ -128,6 +142,7 @@ class ServerSettings:
         "websocket connections held at most from one address (an IPv6 /64 counts as one); "
         "more are refused with HTTP 503",
         flag="max-per-ip",
+        least=1,
         group=ADMISSION,
     )
     max_handshakes_per_ip: int = setting(
@@ -135,6 +150,7 @@ class ServerSettings:
         "connections from one address still in their websocket handshake; more are "
         "answered HTTP 503 at once",
         flag="max-handshakes-per-ip",
+        least=1,
         group=ADMISSION,
     )
     handshake_timeout_s: float = setting(
@@ -218,10 +234,15 @@ class ServerSettings:
         200.0,
         "messages (and pings) per second a connection may send, sustained",
         flag="rate",
+        positive=True,
         group=RATES,
     )
     burst: int = setting(
-        400, "messages (and pings) a connection may send in a burst", flag="burst", group=RATES
+        400,
+        "messages (and pings) a connection may send in a burst",
+        flag="burst",
+        least=1,
+        group=RATES,
     )
     # Request costs, in the tokens of the rate limit above (a move, or any frame, takes 1).
     # Measured on this class of machine (CPU time, median): validating and storing a move
@@ -268,6 +289,7 @@ class ServerSettings:
         20,
         "unfinished games a player may hold at once",
         flag="max-games-per-player",
+        least=1,
         group=IDENTITY,
     )
     # Per address as well as per session (Lichess limits per IP and per user): a client
@@ -276,18 +298,21 @@ class ServerSettings:
         100,
         "unfinished games the players of one address may hold at once",
         flag="max-games-per-ip",
+        least=1,
         group=IDENTITY,
     )
     new_sessions_per_ip_per_minute: float = setting(
         10.0,
         "new sessions (hello without one) per minute from one address, sustained",
         flag="new-sessions-per-ip",
+        positive=True,
         group=IDENTITY,
     )
     new_sessions_burst_per_ip: int = setting(
         30,
         "new sessions one address may open in a burst (a school behind one NAT)",
         flag="new-sessions-burst-per-ip",
+        least=1,
         group=IDENTITY,
     )
     session_idle_s: float = setting(
@@ -325,6 +350,7 @@ class ServerSettings:
         50,
         "seeks and live games in a lobby page: the most relevant, the rest by paging",
         flag="lobby-page",
+        least=1,
         group=LOBBY,
     )
     lobby_max_page: int = setting(
@@ -385,6 +411,7 @@ class ServerSettings:
         "the most thinking time per move (budget_ms) a new game may give the AI; more is "
         "refused (bad_request)",
         flag="max-budget-ms",
+        least=1,
         group=ENGINE,
     )
     max_ai_searches_per_player: int = setting(
@@ -399,6 +426,7 @@ class ServerSettings:
         "AI searches of one player's games that run at once; the rest wait their turn, their "
         "time not started (players are served in turn, so no one holds every worker)",
         flag="ai-running-per-player",
+        least=1,
         group=ENGINE,
     )
     # 8: a player is told within 10 s (a patient client's wait; bench/attack.py's) that the
@@ -559,14 +587,17 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
-def _bounded(kind: type, most: int | None) -> Callable[[str], Any]:
-    """A number no setting takes below 0 (a count, a size, seconds, a port), nor above
-    ``most``: refused by argparse in one line rather than failing later."""
+def _bounded(kind: type, least: int, most: int | None, positive: bool) -> Callable[[str], Any]:
+    """A number no setting takes below ``least`` (0: a count, a size, seconds, a port), nor
+    above ``most``, nor 0 when ``positive``, nor NaN: refused by argparse in one line rather
+    than failing later."""
 
     def convert(text: str) -> Any:
         value = kind(text)
-        if value < 0 or (most is not None and value > most):
-            bounds = f"0..{most}" if most is not None else "0 or more"
+        low = value > least if positive else value >= least
+        if not low or (most is not None and value > most):
+            bounds = f"{least}..{most}" if most is not None else f"{least} or more"
+            bounds = f"above {least}" if positive else bounds
             raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
         return value
 
@@ -590,13 +621,16 @@ def add_arguments(
         listed = _is_list(hints[f.name])
         convert: Any = _comma_list if listed else _parse_bool if kind is bool else kind
         if kind in (int, float) and not listed:
-            convert = _bounded(kind, 65535 if flag.endswith("port") else None)
+            most = 65535 if flag.endswith("port") else None
+            convert = _bounded(kind, f.metadata["least"], most, f.metadata["positive"])
         env = _env_name(flag)
         default = f.default
         if env in environ:
             try:
                 default = convert(environ[env])
-            except (ValueError, argparse.ArgumentTypeError):
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"${env}={environ[env]!r}: {exc}")
+            except ValueError:
                 parser.error(f"${env}={environ[env]!r} is not a valid {kind.__name__}")
         if listed:
             shown = f"default: {', '.join(typing.cast(Sequence[str], f.default)) or 'none'}; "

@@ -65,7 +65,19 @@ def test_json_log_lines_are_one_object_each() -> None:
         (["--port", "-5"], "argument --port: must be 0..65535, not -5"),
         (["--port", "70000"], "argument --port: must be 0..65535, not 70000"),
         (["--drain-timeout-s", "-1"], "argument --drain-timeout-s: must be 0 or more, not -1"),
-        (["--burst", "-400"], "argument --burst: must be 0 or more, not -400"),
+        (["--burst", "-400"], "argument --burst: must be 1 or more, not -400"),
+        # Where 0 would lock every player out, hang a game or divide by zero:
+        (["--burst", "0"], "argument --burst: must be 1 or more, not 0"),
+        (["--max-connections", "0"], "argument --max-connections: must be 1 or more, not 0"),
+        (["--max-per-ip", "0"], "argument --max-per-ip: must be 1 or more, not 0"),
+        (["--processes", "0"], "argument --processes: must be 1 or more, not 0"),
+        (
+            ["--ai-running-per-player", "0"],
+            "argument --ai-running-per-player: must be 1 or more, not 0",
+        ),
+        (["--rate", "0"], "argument --rate: must be above 0, not 0"),
+        (["--rate", "nan"], "argument --rate: must be above 0, not nan"),
+        (["--new-sessions-per-ip", "0"], "argument --new-sessions-per-ip: must be above 0, not 0"),
     ],
 )
 def test_a_number_out_of_bounds_is_a_one_line_error(
@@ -80,3 +92,31 @@ def test_a_number_out_of_bounds_is_a_one_line_error(
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
     assert _parse(["--port", "0", "--drain-timeout-s", "0"], {}).port == 0
+
+
+def test_a_zero_that_means_something_is_still_taken() -> None:
+    """0 engine workers (no AI games), a grace of 0 s, no AI searches per player and no kept
+    trees are operators' choices, not mistakes."""
+    parsed = _parse(
+        ["--workers", "0", "--grace-s", "0", "--max-ai-searches", "0", "--engine-tree-mb", "0"], {}
+    )
+    assert (
+        parsed.workers,
+        parsed.grace_s,
+        parsed.max_ai_searches_per_player,
+        parsed.engine_tree_mb,
+    ) == (
+        0,
+        0.0,
+        0,
+        0,
+    )
+
+
+def test_an_environment_value_out_of_bounds_names_the_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser()
+    with pytest.raises(SystemExit):
+        add_arguments(parser, {"NOUGHTS_BURST": "0"})
+    assert "$NOUGHTS_BURST='0': must be 1 or more, not 0" in capsys.readouterr().err
