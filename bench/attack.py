@@ -2263,6 +2263,7 @@ def describe_kinds() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load.stop_on_sigterm()
     args = build_parser().parse_args(argv)
     if args.list:
         print(describe_kinds())

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from arguments import positive_float, positive_int  # noqa: E402
-from load import WebSocketLink, _cpu_s, _free_port, _load_average  # noqa: E402
+from load import WebSocketLink, _cpu_s, _free_port, _load_average, stop_on_sigterm  # noqa: E402
 
 CELLS = 225  # gomoku's board, as load.py's default game
 
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(int(args.serve[0]), args.serve[1])
         return 0
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="noughts-floor-") as tmp:
         port = _free_port()
         db = os.path.join(tmp, "floor.db")

@@ -1852,8 +1852,19 @@ def _print_report(report: dict[str, Any]) -> None:
         )
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (a `timeout`, a CI job's cancel) as SystemExit, so that the ``finally`` blocks
+    stop the server and worker processes a run started instead of leaving them running."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    stop_on_sigterm()
     if argv[:1] == ["attack"]:  # the attack harness has its own options
         import attack
 

@@ -109,3 +109,58 @@ def test_ai_moves_through_the_engine_queue(redis_prefix: str) -> None:
     assert report["errors"] == 0 and report["tally"]["error_codes"] == {}
     assert report["tally"]["ai_moves"] > 0
     assert report["acked_moves_checked"] > 0 and report["lost_moves"] == 0
+
+
+def _servers_of(parent: int) -> list[int]:
+    """The `python -m server` processes whose parent is ``parent`` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == parent and b"-m\x00server\x00" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_sigterm_stops_the_server_the_run_started(tmp_path: Path) -> None:
+    # Before, `timeout` (SIGTERM) ended load.py at once and left its server running.
+    import signal
+    import time
+
+    run = subprocess.Popen(
+        [sys.executable, str(LOAD), "throughput", "--games", "2", "--duration", "120"]
+        + ["--quiet", "--json", "--db", str(tmp_path / "t.db")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        servers: list[int] = []
+        while not servers and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+            servers = _servers_of(run.pid)
+        assert servers, "the run started no server"
+        time.sleep(3)  # into the run: its clients playing
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(map(_running, servers)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_running, servers))
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
