@@ -2107,7 +2107,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def table(reports: list[dict[str, Any]]) -> str:
-    """The README's "Under attack" table (markdown), one row per attack. RSS counts the
+    """bench/SERVER.md's "Under attack" table (markdown), one row per attack. RSS counts the
     engine workers too; the last column is the 1-minute load average at the start."""
     lines = [
         "| attack (finding) | bystander p50/p99 ms before / during / after | server RSS MB "

@@ -10,7 +10,7 @@ stalls (frozen, full, or slow) stalls the writes waiting for it, not the pings,
 lobby reads and games in memory the loop serves meanwhile. The loop hands the
 thread one batch at a time and gathers the next batch while it commits, so the
 hop costs one handoff per transaction, not per write (bench/load.py throughput:
-see README, "Under load"). In WAL mode with synchronous=NORMAL a commit appends to
+see bench/SERVER.md). In WAL mode with synchronous=NORMAL a commit appends to
 the log without fsync; what does fsync, the checkpoint that copies the log into
 the database, runs on a third connection in the background (PASSIVE: alongside
 the writer), so neither writes nor reads wait for it. A checkpoint that runs
