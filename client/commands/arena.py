@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from client.host import host_info
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
 
@@ -842,11 +843,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         "workers": min(args.workers, args.games),
         "db": db,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "host": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "load_average_at_start": list(os.getloadavg()),
-        },
+        "host": host_info(),
     }
     return match, meta
 

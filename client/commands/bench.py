@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client.host import host_info
 from engine.games import GAMES
 
 # The registry's games that take no parameters ("mnk" is measured as 5x5 and gomoku).
@@ -541,13 +541,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "quick": args.quick,
-        "host": {
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "processor": platform.processor() or None,
-            "python": platform.python_version(),
-            "load_average_at_start": list(os.getloadavg()),
-        },
+        "host": host_info(),
         "settings": {
             "runs": settings.runs,
             "rate_budget_ms": settings.rate_budget_ms,
@@ -616,8 +610,9 @@ def print_report(report: dict[str, Any]) -> None:
     # Piped output gets a fixed width wide enough for every table (rich defaults to 80).
     console = Console(width=None if sys.stdout.isatty() else 112)
     host = report["host"]
+    cpu = f" {host['cpu']}" if host.get("cpu") else ""
     console.print(
-        f"noughts bench  {report['started_at']}  {host['cpus']} cpus {host['machine']}  "
+        f"noughts bench  {report['started_at']}  {host['cpus']} cpus {host['machine']}{cpu}  "
         f"python {host['python']}  engine warm-up {report['warm_up_s']:.2f} s"
         + ("  [--quick: not real figures]" if report["quick"] else "")
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -16,6 +17,10 @@ def test_quick_bench_json_has_the_expected_keys(capsys: pytest.CaptureFixture[st
     report = json.loads(captured.out)
     assert captured.err  # progress went to stderr
     assert {"host", "settings", "algorithms", "games", "warm_up_s", "elapsed_s"} <= set(report)
+    host = report["host"]
+    assert {"cpus", "cpu", "machine", "python", "load_average_at_start"} <= set(host)
+    if os.path.exists("/proc/cpuinfo"):  # Linux names the CPU the figures were measured on
+        assert host["cpu"]
     assert report["quick"] is True
     assert report["games"] == ["tictactoe", "5x5", "gomoku", "uttt"]
 
