@@ -121,14 +121,16 @@ async def test_a_fischer_clock_shown_from_the_server_readings_then_a_loss_on_tim
             await until(pilot, lambda: len(model.moves) == 2, "bob's first move")
             # Both have moved: our clock runs, from the server's reading of bob's move.
             assert model.clocks == list(bobs.clocks) and model.clock_ticking()
-            await pilot.pause(0.15)
+            # The screen's next tick redraws the clocks: wait for it, not for a fixed time (a
+            # loaded machine may run the tick late).
+            await until(pilot, lambda: clock_lines(screen)[0].startswith("▶"), "X's clock on")
             x_line, o_line = clock_lines(screen)
-            assert format_ms(bobs.clocks[0]) in x_line and x_line.startswith("▶")
+            assert format_ms(bobs.clocks[0]) in x_line
             assert format_ms(bobs.clocks[1]) in o_line
             clock.advance(0.4)  # 400 ms of local time since that reading
-            await pilot.pause(0.15)
+            shown = format_ms(bobs.clocks[0] - 400)
+            await until(pilot, lambda: shown in clock_lines(screen)[0], "X's clock 400 ms on")
             x_line, o_line = clock_lines(screen)
-            assert format_ms(bobs.clocks[0] - 400) in x_line
             assert format_ms(bobs.clocks[1]) in o_line  # bob's does not run
             # We do not move, and the server's second passes: it flags us.
             server_clock.advance(1.0)
@@ -140,9 +142,9 @@ async def test_a_fischer_clock_shown_from_the_server_readings_then_a_loss_on_tim
             assert model.clocks == list(ended.clocks)
             await pilot.press("escape")  # look at the board: the clocks as the server left them
             await until(pilot, lambda: app.screen is screen, "the board")
-            await pilot.pause(0.15)
+            await until(pilot, lambda: "0:00.0" in clock_lines(screen)[0], "X's clock at 0")
             x_line, o_line = clock_lines(screen)
-            assert "0:00.0" in x_line and format_ms(ended.clocks[1]) in o_line
+            assert format_ms(ended.clocks[1]) in o_line
             assert "You lose: out of time." in status_text(screen)
     finally:
         await bob.close()
