@@ -995,6 +995,12 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         f"speed: {report['games_per_second']:.2f} games/s ({report['elapsed_s']:.1f} s wall)"
     )
+    host = report["host"]
+    cpu = f" {host['cpu']}" if host.get("cpu") else ""
+    lines.append(
+        f"host: {host['cpus']} cpus{cpu}, 1-minute load {host['load_average_at_start'][0]:.2f} "
+        "at the start"
+    )
     stored = report.get("stored")
     if stored:
         ids = stored["game_ids"]

@@ -212,7 +212,9 @@ def test_db_stores_the_games_with_their_moves(
     monkeypatch.setenv("NOUGHTS_DB", str(tmp_path / "env.db"))
     argv = ["arena", "--game", "tictactoe", "--a", "random:1ms", "--b", "random:1ms"]
     assert main([*argv, "--games", "2", "--workers", "1", "--quiet", "--db"]) == 0
-    assert f"stored: 2 games in {tmp_path / 'env.db'}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"stored: 2 games in {tmp_path / 'env.db'}" in out
+    assert "\nhost: " in out  # the machine the figures came from (its CPU where Linux says)
     assert (tmp_path / "env.db").exists()
 
 
