@@ -156,9 +156,20 @@ def applies(algorithm: str, game_name: str) -> bool:
 
 
 def measure_rates(
-    engine: Any, games: list[str], settings: Settings, reporter: Reporter
+    engine: Any,
+    games: list[str],
+    settings: Settings,
+    reporter: Reporter,
+    reference: Any = None,
+    algorithms: tuple[str, ...] | list[str] = RATE_ALGORITHMS,
 ) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
     """Iterations (or nodes) per second from the opening and from a middle-game position.
+
+    With ``reference`` (a ``client.git_engine.GitEngine``: an earlier build in a child
+    process), each run of this build is followed by the same search (seed, position, budget)
+    of that build, timed the same way around the call (which adds the pipe's round trip,
+    about 0.1 ms), and the row gets its rates and each pair's ratio: one machine's speed
+    changes between sittings, the ratio measured run by run much less.
 
     Returns the rows and, per game, the moves leading to the middle-game position used."""
     rows: list[dict[str, Any]] = []
@@ -174,15 +185,17 @@ def measure_rates(
         except Exception as exc:  # a game still being written
             rows.append(_game_missing(game_name, exc))
             continue
-        for algorithm in RATE_ALGORITHMS:
+        for algorithm in algorithms:
             if not applies(algorithm, game_name):
                 continue
             if algorithm not in engine.ALGORITHMS:
                 rows.append({"game": game_name, "algorithm": algorithm, "available": False})
                 continue
+            reference_error = _warm_reference(reference, game_name, algorithm, reporter)
             for position, state in positions.items():
                 reporter.step(f"{game_name} {algorithm} from the {position}")
                 runs = []
+                reference_runs: list[dict[str, Any]] = []
                 error = None
                 for run in range(settings.runs):
                     started = time.perf_counter()
@@ -197,13 +210,19 @@ def measure_rates(
                         error = f"{type(exc).__name__}: {exc}"
                         break
                     elapsed = time.perf_counter() - started
-                    runs.append(
-                        {
-                            "iterations": int(result.iterations),
-                            "elapsed_ms": elapsed * 1000.0,
-                            "rate": result.iterations / elapsed if elapsed > 0 else 0.0,
-                        }
-                    )
+                    runs.append(_timed_run(result.iterations, elapsed))
+                    if reference is not None and reference_error is None:
+                        budget = engine.Budget(time_ms=settings.rate_budget_ms)
+                        started = time.perf_counter()
+                        try:
+                            result = reference.search(
+                                state, algorithm, budget, seed=run + 1, game_key=None, options={}
+                            )
+                        except Exception as exc:  # the build lacks it, or its child died
+                            reference_error = f"{type(exc).__name__}: {exc}"
+                        else:
+                            elapsed = time.perf_counter() - started
+                            reference_runs.append(_timed_run(result.iterations, elapsed))
                 row: dict[str, Any] = {
                     "game": game_name,
                     "algorithm": algorithm,
@@ -221,8 +240,57 @@ def measure_rates(
                 }
                 if error:
                     row["error"] = error
+                if reference is not None:
+                    row["reference"] = _reference_figures(
+                        reference.label, runs, reference_runs, reference_error
+                    )
                 rows.append(row)
     return rows, middles
+
+
+def _timed_run(iterations: int, elapsed_s: float) -> dict[str, Any]:
+    return {
+        "iterations": int(iterations),
+        "elapsed_ms": elapsed_s * 1000.0,
+        "rate": iterations / elapsed_s if elapsed_s > 0 else 0.0,
+    }
+
+
+def _warm_reference(reference: Any, game: str, algorithm: str, reporter: Reporter) -> str | None:
+    """Compile (or load) the reference build's kernels for ``game`` and ``algorithm`` before
+    any of its searches is timed; the error if it cannot."""
+    if reference is None:
+        return None
+    reporter.step(f"warming up {reference.label[:12]}'s {algorithm} for {game}")
+    try:
+        reference.warm(game, algorithm)
+    except Exception as exc:  # its child died
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _reference_figures(
+    label: str, runs: list[dict[str, Any]], reference_runs: list[dict[str, Any]], error: str | None
+) -> dict[str, Any]:
+    """The reference build's runs, their median rate, and this build's rate over its in each
+    pair of runs (one after the other) with their median."""
+    ratios = [
+        ours["rate"] / theirs["rate"]
+        for ours, theirs in zip(runs, reference_runs, strict=False)
+        if theirs["rate"] > 0
+    ]
+    figures: dict[str, Any] = {
+        "ref": label,
+        "runs": reference_runs,
+        "rate_median": (
+            statistics.median(r["rate"] for r in reference_runs) if reference_runs else None
+        ),
+        "ratios": ratios,
+        "ratio_median": statistics.median(ratios) if ratios else None,
+    }
+    if error:
+        figures["error"] = error
+    return figures
 
 
 def _optional_module(name: str) -> Any:
@@ -513,6 +581,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PART",
         help="parts to leave out: rates, solve, overrun, round-trip",
     )
+    parser.add_argument(
+        "--algorithms",
+        nargs="+",
+        choices=RATE_ALGORITHMS,
+        default=list(RATE_ALGORITHMS),
+        metavar="SEARCH",
+        help=f"searches whose rates to measure, among {', '.join(RATE_ALGORITHMS)} (default: all)",
+    )
+    parser.add_argument(
+        "--ref",
+        metavar="REF",
+        help="also time the engine of this git commit (e.g. c0f7043, HEAD~3; it needs the "
+        "typed front door, c0f7043 or later) in a child process, each run of this build "
+        "followed by the same run of that one, and give each rate's ratio to it",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     parser.set_defaults(func=run)
 
@@ -552,28 +635,23 @@ def run(args: argparse.Namespace) -> int:
         "algorithms": list(engine.ALGORITHMS),
         "games": games,
     }
-    with Reporter(enabled=not args.quiet) as reporter:
-        reporter.step("warming up the engine")
-        warm_started = time.perf_counter()
-        engine.warm_up()
-        report["warm_up_s"] = time.perf_counter() - warm_started
-        report["rates"], report["middle_positions"] = (
-            measure_rates(engine, games, settings, reporter)
-            if "rates" not in args.skip
-            else ([], {})
-        )
-        report["solve"] = (
-            measure_solve(engine, settings, reporter) if "solve" not in args.skip else None
-        )
-        report["overrun"] = (
-            measure_overrun(engine, games, settings, reporter) if "overrun" not in args.skip else []
-        )
-        report["round_trip"] = None
-        if "round-trip" not in args.skip:
-            try:
-                report["round_trip"] = measure_round_trip(settings, reporter)
-            except (EOFError, OSError, RuntimeError) as exc:  # a worker died: say so, go on
-                report["round_trip"] = {"error": f"{type(exc).__name__}: {exc}"}
+    reference = None
+    if args.ref is not None and "rates" not in args.skip:
+        from client.git_engine import GitEngine, GitEngineError, extract
+
+        try:
+            commit, tree = extract(args.ref)
+        except GitEngineError as exc:
+            print(f"noughts bench: --ref: {exc}", file=sys.stderr)
+            return 2
+        reference = GitEngine(tree, commit)
+        report["reference"] = commit
+    try:
+        with Reporter(enabled=not args.quiet) as reporter:
+            _measure(engine, report, games, settings, reporter, args, reference)
+    finally:
+        if reference is not None:
+            reference.close()
     report["elapsed_s"] = time.perf_counter() - started
     report["host"]["load_average_at_end"] = list(os.getloadavg())
     if args.json:
@@ -581,6 +659,40 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return 0
+
+
+def _measure(
+    engine: Any,
+    report: dict[str, Any],
+    games: list[str],
+    settings: Settings,
+    reporter: Reporter,
+    args: argparse.Namespace,
+    reference: Any,
+) -> None:
+    """Fill ``report`` with the parts ``args.skip`` does not leave out."""
+    skip = args.skip
+    reporter.step("warming up the engine")
+    warm_started = time.perf_counter()
+    engine.warm_up()
+    report["warm_up_s"] = time.perf_counter() - warm_started
+    report["rates"], report["middle_positions"] = (
+        measure_rates(
+            engine, games, settings, reporter, reference, list(dict.fromkeys(args.algorithms))
+        )
+        if "rates" not in skip
+        else ([], {})
+    )
+    report["solve"] = measure_solve(engine, settings, reporter) if "solve" not in skip else None
+    report["overrun"] = (
+        measure_overrun(engine, games, settings, reporter) if "overrun" not in skip else []
+    )
+    report["round_trip"] = None
+    if "round-trip" not in skip:
+        try:
+            report["round_trip"] = measure_round_trip(settings, reporter)
+        except (EOFError, OSError, RuntimeError) as exc:  # a worker died: say so, go on
+            report["round_trip"] = {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _replace(settings: Settings, **changes: Any) -> Settings:
@@ -634,10 +746,18 @@ def print_report(report: dict[str, Any]) -> None:
         table.add_column("ms/search", justify="right")
         table.add_column("target", justify="right")
         table.add_column("met")
+        reference = report.get("reference")
+        if reference:
+            table.caption = (
+                f"{reference[:12]}: the engine of that commit, each of its runs right after "
+                "this build's; ratio: the median of this build's rate over its, run by run"
+            )
+            table.add_column(f"{reference[:12]} per second", justify="right")
+            table.add_column("ratio", justify="right")
         for row in report["rates"]:
             if not row["available"]:
                 what = row.get("error", "not available")
-                table.add_row(row["game"], row["algorithm"] or "-", "-", "", what, "", "", "")
+                table.add_row(row["game"], row["algorithm"] or "-", "-", "", what)
                 continue
             if row["rate_median"] is None:
                 error = row.get("error", "no run")
@@ -645,7 +765,7 @@ def print_report(report: dict[str, Any]) -> None:
                 continue
             target = row["target"]
             ms = statistics.median(r["elapsed_ms"] for r in row["runs"])
-            table.add_row(
+            cells = [
                 row["game"],
                 row["algorithm"],
                 row["position"],
@@ -654,7 +774,15 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{ms:.1f}",
                 _rate(target) if target else "",
                 "" if target is None else yes(row["rate_median"] >= target),
-            )
+            ]
+            theirs = row.get("reference")
+            if theirs is not None:
+                ratio = theirs["ratio_median"]
+                cells += [
+                    theirs.get("error") or _rate(theirs["rate_median"]),
+                    "-" if ratio is None else f"{ratio:.2f}",
+                ]
+            table.add_row(*cells)
         console.print(table)
     solve = report["solve"]
     if solve is not None:

@@ -92,3 +92,38 @@ def test_a_run_count_or_budget_out_of_range_is_refused_before_measuring(
     assert main(["bench", *args]) == 2
     captured = capsys.readouterr()
     assert captured.err.strip() == said and not captured.out
+
+
+def test_bench_against_a_git_ref_gives_each_rate_its_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ref: each run of this build is followed by the same run of that commit's engine (in a
+    child process), and each rate row carries that build's runs and the ratio run by run."""
+    argv = ["bench", "--quick", "--json", "--games", "tictactoe", "--algorithms", "minimax"]
+    skip = ["--skip", "solve", "overrun", "round-trip"]
+    assert main([*argv, *skip, "--runs", "3", "--ref", "HEAD"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["reference"]) == 40  # the commit HEAD names
+    rows = [row for row in report["rates"] if row["available"]]
+    assert {(row["algorithm"], row["position"]) for row in rows} == {
+        ("minimax", "opening"),
+        ("minimax", "middle"),
+    }
+    for row in rows:
+        theirs = row["reference"]
+        assert theirs["ref"] == report["reference"] and "error" not in theirs
+        assert len(theirs["runs"]) == len(row["runs"]) == 3
+        assert all(run["iterations"] > 0 for run in theirs["runs"])
+        pairs = zip(row["runs"], theirs["runs"], strict=True)
+        ratios = [ours["rate"] / run["rate"] for ours, run in pairs]
+        assert theirs["ratios"] == pytest.approx(ratios)
+        assert theirs["ratio_median"] == pytest.approx(sorted(ratios)[1])
+
+
+def test_bench_with_a_ref_that_is_no_commit_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "--quick", "--games", "tictactoe", "--algorithms", "minimax"]
+    assert main([*argv, "--ref", "no-such-ref"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("noughts bench: --ref: no commit 'no-such-ref'")
