@@ -127,6 +127,54 @@ class State:
         return self.render()
 
 
+class RecordedState(State):
+    """A state that keeps its moves, its winner and its winning line, and a Zobrist key
+    (Zobrist 1970) of its cells: what the m,n,k and ultimate tic-tac-toe states share. X
+    moves at even plies, O at odd ones."""
+
+    _history: list[int]
+    _winner: int | None
+    _over: bool
+    _line: list[int] | None
+    zobrist: int
+
+    def _begin_record(self) -> None:
+        """No move yet (a subclass's ``__init__``)."""
+        self._history = []
+        self._winner = None
+        self._over = False
+        self._line = None
+        self.zobrist = 0
+
+    def _copy_record(self, other: RecordedState) -> None:
+        """Give ``other`` (a new copy, from a subclass's ``clone``) this state's record."""
+        other._history = self._history.copy()
+        other._winner = self._winner
+        other._over = self._over
+        other._line = None if self._line is None else self._line.copy()
+        other.zobrist = self.zobrist
+
+    def current_player(self) -> int:
+        return TERMINAL if self._over else len(self._history) & 1
+
+    def is_terminal(self) -> bool:
+        return self._over
+
+    def winner(self) -> int | None:
+        return self._winner
+
+    def history(self) -> list[int]:
+        return self._history.copy()
+
+    def ply(self) -> int:
+        return len(self._history)
+
+    def winning_line(self) -> list[int] | None:
+        """The actions of the winning line (in ultimate tic-tac-toe, the cells of the won
+        small boards' lines), or None."""
+        return None if self._line is None else self._line.copy()
+
+
 def check_int_param(name: str, value: Any, low: int, high: int) -> int:
     """An integer parameter in [low, high], or EngineError with a clear message."""
     from engine.errors import EngineError

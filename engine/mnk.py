@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from engine.errors import IllegalMove
-from engine.game import TERMINAL, Game, State, check_int_param
+from engine.game import Game, RecordedState, check_int_param
 from engine.notation import Grid
 
 MIN_SIDE, MAX_SIDE = 3, 20  # 20: the Gomocup's big board
@@ -66,7 +66,7 @@ class MNKGame(Game):
         return (_rebuild_mnk, (self.m, self.n, self.k, self.preset))
 
 
-class MNKState(State):
+class MNKState(RecordedState):
     """A position of an m,n,k-game: the board (-1 empty, 0 X, 1 O) and the moves so far."""
 
     __slots__ = ("game", "board", "_history", "_winner", "_over", "_line", "zobrist")
@@ -74,19 +74,9 @@ class MNKState(State):
     def __init__(self, game: MNKGame) -> None:
         self.game: MNKGame = game
         self.board: list[int] = [EMPTY] * game.cells
-        self._history: list[int] = []
-        self._winner: int | None = None
-        self._over = False
-        self._line: list[int] | None = None
-        self.zobrist = 0
+        self._begin_record()
 
     # --- the interface ----------------------------------------------------------
-    def current_player(self) -> int:
-        return TERMINAL if self._over else len(self._history) & 1
-
-    def is_terminal(self) -> bool:
-        return self._over
-
     def legal_actions(self) -> list[int]:
         if self._over:
             return []
@@ -117,24 +107,8 @@ class MNKState(State):
         other = type(self).__new__(type(self))
         other.game = self.game
         other.board = self.board.copy()
-        other._history = self._history.copy()
-        other._winner = self._winner
-        other._over = self._over
-        other._line = None if self._line is None else self._line.copy()
-        other.zobrist = self.zobrist
+        self._copy_record(other)
         return other
-
-    def winner(self) -> int | None:
-        return self._winner
-
-    def history(self) -> list[int]:
-        return self._history.copy()
-
-    def ply(self) -> int:
-        return len(self._history)
-
-    def winning_line(self) -> list[int] | None:
-        return None if self._line is None else self._line.copy()
 
     def wins_with(self, action: int, player: int) -> bool:
         """Would ``player`` complete a line by playing the empty cell ``action``?"""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from engine.errors import IllegalMove
-from engine.game import TERMINAL, Game, State
+from engine.game import Game, RecordedState
 from engine.notation import Grid
 
 EMPTY = -1
@@ -47,7 +47,7 @@ class UTTTGame(Game):
         return (UTTTGame, ())
 
 
-class UTTTState(State):
+class UTTTState(RecordedState):
     """Cells (-1 empty, 0 X, 1 O), small-board results, the board the mover is sent to."""
 
     def __init__(self, game: UTTTGame) -> None:
@@ -55,19 +55,9 @@ class UTTTState(State):
         self.board: list[int] = [EMPTY] * 81
         self.macro: list[int] = [OPEN] * 9
         self.forced = -1  # the small board the mover must play in, -1 = any open board
-        self._history: list[int] = []
-        self._winner: int | None = None
-        self._over = False
-        self._line: list[int] | None = None
-        self.zobrist = 0
+        self._begin_record()
 
     # --- the interface ----------------------------------------------------------
-    def current_player(self) -> int:
-        return TERMINAL if self._over else len(self._history) & 1
-
-    def is_terminal(self) -> bool:
-        return self._over
-
     def allowed_boards(self) -> list[int]:
         if self._over:
             return []
@@ -132,25 +122,8 @@ class UTTTState(State):
         other.board = self.board.copy()
         other.macro = self.macro.copy()
         other.forced = self.forced
-        other._history = self._history.copy()
-        other._winner = self._winner
-        other._over = self._over
-        other._line = None if self._line is None else self._line.copy()
-        other.zobrist = self.zobrist
+        self._copy_record(other)
         return other
-
-    def winner(self) -> int | None:
-        return self._winner
-
-    def history(self) -> list[int]:
-        return self._history.copy()
-
-    def ply(self) -> int:
-        return len(self._history)
-
-    def winning_line(self) -> list[int] | None:
-        """The cells of the three won small boards' winning lines (9 actions)."""
-        return None if self._line is None else self._line.copy()
 
     def position_key(self) -> int:
         return self.zobrist ^ ZOBRIST_FORCED[self.forced + 1]
