@@ -635,8 +635,11 @@ def run(args: argparse.Namespace) -> int:
         "algorithms": list(engine.ALGORITHMS),
         "games": games,
     }
+    if args.ref is not None and "rates" in args.skip:
+        print("noughts bench: --ref compares the rates: do not skip them", file=sys.stderr)
+        return 2
     reference = None
-    if args.ref is not None and "rates" not in args.skip:
+    if args.ref is not None:
         from client.git_engine import GitEngine, GitEngineError, extract
 
         try:

@@ -127,3 +127,12 @@ def test_bench_with_a_ref_that_is_no_commit_is_a_usage_error(
     assert main([*argv, "--ref", "no-such-ref"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("noughts bench: --ref: no commit 'no-such-ref'")
+
+
+def test_bench_with_a_ref_but_no_rates_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ref only compares rates: with them skipped it would compare nothing, in silence."""
+    assert main(["bench", "--quick", "--skip", "rates", "--ref", "HEAD"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["noughts bench: --ref compares the rates: do not skip them"]
