@@ -29,6 +29,7 @@ from typing import Any
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel
+from client.sessions import SessionStore, connect_with_session
 from protocol import (
     AcceptSeek,
     Claim,
@@ -83,12 +84,18 @@ TurnHandler = Callable[[Turn], int | Awaitable[int]]
 @dataclass
 class Bot:
     """A bot account on a server; ``on_turn`` chooses its moves (a plain function runs
-    in a thread, so a long search never stalls the connection; a coroutine is awaited)."""
+    in a thread, so a long search never stalls the connection; a coroutine is awaited).
+
+    ``sessions`` keeps the bot's session between runs (client/sessions.py), as `noughts
+    bot` does: the server binds a name to the session that first used it, so a bot run
+    again under its name needs that session. Without it each run is a new player, and a
+    name an earlier run took is refused (``name_taken``)."""
 
     url: str
     on_turn: TurnHandler
     name: str = "bot"
     reconnect: bool = True
+    sessions: SessionStore | None = None
     connection: ServerConnection | None = field(default=None, init=False)
 
     async def play(
@@ -108,9 +115,16 @@ class Bot:
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
             raise ValueError(f"accept must be 'seeks' or 'challenges', not {accept!r}")
-        connection = await ServerConnection.connect(
-            self.url, name=self.name, bot=True, client="noughts-bot", reconnect=self.reconnect
-        )
+        options: dict[str, Any] = {
+            "name": self.name,
+            "bot": True,
+            "client": "noughts-bot",
+            "reconnect": self.reconnect,
+        }
+        if self.sessions is None:
+            connection = await ServerConnection.connect(self.url, **options)
+        else:
+            connection = await connect_with_session(self.sessions, self.url, self.url, **options)
         self.connection = connection
         results: list[GameResult] = []
         try:

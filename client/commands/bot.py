@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--name",
         type=player_name,
         default="noughts-bot",
-        help="the bot's name (default: %(default)s)",
+        help="the bot's name; its session is kept, as `noughts play` keeps yours, so the "
+        "next run is the same player (default: %(default)s)",
     )
     parser.add_argument(
         "--engine",
@@ -116,6 +117,7 @@ async def _run_bot(
     import engine
     from client.bot import Bot, GameResult, engine_player
     from client.connection import ConnectionLost, RequestFailed
+    from client.sessions import SessionInUse, SessionStore
 
     print(f"{args.name}: loading the engine...", file=sys.stderr)
     await asyncio.to_thread(engine.warm_up)
@@ -131,7 +133,12 @@ async def _run_bot(
                 flush=True,
             )
 
-    bot = Bot(args.server, engine_player(args.engine, args.budget_ms), name=args.name)
+    bot = Bot(
+        args.server,
+        engine_player(args.engine, args.budget_ms),
+        name=args.name,
+        sessions=SessionStore.default(),
+    )
     accept = args.accept or (None if args.seek else "challenges")
     how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"
     print(
@@ -145,6 +152,9 @@ async def _run_bot(
         )
     except RequestFailed as exc:
         print(f"noughts bot: the server refused: {exc.message}", file=sys.stderr)
+        return 1
+    except SessionInUse as exc:
+        print(f"noughts bot: {exc}", file=sys.stderr)
         return 1
     except (ConnectionLost, OSError) as exc:
         print(f"noughts bot: {exc}", file=sys.stderr)

@@ -35,7 +35,9 @@ async def _health(args: argparse.Namespace) -> int:
 
     try:
         async with asyncio.timeout(args.timeout):
-            connection = await ServerConnection.connect(args.server, name="healthcheck")
+            # As a guest: a name is bound to the session that first used it (PROTOCOL.md,
+            # Sessions), so a fixed name would be refused to every check after the first.
+            connection = await ServerConnection.connect(args.server, name="anonymous")
             started = time.perf_counter()
             await connection.request(Ping)
             elapsed = (time.perf_counter() - started) * 1000

@@ -56,11 +56,16 @@ async def _watch(args: argparse.Namespace) -> int:
     write = functools.partial(print, flush=True)
 
     try:
+        # As a guest: a spectator needs no name, and a fixed one would be bound to the first
+        # watcher's session and refused to every other (PROTOCOL.md, Sessions).
         connection = await ServerConnection.connect(
-            args.server, name="spectator", client="noughts-watch", reconnect=True
+            args.server, name="anonymous", client="noughts-watch", reconnect=True
         )
     except OSError as exc:
         print(f"noughts watch: {exc}", file=sys.stderr)
+        return 1
+    except RequestFailed as exc:
+        print(f"noughts watch: the server refused: {exc.message}", file=sys.stderr)
         return 1
     try:
         if not args.game_id:

@@ -1,0 +1,67 @@
+"""Commands run a second time against the same server. The server binds a name to the
+session that first used it (PROTOCOL.md, Sessions): `noughts health` and `noughts watch`
+sent a fixed name and `noughts bot` kept no session, so every run after the first was
+refused (`name_taken`): the compose file's healthcheck turned unhealthy at its second check,
+a second watcher ended in a traceback, and a bot restarted under its name could not play."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from client.bot import Bot
+from client.sessions import SessionStore
+from tests.client.test_cli_issue12 import run_noughts
+from tests.client.ui_support import UIServer
+
+
+async def test_health_checks_the_same_server_again(ui_server: UIServer) -> None:
+    for _ in range(3):
+        code, out, err = await run_noughts("health", "--server", ui_server.url)
+        assert (code, err) == (0, ""), err
+        assert out.startswith(f"healthy: {ui_server.url} (noughts/")
+
+
+async def _watch_the_lobby(url: str) -> None:
+    watcher = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "watch", "--server", url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert watcher.stdout is not None
+    try:
+        line = await asyncio.wait_for(watcher.stdout.readline(), 120)
+        assert line.decode().startswith(f"Live games on {url}"), line
+        watcher.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(watcher.communicate(), 120)
+        assert (watcher.returncode, err) == (130, b""), err.decode()
+    finally:
+        if watcher.returncode is None:
+            watcher.kill()
+            await watcher.wait()
+
+
+async def test_a_second_watcher_watches_too(ui_server: UIServer) -> None:
+    await _watch_the_lobby(ui_server.url)
+    await asyncio.gather(_watch_the_lobby(ui_server.url), _watch_the_lobby(ui_server.url))
+
+
+async def test_a_bot_run_again_under_its_name_plays_as_itself(ui_server: UIServer) -> None:
+    store = SessionStore.default()  # the test's own file (conftest), as the child's
+    # The library's bot plays twice too: each `play` connects again, as the same player.
+    opponent = Bot(ui_server.url, lambda turn: turn.state.legal_actions()[0], name="opp",
+                   sessions=store)  # fmt: skip
+    sessions = []
+    for _ in range(2):
+        bot = run_noughts(
+            "bot", "--server", ui_server.url, "--name", "robo", "--engine", "random",
+            "--seek", "tictactoe", "--games", "1",
+        )  # fmt: skip
+        (code, out, err), (result,) = await asyncio.gather(
+            bot, opponent.play(games=1, accept="seeks")
+        )
+        assert code == 0, err
+        assert out.splitlines()[-1].startswith("robo: "), out
+        assert result.opponent == "robo"
+        sessions.append(store.load(ui_server.url, "robo"))
+    assert sessions[0] is not None and sessions[0] == sessions[1]  # taken back, not new
