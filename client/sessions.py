@@ -9,6 +9,7 @@ A missing or unreadable file is an empty store; it is rewritten whole, atomicall
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 SESSIONS_ENV = "NOUGHTS_SESSIONS"
 FORMAT_VERSION = 1
+GUEST = "anonymous"  # the name of a guest's hello: the server gives the session a guest name
+GUEST_SLOT = "(guest)"  # where the guest session of the commands that only read is kept
 
 
 def default_sessions_path() -> Path:
@@ -148,4 +151,28 @@ async def connect_with_session(
             "the next run will not find this run's games",
             file=sys.stderr,
         )
+    return connection
+
+
+async def connect_as_guest(
+    sessions: SessionStore, key: str, url: str, **kwargs: Any
+) -> ServerConnection:
+    """``ServerConnection.connect`` as this user's guest on the server under ``key``, for
+    the commands that only read or watch (games, replay, export, watch, health): one guest
+    session a server, kept and taken again by every run. A new session each run would be
+    stored by the server and counted against the address's allowance (PROTOCOL.md, Guests:
+    10 a minute), so a script reading games in a loop was refused after 30. If another
+    process uses the kept session now, or the store cannot be used, the run is a guest of
+    its own and keeps nothing."""
+    from client.connection import ServerConnection
+
+    try:
+        sessions.claim(key, GUEST_SLOT)
+        saved = sessions.load(key, GUEST_SLOT)
+    except (SessionInUse, OSError):
+        return await ServerConnection.connect(url, name=GUEST, **kwargs)
+    connection = await ServerConnection.connect(url, name=GUEST, session=saved, **kwargs)
+    if connection.session is not None:
+        with contextlib.suppress(OSError):
+            sessions.save(key, GUEST_SLOT, connection.session)
     return connection

@@ -12,7 +12,12 @@ from typing import Any
 
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
-from client.sessions import SessionStore, connect_with_session, embedded_session_key
+from client.sessions import (
+    SessionStore,
+    connect_as_guest,
+    connect_with_session,
+    embedded_session_key,
+)
 from protocol.paths import DB_ENV, default_db_path
 
 SERVER_ENV = "NOUGHTS_SERVER"
@@ -90,8 +95,9 @@ async def connect(
     the game and algorithm pairs it compiles first; the wait is shown on stderr), as the
     player whose session ``sessions`` keeps for that server and --name, if given. The
     connection reconnects after a drop (client/connection.py), saying so on stderr.
-    ``reads_only``: a command that only reads stored games does not create a database a
-    --db names (a mistyped path): FileNotFoundError, with a one-line reason."""
+    ``reads_only``: a command that only reads stored games connects as the user's guest
+    (``connect_as_guest``) and does not create a database a --db names (a mistyped path):
+    FileNotFoundError, with a one-line reason."""
     name = getattr(args, "name", "anonymous")[:32]
     options: dict[str, Any] = {
         "name": name,
@@ -101,6 +107,9 @@ async def connect(
     }
 
     async def open_connection(url: str, key: str) -> ServerConnection:
+        if reads_only:
+            del options["name"]
+            return await connect_as_guest(SessionStore.default(), key, url, **options)
         if sessions is None:
             return await ServerConnection.connect(url, **options)
         return await connect_with_session(sessions, key, url, **options)

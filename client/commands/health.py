@@ -30,14 +30,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _health(args: argparse.Namespace) -> int:
-    from client.connection import ServerConnection, ServerUnreachable
+    from client.connection import ServerUnreachable
+    from client.sessions import SessionStore, connect_as_guest
     from protocol import Ping
 
     try:
         async with asyncio.timeout(args.timeout):
             # As a guest: a name is bound to the session that first used it (PROTOCOL.md,
             # Sessions), so a fixed name would be refused to every check after the first.
-            connection = await ServerConnection.connect(args.server, name="anonymous")
+            connection = await connect_as_guest(SessionStore.default(), args.server, args.server)
             started = time.perf_counter()
             await connection.request(Ping)
             elapsed = (time.perf_counter() - started) * 1000

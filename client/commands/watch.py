@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    from client.connection import ConnectionLost, RequestFailed, ServerConnection
+    from client.connection import ConnectionLost, RequestFailed
+    from client.sessions import SessionStore, connect_as_guest
     from client.spectator import follow
     from protocol import Watch
 
@@ -58,8 +59,8 @@ async def _watch(args: argparse.Namespace) -> int:
     try:
         # As a guest: a spectator needs no name, and a fixed one would be bound to the first
         # watcher's session and refused to every other (PROTOCOL.md, Sessions).
-        connection = await ServerConnection.connect(
-            args.server, name="anonymous", client="noughts-watch", reconnect=True
+        connection = await connect_as_guest(
+            SessionStore.default(), args.server, args.server, client="noughts-watch", reconnect=True
         )
     except OSError as exc:
         print(f"noughts watch: {exc}", file=sys.stderr)

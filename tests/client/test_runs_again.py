@@ -2,7 +2,9 @@
 session that first used it (PROTOCOL.md, Sessions): `noughts health` and `noughts watch`
 sent a fixed name and `noughts bot` kept no session, so every run after the first was
 refused (`name_taken`): the compose file's healthcheck turned unhealthy at its second check,
-a second watcher ended in a traceback, and a bot restarted under its name could not play."""
+a second watcher ended in a traceback, and a bot restarted under its name could not play.
+And each run of a command that only reads was a new session, of which an address may open
+only so many (`too_many`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,19 @@ from client.bot import Bot
 from client.sessions import SessionStore
 from tests.client.test_cli_issue12 import run_noughts
 from tests.client.ui_support import UIServer
+
+
+async def test_the_commands_that_read_take_one_guest_session(ui_server: UIServer) -> None:
+    """Each run of `games`, `replay`, `export`, `health` was a new session, stored and counted
+    against the address's allowance: a script reading games in a loop was refused
+    (`too_many`) after the burst (30 by default; 3 here). Now they share one guest session."""
+    settings = ui_server.game_server.settings
+    settings.new_sessions_burst_per_ip, settings.new_sessions_per_ip_per_minute = 3, 0.01
+    for command in ["games", "health", "games", "health", "games", "games"]:
+        code, out, err = await run_noughts(command, "--server", ui_server.url)
+        assert (code, err) == (0, ""), err
+    code, out, err = await run_noughts("replay", "nosuchgame", "--server", ui_server.url)
+    assert (code, err.strip()) == (1, "noughts replay: no game 'nosuchgame'")
 
 
 async def test_health_checks_the_same_server_again(ui_server: UIServer) -> None:
