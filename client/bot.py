@@ -2,11 +2,13 @@
 
     import asyncio, random
     from client.bot import Bot
+    from client.sessions import SessionStore
 
     def on_turn(turn):
         return random.choice(turn.state.legal_actions())
 
-    asyncio.run(Bot("ws://127.0.0.1:8765", on_turn, name="randy").play(games=3, seek="tictactoe"))
+    bot = Bot("ws://127.0.0.1:8765", on_turn, name="randy", sessions=SessionStore.default())
+    asyncio.run(bot.play(games=3, seek="tictactoe"))
 
 A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``, or
 only those addressed to it: ``accept="challenges"``), plays one game at a time, and
