@@ -41,6 +41,7 @@ from protocol import (
     LobbySubscribe,
     Message,
     Move,
+    Resume,
     Seek,
     Snapshot,
 )
@@ -112,7 +113,10 @@ class Bot:
         on_result: Callable[[GameResult], None] | None = None,
     ) -> list[GameResult]:
         """Play ``games`` games (None: until cancelled), posting seeks (for the seat
-        ``color``: x, o or random) or accepting them."""
+        ``color``: x, o or random) or accepting them. With ``sessions``, the games an
+        earlier run left unfinished come first: the server counts a returning player's
+        seats as held again, so a game left aside would keep its opponent waiting (as
+        lichess-bot plays its ongoing games when it starts)."""
         if (seek is None) == (accept is None):
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
@@ -129,7 +133,20 @@ class Bot:
             connection = await connect_with_session(self.sessions, self.url, self.url, **options)
         self.connection = connection
         results: list[GameResult] = []
+
+        def finished(result: GameResult) -> None:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
         try:
+            left = (
+                [game["game_id"] for game in connection.welcome.games] if connection.welcome else []
+            )
+            for game_id in left:
+                # From 0: a snapshot (queued as an event), then ``resumed`` with the seat.
+                await connection.request(Resume, game_id=game_id, since=0)
+                finished(await self._play_game(game_id))
             if accept is not None:
                 await connection.request(LobbySubscribe)
             while games is None or len(results) < games:
@@ -142,10 +159,7 @@ class Bot:
                     game_id = start.game_id
                 else:
                     game_id = await self._accept_one(challenges_only=accept == "challenges")
-                result = await self._play_game(game_id, start)
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
+                finished(await self._play_game(game_id, start))
         finally:
             await connection.close()
         return results
@@ -216,15 +230,18 @@ class Bot:
             model.seat = held[0] if held else None
             model.apply(event, loop.time())
             seat = -1 if model.seat is None else model.seat
-            if isinstance(event, Ended):
+            # Ended; or the snapshot of a game resumed after it ended (an unfinished game of
+            # a run before that ended between the welcome and the resume).
+            if isinstance(event, Ended) or (isinstance(event, Snapshot) and model.over):
                 connection.forget(game_id)
+                result, reason = model.result or "*", model.reason or ""
                 opponent = model.players[1 - seat] if seat in (0, 1) else None
                 return GameResult(
                     game_id,
                     seat,
-                    event.result,
-                    event.reason,
-                    event.winner,
+                    result,
+                    reason,
+                    event.winner if isinstance(event, Ended) else {"1-0": 0, "0-1": 1}.get(result),
                     model.state.ply() if model.state else 0,
                     opponent["name"] if opponent else "?",
                 )

@@ -14,8 +14,10 @@ import sys
 
 from client.bot import Bot
 from client.sessions import SessionStore
+from protocol import Move, Moved, Resign, Seek, Snapshot
 from tests.client.test_cli_issue12 import run_noughts
 from tests.client.ui_support import UIServer
+from tests.server.conftest import next_event
 
 
 async def test_the_commands_that_read_take_one_guest_session(ui_server: UIServer) -> None:
@@ -80,3 +82,45 @@ async def test_a_bot_run_again_under_its_name_plays_as_itself(ui_server: UIServe
         assert result.opponent == "robo"
         sessions.append(store.load(ui_server.url, "robo"))
     assert sessions[0] is not None and sessions[0] == sessions[1]  # taken back, not new
+
+
+async def test_a_bot_run_again_finishes_the_game_its_last_run_left(ui_server: UIServer) -> None:
+    """A bot killed mid-game and run again takes its session back, so the server counts its
+    seat as held again: it must finish that game (as lichess-bot plays its ongoing games when
+    it starts), not leave its opponent waiting while it looks for new ones."""
+    command = ("bot", "--server", ui_server.url, "--name", "robo", "--engine", "random")
+    ada = await ui_server.connect("ada")
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", *command,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert first.stderr is not None
+    try:
+        async with asyncio.timeout(120):  # robo online (its line on stderr comes before)
+            while "robo" not in {p.name for p in ui_server.game_server.players.values()}:
+                await asyncio.sleep(0.02)
+        await ada.request(Seek, game="tictactoe", to="robo", color="x")
+        start = await next_event(ada, Snapshot)
+        first.kill()  # the game started, ada to move: robo's run ends without a word
+        await first.wait()
+        await ada.request(Move, game_id=start.game_id, action=4, ply=0)
+
+        async def ada_resigns_after_robos_reply() -> None:
+            while (await next_event(ada, Moved, timeout=120)).seat != 1:
+                pass
+            token = ada.token_for(start.game_id)
+            await ada.request(Resign, game_id=start.game_id, token=token)
+
+        (code, out, err), _ = await asyncio.gather(
+            run_noughts(*command, "--games", "1"), ada_resigns_after_robos_reply()
+        )
+        assert code == 0, err
+        assert out.splitlines() == [
+            f"game 1/1 {start.game_id}: win against ada (0-1, resign, 2 plies)",
+            "robo: 1 won, 0 drawn, 0 lost",
+        ]
+    finally:
+        await ada.close()
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
