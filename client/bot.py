@@ -114,9 +114,9 @@ class Bot:
     ) -> list[GameResult]:
         """Play ``games`` games (None: until cancelled), posting seeks (for the seat
         ``color``: x, o or random) or accepting them. With ``sessions``, the games an
-        earlier run left unfinished come first: the server counts a returning player's
-        seats as held again, so a game left aside would keep its opponent waiting (as
-        lichess-bot plays its ongoing games when it starts)."""
+        earlier run left unfinished come first, counted among ``games``: the server counts
+        a returning player's seats as held again, so a game left aside would keep its
+        opponent waiting (as lichess-bot plays its ongoing games when it starts)."""
         if (seek is None) == (accept is None):
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
