@@ -145,7 +145,11 @@ class Bot:
             )
             for game_id in left:
                 # From 0: a snapshot (queued as an event), then ``resumed`` with the seat.
-                await connection.request(Resume, game_id=game_id, since=0)
+                try:
+                    await connection.request(Resume, game_id=game_id, since=0)
+                except RequestFailed as exc:  # gone meanwhile: nothing to finish
+                    log.info("game %s not resumed: %s", game_id, exc.message)
+                    continue
                 finished(await self._play_game(game_id))
             if accept is not None:
                 await connection.request(LobbySubscribe)

@@ -108,8 +108,8 @@ async def connect(
 
     async def open_connection(url: str, key: str) -> ServerConnection:
         if reads_only:
-            del options["name"]
-            return await connect_as_guest(SessionStore.default(), key, url, **options)
+            guest = {k: v for k, v in options.items() if k != "name"}
+            return await connect_as_guest(SessionStore.default(), key, url, **guest)
         if sessions is None:
             return await ServerConnection.connect(url, **options)
         return await connect_with_session(sessions, key, url, **options)
