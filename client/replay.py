@@ -9,6 +9,8 @@ from typing import Any
 import engine
 from client.game_view import SYMBOLS, describe_stats
 
+UNFINISHED = {"open": "waiting for an opponent", "live": "in progress"}
+
 
 class ReplayCursor:
     """The positions of a recorded game, 0 (empty board) to len(moves)."""
@@ -36,10 +38,14 @@ class ReplayCursor:
         when = datetime.fromtimestamp(r["created_at"], UTC).strftime("%Y-%m-%d %H:%M UTC")
         params = ",".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
         title = r["game"] + (f" ({params})" if params else "")
-        result = f"{r['result']} ({r['reason']})" if r.get("result") else r["status"]
+        if r.get("result"):
+            outcome = f"result {r['result']} ({r['reason']})"
+        else:  # a game not over: its moves so far
+            outcome = UNFINISHED.get(r["status"], r["status"])
+        count = len(self.moves)
         return (
             f"Game {r['id']}: {title}, X = {names[0]}, O = {names[1]}, {when}, "
-            f"{len(self.moves)} moves, result {result}"
+            f"{count} move{'' if count == 1 else 's'}, {outcome}"
         )
 
     def describe(self) -> str:

@@ -133,3 +133,19 @@ def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> N
     # alphabeta proves 3x3 drawn from its first move: a draw offer is accepted at once.
     assert "Draw offer sent" in played.stdout
     assert "Game over: Draw: draw agreed." in played.stdout
+
+
+def test_the_replay_header_of_a_game_in_progress() -> None:
+    """It read "1 moves, result live"."""
+    from client.replay import ReplayCursor
+
+    record = {
+        "id": "g1", "game": "tictactoe", "params": {}, "created_at": 0.0,
+        "players": [{"name": "ada"}, {"name": "bob"}], "status": "live",
+        "result": None, "reason": None, "moves": [{"action": 4}],
+    }  # fmt: skip
+    assert ReplayCursor(record).header() == (
+        "Game g1: tictactoe, X = ada, O = bob, 1970-01-01 00:00 UTC, 1 move, in progress"
+    )
+    record.update(status="finished", result="1-0", reason="line", moves=[{"action": 4}] * 5)
+    assert ReplayCursor(record).header().endswith(", 5 moves, result 1-0 (line)")
