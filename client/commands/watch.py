@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from client.commands.common import SERVER_ENV
 
 if TYPE_CHECKING:
-    from client.connection import ServerConnection
+    from client.connection import RequestFailed, ServerConnection
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +72,12 @@ async def _watch(args: argparse.Namespace) -> int:
         if not args.game_id:
             await follow_lobby(connection, write)
             return 1  # the connection closed for good (follow_lobby raises ConnectionLost)
-        await connection.request(Watch, game_id=args.game_id)
+        try:
+            await connection.request(Watch, game_id=args.game_id)
+        except RequestFailed as exc:
+            why = await _why_not_live(connection, args.game_id, exc)
+            print(f"noughts watch: {why}", file=sys.stderr)
+            return 1
         await follow(connection, args.game_id, write)
         return 0
     except RequestFailed as exc:
@@ -83,6 +88,21 @@ async def _watch(args: argparse.Namespace) -> int:
         return 1
     finally:
         await connection.close()
+
+
+async def _why_not_live(connection: ServerConnection, game_id: str, refused: RequestFailed) -> str:
+    """The server's refusal of ``watch``; for a game that is over, where to see it instead."""
+    from client.connection import RequestFailed
+    from protocol import GetGame
+
+    if refused.code != "unknown_game":
+        return refused.message
+    try:
+        record = (await connection.request(GetGame, game_id=game_id)).game
+    except RequestFailed:
+        return refused.message
+    result = f"{record.get('result')} ({record.get('reason')})" if record.get("result") else ""
+    return f"game {game_id} is over{', ' + result if result else ''}: noughts replay {game_id}"
 
 
 async def follow_lobby(connection: ServerConnection, write: Callable[[str], None]) -> None:

@@ -1,10 +1,10 @@
-"""Commands run a second time against the same server. The server binds a name to the
-session that first used it (PROTOCOL.md, Sessions): `noughts health` and `noughts watch`
-sent a fixed name and `noughts bot` kept no session, so every run after the first was
-refused (`name_taken`): the compose file's healthcheck turned unhealthy at its second check,
-a second watcher ended in a traceback, and a bot restarted under its name could not play.
-And each run of a command that only reads was a new session, of which an address may open
-only so many (`too_many`)."""
+"""Commands run a second time against the same server (and `watch` of a game that is over). The
+server binds a name to the session that first used it (PROTOCOL.md, Sessions): `noughts
+health` and `noughts watch` sent a fixed name and `noughts bot` kept no session, so every
+run after the first was refused (`name_taken`): the compose file's healthcheck turned
+unhealthy at its second check, a second watcher ended in a traceback, and a bot restarted
+under its name could not play. And each run of a command that only reads was a new session,
+of which an address may open only so many (`too_many`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from client.bot import Bot
 from client.sessions import SessionStore
 from protocol import Move, Moved, Resign, Seek, Snapshot
 from tests.client.test_cli_issue12 import run_noughts
+from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer
 from tests.server.conftest import next_event
 
@@ -124,3 +125,14 @@ async def test_a_bot_run_again_finishes_the_game_its_last_run_left(ui_server: UI
         if first.returncode is None:
             first.kill()
             await first.wait()
+
+
+async def test_watching_a_game_that_is_over_points_to_its_replay(ui_server: UIServer) -> None:
+    """It said only "no live game 'ID'" of a game that exists and has ended."""
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8], resign=True)
+    game_id = record["id"]
+    code, out, err = await run_noughts("watch", game_id, "--server", ui_server.url)
+    assert (code, out) == (1, "")
+    assert err == f"noughts watch: game {game_id} is over, 1-0 (resign): noughts replay {game_id}\n"
+    code, out, err = await run_noughts("watch", "nosuchgame", "--server", ui_server.url)
+    assert (code, err) == (1, "noughts watch: no live game 'nosuchgame'\n")
