@@ -1,15 +1,26 @@
 """Fixtures for every test package: the real services (PostgreSQL, Redis) the cluster tests
-use; and, at the end of a run on a machine without them, one line per missing service
-saying how many tests did not run and how to install what they need."""
+use; a sessions file of each test's own; and, at the end of a run on a machine without the
+services, one line per missing service saying how many tests did not run and how to install
+what they need."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.services import MISSING, pg_schema, redis_prefix
 
 __all__ = ["pg_schema", "redis_prefix"]
+
+
+@pytest.fixture(autouse=True)
+def own_sessions_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clients a test runs (`noughts play`, `bot`, `games`, ...) save their sessions in
+    the test's own file, never in the user's data directory."""
+    monkeypatch.setenv("NOUGHTS_SESSIONS", str(tmp_path / "own-sessions.json"))
 
 
 def pytest_configure(config: Any) -> None:
