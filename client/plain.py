@@ -9,9 +9,14 @@ makes it the client for scripts, screen readers and tests.
 from __future__ import annotations
 
 import asyncio
+import codecs
+import os
+import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
@@ -36,7 +41,6 @@ from protocol import (
     Snapshot,
 )
 
-ReadLine = Callable[[str], Awaitable[str | None]]
 # Typed at the prompt: request and its fields (besides the game; the connection adds the
 # seat's token).
 COMMANDS: dict[str, tuple[type[Message], dict[str, Any]]] = {
@@ -47,7 +51,65 @@ COMMANDS: dict[str, tuple[type[Message], dict[str, Any]]] = {
     "claim draw": (Claim, {"outcome": "draw"}),
     "resign": (Resign, {}),
 }
+QUIT = ("q", "quit", "exit")
+HELP = ("help", "?")
 Write = Callable[[str], None]
+
+
+def write_prompt(text: str) -> None:
+    print(text, end="", flush=True)
+
+
+class Lines(Protocol):
+    async def get(self) -> str | None:
+        """The next line typed, without its newline; None at the end of the input."""
+
+
+class TypedLines:
+    """The lines typed on stdin, read from the start on a daemon thread: a line typed while
+    the opponent thinks is read at once. The thread reads the file descriptor itself: a
+    thread still waiting in ``sys.stdin``'s buffered reader when the command ends would hold
+    its lock through the interpreter's shutdown, which then aborts ("could not acquire lock
+    for <_io.BufferedReader name='<stdin>'>"); and one of asyncio's executor would be joined
+    at exit, waiting for a line."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | None] | None = None
+
+    async def get(self) -> str | None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            reader = threading.Thread(
+                target=self._read, args=(asyncio.get_running_loop(), self._queue), daemon=True
+            )
+            reader.start()
+        return await self._queue.get()
+
+    @staticmethod
+    def _read(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+        try:
+            fd = sys.stdin.fileno()
+            encoding = sys.stdin.encoding or "utf-8"
+        except (AttributeError, OSError, ValueError):  # no stdin, or closed
+            fd, encoding = -1, "utf-8"
+        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        partial = ""
+        while True:
+            try:
+                chunk = os.read(fd, 4096) if fd >= 0 else b""
+            except OSError:
+                chunk = b""
+            *lines, partial = (partial + decoder.decode(chunk, final=not chunk)).split("\n")
+            typed: list[str | None] = [line.removesuffix("\r") for line in lines]
+            if not chunk:  # the end of the input, its last line unended or not
+                typed += [partial, None] if partial else [None]
+            for line in typed:
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, line)
+                except RuntimeError:  # the loop is closed: the command is over
+                    return
+            if not chunk:
+                return
 
 
 async def read_stdin(prompt: str) -> str | None:
@@ -59,22 +121,33 @@ async def read_stdin(prompt: str) -> str | None:
 
 
 class PlainGame:
-    """Follows one game's events on a connection, prompting when it is our turn."""
+    """Follows one game's events on a connection, prompting when it is our turn.
+
+    What is typed is read all the time. A move typed before our turn waits for it (Lichess's
+    premove; a script's moves are played in turn); a draw offer too, as a draw is offered
+    with one's move (FIDE Laws of Chess, 9.1.2.1). The rest is done at once, on either side's
+    turn: accepting or declining an offer, resign, abort, claim (an opponent who left
+    usually left on its own turn), help and quit. The end of the input leaves on our turn."""
 
     def __init__(
         self,
         connection: ServerConnection,
         *,
         write: Write = print,
-        read_line: ReadLine = read_stdin,
+        prompt: Write = write_prompt,
+        lines: Lines | None = None,
         where: str = "",
     ) -> None:
         """``where``: the options naming the server in the commands suggested to the user
         (``--server URL``, or ``--db PATH`` of an embedded server), empty for the default."""
         self.connection = connection
         self.where = f" {where}" if where else ""
-        self.write = write
-        self.read_line = read_line
+        self._write = write
+        self._prompt_text = prompt
+        self.lines = lines if lines is not None else TypedLines()
+        self.typed: deque[str | None] = deque()  # read, not yet acted on
+        self.input_ended = False
+        self.prompting = False  # a prompt is on screen, waiting for a line
         self.game_id: str | None = None
         self.seat: int | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
@@ -142,37 +215,66 @@ class PlainGame:
         self.write("")
         self.write(self.model.state.render())
 
+    def write(self, text: str) -> None:
+        if self.prompting:  # news while the prompt waits: on a line of its own
+            self.prompting = False
+            self._write("")
+        self._write(text)
+
     async def run(self) -> Ended | None:
         """Play until the game ends or the user quits; returns the ending, if any."""
-        while self.ended is None:
-            event = await self.connection.next_event()
-            if getattr(event, "game_id", None) != self.game_id:
-                continue
-            self._apply(event)
-            if isinstance(event, Snapshot):
-                self._announce(event)
-            elif isinstance(event, Moved):
-                self._report_move(event)
-            elif isinstance(event, Offer):
-                self._report_offer(event)
-            elif isinstance(event, Presence):
-                assert self.model is not None
-                who = self.model.who(event.seat)
-                if event.online:
-                    self.write(f"{who} came back.")
-                else:
-                    self.write(f"{who} left the game; its seat is held for a while.")
-            elif isinstance(event, Ended):
-                assert self.model is not None
-                self.ended = event
-                self.write(f"Game over: {self.model.result_sentence()}")
-                self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
-                return event
-            if not self.connection.events.empty():
-                continue  # catch up with what already arrived before asking for a move
-            if await self._maybe_prompt() is False:
-                return None
-        return self.ended
+        event: asyncio.Future[Message] | None = None
+        line: asyncio.Future[str | None] | None = None
+        try:
+            while True:
+                if event is None:
+                    event = asyncio.ensure_future(self.connection.next_event())
+                if line is None and not self.input_ended:
+                    line = asyncio.ensure_future(self.lines.get())
+                if line is not None and line.done():
+                    self.typed.append(line.result())
+                    self.input_ended = self.typed[-1] is None
+                    line = None
+                    continue
+                if event.done():
+                    if self._take(event.result()):
+                        return self.ended
+                    event = None
+                    continue
+                if self.connection.events.empty():  # caught up with the game: what was typed
+                    acted = await self._act()
+                    if acted is False:
+                        return None
+                    if acted:
+                        continue
+                    self._prompt()
+                waiting = [f for f in (event, line) if f is not None]
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (event, line):
+                if future is not None:
+                    future.cancel()
+
+    def _take(self, event: Message) -> bool:
+        """Show one event of the connection; True once the game has ended."""
+        if getattr(event, "game_id", None) != self.game_id:
+            return False
+        self._apply(event)
+        if isinstance(event, Snapshot):
+            self._announce(event)
+        elif isinstance(event, Moved):
+            self._report_move(event)
+        elif isinstance(event, Offer):
+            self._report_offer(event)
+        elif isinstance(event, Presence):
+            self._report_presence(event)
+        elif isinstance(event, Ended):
+            assert self.model is not None
+            self.ended = event
+            self.write(f"Game over: {self.model.result_sentence()}")
+            self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
+            return True
+        return False
 
     def _announce(self, snapshot: Snapshot) -> None:
         if snapshot.status == "open":
@@ -212,54 +314,109 @@ class PlainGame:
         else:
             self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
-    async def _maybe_prompt(self) -> bool | None:
+    def _report_presence(self, presence: Presence) -> None:
+        assert self.model is not None
+        who = self.model.who(presence.seat)
+        if presence.online:
+            self.write(f"{who} came back.")
+            return
+        claim_in = self.model.claim_in(time.time())  # (claim_at is the server's wall clock)
+        if claim_in is None:
+            self.write(f"{who} left the game; its seat is held for a while.")
+        else:
+            self.write(
+                f"{who} left the game; its seat is held for {claim_in:.0f} s, then 'claim' "
+                "wins the game (or 'claim draw' draws it)."
+            )
+
+    def _prompt(self) -> None:
         model = self.model
-        if model is None or model.state is None or not model.my_turn:
+        if self.prompting or model is None or model.state is None or not model.my_turn:
+            return
+        self._prompt_text(f"{SYMBOLS[model.state.current_player()]} to move> ")
+        self.prompting = True
+
+    def _next_typed(self) -> int | None:
+        """Which typed line to act on now: on our turn the first; on the opponent's the
+        first that is not a move or a draw offer, or the end of the input once all else is done
+        (an AI's or a bot's move is shown first); None while the game is not shown yet."""
+        model = self.model
+        if model is None or model.state is None:
             return None
+        if model.my_turn:
+            return 0 if self.typed else None
+        other = model.players[1 - model.seat] if model.seat in (0, 1) else None
+        program = (other or {}).get("kind") in ("ai", "bot")  # its move comes soon
+        for index, line in enumerate(self.typed):
+            text = (line or "").strip().lower()
+            if line is None and index == 0 and not program:
+                return 0  # all typed is done: no use waiting for a person's move
+            if line is None or text not in (*QUIT, *HELP, *COMMANDS):
+                continue  # a move, or the end of the input: on our turn
+            if text == "draw" and model.offers.get("draw") in (None, model.seat):
+                continue  # an offer, not the acceptance of one: made with our next move
+            return index
+        return None
+
+    async def _act(self) -> bool | None:
+        """Act on a typed line if one is due: True when one was, False to leave the game,
+        None when nothing is due."""
+        index = self._next_typed()
+        if index is None:
+            return None
+        model = self.model
+        assert model is not None and model.state is not None
+        mine = model.my_turn
+        if mine:
+            self._prompt()  # as input() shows it, also when the line was typed ahead
+        line = self.typed[index]
+        del self.typed[index]
+        self.prompting = False
+        text = (line or "").strip().lower()
+        if line is None or text in QUIT:
+            self.write(
+                f"Leaving the game: noughts play{self.where} --join {self.game_id} takes it back."
+            )
+            return False
+        if not text:
+            return True
         state = model.state
-        while True:
-            line = await self.read_line(f"{SYMBOLS[state.current_player()]} to move> ")
-            if line is None or line.strip().lower() in ("q", "quit", "exit"):
-                self.write(
-                    f"Leaving the game: noughts play{self.where} --join {self.game_id} takes "
-                    "it back."
-                )
-                return False
-            text = line.strip().lower()
-            if not text:
-                continue
-            if text in ("help", "?"):
+        if text in HELP:
+            if mine:
                 moves = ", ".join(state.action_to_string(a) for a in model.legal_moves())
                 self.write(f"Legal moves: {moves}")
-                continue
-            if text in COMMANDS:
-                kind, fields = COMMANDS[text]
-                what = "The server refused"
             else:
-                try:
-                    action = state.parse_action(text)
-                except engine.IllegalMove as exc:
-                    self.write(f"Not a legal move: {exc}")
-                    continue
-                kind, fields = Move, {"action": action, "ply": state.ply()}
-                what = "The server refused that move"
-            # A game request carries the seq seen when first sent: sent again after a
-            # reconnection it is never applied twice (PROTOCOL.md, "A request sent again").
-            again = kind in RESENDABLE
+                self.write(
+                    "Not your move yet: a move typed now is played when your turn comes. "
+                    "Meanwhile: 'draw' accepts an offer, 'decline' refuses it, 'resign', "
+                    "'abort', 'claim' (if your opponent left), 'q' leaves."
+                )
+            return True
+        if text in COMMANDS:
+            kind, fields = COMMANDS[text]
+            what = "The server refused"
+        else:
             try:
-                await self.connection.request(kind, again=again, game_id=self.game_id, **fields)
-            except RequestFailed as exc:
-                self.write(f"{what}: {exc.message}")
-                if not self.connection.events.empty():
-                    return True  # the game moved on meanwhile: show it first
-                continue
-            except ConnectionLost:
-                # A move is not sent again blindly: the resumed game says whether it arrived.
-                self.write("The connection dropped before the server answered; reconnecting…")
-                await self.connection.resynced()
-                if self.connection.events.empty():
-                    continue  # nothing happened meanwhile: still our move
+                action = state.parse_action(text)
+            except engine.IllegalMove as exc:
+                self.write(f"Not a legal move: {exc}")
                 return True
-            if kind is Draw and fields["answer"] == "offer":
-                self.write("Draw offer sent; it stands until your opponent moves.")
-            return True  # its event (or the game's end) comes back before the next prompt
+            kind, fields = Move, {"action": action, "ply": state.ply()}
+            what = "The server refused that move"
+        # A game request carries the seq seen when first sent: sent again after a
+        # reconnection it is never applied twice (PROTOCOL.md, "A request sent again").
+        again = kind in RESENDABLE
+        offering = kind is Draw and model.offers.get("draw") in (None, model.seat)
+        try:
+            await self.connection.request(kind, again=again, game_id=self.game_id, **fields)
+        except RequestFailed as exc:
+            self.write(f"{what}: {exc.message}")
+            return True
+        except ConnectionLost:
+            # A move is not sent again blindly: the resumed game says whether it arrived.
+            self.write("The connection dropped before the server answered; reconnecting…")
+            await self.connection.resynced()
+            return True
+        if offering and fields["answer"] == "offer":
+            self.write("Draw offer sent; it stands until your opponent moves.")
+        return True  # its event (or the game's end) comes back before the next prompt

@@ -1,0 +1,108 @@
+"""The plain client reads what is typed on either side's turn. It used to read a line only
+at its prompt, on its own turn: an opponent who left on its own turn (as one usually does)
+could not be claimed, a draw offered by the side to move could not be accepted, nor could a
+player resign, leave or ask for help while the other side thought; and at the end of its
+input it waited for a person who might never move."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from client.connection import ServerConnection
+from protocol import CreateGame, Draw, Move, Moved
+from tests.client.test_reconnect_commands import Output
+from tests.client.ui_support import UIServer, next_event
+
+
+@asynccontextmanager
+async def ada_against_bob(
+    server: UIServer,
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Output, ServerConnection, str]]:
+    """`noughts play --plain` as ada (X) in a game of bob's, bob a connection of the test's;
+    yields once ada's first prompt is shown."""
+    bob = await ServerConnection.connect(server.url, name="bob")
+    seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+    ada = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", server.url,
+        "--join", seated.game_id, "--name", "ada",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert ada.stdin is not None and ada.stdout is not None
+    out = Output(ada.stdout)
+    try:
+        await out.until("X to move> ")
+        yield ada, out, bob, seated.game_id
+    finally:
+        if ada.returncode is None:
+            ada.kill()
+            await ada.wait()
+        await bob.close()
+
+
+def type_(process: asyncio.subprocess.Process, text: str) -> None:
+    assert process.stdin is not None
+    process.stdin.write(text.encode())
+
+
+async def ends(process: asyncio.subprocess.Process) -> int:
+    """The child's exit code; its stdin stays open (a read still waiting must not hold up
+    the exit)."""
+    return await asyncio.wait_for(process.wait(), 60)
+
+
+async def test_a_draw_offered_by_the_side_to_move_is_accepted(ui_server: UIServer) -> None:
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\n")
+        await next_event(bob, Moved)
+        await bob.request(Draw, game_id=game_id, answer="offer")  # on bob's own turn
+        await out.until("offers a draw")
+        type_(ada, "draw\n")
+        await out.until("Game over: Draw: draw agreed.")
+        assert await ends(ada) == 0
+        assert "Draw offer sent" not in out.text  # an acceptance, not an offer
+
+
+async def test_an_opponent_who_left_on_its_turn_is_claimed(ui_server: UIServer) -> None:
+    ui_server.game_server.settings.grace_s = 1.0
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\n")
+        await next_event(bob, Moved)
+        await bob.close()  # gone, on its own turn
+        await out.until("bob (O) left the game; its seat is held for")
+        assert "then 'claim' wins the game" in out.text
+        await asyncio.sleep(1.2)
+        type_(ada, "claim\n")
+        await out.until("Game over: You win")
+        assert await ends(ada) == 0
+
+
+async def test_help_on_the_opponents_turn_and_a_move_typed_ahead(ui_server: UIServer) -> None:
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\nc3\nhelp\n")  # c3 before its turn: played when it comes
+        await out.until("Not your move yet")
+        assert "(O) played" not in out.text  # help was answered while bob thought
+        await next_event(bob, Moved)
+        await bob.request(Move, game_id=game_id, action=6, ply=1)  # a1
+        moved = await next_event(bob, Moved)
+        while moved.ply < 2:
+            moved = await next_event(bob, Moved)
+        assert (moved.ply, moved.action) == (2, 2)  # c3, typed ahead
+        type_(ada, "resign\n")  # on bob's turn
+        await out.until("Game over: You lose: resignation.")
+        assert await ends(ada) == 0
+
+
+async def test_the_end_of_the_input_does_not_wait_for_a_person(ui_server: UIServer) -> None:
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\n")
+        assert ada.stdin is not None
+        ada.stdin.close()
+        await next_event(bob, Moved)
+        assert await ends(ada) == 0  # bob has not moved
+        assert f"Leaving the game: noughts play --server {ui_server.url} --join {game_id}" in (
+            out.text + (await ada.stdout.read()).decode()  # type: ignore[union-attr]
+        )
