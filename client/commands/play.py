@@ -163,11 +163,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.plain or not sys.stdout.isatty() or not sys.stdin.isatty():
         if args.lobby or args.watch or args.replay:
-            print(
-                "noughts play: --lobby, --watch and --replay need the terminal UI "
-                "(use noughts replay GAME_ID for a plain replay)",
-                file=sys.stderr,
-            )
+            print(f"noughts play: {plain_instead(args)}", file=sys.stderr)
             return 2
         return asyncio.run(_play(args))
     return asyncio.run(_play_ui(args))
@@ -213,6 +209,22 @@ def warm_targets(args: argparse.Namespace) -> list[tuple[str, str]] | None:
     if args.game not in GAME_NAMES or args.ai not in ALGORITHMS:
         return []  # the server refuses the game: nothing to wait for
     return [(args.game, args.ai)]
+
+
+def plain_instead(args: argparse.Namespace) -> str:
+    """Why --lobby, --watch or --replay did not open, and the line command that does it."""
+    where = f"{where_option(args)} " if where_option(args) else ""
+    if args.watch:
+        option, instead = "--watch", f"noughts watch {where}{args.watch}"
+    elif args.replay:
+        option, instead = "--replay", f"noughts replay {where}{args.replay}"
+    else:
+        option = "--lobby"
+        instead = (
+            f"noughts watch {where}lists the live games; play --quick, --seek or --challenge "
+            "pairs you"
+        )
+    return f"{option} needs the terminal interface (no --plain, in a terminal): {instead}"
 
 
 def where_option(args: argparse.Namespace) -> str:

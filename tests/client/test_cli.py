@@ -124,6 +124,24 @@ def test_a_name_longer_than_the_wire_takes_is_a_usage_error(command: str) -> Non
     )
 
 
+def test_the_plain_client_names_the_line_command_for_the_terminal_only_options() -> None:
+    """It said "use noughts replay GAME_ID" for --lobby and --watch too."""
+    where = ["--plain", "--server", "ws://127.0.0.1:9"]
+    result = noughts("play", *where, "--watch", "g1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "noughts play: --watch needs the terminal interface (no --plain, in a terminal): "
+        "noughts watch --server ws://127.0.0.1:9 g1"
+    )
+    result = noughts("play", *where, "--replay", "g1")
+    assert result.stderr.strip().endswith(": noughts replay --server ws://127.0.0.1:9 g1")
+    result = noughts("play", *where, "--lobby")
+    assert result.stderr.strip().endswith(
+        ": noughts watch --server ws://127.0.0.1:9 lists the live games; play --quick, --seek "
+        "or --challenge pairs you"
+    )
+
+
 def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:
     played = noughts(
         "play", "--plain", "--db", str(tmp_path / "g.db"), "--ai", "alphabeta",
