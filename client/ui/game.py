@@ -138,7 +138,7 @@ class GameScreen(RequestingScreen):
                 )
                 yield Static(id="game-status")
                 yield Input(
-                    placeholder="type a move (e.g. 1,1), Enter plays",
+                    placeholder="type a cell as the board labels it, Enter plays",
                     select_on_focus=False,
                     id="move-input",
                 )
