@@ -34,6 +34,7 @@ from protocol import (
     Moved,
     Offer,
     Presence,
+    Rematch,
     Resign,
     Resume,
     Seated,
@@ -137,9 +138,12 @@ class PlainGame:
         prompt: Write = write_prompt,
         lines: Lines | None = None,
         where: str = "",
+        rematch: bool = False,
     ) -> None:
         """``where``: the options naming the server in the commands suggested to the user
-        (``--server URL``, or ``--db PATH`` of an embedded server), empty for the default."""
+        (``--server URL``, or ``--db PATH`` of an embedded server), empty for the default.
+        ``rematch``: at the end of a game, offer a rematch and wait for the user's answer (a
+        person at a terminal); without it the game's end ends the run (a script)."""
         self.connection = connection
         self.where = f" {where}" if where else ""
         self._write = write
@@ -148,6 +152,7 @@ class PlainGame:
         self.typed: deque[str | None] = deque()  # read, not yet acted on
         self.input_ended = False
         self.prompting = False  # a prompt is on screen, waiting for a line
+        self.rematch = rematch
         self.game_id: str | None = None
         self.seat: int | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
@@ -244,7 +249,7 @@ class PlainGame:
                 if self.connection.events.empty():  # caught up with the game: what was typed
                     acted = await self._act()
                     if acted is False:
-                        return None
+                        return self.ended
                     if acted:
                         continue
                     self._prompt()
@@ -259,6 +264,9 @@ class PlainGame:
         """Show one event of the connection; True once the game has ended."""
         if getattr(event, "game_id", None) != self.game_id:
             return False
+        if self.model is None and self.seat is None:  # a rematch: seated before its snapshot
+            held = self.connection.seats.get(self.game_id or "")
+            self.seat = held[0] if held is not None else None
         self._apply(event)
         if isinstance(event, Snapshot):
             self._announce(event)
@@ -273,7 +281,11 @@ class PlainGame:
             self.ended = event
             self.write(f"Game over: {self.model.result_sentence()}")
             self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
-            return True
+            if not self.rematch or self.input_ended or event.reason == "abort":
+                return True
+            self.write(
+                "Type 'rematch' for a rematch with colours swapped, or press Enter to leave."
+            )
         return False
 
     def _announce(self, snapshot: Snapshot) -> None:
@@ -305,12 +317,18 @@ class PlainGame:
         self._show_board()
 
     def _report_offer(self, offer: Offer) -> None:
+        if offer.next_game:  # the rematch agreed: follow it (its seat and snapshot come next)
+            self.write(f"Rematch: game {offer.next_game}, colours swapped.")
+            self.game_id, self.seat, self.model, self.ended = offer.next_game, None, None, None
+            return
         if offer.seat == self.seat:
             return  # our own offer or answer, already known
         assert self.model is not None
         who = self.model.name(offer.seat)
         if offer.answer == "offer":
-            self.write(f"{who} offers a {offer.kind}: type 'draw' to accept, 'decline' to refuse.")
+            self.write(
+                f"{who} offers a {offer.kind}: type '{offer.kind}' to accept, 'decline' to refuse."
+            )
         else:
             self.write(f"{who} {offer.answer}s the {offer.kind}.")
 
@@ -343,7 +361,7 @@ class PlainGame:
         model = self.model
         if model is None or model.state is None:
             return None
-        if model.my_turn:
+        if model.my_turn or self.ended is not None:  # (after the game: rematch or leave)
             return 0 if self.typed else None
         other = model.players[1 - model.seat] if model.seat in (0, 1) else None
         program = (other or {}).get("kind") in ("ai", "bot")  # its move comes soon
@@ -357,6 +375,34 @@ class PlainGame:
                 continue  # an offer, not the acceptance of one: made with our next move
             return index
         return None
+
+    async def _after_the_game(self, text: str | None) -> bool:
+        """A line typed once the game is over: a rematch offered, accepted or declined; the
+        end of the input, an empty line or 'q' leaves. False to leave."""
+        assert self.model is not None
+        if text is None or text in ("", *QUIT):
+            return False
+        standing = self.model.offers.get("rematch")
+        theirs = standing is not None and standing != self.seat
+        if text == "rematch" or (text == "decline" and theirs):
+            answer = "decline" if text == "decline" else "offer"
+            try:
+                await self.connection.request(
+                    Rematch, again=True, game_id=self.game_id, answer=answer
+                )
+            except RequestFailed as exc:
+                self.write(f"The server refused: {exc.message}")
+                return True
+            except ConnectionLost:
+                self.write("The connection dropped before the server answered; reconnecting…")
+                await self.connection.resynced()
+                return True
+            other = self.model.players[1 - self.seat] if self.seat in (0, 1) else None
+            if answer == "offer" and not theirs and (other or {}).get("kind") != "ai":
+                self.write("Rematch offered; waiting for your opponent (Enter leaves).")
+            return True
+        self.write("The game is over: 'rematch' asks for another, Enter leaves.")
+        return True
 
     async def _act(self) -> bool | None:
         """Act on a typed line if one is due: True when one was, False to leave the game,
@@ -373,6 +419,8 @@ class PlainGame:
         del self.typed[index]
         self.prompting = False
         text = (line or "").strip().lower()
+        if self.ended is not None:
+            return await self._after_the_game(text if line is not None else None)
         if line is None or text in QUIT:
             self.write(
                 f"Leaving the game: noughts play{self.where} --join {self.game_id} takes it back."

@@ -296,7 +296,7 @@ async def _play(args: argparse.Namespace) -> int:
         async with connect(
             args, workers=EMBEDDED_WORKERS, warm=warm_targets(args), sessions=sessions
         ) as connection:
-            game = PlainGame(connection, where=where_option(args))
+            game = PlainGame(connection, where=where_option(args), rematch=sys.stdin.isatty())
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:

@@ -7,6 +7,8 @@ input it waited for a person who might never move."""
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -106,3 +108,35 @@ async def test_the_end_of_the_input_does_not_wait_for_a_person(ui_server: UIServ
         assert f"Leaving the game: noughts play --server {ui_server.url} --join {game_id}" in (
             out.text + (await ada.stdout.read()).decode()  # type: ignore[union-attr]
         )
+
+
+async def test_a_rematch_from_a_terminal(ui_server: UIServer) -> None:
+    """At a terminal (stdin a tty) the end of a game offers a rematch: the AI accepts at once
+    and the next game, colours swapped, is played in the same run; Enter leaves. A script
+    (stdin not a tty) ends with the game, as the tests above do."""
+    master, slave = pty.openpty()
+    ada = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", ui_server.url,
+        "--name", "ada", "--ai", "random", "--budget-ms", "10",
+        stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    os.close(slave)
+    assert ada.stdout is not None
+    out = Output(ada.stdout)
+    try:
+        await out.until("X to move> ")
+        os.write(master, b"resign\n")
+        await out.until("Type 'rematch' for a rematch with colours swapped")
+        os.write(master, b"rematch\n")
+        await out.until("X = random 10ms, O = ada.")  # the AI accepted: ada is O now
+        await out.until("O to move> ")
+        os.write(master, b"resign\n")
+        await out.until("Game over: You lose: resignation.", 2)
+        os.write(master, b"\n")  # Enter leaves
+        assert await asyncio.wait_for(ada.wait(), 60) == 0
+    finally:
+        os.close(master)
+        if ada.returncode is None:
+            ada.kill()
+            await ada.wait()
+    assert out.text.count("Rematch: game ") == 1
