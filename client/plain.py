@@ -170,7 +170,10 @@ class PlainGame:
             self.game_id, self.seat = reply.game_id, reply.seat
             return True
         what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
-        self.write(f"Waiting for {what.get(kind.TYPE, 'an opponent')} ({reply.seek_id})...")
+        waiting = what.get(kind.TYPE, "an opponent")
+        if fields.get("to"):
+            waiting = f"{fields['to']} to accept your challenge"
+        self.write(f"Waiting for {waiting} ({reply.seek_id})...")
         while True:
             while not self.connection.lobby_events.empty():
                 message = self.connection.lobby_events.get_nowait()

@@ -482,5 +482,6 @@ async def test_the_plain_challenger_is_told_of_a_decline(ui_server: UIServer) ->
         code, out, err = await challenging
         assert code == 1, err
         assert out.splitlines()[-1] == "bob declined your challenge."
+        assert out.startswith("Waiting for bob to accept your challenge (s-")
     finally:
         await bob.close()
