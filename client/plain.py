@@ -389,16 +389,7 @@ class PlainGame:
         theirs = standing is not None and standing != self.seat
         if text == "rematch" or (text == "decline" and theirs):
             answer = "decline" if text == "decline" else "offer"
-            try:
-                await self.connection.request(
-                    Rematch, again=True, game_id=self.game_id, answer=answer
-                )
-            except RequestFailed as exc:
-                self.write(f"The server refused: {exc.message}")
-                return True
-            except ConnectionLost:
-                self.write("The connection dropped before the server answered; reconnecting…")
-                await self.connection.resynced()
+            if not await self._send(Rematch, {"answer": answer}, "The server refused"):
                 return True
             other = self.model.players[1 - self.seat] if self.seat in (0, 1) else None
             if answer == "offer" and not theirs and (other or {}).get("kind") != "ai":
@@ -454,20 +445,24 @@ class PlainGame:
                 return True
             kind, fields = Move, {"action": action, "ply": state.ply()}
             what = "The server refused that move"
+        offering = kind is Draw and model.offers.get("draw") in (None, model.seat)
+        if await self._send(kind, fields, what) and offering and fields["answer"] == "offer":
+            self.write("Draw offer sent; it stands until your opponent moves.")
+        return True  # its event (or the game's end) comes back before the next prompt
+
+    async def _send(self, kind: type[Message], fields: dict[str, Any], refused: str) -> bool:
+        """A request about this game; False (said) if refused or cut off by a drop."""
         # A game request carries the seq seen when first sent: sent again after a
         # reconnection it is never applied twice (PROTOCOL.md, "A request sent again").
         again = kind in RESENDABLE
-        offering = kind is Draw and model.offers.get("draw") in (None, model.seat)
         try:
             await self.connection.request(kind, again=again, game_id=self.game_id, **fields)
         except RequestFailed as exc:
-            self.write(f"{what}: {exc.message}")
-            return True
+            self.write(f"{refused}: {exc.message}")
+            return False
         except ConnectionLost:
             # A move is not sent again blindly: the resumed game says whether it arrived.
             self.write("The connection dropped before the server answered; reconnecting…")
             await self.connection.resynced()
-            return True
-        if offering and fields["answer"] == "offer":
-            self.write("Draw offer sent; it stands until your opponent moves.")
-        return True  # its event (or the game's end) comes back before the next prompt
+            return False
+        return True
