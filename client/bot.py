@@ -14,7 +14,9 @@ A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``
 only those addressed to it: ``accept="challenges"``), plays one game at a time, and
 stops after ``games`` games (or runs until cancelled). Its connection reconnects by
 itself and resumes the game it was playing. If the opponent leaves and does not come
-back within the server's grace period, the bot claims the game.
+back within the server's grace period, the bot claims the game. An opponent's rematch
+offer, while the bot still has games to play, is accepted (lichess-bot takes a rematch as
+any challenge); the rematch counts among ``games``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from client.game_view import GameModel
 from client.sessions import SessionStore, connect_with_session
 from protocol import (
     AcceptSeek,
+    CancelSeek,
     Claim,
     Ended,
     LobbyEvent,
@@ -41,6 +44,8 @@ from protocol import (
     LobbySubscribe,
     Message,
     Move,
+    Offer,
+    Rematch,
     Resume,
     Seek,
     Snapshot,
@@ -100,6 +105,9 @@ class Bot:
     reconnect: bool = True
     sessions: SessionStore | None = None
     connection: ServerConnection | None = field(default=None, init=False)
+    # The games this run finished, and its seat in each: their rematch offers are answered.
+    finished: dict[str, int] = field(default_factory=dict, init=False)
+    rematches: set[str] = field(default_factory=set, init=False)  # agreed, not yet begun
 
     async def play(
         self,
@@ -154,15 +162,16 @@ class Bot:
             if accept is not None:
                 await connection.request(LobbySubscribe)
             while games is None or len(results) < games:
-                start: Snapshot | None = None
+                posted = None
                 if seek is not None:
-                    await connection.request(
+                    posted = await connection.request(
                         Seek, game=seek, params=params or {}, clock=clock or {}, color=color
                     )
-                    start = await self._wait_for_start()
-                    game_id = start.game_id
-                else:
-                    game_id = await self._accept_one(challenges_only=accept == "challenges")
+                game_id, start = await self._next_game(
+                    accept=accept, challenges_only=accept == "challenges"
+                )
+                if posted is not None and game_id in self.rematches:
+                    await self._cancel_seek(posted.seek_id)  # a rematch came first
                 finished(await self._play_game(game_id, start))
         finally:
             await connection.close()
@@ -170,38 +179,88 @@ class Bot:
 
     # --- finding a game -------------------------------------------------------------------
 
-    async def _wait_for_start(self) -> Snapshot:
-        """Our seek was accepted: the game's start snapshot arrives for a seat we hold. It is
-        handed to the game loop, not queued again: behind the opponent's first move, which
-        may already be queued, it would undo that move."""
+    async def _next_game(
+        self, *, accept: str | None, challenges_only: bool
+    ) -> tuple[str, Snapshot | None]:
+        """The next game: our seek accepted or a rematch agreed (its start snapshot, handed to
+        the game loop rather than queued again: behind the opponent's first move, which may
+        already be queued, it would undo that move); or, accepting, a seek of the lobby."""
         assert self.connection is not None
-        while True:
-            event = await self.connection.next_event()
-            if isinstance(event, Snapshot) and event.game_id in self.connection.seats:
-                return event
+        connection = self.connection
+        lobby: asyncio.Future[Message] | None = None
+        event: asyncio.Future[Message] | None = None
+        try:
+            while True:
+                if accept is not None and lobby is None:
+                    lobby = asyncio.ensure_future(connection.lobby_events.get())
+                if event is None:
+                    event = asyncio.ensure_future(connection.next_event())
+                waiting = [f for f in (lobby, event) if f is not None]
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if event.done():
+                    message, event = event.result(), None
+                    game_id = getattr(message, "game_id", "")
+                    if (
+                        isinstance(message, Snapshot)
+                        and game_id in connection.seats
+                        and game_id not in self.finished
+                        and message.status == "live"
+                    ):
+                        return game_id, message
+                    if isinstance(message, Offer) and message.next_game:
+                        self.rematches.add(message.next_game)
+                    elif isinstance(message, Offer):
+                        await self._answer_rematch(message)
+                if lobby is not None and lobby.done():
+                    message, lobby = lobby.result(), None
+                    seated = await self._accept_from(message, challenges_only=challenges_only)
+                    if seated is not None:
+                        return seated, None
+        finally:
+            for future in (lobby, event):
+                if future is not None:
+                    future.cancel()
 
-    async def _accept_one(self, *, challenges_only: bool) -> str:
+    async def _answer_rematch(self, offer: Offer) -> None:
+        """Accept an opponent's rematch offer in a game this run finished."""
+        assert self.connection is not None
+        seat = self.finished.get(offer.game_id)
+        if offer.kind != "rematch" or offer.answer != "offer" or seat in (None, offer.seat):
+            return
+        try:
+            await self.connection.request(Rematch, game_id=offer.game_id, answer="accept")
+        except (RequestFailed, ConnectionLost) as exc:
+            log.info("rematch of %s not accepted: %s", offer.game_id, exc)
+
+    async def _cancel_seek(self, seek_id: str) -> None:
+        assert self.connection is not None
+        try:
+            await self.connection.request(CancelSeek, seek_id=seek_id)
+        except (RequestFailed, ConnectionLost) as exc:  # accepted meanwhile: that game waits
+            log.info("seek %s not cancelled: %s", seek_id, exc)
+
+    async def _accept_from(self, message: Message, *, challenges_only: bool) -> str | None:
+        """Accept a seek of this lobby message that is open to us: the game's id, or None."""
         assert self.connection is not None
         me = self.connection.welcome.player_id if self.connection.welcome else None
-        while True:
-            message = await self.connection.lobby_events.get()
-            if isinstance(message, LobbyState):
-                candidates = list(message.seeks)
-            elif isinstance(message, LobbyEvent) and message.kind == "seek_added":
-                candidates = [message.seek] if message.seek else []
-            else:
+        if isinstance(message, LobbyState):
+            candidates = list(message.seeks)
+        elif isinstance(message, LobbyEvent) and message.kind == "seek_added":
+            candidates = [message.seek] if message.seek else []
+        else:
+            return None
+        for seek in candidates:
+            if seek["player"].get("player_id") == me or seek["opponents"] == "humans":
                 continue
-            for seek in candidates:
-                if seek["player"].get("player_id") == me or seek["opponents"] == "humans":
-                    continue
-                if challenges_only and seek.get("to") != me:
-                    continue
-                try:
-                    seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
-                except RequestFailed as exc:
-                    log.info("seek %s: %s", seek["seek_id"], exc.message)
-                    continue
-                return str(seated.game_id)
+            if challenges_only and seek.get("to") != me:
+                continue
+            try:
+                seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
+            except RequestFailed as exc:
+                log.info("seek %s: %s", seek["seek_id"], exc.message)
+                continue
+            return str(seated.game_id)
+        return None
 
     # --- playing a game ---------------------------------------------------------------------
 
@@ -238,6 +297,8 @@ class Bot:
             # a run before that ended between the welcome and the resume).
             if isinstance(event, Ended) or (isinstance(event, Snapshot) and model.over):
                 connection.forget(game_id)
+                if seat in (0, 1):
+                    self.finished[game_id] = seat
                 result, reason = model.result or "*", model.reason or ""
                 opponent = model.players[1 - seat] if seat in (0, 1) else None
                 return GameResult(

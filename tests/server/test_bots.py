@@ -9,10 +9,11 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import engine
 from client.bot import Bot, Turn
-from protocol import LobbySubscribe, Move, Moved, Seek, Snapshot
+from protocol import AcceptSeek, LobbySubscribe, Move, Moved, Rematch, Resign, Seek, Snapshot
 from server.pool import EnginePool
 from server.settings import ServerSettings
 from tests.server.conftest import RunningServer, next_event, next_lobby, serving
@@ -132,11 +133,13 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
     move, in order (it once queued the snapshot again behind the move and waited for ever)."""
 
     class LateSeeker(Bot):
-        async def _wait_for_start(self) -> Snapshot:
+        async def _next_game(
+            self, *, accept: str | None, challenges_only: bool
+        ) -> tuple[str, Snapshot | None]:
             while not server.query("SELECT 1 FROM moves"):  # the opponent has moved
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.1)  # its move is in our queue, behind the snapshot
-            return await super()._wait_for_start()
+            return await super()._next_game(accept=accept, challenges_only=challenges_only)
 
     rng = random.Random(1)
 
@@ -172,3 +175,63 @@ async def test_a_bot_claims_the_game_once_its_opponent_is_past_the_grace_period(
         (result,) = await asyncio.wait_for(playing, 60)
         assert (result.outcome, result.reason) == ("win", "abandoned")
         assert time.monotonic() - left >= 1.0  # not before the seat was free
+
+
+async def _resign_then_ask_a_rematch(ada: Any, start: Snapshot) -> Snapshot:
+    """ada resigns the game that ``start`` began and offers a rematch; the rematch's start."""
+    await ada.request(Resign, game_id=start.game_id)
+    await ada.request(Rematch, game_id=start.game_id, answer="offer")
+    while True:
+        event = await next_event(ada, Snapshot)
+        if event.game_id != start.game_id and event.status == "live":
+            return event
+
+
+async def test_a_bot_accepts_a_rematch(server: RunningServer) -> None:
+    """A person who asks a bot for a rematch waited for ever: the bot had gone back to the
+    lobby. It now accepts one while it has games to play (lichess-bot takes a rematch as
+    any challenge)."""
+    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
+    playing = asyncio.create_task(bot.play(games=2, accept="challenges"))
+    ada = await server.connect("ada")
+    while "randy" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    await ada.request(Seek, game="tictactoe", to="randy", color="x")
+    first = await next_event(ada, Snapshot)
+    second = await _resign_then_ask_a_rematch(ada, first)
+    assert [p["name"] for p in second.players] == ["randy", "ada"]  # colours swapped
+    await next_event(ada, Moved)  # randy, X now, moves first
+    await ada.request(Resign, game_id=second.game_id)
+    results = await asyncio.wait_for(playing, 60)
+    assert [(r.game_id, r.seat, r.outcome) for r in results] == [
+        (first.game_id, 1, "win"), (second.game_id, 0, "win")
+    ]  # fmt: skip
+    await ada.close()
+
+
+async def test_a_seeking_bot_takes_the_rematch_and_withdraws_its_seek(
+    server: RunningServer,
+) -> None:
+    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
+    playing = asyncio.create_task(bot.play(games=2, seek="tictactoe", color="o"))
+    ada = await server.connect("ada")
+    await ada.request(LobbySubscribe)
+    seek_id = None
+    while seek_id is None:
+        lobby = await next_lobby(ada)
+        seeks = list(getattr(lobby, "seeks", ())) + [getattr(lobby, "seek", None) or {}]
+        seek_id = next((s["seek_id"] for s in seeks if s.get("game") == "tictactoe"), None)
+    await ada.request(AcceptSeek, seek_id=seek_id)
+    first = await next_event(ada, Snapshot)
+    second = await _resign_then_ask_a_rematch(ada, first)
+    assert [p["name"] for p in second.players] == ["randy", "ada"]
+    # The seek it posted after the first game is withdrawn before the rematch is played.
+    deadline = time.monotonic() + 30
+    while server.game_server.lobby.seeks and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not server.game_server.lobby.seeks
+    await next_event(ada, Moved)  # randy, X now, moves first
+    await ada.request(Resign, game_id=second.game_id)
+    results = await asyncio.wait_for(playing, 60)
+    assert [r.outcome for r in results] == ["win", "win"]
+    await ada.close()
