@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a bot that plays unattended",
         description="Connect to a server as a bot and play with the local engine: post seeks "
         "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
-        "bot: --accept challenges). Plays --games games, or until stopped with Ctrl-C.",
+        "bot: --accept challenges). Plays --games games, or until stopped with Ctrl-C; a "
+        "rematch its opponent asks for is accepted, and counted.",
     )
     parser.add_argument(
         "--server",
