@@ -35,6 +35,31 @@ def default_sessions_path() -> Path:
     return Path(user_data_dir("noughts", appauthor=False)) / "sessions.json"
 
 
+# The loopback names of this machine: a server on one port of it, however it was typed.
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def server_key(server: str) -> str:
+    """The key a server's sessions are kept under: its URL in one spelling, so that
+    ``ws://localhost:8765``, ``ws://127.0.0.1:8765/`` and ``WS://LOCALHOST:8765`` are one
+    server (and one player under one name) rather than three. The scheme and host in lower
+    case, the loopback names as one, the default port written out, no trailing slash.
+    Any other key (an embedded server's database, ``local:PATH``) is its own."""
+    from urllib.parse import urlsplit
+
+    if not server.lower().startswith(("ws://", "wss://")):
+        return server
+    parts = urlsplit(server)
+    try:
+        port = parts.port or (443 if parts.scheme == "wss" else 80)
+    except ValueError:
+        return server
+    host = parts.hostname or ""
+    host = "localhost" if host in LOOPBACK else f"[{host}]" if ":" in host else host
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}{query}"
+
+
 class SessionInUse(Exception):
     """Another process of this user plays under the same server and name."""
 
@@ -61,6 +86,7 @@ class SessionStore:
         import fcntl
         import hashlib
 
+        server = server_key(server)
         if (server, name) in self._claims:
             return
         digest = hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:32]
@@ -96,22 +122,26 @@ class SessionStore:
         }
 
     def load(self, server: str, name: str) -> str | None:
-        """The session saved for ``name`` on ``server``, if any."""
-        return self._read().get(server, {}).get(name)
+        """The session saved for ``name`` on ``server``, if any (also one an earlier version
+        kept under the URL as typed)."""
+        sessions = self._read()
+        saved = sessions.get(server_key(server), {}).get(name)
+        return saved if saved is not None else sessions.get(server, {}).get(name)
 
     def save(self, server: str, name: str, session: str) -> None:
         """Remember ``session``; raises OSError if the file cannot be written."""
         sessions = self._read()
-        if sessions.get(server, {}).get(name) == session:
+        key = server_key(server)
+        typed = _pop(sessions, server, name) if server != key else None
+        if sessions.get(key, {}).get(name) == session and typed is None:
             return
-        sessions.setdefault(server, {})[name] = session
+        sessions.setdefault(key, {})[name] = session
         self._write(sessions)
 
     def forget(self, server: str, name: str) -> None:
         sessions = self._read()
-        if sessions.get(server, {}).pop(name, None) is not None:
-            if not sessions[server]:
-                del sessions[server]
+        found = [_pop(sessions, key, name) for key in {server_key(server), server}]
+        if any(token is not None for token in found):
             self._write(sessions)
 
     def _write(self, sessions: dict[str, dict[str, str]]) -> None:
@@ -126,6 +156,14 @@ class SessionStore:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def _pop(sessions: dict[str, dict[str, str]], server: str, name: str) -> str | None:
+    """Take ``name``'s session on ``server`` out of ``sessions`` (and the server, if empty)."""
+    token = sessions.get(server, {}).pop(name, None)
+    if server in sessions and not sessions[server]:
+        del sessions[server]
+    return token
 
 
 async def connect_with_session(

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from client.sessions import SESSIONS_ENV, SessionStore, default_sessions_path
+from client.sessions import (
+    SESSIONS_ENV,
+    SessionInUse,
+    SessionStore,
+    default_sessions_path,
+    server_key,
+)
 
 
 def mode_of(path: Path) -> int:
@@ -78,3 +84,39 @@ def test_a_file_that_cannot_be_written_raises_oserror(tmp_path: Path) -> None:
     store = SessionStore(blocked / "sessions.json")  # its directory is a file
     with pytest.raises(OSError):
         store.save("ws://a:1", "ada", "s")
+
+
+def test_one_server_typed_in_several_ways_is_one_key(tmp_path: Path) -> None:
+    """Sessions were kept under the URL as typed: `ws://localhost:8765` and
+    `ws://127.0.0.1:8765` were two players, and the second was refused the first's name."""
+    store = SessionStore(tmp_path / "sessions.json")
+    store.save("ws://127.0.0.1:8765", "ada", "secret")
+    for typed in ["ws://localhost:8765", "ws://LOCALHOST:8765/", "ws://[::1]:8765"]:
+        assert store.load(typed, "ada") == "secret", typed
+    store.save("ws://example.com", "bob", "other")
+    assert store.load("ws://Example.COM:80/", "bob") == "other"
+    assert store.load("wss://example.com", "bob") is None  # another scheme, another port
+    assert store.load("ws://example.com:8080", "bob") is None
+    assert store.load("ws://localhost:8766", "ada") is None
+    assert server_key("local:/x/noughts.db") == "local:/x/noughts.db"
+    assert server_key("ws://[2001:db8::1]:9") == "ws://[2001:db8::1]:9"
+
+
+def test_a_session_kept_under_the_url_as_typed_is_found_and_moved(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.json"
+    earlier = {"version": 1, "sessions": {"ws://127.0.0.1:8765/": {"ada": "secret"}}}
+    path.write_text(json.dumps(earlier))
+    store = SessionStore(path)
+    assert store.load("ws://127.0.0.1:8765/", "ada") == "secret"  # as an earlier run typed it
+    assert store.load("ws://localhost:8765", "ada") is None  # (only that spelling)
+    store.save("ws://127.0.0.1:8765/", "ada", "secret")
+    assert json.loads(path.read_text())["sessions"] == {"ws://localhost:8765": {"ada": "secret"}}
+    assert store.load("ws://localhost:8765", "ada") == "secret"
+    store.forget("ws://127.0.0.1:8765", "ada")
+    assert json.loads(path.read_text())["sessions"] == {}
+
+
+def test_two_spellings_of_one_server_are_one_claim(tmp_path: Path) -> None:
+    SessionStore(tmp_path / "sessions.json").claim("ws://127.0.0.1:8765", "ada")
+    with pytest.raises(SessionInUse):
+        SessionStore(tmp_path / "sessions.json").claim("ws://localhost:8765/", "ada")
