@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import os
 import sys
 import threading
@@ -24,6 +25,7 @@ from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks, 
 from client.session_core import RESENDABLE
 from protocol import (
     Abort,
+    CancelSeek,
     Claim,
     CreateGame,
     Draw,
@@ -162,9 +164,10 @@ class PlainGame:
         seated = await self.connection.request(CreateGame, **fields)
         self.game_id, self.seat = seated.game_id, seated.seat
 
-    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> bool:
+    async def pair(self, kind: type[Message], fields: dict[str, Any]) -> bool | None:
         """Quick pairing, a seek, a challenge or accepting a seek: wait to be seated. False
-        if the player challenged declined (said on stdout)."""
+        if the player challenged declined (said on stdout); None if the user left with 'q'
+        (the seek withdrawn). Other lines typed meanwhile wait for the game."""
         reply = await self.connection.request(kind, **fields)
         if isinstance(reply, Seated):  # accepting a seek seats us at once
             self.game_id, self.seat = reply.game_id, reply.seat
@@ -173,23 +176,40 @@ class PlainGame:
         waiting = what.get(kind.TYPE, "an opponent")
         if fields.get("to"):
             waiting = f"{fields['to']} to accept your challenge"
-        self.write(f"Waiting for {waiting} ({reply.seek_id})...")
-        while True:
-            while not self.connection.lobby_events.empty():
-                message = self.connection.lobby_events.get_nowait()
-                if isinstance(message, SeekDeclined) and message.seek_id == reply.seek_id:
-                    self.write(f"{player_name(message.player)} declined your challenge.")
-                    return False
-            try:
-                event = await self.connection.next_event(timeout=0.5)
-            except TimeoutError:
-                continue  # and look for a refusal again
-            held = self.connection.seats.get(getattr(event, "game_id", ""))
-            if isinstance(event, Snapshot) and held is not None and event.status == "live":
-                self.game_id = event.game_id
-                self.seat = held[0]
-                self.connection.events.put_nowait(event)  # run() starts from it
-                return True
+        self.write(f"Waiting for {waiting} ({reply.seek_id}); 'q' leaves...")
+        line: asyncio.Future[str | None] | None = None
+        try:
+            while True:
+                while not self.connection.lobby_events.empty():
+                    message = self.connection.lobby_events.get_nowait()
+                    if isinstance(message, SeekDeclined) and message.seek_id == reply.seek_id:
+                        self.write(f"{player_name(message.player)} declined your challenge.")
+                        return False
+                if line is None and not self.input_ended:
+                    line = asyncio.ensure_future(self.lines.get())
+                if line is not None and line.done():
+                    typed, line = line.result(), None
+                    if typed is not None and typed.strip().lower() in QUIT and not self.typed:
+                        with contextlib.suppress(RequestFailed, ConnectionLost):  # (or closing)
+                            await self.connection.request(CancelSeek, seek_id=reply.seek_id)
+                        self.write("Left: the seek is withdrawn.")
+                        return None
+                    self.typed.append(typed)  # for the game (a script's moves)
+                    self.input_ended = typed is None
+                    continue
+                try:
+                    event = await self.connection.next_event(timeout=0.5)
+                except TimeoutError:
+                    continue  # and look for a refusal, or a line, again
+                held = self.connection.seats.get(getattr(event, "game_id", ""))
+                if isinstance(event, Snapshot) and held is not None and event.status == "live":
+                    self.game_id = event.game_id
+                    self.seat = held[0]
+                    self.connection.events.put_nowait(event)  # run() starts from it
+                    return True
+        finally:
+            if line is not None:
+                line.cancel()
 
     async def join(self, game_id: str) -> None:
         """Join ``game_id``, or take back the seat this session holds in it."""

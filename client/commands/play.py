@@ -300,8 +300,9 @@ async def _play(args: argparse.Namespace) -> int:
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:
-                if not await game.pair(*pairing):
-                    return 1  # the player challenged declined
+                paired = await game.pair(*pairing)
+                if paired is not True:
+                    return 1 if paired is False else 0  # declined, or the user left
             else:
                 await game.create(**fields)
             game.unfinished()

@@ -140,3 +140,26 @@ async def test_a_rematch_from_a_terminal(ui_server: UIServer) -> None:
             ada.kill()
             await ada.wait()
     assert out.text.count("Rematch: game ") == 1
+
+
+async def test_q_leaves_the_wait_for_a_seek(ui_server: UIServer) -> None:
+    """Waiting for someone to accept a seek, the client read nothing: only Ctrl-C left."""
+    ada = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", ui_server.url,
+        "--name", "ada", "--seek", "--game", "5x5",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert ada.stdout is not None
+    out = Output(ada.stdout)
+    try:
+        await out.until("'q' leaves...")
+        assert ui_server.game_server.lobby.seeks
+        type_(ada, "q\n")
+        assert await ends(ada) == 0
+        await out.until("Left: the seek is withdrawn.")
+        assert not ui_server.game_server.lobby.seeks
+    finally:
+        if ada.returncode is None:
+            ada.kill()
+            await ada.wait()
