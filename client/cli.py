@@ -21,6 +21,7 @@ COMMANDS = [
     "client.commands.serve",
     "client.commands.play",
     "client.commands.games",
+    "client.commands.seeks",
     "client.commands.replay",
     "client.commands.watch",
     "client.commands.bot",

@@ -485,3 +485,28 @@ async def test_the_plain_challenger_is_told_of_a_decline(ui_server: UIServer) ->
         assert out.startswith("Waiting for bob to accept your challenge (s-")
     finally:
         await bob.close()
+
+
+async def test_seeks_lists_the_open_seeks_and_the_challenges_to_you(ui_server: UIServer) -> None:
+    """`play --accept SEEK_ID` took an id that only the terminal interface's lobby showed: a
+    user of the line client (a script, a screen reader) had no way to find one."""
+    from protocol import Seek
+
+    code, out, err = await run_noughts("seeks", "--server", ui_server.url, "--name", "ada")
+    assert (code, out.strip()) == (0, "No open seeks: noughts play --seek posts one."), err
+    bob = await ui_server.connect("bob")
+    try:
+        posted = await bob.request(Seek, game="5x5", clock={"initial_ms": 180_000,
+                                   "increment_ms": 2_000}, color="x")  # fmt: skip
+        challenge = await bob.request(Seek, game="gomoku", to="ada", color="o")
+        code, out, err = await run_noughts("seeks", "--server", ui_server.url, "--name", "ada")
+        assert code == 0, err
+        rows = [line.split() for line in out.splitlines()]
+        assert rows[0] == ["ID", "PLAYER", "GAME", "CLOCK", "YOU", "PLAY", "FOR"]
+        assert rows[1] == [posted.seek_id, "bob", "5x5", "3+2", "O", "anyone"]
+        assert rows[2] == [challenge.seek_id, "bob", "gomoku", "no", "clock", "X", "you"]
+        assert rows[3] == f"noughts play --server {ui_server.url} --accept ID accepts one.".split()
+        code, out, err = await run_noughts("seeks", "--server", ui_server.url, "--name", "cy")
+        assert challenge.seek_id not in out and posted.seek_id in out  # not cy's challenge
+    finally:
+        await bob.close()
