@@ -274,7 +274,8 @@ class GameModel:
         self.state.apply_action(moved.action)
         self.moves.append(MoveEntry(moved.ply, moved.seat, moved.action, text, moved.stats))
         self.to_move = moved.to_move
-        self.offers.pop("draw", None)  # a move declines a standing draw offer
+        if self.offers.get("draw") not in (None, moved.seat):
+            del self.offers["draw"]  # a move declines the other side's offer (the server's rule)
         if moved.clocks is not None:
             self.clocks, self.clocks_received = list(moved.clocks), now
         if self.status == "open":

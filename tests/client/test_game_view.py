@@ -64,8 +64,15 @@ def test_offers_and_presence() -> None:
     model.apply(Offer(game_id="g1", seq=2, kind="draw", seat=1, answer="offer"), now=0.0)
     assert model.offers == {"draw": 1}
     model.apply(moved(3, 0, 4), now=0.0)
-    assert model.offers == {}  # a move declines a standing draw offer
-    model.apply(Presence(game_id="g1", seq=4, seat=1, online=False, claim_at=60.0), now=0.0)
+    assert model.offers == {}  # a move declines the other side's standing draw offer
+    # An offer made with one's move (offer, then move: FIDE 9.1.2.1) stands past that move,
+    # as on the server; it was dropped from view, though the opponent could still accept.
+    model.apply(Offer(game_id="g1", seq=4, kind="draw", seat=1, answer="offer"), now=0.0)
+    model.apply(moved(5, 1, 0), now=0.0)
+    assert model.offers == {"draw": 1}
+    model.apply(moved(6, 2, 8), now=0.0)
+    assert model.offers == {}
+    model.apply(Presence(game_id="g1", seq=7, seat=1, online=False, claim_at=60.0), now=0.0)
     assert model.online == [True, False] and model.claim_at == [None, 60.0]
 
 
