@@ -194,8 +194,7 @@ class PlainGame:
                             await self.connection.request(CancelSeek, seek_id=reply.seek_id)
                         self.write("Left: the seek is withdrawn.")
                         return None
-                    self.typed.append(typed)  # for the game (a script's moves)
-                    self.input_ended = typed is None
+                    self._typed(typed)  # for the game (a script's moves)
                     continue
                 try:
                     event = await self.connection.next_event(timeout=0.5)
@@ -260,8 +259,7 @@ class PlainGame:
                 if line is None and not self.input_ended:
                     line = asyncio.ensure_future(self.lines.get())
                 if line is not None and line.done():
-                    self.typed.append(line.result())
-                    self.input_ended = self.typed[-1] is None
+                    self._typed(line.result())
                     line = None
                     continue
                 if event.done():
@@ -282,6 +280,20 @@ class PlainGame:
             for future in (event, line):
                 if future is not None:
                     future.cancel()
+
+    def _typed(self, line: str | None) -> None:
+        """A line read: kept to be acted on when it is due (``_next_typed``)."""
+        self.typed.append(line)
+        self.input_ended = line is None
+        model = self.model
+        if (
+            (line or "").strip().lower() == "draw"
+            and model is not None
+            and model.status == "live"
+            and not model.my_turn
+            and model.offers.get("draw") in (None, model.seat)
+        ):
+            self.write("Your draw offer will be made on your turn, with your move.")
 
     def _take(self, event: Message) -> bool:
         """Show one event of the connection; True once the game has ended."""
@@ -466,7 +478,8 @@ class PlainGame:
             kind, fields = Move, {"action": action, "ply": state.ply()}
             what = "The server refused that move"
         offering = kind is Draw and model.offers.get("draw") in (None, model.seat)
-        if await self._send(kind, fields, what) and offering and fields["answer"] == "offer":
+        sent = await self._send(kind, fields, what)
+        if sent and offering and fields["answer"] == "offer":
             self.write("Draw offer sent; it stands until your opponent moves.")
         return True  # its event (or the game's end) comes back before the next prompt
 
