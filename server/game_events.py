@@ -30,7 +30,7 @@ from server.errors import (
 )
 from server.lobby_feed import LobbyFeed
 from server.pool import SearchRequest
-from server.session import Emitted, GameSession, Player
+from server.session import Emitted, GameSession, Player, ai_draw_answer
 
 log = logging.getLogger(__name__)
 
@@ -375,8 +375,16 @@ class GameEvents(LobbyFeed):
             stats = result.to_dict()
             stats["budget_ms"] = request.budget_ms
             stats["seed"] = request.seed
+            now = self.clock()
+            emitted: list[Emitted] = []
+            if session.offers.get("draw") == 1 - seat:  # offered while it thought
+                answer = ai_draw_answer(stats.get("value"))
+                emitted = session.draw(seat, answer, now)
+                if answer == "accept":
+                    await self._commit_quietly(session, emitted)
+                    return
             try:
-                emitted = session.play(seat, result.action, self.clock(), stats=stats)
+                emitted += session.play(seat, result.action, now, stats=stats)
             except ServerError as exc:
                 log.error("AI chose a refused move in game %s: %s", session.id, exc)
                 return

@@ -50,6 +50,14 @@ from server.limits import TokenBucket
 from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow
 
 RESULTS = {0: "1-0", 1: "0-1", None: "1/2-1/2"}
+
+
+def ai_draw_answer(value: float | None) -> str:
+    """An AI seat's answer to a draw offer: it accepts when its search saw nothing better
+    than a draw for it (``value`` <= 0, its own point of view; no search yet: decline)."""
+    return "accept" if value is not None and value <= 0.0 else "decline"
+
+
 NO_RESULT = "*"
 # A live game in which no human or bot seat has been online for this long is aborted.
 ABANDON_S = 3600.0

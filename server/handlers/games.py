@@ -44,7 +44,14 @@ from server.errors import (
 from server.game_events import GameEvents
 from server.hub import UNFINISHED
 from server.rows import GameRecord
-from server.session import GameSession, ended_event, event_fields, made_already, token_hash
+from server.session import (
+    GameSession,
+    ai_draw_answer,
+    ended_event,
+    event_fields,
+    made_already,
+    token_hash,
+)
 
 # The game requests that a client may send again with their ``seq``.
 GameRequest = Resign | Abort | Draw | Claim | Rematch
@@ -245,10 +252,12 @@ class GameRequests(GameEvents):
             now = self.clock()
             await self._commit(session, session.draw(seat, request.answer, now))
             opponent = session.players[1 - seat]
+            thinking = session.state.current_player() == 1 - seat
             if session.status == "live" and opponent is not None and opponent.is_ai:
+                if thinking and request.answer == "offer":
+                    return True  # answered when its search is done (GameEvents._ai_turn)
                 # The AI accepts when its last search saw nothing better than a draw.
-                value = session.last_value[1 - seat]
-                answer = "accept" if value is not None and value <= 0.0 else "decline"
+                answer = ai_draw_answer(session.last_value[1 - seat])
                 await self._commit(session, session.draw(1 - seat, answer, now))
             return True
 

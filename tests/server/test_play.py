@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+import engine
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
     Abort,
@@ -382,3 +383,57 @@ def test_game_ids_are_eight_random_letters_of_the_alphabet() -> None:
     for position in range(8):  # every letter turns up at every position
         assert {i[position] for i in ids} == set(GAME_ID_ALPHABET)
     assert not [i for i in ids if len(set(i)) == 1]  # the positions are not one draw
+
+
+async def _engines_busy(client: ServerConnection) -> None:
+    """Both engine workers of the fixture's pool on a 2 s uttt search: an AI move asked for
+    now waits for one, so a request sent meanwhile arrives while that AI thinks."""
+    for _ in range(2):
+        busy = await client.request(
+            CreateGame, game="uttt", opponent="ai", seat=0, algorithm="mcts", budget_ms=2000
+        )
+        await _move(client, busy.game_id, 40)
+
+
+async def test_a_draw_offered_while_the_ai_thinks_is_answered_after_its_search(
+    server: RunningServer,
+) -> None:
+    """An offer made on the AI's turn (with the offerer's move, FIDE 9.1.2.1) was answered at
+    once from the AI's previous search, and declined before its first; it is now answered
+    from the search that turn runs: 3x3 is a draw, and perfect play accepts."""
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=0, algorithm="perfect", budget_ms=10
+    )
+    await _engines_busy(ada)
+    await _move(ada, seated.game_id, 4)
+    await ada.request(Draw, game_id=seated.game_id, token=seated.token)
+    events = await _events(ada, seated.game_id, Ended)
+    assert events[-1].reason == "agreement"  # type: ignore[attr-defined]
+    assert not any(isinstance(e, Moved) and e.seat == 1 for e in events)  # agreed, no move
+
+
+async def test_an_ai_that_sees_a_win_declines_the_draw_and_moves(server: RunningServer) -> None:
+    """Its previous search saw a draw, and that was its answer, though O had since blundered."""
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=1, algorithm="perfect", budget_ms=10
+    )
+    gid = seated.game_id
+    opening = await _moved(ada, 0)
+    state = engine.make_game("tictactoe").new_initial_state()
+    state.apply_action(opening.action)
+    for reply in state.legal_actions():  # a reply after which X, to move, wins
+        after = state.clone()
+        after.apply_action(reply)
+        if engine.search(after, "perfect").value > 0:
+            break
+    await _engines_busy(ada)
+    await _move(ada, gid, reply)
+    await ada.request(Draw, game_id=gid, token=seated.token)
+    events = await _events(ada, gid, Moved)  # ada's own move
+    events += await _events(ada, gid, Moved)  # the AI's
+    answers = [(e.seat, e.answer) for e in events if isinstance(e, Offer)]
+    assert answers == [(1, "offer"), (0, "decline")]
+    assert events[-1].seat == 0 and events[-1].stats["value"] > 0  # type: ignore[attr-defined]
+    await ada.request(Resign, game_id=gid, token=seated.token)
