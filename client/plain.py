@@ -127,10 +127,10 @@ class PlainGame:
     """Follows one game's events on a connection, prompting when it is our turn.
 
     What is typed is read all the time. A move typed before our turn waits for it (Lichess's
-    premove; a script's moves are played in turn); a draw offer too, as a draw is offered
-    with one's move (FIDE Laws of Chess, 9.1.2.1). The rest is done at once, on either side's
-    turn: accepting or declining an offer, resign, abort, claim (an opponent who left
-    usually left on its own turn), help and quit. The end of the input leaves on our turn."""
+    premove; a script's moves are played in turn). The rest is done at once, on either side's
+    turn: a draw offered (after one's move, as FIDE's Laws of Chess 9.1.2.1 have it) or
+    answered, resign, abort, claim (an opponent who left usually left on its own turn), help
+    and quit. The end of the input leaves on our turn, or at once when a person is to move."""
 
     def __init__(
         self,
@@ -285,15 +285,6 @@ class PlainGame:
         """A line read: kept to be acted on when it is due (``_next_typed``)."""
         self.typed.append(line)
         self.input_ended = line is None
-        model = self.model
-        if (
-            (line or "").strip().lower() == "draw"
-            and model is not None
-            and model.status == "live"
-            and not model.my_turn
-            and model.offers.get("draw") in (None, model.seat)
-        ):
-            self.write("Your draw offer will be made on your turn, with your move.")
 
     def _take(self, event: Message) -> bool:
         """Show one event of the connection; True once the game has ended."""
@@ -391,7 +382,7 @@ class PlainGame:
 
     def _next_typed(self) -> int | None:
         """Which typed line to act on now: on our turn the first; on the opponent's the
-        first that is not a move or a draw offer, or the end of the input once all else is done
+        first that is not a move, or the end of the input once all else is done
         (an AI's or a bot's move is shown first); None while the game is not shown yet."""
         model = self.model
         if model is None or model.state is None:
@@ -406,8 +397,6 @@ class PlainGame:
                 return 0  # all typed is done: no use waiting for a person's move
             if line is None or text not in (*QUIT, *HELP, *COMMANDS):
                 continue  # a move, or the end of the input: on our turn
-            if text == "draw" and model.offers.get("draw") in (None, model.seat):
-                continue  # an offer, not the acceptance of one: made with our next move
             return index
         return None
 
@@ -462,8 +451,8 @@ class PlainGame:
             else:
                 self.write(
                     "Not your move yet: a move typed now is played when your turn comes. "
-                    "Meanwhile: 'draw' accepts an offer, 'decline' refuses it, 'resign', "
-                    "'abort', 'claim' (if your opponent left), 'q' leaves."
+                    "Meanwhile: 'draw' offers a draw or accepts one, 'decline' refuses it, "
+                    "'resign', 'abort', 'claim' (if your opponent left), 'q' leaves."
                 )
             return True
         if text in COMMANDS:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from client.connection import ServerConnection
-from protocol import CreateGame, Draw, Move, Moved
+from protocol import CreateGame, Draw, Move, Moved, Offer
 from tests.client.test_reconnect_commands import Output
 from tests.client.ui_support import UIServer, next_event
 
@@ -86,18 +86,16 @@ async def test_help_on_the_opponents_turn_and_a_move_typed_ahead(ui_server: UISe
     async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
         type_(ada, "b2\n")
         await next_event(bob, Moved)
-        type_(ada, "c3\nhelp\ndraw\n")  # c3 and an offer before its turn: made when it comes
+        type_(ada, "c3\nhelp\ndraw\n")  # c3 before its turn: played when it comes
         await out.until("Not your move yet")
-        await out.until("Your draw offer will be made on your turn, with your move.")
+        await out.until("Draw offer sent")  # after her move, on bob's turn (FIDE 9.1.2.1)
+        assert (await next_event(bob, Offer)).answer == "offer"
         assert "(O) played" not in out.text  # help was answered while bob thought
         await bob.request(Move, game_id=game_id, action=6, ply=1)  # a1
         moved = await next_event(bob, Moved)
         while moved.ply < 2:
             moved = await next_event(bob, Moved)
         assert (moved.ply, moved.action) == (2, 2)  # c3, typed ahead
-        assert "Draw offer sent" not in out.text
-        await bob.request(Move, game_id=game_id, action=0, ply=3)  # a3
-        await out.until("Draw offer sent")  # on ada's turn, before her move
         type_(ada, "resign\n")  # on bob's turn
         await out.until("Game over: You lose: resignation.")
         assert await ends(ada) == 0
