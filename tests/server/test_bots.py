@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import engine
-from client.bot import Bot, Turn
+from client.bot import Bot, GameResult, Turn
 from protocol import AcceptSeek, LobbySubscribe, Move, Moved, Rematch, Resign, Seek, Snapshot
 from server.pool import EnginePool
 from server.settings import ServerSettings
@@ -154,19 +154,27 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
     assert len(results) == 1 and results[0].seat == 1 and results[0].plies >= 5
 
 
+async def _randy_challenged_by_ada(
+    server: RunningServer, games: int
+) -> tuple[asyncio.Task[list[GameResult]], Any, Snapshot]:
+    """A bot, randy, playing ``games`` games of the challenges to it, and ada's challenge
+    (she plays X): the task playing, ada, and the game's start."""
+    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
+    playing = asyncio.create_task(bot.play(games=games, accept="challenges"))
+    ada = await server.connect("ada")
+    while "randy" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    await ada.request(Seek, game="tictactoe", to="randy", color="x")
+    return playing, ada, await next_event(ada, Snapshot)
+
+
 async def test_a_bot_claims_the_game_once_its_opponent_is_past_the_grace_period(
     tmp_path: Path, pool: EnginePool
 ) -> None:
     """The bot's claim timer is the game model's (GameModel.claim_in): the opponent leaves,
     and the bot claims when the server's grace period (1 s here) is over, not before."""
     async with serving(tmp_path, pool, ServerSettings(grace_s=1.0)) as server:
-        bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
-        playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
-        ada = await server.connect("ada")
-        while "randy" not in {p.name for p in server.game_server.players.values()}:
-            await asyncio.sleep(0.05)
-        await ada.request(Seek, game="tictactoe", to="randy", color="x")
-        start = await next_event(ada, Snapshot)
+        playing, ada, start = await _randy_challenged_by_ada(server, games=1)
         await ada.request(Move, game_id=start.game_id, action=4, ply=0)
         while (await next_event(ada, Moved)).seat != 1:
             pass  # our own move, then the bot's
@@ -191,13 +199,7 @@ async def test_a_bot_accepts_a_rematch(server: RunningServer) -> None:
     """A person who asks a bot for a rematch waited for ever: the bot had gone back to the
     lobby. It now accepts one while it has games to play (lichess-bot takes a rematch as
     any challenge)."""
-    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
-    playing = asyncio.create_task(bot.play(games=2, accept="challenges"))
-    ada = await server.connect("ada")
-    while "randy" not in {p.name for p in server.game_server.players.values()}:
-        await asyncio.sleep(0.05)
-    await ada.request(Seek, game="tictactoe", to="randy", color="x")
-    first = await next_event(ada, Snapshot)
+    playing, ada, first = await _randy_challenged_by_ada(server, games=2)
     second = await _resign_then_ask_a_rematch(ada, first)
     assert [p["name"] for p in second.players] == ["randy", "ada"]  # colours swapped
     await next_event(ada, Moved)  # randy, X now, moves first
