@@ -16,7 +16,8 @@ stops after ``games`` games (or runs until cancelled). Its connection reconnects
 itself and resumes the game it was playing. If the opponent leaves and does not come
 back within the server's grace period, the bot claims the game. An opponent's rematch
 offer, while the bot still has games to play, is accepted (lichess-bot takes a rematch as
-any challenge); the rematch counts among ``games``.
+any challenge); the rematch counts among ``games``. An opponent's draw offer is answered at
+once: by ``on_draw`` (``engine_draw``: the local engine's judgement), else declined.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from protocol import (
     AcceptSeek,
     CancelSeek,
     Claim,
+    Draw,
     Ended,
     LobbyEvent,
     LobbyState,
@@ -87,6 +89,19 @@ class GameResult:
 
 
 TurnHandler = Callable[[Turn], int | Awaitable[int]]
+DrawHandler = Callable[[Turn], bool | Awaitable[bool]]
+
+
+async def _called(handler: Callable[[Turn], Any], turn: Turn) -> Any:
+    """A bot's handler: a coroutine awaited, a plain function run in a thread (a long
+    search never stalls the connection)."""
+    if inspect.iscoroutinefunction(handler):
+        answer = await handler(turn)
+    else:
+        answer = await asyncio.to_thread(handler, turn)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
 
 
 @dataclass
@@ -104,6 +119,7 @@ class Bot:
     name: str = "bot"
     reconnect: bool = True
     sessions: SessionStore | None = None
+    on_draw: DrawHandler | None = None  # True accepts an opponent's draw offer
     connection: ServerConnection | None = field(default=None, init=False)
     # The games this run finished, and its seat in each: their rematch offers are answered.
     finished: dict[str, int] = field(default_factory=dict, init=False)
@@ -310,18 +326,35 @@ class Bot:
                     model.state.ply() if model.state else 0,
                     opponent["name"] if opponent else "?",
                 )
+            offered = (
+                isinstance(event, Offer)
+                and (event.kind, event.answer) == ("draw", "offer")
+                and event.seat != seat
+            )
+            if offered and model.state is not None:
+                turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+                if await self._answer_draw(game_id, turn):
+                    continue  # the game ends by agreement
             if model.my_turn and model.state is not None:
                 turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
                 await self._move(game_id, turn)
 
+    async def _answer_draw(self, game_id: str, turn: Turn) -> bool:
+        """Answer the opponent's draw offer (``on_draw``, else decline); True if accepted."""
+        assert self.connection is not None
+        accept = bool(await _called(self.on_draw, turn)) if self.on_draw is not None else False
+        try:
+            await self.connection.request(
+                Draw, game_id=game_id, answer="accept" if accept else "decline"
+            )
+        except (RequestFailed, ConnectionLost) as exc:  # withdrawn meanwhile by a move
+            log.info("draw offer in game %s not answered: %s", game_id, exc)
+            return False
+        return accept
+
     async def _move(self, game_id: str, turn: Turn) -> None:
         assert self.connection is not None
-        if inspect.iscoroutinefunction(self.on_turn):
-            action = await self.on_turn(turn)
-        else:
-            action = await asyncio.to_thread(self.on_turn, turn)
-        if inspect.isawaitable(action):
-            action = await action
+        action = await _called(self.on_turn, turn)
         legal = turn.state.legal_actions()
         if action not in legal:
             log.warning("on_turn returned %r, not a legal move: playing a random one", action)
@@ -359,3 +392,17 @@ def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callabl
         return int(result.action)
 
     return on_turn
+
+
+def engine_draw(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], bool]:
+    """An ``on_draw`` that searches the position with the local engine and accepts when it
+    sees nothing better than a draw for the bot (a value of 0 or less for it: the rule of
+    the server's AI seats, PROTOCOL.md, draw)."""
+
+    def on_draw(turn: Turn) -> bool:
+        search = algorithm or engine.default_ai(turn.state.game)
+        result = engine.search(turn.state, search, engine.Budget(time_ms=budget_ms))
+        ours = turn.state.current_player() == turn.seat
+        return (result.value if ours else -result.value) <= 0.0
+
+    return on_draw

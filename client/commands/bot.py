@@ -116,7 +116,7 @@ async def _run_bot(
     args: argparse.Namespace, params: dict[str, int], clock: dict[str, int], tally: dict[str, int]
 ) -> int:
     import engine
-    from client.bot import Bot, GameResult, engine_player
+    from client.bot import Bot, GameResult, engine_draw, engine_player
     from client.connection import ConnectionLost, RequestFailed
     from client.sessions import SessionInUse, SessionStore
 
@@ -139,6 +139,7 @@ async def _run_bot(
         engine_player(args.engine, args.budget_ms),
         name=args.name,
         sessions=SessionStore.default(),
+        on_draw=engine_draw(args.engine, args.budget_ms),
     )
     accept = args.accept or (None if args.seek else "challenges")
     how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"

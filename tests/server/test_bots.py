@@ -12,8 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import engine
-from client.bot import Bot, GameResult, Turn
-from protocol import AcceptSeek, LobbySubscribe, Move, Moved, Rematch, Resign, Seek, Snapshot
+from client.bot import Bot, GameResult, Turn, engine_draw
+from protocol import (
+    AcceptSeek,
+    Draw,
+    LobbySubscribe,
+    Move,
+    Moved,
+    Offer,
+    Rematch,
+    Resign,
+    Seek,
+    Snapshot,
+)
 from server.pool import EnginePool
 from server.settings import ServerSettings
 from tests.server.conftest import RunningServer, next_event, next_lobby, serving
@@ -155,11 +166,11 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
 
 
 async def _randy_challenged_by_ada(
-    server: RunningServer, games: int
+    server: RunningServer, games: int, **options: Any
 ) -> tuple[asyncio.Task[list[GameResult]], Any, Snapshot]:
-    """A bot, randy, playing ``games`` games of the challenges to it, and ada's challenge
-    (she plays X): the task playing, ada, and the game's start."""
-    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy")
+    """A bot, randy (``options`` for Bot), playing ``games`` games of the challenges to it,
+    and ada's challenge (she plays X): the task playing, ada, and the game's start."""
+    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy", **options)
     playing = asyncio.create_task(bot.play(games=games, accept="challenges"))
     ada = await server.connect("ada")
     while "randy" not in {p.name for p in server.game_server.players.values()}:
@@ -236,4 +247,32 @@ async def test_a_seeking_bot_takes_the_rematch_and_withdraws_its_seek(
     await ada.request(Resign, game_id=second.game_id)
     results = await asyncio.wait_for(playing, 60)
     assert [r.outcome for r in results] == ["win", "win"]
+    await ada.close()
+
+
+async def test_a_bot_answers_a_draw_offer_at_once(server: RunningServer) -> None:
+    """A draw offered to a bot was never answered: it stood until the bot's next move, and
+    an offer made on the offerer's own turn kept its maker waiting. Without ``on_draw`` the
+    bot declines at once; with ``engine_draw`` (next test) it accepts where the engine sees
+    a draw (3x3's opening, by perfect play), as the server's AI seats do."""
+    playing, ada, start = await _randy_challenged_by_ada(server, games=1)
+    await ada.request(Draw, game_id=start.game_id)  # before her first move
+    answer = await next_event(ada, Offer)
+    while answer.seat != 1:
+        answer = await next_event(ada, Offer)
+    assert (answer.kind, answer.answer) == ("draw", "decline")
+    await ada.request(Resign, game_id=start.game_id)
+    await asyncio.wait_for(playing, 60)
+    await ada.close()
+
+
+async def test_an_engine_bot_accepts_a_draw_where_its_engine_sees_one(
+    server: RunningServer,
+) -> None:
+    playing, ada, start = await _randy_challenged_by_ada(
+        server, games=1, on_draw=engine_draw("perfect", 50)
+    )
+    await ada.request(Draw, game_id=start.game_id)
+    (result,) = await asyncio.wait_for(playing, 60)
+    assert (result.outcome, result.reason) == ("draw", "agreement")
     await ada.close()
