@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Connect to a server as a bot and play with the local engine: post seeks "
         "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
         "bot: --accept challenges). Plays --games games, or until stopped with Ctrl-C; a "
-        "rematch its opponent asks for is accepted, and counted.",
+        "rematch its opponent asks for is accepted, and counted; a draw offer is accepted "
+        "when its engine sees nothing better than a draw.",
     )
     parser.add_argument(
         "--server",
