@@ -286,7 +286,9 @@ class Bot:
         connection = self.connection
         held = connection.seats.get(game_id)
         model = GameModel(game_id, seat=held[0] if held else None)
+        seat = held[0] if held else -1
         claimed_at_seq = -1  # one claim per state of the game (a refusal waits for news)
+        chosen: tuple[int, int] | None = None  # (ply, move) searched, played once caught up
         loop = asyncio.get_running_loop()
         while True:
             # An opponent who left: claim the game once its seat is no longer held (the
@@ -303,41 +305,54 @@ class Bot:
                     claimed_at_seq = model.seq
                     await self._claim(game_id)
                     continue
-            if getattr(event, "game_id", None) != game_id:
-                continue
-            held = connection.seats.get(game_id)
-            model.seat = held[0] if held else None
-            model.apply(event, loop.time())
-            seat = -1 if model.seat is None else model.seat
-            # Ended; or the snapshot of a game resumed after it ended (an unfinished game of
-            # a run before that ended between the welcome and the resume).
-            if isinstance(event, Ended) or (isinstance(event, Snapshot) and model.over):
-                connection.forget(game_id)
-                if seat in (0, 1):
-                    self.finished[game_id] = seat
-                result, reason = model.result or "*", model.reason or ""
-                opponent = model.players[1 - seat] if seat in (0, 1) else None
-                return GameResult(
-                    game_id,
-                    seat,
-                    result,
-                    reason,
-                    event.winner if isinstance(event, Ended) else {"1-0": 0, "0-1": 1}.get(result),
-                    model.state.ply() if model.state else 0,
-                    opponent["name"] if opponent else "?",
+            if getattr(event, "game_id", None) == game_id:
+                held = connection.seats.get(game_id)
+                model.seat = held[0] if held else None
+                model.apply(event, loop.time())
+                seat = -1 if model.seat is None else model.seat
+                # Ended; or the snapshot of a game resumed after it ended (an unfinished game
+                # of a run before that ended between the welcome and the resume).
+                if isinstance(event, Ended) or (isinstance(event, Snapshot) and model.over):
+                    return self._finished(game_id, model, event, seat)
+                offered = (
+                    isinstance(event, Offer)
+                    and (event.kind, event.answer) == ("draw", "offer")
+                    and event.seat != seat
                 )
-            offered = (
-                isinstance(event, Offer)
-                and (event.kind, event.answer) == ("draw", "offer")
-                and event.seat != seat
-            )
-            if offered and model.state is not None:
-                turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
-                if await self._answer_draw(game_id, turn):
-                    continue  # the game ends by agreement
-            if model.my_turn and model.state is not None:
-                turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
-                await self._move(game_id, turn)
+                if offered and model.state is not None:
+                    turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+                    if await self._answer_draw(game_id, turn):
+                        continue  # the game ends by agreement
+            # Our turn, once caught up with what came: a draw offer made with the opponent's
+            # move (FIDE 9.1.2.1), also one that came while we searched, is answered before
+            # our move, as the server's AI seats do.
+            if not (model.my_turn and model.state is not None and connection.events.empty()):
+                continue
+            turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+            ply = turn.state.ply()
+            if chosen is None or chosen[0] != ply:
+                chosen = (ply, await self._choose(turn))
+                if not connection.events.empty():
+                    continue  # what came while it searched, first
+            await self._send_move(game_id, turn, chosen[1])
+
+    def _finished(self, game_id: str, model: GameModel, event: Message, seat: int) -> GameResult:
+        """The result of a game that ended (``event``: its end, or a final snapshot)."""
+        assert self.connection is not None
+        self.connection.forget(game_id)
+        if seat in (0, 1):
+            self.finished[game_id] = seat
+        result, reason = model.result or "*", model.reason or ""
+        opponent = model.players[1 - seat] if seat in (0, 1) else None
+        return GameResult(
+            game_id,
+            seat,
+            result,
+            reason,
+            event.winner if isinstance(event, Ended) else {"1-0": 0, "0-1": 1}.get(result),
+            model.state.ply() if model.state else 0,
+            opponent["name"] if opponent else "?",
+        )
 
     async def _answer_draw(self, game_id: str, turn: Turn) -> bool:
         """Answer the opponent's draw offer (``on_draw``, else decline); True if accepted."""
@@ -352,16 +367,20 @@ class Bot:
             return False
         return accept
 
-    async def _move(self, game_id: str, turn: Turn) -> None:
-        assert self.connection is not None
+    async def _choose(self, turn: Turn) -> int:
+        """``on_turn``'s move, or a random legal one if it returned another."""
         action = await _called(self.on_turn, turn)
         legal = turn.state.legal_actions()
         if action not in legal:
             log.warning("on_turn returned %r, not a legal move: playing a random one", action)
             action = random.choice(legal)
+        return int(action)
+
+    async def _send_move(self, game_id: str, turn: Turn, action: int) -> None:
+        assert self.connection is not None
         try:
             await self.connection.request(
-                Move, game_id=game_id, action=int(action), ply=turn.state.ply()
+                Move, game_id=game_id, action=action, ply=turn.state.ply()
             )
         except RequestFailed as exc:
             log.warning("move %s refused in game %s: %s", action, game_id, exc.message)
@@ -369,7 +388,7 @@ class Bot:
             # Not resent blindly: once the game is resumed, a turn still ours comes again.
             await self.connection.resynced()
             if self.connection.events.empty():
-                await self._move(game_id, turn)
+                await self._send_move(game_id, turn, action)
 
     async def _claim(self, game_id: str) -> None:
         assert self.connection is not None

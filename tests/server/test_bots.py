@@ -170,7 +170,8 @@ async def _randy_challenged_by_ada(
 ) -> tuple[asyncio.Task[list[GameResult]], Any, Snapshot]:
     """A bot, randy (``options`` for Bot), playing ``games`` games of the challenges to it,
     and ada's challenge (she plays X): the task playing, ada, and the game's start."""
-    bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], name="randy", **options)
+    first = options.pop("on_turn", lambda turn: turn.state.legal_actions()[0])
+    bot = Bot(server.url, first, name="randy", **options)
     playing = asyncio.create_task(bot.play(games=games, accept="challenges"))
     ada = await server.connect("ada")
     while "randy" not in {p.name for p in server.game_server.players.values()}:
@@ -275,4 +276,25 @@ async def test_an_engine_bot_accepts_a_draw_where_its_engine_sees_one(
     await ada.request(Draw, game_id=start.game_id)
     (result,) = await asyncio.wait_for(playing, 60)
     assert (result.outcome, result.reason) == ("draw", "agreement")
+    await ada.close()
+
+
+async def test_a_draw_offered_with_the_opponents_move_is_answered_before_the_bots_move(
+    server: RunningServer,
+) -> None:
+    """An offer made after one's move (FIDE 9.1.2.1) reaches the bot on its turn, often while
+    it searches: its move then declined it before its engine was asked. The bot now plays
+    its move only once caught up with what came meanwhile."""
+
+    def slow(turn: Turn) -> int:  # a search that takes a while
+        time.sleep(0.5)
+        return turn.state.legal_actions()[0]
+
+    playing, ada, start = await _randy_challenged_by_ada(
+        server, games=1, on_turn=slow, on_draw=engine_draw("perfect", 50)
+    )
+    await ada.request(Move, game_id=start.game_id, action=4, ply=0)
+    await ada.request(Draw, game_id=start.game_id)  # with her move, on randy's turn
+    (result,) = await asyncio.wait_for(playing, 60)
+    assert (result.outcome, result.reason, result.plies) == ("draw", "agreement", 1)
     await ada.close()
