@@ -403,7 +403,7 @@ async def test_the_plain_client_says_proven_draw_not_win_50(ui_server: UIServer)
     """Expectation: alphabeta proves 3x3 drawn from its first reply, which read
     "value +0.00 (win 50%), proven draw"."""
     code, out, err = await play_plain(
-        ui_server, "--ai", "alphabeta", "--budget-ms", "20", stdin=b"4\ndraw\n"
+        ui_server, "--ai", "alphabeta", "--budget-ms", "20", stdin=b"4\n"
     )
     assert code == 0, err
     reply = next(line for line in out.splitlines() if "(O) played" in line)
