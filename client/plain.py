@@ -293,11 +293,12 @@ class PlainGame:
         if self.model is None and self.seat is None:  # a rematch: seated before its snapshot
             held = self.connection.seats.get(self.game_id or "")
             self.seat = held[0] if held is not None else None
+        ours = self.model is not None and self.model.offers.get("draw") == self.seat
         self._apply(event)
         if isinstance(event, Snapshot):
             self._announce(event)
         elif isinstance(event, Moved):
-            self._report_move(event)
+            self._report_move(event, declining=ours and event.seat != self.seat)
         elif isinstance(event, Offer):
             self._report_offer(event)
         elif isinstance(event, Presence):
@@ -333,10 +334,12 @@ class PlainGame:
             )
         self._show_board()
 
-    def _report_move(self, moved: Moved) -> None:
+    def _report_move(self, moved: Moved, *, declining: bool = False) -> None:
+        """``declining``: the move declines our standing draw offer (the server's rule)."""
         assert self.model is not None and self.model.moves
         who = self.model.who(moved.seat)
-        line = f"{who} played {self.model.moves[-1].text}."
+        line = f"{who} played {self.model.moves[-1].text}"
+        line += ", declining your draw offer." if declining else "."
         if moved.stats:
             line += f"  [{describe_stats(moved.stats)}]"
         self.write(line + format_clocks(moved.clocks))

@@ -96,6 +96,7 @@ async def test_help_on_the_opponents_turn_and_a_move_typed_ahead(ui_server: UISe
         while moved.ply < 2:
             moved = await next_event(bob, Moved)
         assert (moved.ply, moved.action) == (2, 2)  # c3, typed ahead
+        await out.until("bob (O) played a1, declining your draw offer.")  # (silent before)
         type_(ada, "resign\n")  # on bob's turn
         await out.until("Game over: You lose: resignation.")
         assert await ends(ada) == 0
