@@ -212,6 +212,7 @@ class GameEvents(LobbyFeed):
                 handle.cancel()
         self._locks.pop(game_id, None)
         self._seat_addresses.pop(game_id, None)
+        self._rematch_askers.pop(game_id, None)
         if session is None:
             return
         for player in session.players:

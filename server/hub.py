@@ -79,6 +79,9 @@ class Hub:
         self._quick_timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ai_tasks: dict[str, asyncio.Task[None]] = {}  # game_id -> its AI turn
+        # game_id -> seat -> the connection that offered a rematch through another node of a
+        # cluster: seated there once the rematch is agreed (server/handlers/games.py).
+        self._rematch_askers: dict[str, dict[int, Connection]] = {}
         self.admission = Admission(
             max_open=self.settings.max_connections,
             max_open_per_address=self.settings.max_connections_per_ip,

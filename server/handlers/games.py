@@ -269,6 +269,9 @@ class GameRequests(GameEvents):
             now = self.clock()
             emitted, agreed = session.rematch(seat, request.answer, now)
             await self._commit(session, emitted)
+            if connection.node is not None and request.answer != "decline":
+                # Through another node of a cluster: the rematch seats this player there.
+                self._rematch_askers.setdefault(session.id, {})[seat] = connection
             accepter = seat
             opponent = session.players[1 - seat]
             if not agreed and request.answer == "offer" and opponent is not None and opponent.is_ai:
@@ -287,6 +290,9 @@ class GameRequests(GameEvents):
         (rematch,) = done
         if rematch is None:
             return
+        # Each player's connections that follow the old game here; in a cluster, a player
+        # on another node is reached through its request: this one, or its offer's.
+        askers = self._rematch_askers.pop(request.game_id, {})
         seated_now = []
         for new_seat, player in enumerate(rematch.players):
             if player is None or player.is_ai:
@@ -294,6 +300,9 @@ class GameRequests(GameEvents):
             online = self.players.get(player.player_id or "")
             connections = online.connections if online else ()
             targets = [c for c in connections if request.game_id in c.games]
+            asker = askers.get(1 - new_seat)  # (its seat in the old game)
+            if asker is not None and asker.node is not None and not asker.closed:
+                targets.append(asker)
             seated_now += [(c, new_seat, None) for c in targets]
         await self._start_game(rematch, seated_now)
 

@@ -41,6 +41,7 @@ from protocol import (
     Ok,
     Ping,
     QuickPair,
+    Rematch,
     Resign,
     Resume,
     Resumed,
@@ -1262,3 +1263,26 @@ async def test_readyz_says_draining_for_the_whole_drain(
         assert await node.stop() == 0
         with pytest.raises(OSError):
             await _admin_get(port, "/healthz")
+
+
+@pytest.mark.parametrize("first", ["ada", "bo"])
+async def test_a_rematch_between_players_of_two_nodes(two_nodes: Cluster, first: str) -> None:
+    """A rematch agreed on the owner seats the player connected to another node too (it
+    got neither its seat nor the new game, as it would on one node): through the request
+    that agreed, or through its earlier offer."""
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(two_nodes)
+    assert await two_nodes.owner_of(game_id) == two_nodes.nodes[0].name  # ada's node
+    await ada.request(Resign, game_id=game_id, token=ada_token)
+    asks = [(ada, ada_token), (bo, bo_token)]
+    for client, token in asks if first == "ada" else asks[::-1]:
+        await client.request(Rematch, game_id=game_id, token=token)
+    for client, seat in ((ada, 1), (bo, 0)):  # colours swapped
+        start = await next_event(client, Snapshot)
+        while start.game_id == game_id:
+            start = await next_event(client, Snapshot)
+        assert start.status == "live" and client.seats[start.game_id][0] == seat
+    moved = await bo.request(Move, game_id=start.game_id, action=12)
+    assert isinstance(moved, Moved) and moved.seat == 0
+    assert (await _heard(ada, 0)).action == 12
+    await ada.close()
+    await bo.close()
