@@ -343,7 +343,7 @@ class Bot:
         if seat in (0, 1):
             self.finished[game_id] = seat
         result, reason = model.result or "*", model.reason or ""
-        opponent = model.players[1 - seat] if seat in (0, 1) else None
+        opponent = model.opponent()
         return GameResult(
             game_id,
             seat,

@@ -191,6 +191,10 @@ class GameModel:
         player = self.players[seat] if 0 <= seat < len(self.players) else None
         return f"{player['name']} ({SYMBOLS[seat]})" if player else SYMBOLS[seat]
 
+    def opponent(self) -> dict[str, Any] | None:
+        """The other seat's player (name, kind: human, bot or ai), if we hold a seat."""
+        return self.players[1 - self.seat] if self.seat in (0, 1) else None
+
     def who(self, seat: int) -> str:
         """'You' for our own seat, else the player's name."""
         return "You" if seat == self.seat else self.name(seat)

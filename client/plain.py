@@ -392,8 +392,7 @@ class PlainGame:
             return None
         if model.my_turn or self.ended is not None:  # (after the game: rematch or leave)
             return 0 if self.typed else None
-        other = model.players[1 - model.seat] if model.seat in (0, 1) else None
-        program = (other or {}).get("kind") in ("ai", "bot")  # its move comes soon
+        program = (model.opponent() or {}).get("kind") in ("ai", "bot")  # moves soon
         for index, line in enumerate(self.typed):
             text = (line or "").strip().lower()
             if line is None and index == 0 and not program:
@@ -415,8 +414,8 @@ class PlainGame:
             answer = "decline" if text == "decline" else "offer"
             if not await self._send(Rematch, {"answer": answer}, "The server refused"):
                 return True
-            other = self.model.players[1 - self.seat] if self.seat in (0, 1) else None
-            if answer == "offer" and not theirs and (other or {}).get("kind") != "ai":
+            ai = (self.model.opponent() or {}).get("kind") == "ai"
+            if answer == "offer" and not theirs and not ai:
                 self.write("Rematch offered; waiting for your opponent (Enter leaves).")
             return True
         self.write("The game is over: 'rematch' asks for another, Enter leaves.")
