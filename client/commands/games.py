@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,10 +47,17 @@ def game_row(g: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
 def format_games(games: list[dict[str, Any]]) -> str:
     if not games:
         return "No games."
-    rows = [("ID", "GAME", "X", "O", "RESULT", "STARTED")] + [game_row(g) for g in games]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return text_table(
+        [("ID", "GAME", "X", "O", "RESULT", "STARTED")] + [game_row(g) for g in games]
+    )
+
+
+def text_table(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as columns of plain text, each as wide as its widest cell (the first row: the
+    headings)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
 
 

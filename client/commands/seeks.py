@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from client.commands.common import add_server_arguments, connect
+from client.commands.games import text_table
 from client.game_view import clock_title, game_title, player_name
 
 
@@ -52,10 +53,7 @@ def format_seeks(seeks: list[dict[str, Any]], me: str | None) -> str:
                 audience,
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
+    return text_table(rows)
 
 
 async def _seeks(args: argparse.Namespace) -> int:
