@@ -98,11 +98,12 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
             if self.cluster is not None:
                 self.cluster.adopted(session)  # its followers here catch up
             grace_s = self.settings.grace_s
-            emitted = session.restored_presence(now, grace_s)
+            here = []  # seats whose player is connected here (a cluster node taking a shard)
             for seat, player in enumerate(session.players):
-                here = self.players.get(player.player_id or "") if player else None
-                if here is not None and here.online:  # (a cluster node taking a shard)
-                    emitted += session.set_online(seat, True, now, grace_s)
+                known = self.players.get(player.player_id or "") if player else None
+                if known is not None and known.online:
+                    here.append(seat)
+            emitted = session.restored_presence(now, grace_s, here)
             async with self._lock(session.id):
                 await self._commit_quietly(session, emitted)
             self._maybe_ai_turn(session)

@@ -159,6 +159,7 @@ class Hub:
         return EventLimits(
             presence_burst=settings.presence_burst,
             presence_refill_s=settings.presence_refill_s,
+            restore_quiet_s=settings.restore_quiet_s,
             draw_offer_plies=settings.draw_offer_plies,
             rematch_offers=settings.max_rematch_offers,
         )

@@ -137,6 +137,7 @@ class EventLimits:
 
     presence_burst: int = 4  # absences announced at once; then one per presence_refill_s
     presence_refill_s: float = 10.0
+    restore_quiet_s: float = 5.0  # after a restore, absences wait this long to be announced
     draw_offer_plies: int = 1  # plies between two draw offers of a seat (Lichess: 20)
     rematch_offers: int = 3  # per seat and game
 
@@ -167,6 +168,7 @@ class GameSession:
     online: list[bool] = field(default_factory=lambda: [True, True])
     announced: list[bool] = field(default_factory=lambda: [True, True])  # presence as told
     absences: list[TokenBucket | None] = field(default_factory=lambda: [None, None])
+    quiet_until: float | None = None  # monotonic: no absence is announced before (a restore)
     draw_offered_at: list[int | None] = field(default_factory=lambda: [None, None])  # ply
     rematch_offered: list[int] = field(default_factory=lambda: [0, 0])
     limits: EventLimits = field(default_factory=EventLimits)  # set by the server
@@ -570,7 +572,10 @@ class GameSession:
         online = self.online[seat]
         if online == self.announced[seat]:
             return []
-        if not online and not self._absence_budget(seat, now.mono).take(now.mono):
+        if not online and (
+            (self.quiet_until is not None and now.mono < self.quiet_until)
+            or not self._absence_budget(seat, now.mono).take(now.mono)
+        ):
             return []
         self.announced[seat] = online
         self.seq += 1
@@ -595,12 +600,14 @@ class GameSession:
         return bucket
 
     def _presence_due(self) -> float | None:
-        """When an absence not yet announced can be: its seat's next token."""
-        times = [
-            bucket.next_token_at()
-            for seat, bucket in enumerate(self.absences)
-            if bucket is not None and self.online[seat] != self.announced[seat]
-        ]
+        """When an absence not yet announced can be: its seat's next token, and not before
+        the quiet after a restore."""
+        times = []
+        for seat, bucket in enumerate(self.absences):
+            if self.online[seat] == self.announced[seat]:
+                continue
+            at = bucket.next_token_at() if bucket is not None else 0.0
+            times.append(at if self.quiet_until is None else max(at, self.quiet_until))
         return min(times) if times else None
 
     # --- timeouts --------------------------------------------------------------------
@@ -816,12 +823,21 @@ class GameSession:
         if self.announced != self.stored_announced:
             self.stored_announced = list(self.announced)
 
-    def restored_presence(self, now: Now, grace_s: float) -> list[Emitted]:
-        """After a restore, every human seat is away until its player reconnects."""
+    def restored_presence(self, now: Now, grace_s: float, here: Iterable[int]) -> list[Emitted]:
+        """After a restore, every human seat but those of ``here`` (its player connected to
+        this server) is away until its player comes back, its grace counting from now. An
+        absence is announced only after ``limits.restore_quiet_s``: players reconnect after
+        a restart, and after a cluster node took the game over their nodes report them
+        present, and neither left (a seat away before, back, is announced at once)."""
+        self.quiet_until = now.mono + self.limits.restore_quiet_s
         emitted = []
+        present = set(here)
         for seat in self.human_seats:
             self.online[seat] = True
-            emitted += self.set_online(seat, False, now, grace_s)
+            if seat in present:
+                emitted += self._announce(seat, now)
+            else:
+                emitted += self.set_online(seat, False, now, grace_s)
         return emitted
 
 

@@ -40,6 +40,7 @@ from protocol import (
     Moved,
     Ok,
     Ping,
+    Presence,
     QuickPair,
     Rematch,
     Resign,
@@ -343,6 +344,49 @@ async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_o
     assert await _stored_moves(pg_schema, game_id) == LONG_GAME
     for client in (ada, bo):
         await client.close()
+
+
+async def test_a_node_taking_a_game_over_announces_nobody_away(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """The owner killed while ada sits on one surviving node and bo on the other: the node
+    that restores the game holds each seat away until its player is found, here or through
+    the node it is connected to (``--restore-quiet-s``), so neither player is told that
+    anyone left (the adopter's own player was told it had left, and came back, at once)."""
+    quiet = ("--restore-quiet-s", "1")
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b, c = [await cluster.start(name, *quiet) for name in "abc"]
+        await cluster.wait_balanced()
+        ada = await a.connect("ada")
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        game_id = created.game_id
+        assert await cluster.owner_of(game_id) == a.name
+        await ada.close()
+        ada = await b.connect("ada", session=ada.session)
+        assert isinstance(await ada.request(Resume, game_id=game_id, since=0), Resumed)
+        bo = await c.connect("bo")
+        joined = await bo.request(JoinGame, game_id=game_id)
+        players = [(ada, created.token), (bo, joined.token)]
+        for ply, action in enumerate(LONG_GAME[:2]):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+            await _heard(players[1 - ply % 2][0], ply)
+        await _heard(bo, 1)  # (each hears its own move too)
+        a.kill()
+        await a.process.wait()
+        await cluster.wait_owned(game_id, {b.name, c.name})
+        await asyncio.sleep(2)  # past the quiet: an absence found would be announced by now
+        for ply, action in enumerate(LONG_GAME[2:4], start=2):
+            mover, token = players[ply % 2]
+            await _play(mover, token, game_id, action)
+        for client, _token in players:
+            heard: list[Message] = []
+            while not heard or not (isinstance(heard[-1], Moved) and heard[-1].ply == 3):
+                heard.append(await client.next_event(timeout=10))
+            assert [e for e in heard if isinstance(e, Presence)] == []
+            assert [e.ply for e in heard if isinstance(e, Moved)] == [2, 3]
+        for client, _token in players:
+            await client.close()
 
 
 async def _raw_back(node: Node, session: str | None) -> RawClient:
