@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from server.lockfile import ServerLock
     from server.settings import ServerSettings
     from server.store import Store
+    from server.supervisor import Nodes
 
 
 # Container objects allocated (net) between two collections of the youngest generation
@@ -246,14 +247,11 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             # The first line on stdout is the address: the embedded client reads it.
             where = f"db: {store.describe()}" + ("" if node is None else f", node: {node}")
             print(f"noughts server listening on {url} ({where})", flush=True)
-            children = await _start_processes(settings, port, node)
+            others = _other_nodes(settings, port, node)
+            await others.start()
             await stop
             logging.info("shutting down")
-            for child in children:  # they drain as this one does
-                with contextlib.suppress(ProcessLookupError):
-                    child.terminate()
-            for child in children:
-                await child.wait()
+            await others.stop()
     except OSError as exc:
         print(
             f"noughts serve: cannot listen on {settings.host}:{settings.port}: {exc}",
@@ -289,28 +287,20 @@ async def _open_admin(admin: AdminServer, settings: ServerSettings) -> asyncio.S
     return listening
 
 
-async def _start_processes(
-    settings: ServerSettings, port: int, node: str | None
-) -> list[asyncio.subprocess.Process]:
-    """``--processes N``: N - 1 more nodes on this machine, on the same port (SO_REUSEPORT:
-    the kernel spreads new connections over them), with this one's options."""
-    children = []
+def _other_nodes(settings: ServerSettings, port: int, node: str | None) -> Nodes:
+    """``--processes N``: N - 1 more nodes on this machine, on the same port, with this
+    one's options (server/supervisor.py)."""
+    from server.supervisor import Nodes
+
+    argv, names = {}, {}
     for index in range(1, settings.processes):
         extra = ["--processes", "1", "--reuse-port", "true", "--port", str(port)]
-        extra += ["--node", f"{node}-{index}"]
+        names[index] = f"{node}-{index}"
+        extra += ["--node", names[index]]
         if settings.admin_port:
             extra += ["--admin-port", str(settings.admin_port + index)]
-        children.append(
-            await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "server",
-                *sys.argv[1:],
-                *extra,
-                stdout=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-        )
-    return children
+        argv[index] = ["-m", "server", *sys.argv[1:], *extra]
+    return Nodes(argv, names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     from server.logs import configure
 
     configure(args.log_level, args.log_format)
+    from server.supervisor import die_with_supervisor
+
+    die_with_supervisor()  # (a node of another's --processes: it ends with it)
     if args.log_level != "DEBUG":
         # websockets logs every connection opened, refused and closed at INFO: two lines a
         # connection, a flood under attack. The server logs its refusals at a bounded rate.

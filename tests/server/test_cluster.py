@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import shutil
 import signal
 import socket
@@ -1231,6 +1233,59 @@ async def test_processes_share_one_port_each_a_node(
         await ada.close()
         await bo.close()
         assert await node.stop() == 0  # and its other process with it
+
+
+async def _started_pids(log: Path, name: str, count: int) -> list[int]:
+    """The pids of the first ``count`` starts of node ``name`` its supervisor logged (30 s
+    at most)."""
+    async with asyncio.timeout(30):
+        while True:
+            found = re.findall(rf"node {re.escape(name)} started \(pid (\d+)\)", log.read_text())
+            if len(found) >= count:
+                return [int(pid) for pid in found[:count]]
+            await asyncio.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    """``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+async def test_processes_a_node_that_dies_is_started_again_and_ends_with_its_supervisor(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """``--processes 2``: the second node killed -9 is logged and started again, and takes
+    its share of the shards again; the first (its supervisor) killed -9, the second ends
+    too (PR_SET_PDEATHSIG: it drains as on SIGTERM) instead of serving on unsupervised."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a", "--processes", "2")
+        other = f"{node.name}-1"
+        await cluster.wait_balanced(names={node.name, other})
+        (first,) = await _started_pids(node.log, other, 1)
+        pids = [first]
+        try:
+            os.kill(first, signal.SIGKILL)
+            pids = await _started_pids(node.log, other, 2)
+            assert pids[1] != first
+            assert re.search(
+                rf"node {re.escape(other)} \(pid {first}\) was killed by SIGKILL; starting it "
+                r"again in [0-9.]+ s",
+                node.log.read_text(),
+            )
+            await cluster.wait_balanced(names={node.name, other})
+            node.kill()
+            await node.process.wait()
+            async with asyncio.timeout(30):
+                while _running(pids[1]):
+                    await asyncio.sleep(0.1)
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 async def _admin_get(port: int, path: str) -> tuple[int, str]:
