@@ -44,9 +44,18 @@ def game_row(g: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     return (g["game_id"], kind, names[0], names[1], result, when)
 
 
-def format_games(games: list[dict[str, Any]]) -> str:
+# What `noughts games` says when there are none, by --status: where else to look.
+EMPTY = {
+    "finished": "No finished games (--status live: games in play; open: waiting for a player).",
+    "aborted": "No aborted games.",
+    "open": "No open games: noughts play --human opens one.",
+    "live": "No games in play.",
+}
+
+
+def format_games(games: list[dict[str, Any]], empty: str = "No games.") -> str:
     if not games:
-        return "No games."
+        return empty
     return text_table(
         [("ID", "GAME", "X", "O", "RESULT", "STARTED")] + [game_row(g) for g in games]
     )
@@ -74,5 +83,5 @@ async def _games(args: argparse.Namespace) -> int:
     except (RequestFailed, ConnectionLost, EmbeddedServerError, OSError) as exc:
         print(f"noughts games: {exc}", file=sys.stderr)
         return 1
-    print(format_games(list(reply.games)))
+    print(format_games(list(reply.games), EMPTY[args.status]))
     return 0

@@ -122,7 +122,7 @@ async def follow_lobby(connection: ServerConnection, write: Callable[[str], None
         if isinstance(message, LobbyState):
             live = {g["game_id"]: g for g in message.games}
             write(f"Live games on {connection.url} (+ started, - ended; Ctrl-C quits):")
-            write(format_games(list(live.values())))
+            write(format_games(list(live.values()), "No games in play."))
         elif isinstance(message, LobbyEvent):
             if message.kind == "game_added" and message.game:
                 live[message.game["game_id"]] = message.game
