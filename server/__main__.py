@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import re
@@ -119,9 +120,11 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     from server.app import GameServer, running
     from server.cluster import new_node_id
     from server.errors import ServerError
+    from server.logs import name_node
     from server.pgstore import PostgresStore, is_postgres_url
     from server.pool import EnginePool
     from server.remote_engine import RemoteEngine
+    from server.supervisor import engine_workers, supervised
 
     if settings.engine == "queue" and not settings.bus:
         print("noughts serve: --engine queue needs --bus redis://HOST:PORT/N", file=sys.stderr)
@@ -147,6 +150,10 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             file=sys.stderr,
         )
         return 2
+    if node is not None and (settings.processes > 1 or supervised()):
+        name_node(node)  # (the nodes of --processes write one log)
+    if settings.processes > 1 and settings.workers is None:
+        settings = dataclasses.replace(settings, workers=engine_workers(settings.processes))
     store = (
         PostgresStore(db_path, node=node)
         if node is not None
@@ -196,7 +203,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             progress=progress,
             settings=settings,
         )
-        logging.info("starting %d engine workers", pool.size)
+        logging.info("starting %d engine worker%s", pool.size, "" if pool.size == 1 else "s")
         await pool.start_async()
     game_server = GameServer(store, pool, settings=settings)
     admin = None  # open until the process ends: /readyz answers 503 for the whole drain
@@ -295,6 +302,7 @@ def _other_nodes(settings: ServerSettings, port: int, node: str | None) -> Nodes
     argv, names = {}, {}
     for index in range(1, settings.processes):
         extra = ["--processes", "1", "--reuse-port", "true", "--port", str(port)]
+        extra += ["--workers", str(settings.workers)]
         names[index] = f"{node}-{index}"
         extra += ["--node", names[index]]
         if settings.admin_port:

@@ -31,9 +31,16 @@ class JSONFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        node = getattr(record, "node", None)
+        if node is not None:
+            entry["node"] = node
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+NODE_TEXT_FORMAT = "%(asctime)s %(levelname)s %(node)s %(name)s: %(message)s"
 
 
 def configure(level: str, log_format: str) -> None:
@@ -41,8 +48,22 @@ def configure(level: str, log_format: str) -> None:
     if log_format == "json":
         handler.setFormatter(JSONFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+def name_node(node: str) -> None:
+    """Each line names this cluster node (``node`` in JSON, after the level in text): the
+    nodes of ``--processes`` write one log."""
+
+    def named(record: logging.LogRecord) -> bool:
+        record.node = node
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(named)
+        if not isinstance(handler.formatter, JSONFormatter):
+            handler.setFormatter(logging.Formatter(NODE_TEXT_FORMAT))
 
 
 # Kinds of line are few and fixed by the code (never an address or a name): the table of

@@ -7,7 +7,8 @@ and started again after ``PAUSE_S``, a pause that doubles (up to ``PAUSE_MAX_S``
 keeps dying within ``YOUNG_S`` of its start (a crash loop). SIGTERM to the supervisor
 drains them all. A node started so dies with its supervisor: on Linux it asks the kernel
 for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``), so a supervisor killed
--9 leaves no node behind, each draining as on SIGTERM.
+-9 leaves no node behind, each draining as on SIGTERM. The nodes share the machine's cores
+for their engine workers, and each names itself in the log they share.
 """
 
 from __future__ import annotations
@@ -40,10 +41,22 @@ def exit_text(code: int) -> str:
     return f"exited with status {code}"
 
 
+def supervised() -> bool:
+    """This process is a node another's ``--processes`` started."""
+    return PARENT_ENV in os.environ
+
+
+def engine_workers(processes: int) -> int:
+    """Engine workers per node when ``--workers`` is not given: the machine's cores shared
+    between its ``processes`` nodes (each takes its share of the connections, and so of
+    the AI searches), one at least."""
+    return max(1, (os.cpu_count() or 1) // processes)
+
+
 def die_with_supervisor() -> None:
     """In a supervised node (``PARENT_ENV`` set): SIGTERM to itself when its supervisor
     dies (Linux's PR_SET_PDEATHSIG), and at once if it has died already."""
-    parent = os.environ.pop(PARENT_ENV, None)
+    parent = os.environ.get(PARENT_ENV)
     if parent is None or not sys.platform.startswith("linux"):
         return
     import ctypes

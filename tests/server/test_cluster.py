@@ -1266,6 +1266,10 @@ async def test_processes_a_node_that_dies_is_started_again_and_ends_with_its_sup
         other = f"{node.name}-1"
         await cluster.wait_balanced(names={node.name, other})
         (first,) = await _started_pids(node.log, other, 1)
+        # One log, each line naming its node; the engine's cores shared between them.
+        log = node.log.read_text()
+        assert re.search(rf"INFO {re.escape(other)} root: node {re.escape(other)} of the", log)
+        assert re.search(rf"INFO {re.escape(node.name)} server.supervisor: node ", log)
         pids = [first]
         try:
             os.kill(first, signal.SIGKILL)
