@@ -28,6 +28,7 @@ REASONS = {
     "abandoned": "the game was abandoned",
     "abort": "aborted before the first moves",
     "no_start": "no first move in time",
+    "engine_unavailable": "the AI's engine did not answer",
 }
 
 

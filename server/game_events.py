@@ -286,7 +286,7 @@ class GameEvents(LobbyFeed):
         if self.pool is None:
             raise EngineUnavailable("this server runs no engine workers: AI games are off")
         if not self.pool.available:
-            raise EngineUnavailable("no engine worker is up (they are restarting): retry soon")
+            raise EngineUnavailable(self.pool.unavailable)
         cap = settings.max_ai_searches_per_player
         if player_id is not None and self.pool.searches_of(player_id) >= cap:
             raise LimitExceeded(

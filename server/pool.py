@@ -329,6 +329,8 @@ class EnginePool:
         """Whether any worker is up (idle or busy) to take a search."""
         return any(slot.state in (SlotState.IDLE, SlotState.BUSY) for slot in self._slots)
 
+    unavailable = "no engine worker is up (they are restarting): retry soon"  # (available)
+
     @property
     def alive(self) -> int:
         """Workers up now, idle or busy (the admin port's readiness and metrics)."""

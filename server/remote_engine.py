@@ -15,8 +15,11 @@ Lichess's fishnet clients share its job API:
 - Results go to the asking node's reply stream, ``<prefix>:engine:replies:<node>``,
   which only that node reads.
 
-A job's budget starts when a worker starts it: time spent waiting in the queue is
-nobody's budget. A search that no worker answers within its budget plus
+The node counts the live heartbeat keys every ``COUNT_S`` (``alive``, for the admin
+port's readiness and metrics): with none, a new game against the AI is refused at once,
+as it is when a server's own engine workers are all down, rather than started to end
+without a move. A job's budget starts when a worker starts it: time spent waiting in the
+queue is nobody's budget. A search that no worker answers within its budget plus
 ``REPLY_GRACE_S`` fails with ``engine_unavailable``.
 """
 
@@ -44,6 +47,7 @@ GROUP = "workers"
 HEARTBEAT_S = 5.0  # a worker renews its key this often, with twice this lifetime
 REPLY_GRACE_S = 15.0  # beyond the budget: time for a dead worker's job to be re-run
 RESUBMIT_S = 1.0  # while an answer is due: how often the job is checked for, and resubmitted
+COUNT_S = 2.0  # how often a node counts the workers' heartbeat keys (one SCAN)
 QUICK_RETRY_MS = 10.0  # a re-run whose budget is spent still searches this long
 MAX_REPLIES = 10_000  # a reply stream keeps at most about this many entries
 
@@ -94,6 +98,7 @@ class RemoteEngine:
         self._client: aioredis.Redis | None = None
         self._jobs: dict[str, _Job] = {}  # the jobs whose answer is awaited, by id
         self._reader: asyncio.Task[None] | None = None
+        self._counter: asyncio.Task[None] | None = None
         self._closing = False
         self._alive = 0
 
@@ -115,6 +120,7 @@ class RemoteEngine:
             await self.close()
             raise EngineUnavailable(f"cannot reach the engine queue at {self.url}: {exc}") from exc
         self._reader = asyncio.create_task(self._read_replies(), name="engine-replies")
+        self._counter = asyncio.create_task(self._count_workers(), name="engine-workers")
 
     async def refresh(self) -> int:
         """Count the workers whose heartbeat key is alive."""
@@ -125,13 +131,29 @@ class RemoteEngine:
         self._alive = count
         return count
 
+    async def _count_workers(self) -> None:
+        """``refresh`` every COUNT_S; the queue out of reach counts no worker."""
+        reachable = True
+        while True:
+            await asyncio.sleep(COUNT_S)
+            try:
+                await self.refresh()
+            except (RedisError, OSError) as exc:
+                self._alive = 0
+                if reachable:
+                    log.warning("cannot count the engine workers: %s", exc)
+                reachable = False
+            else:
+                reachable = True
+
     async def close(self) -> None:
         self._closing = True
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-            self._reader = None
+        for task in (self._reader, self._counter):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reader = self._counter = None
         for job in self._jobs.values():
             job.answer(EngineUnavailable("the engine queue is closed"))
         self._jobs.clear()
@@ -144,8 +166,12 @@ class RemoteEngine:
 
     @property
     def available(self) -> bool:
-        """The queue takes jobs while it runs; a job no worker answers fails in time."""
-        return self._client is not None
+        """A worker's heartbeat was seen at the last count, and the queue runs (a job no
+        worker answers fails in time all the same)."""
+        return self._client is not None and self._alive > 0
+
+    # Why not ``available``: no worker serves the queue.
+    unavailable = "no engine worker serves this server's queue (noughts engine-worker): retry soon"
 
     @property
     def closed(self) -> bool:

@@ -6,6 +6,7 @@ starting it costs about a second, and a pool serves any number of servers and ev
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import sqlite3
@@ -110,8 +111,6 @@ class RawClient:
         await self.websocket.send(data)
 
     async def receive(self, timeout: float = 10) -> Message:
-        import asyncio
-
         frame = await asyncio.wait_for(self.websocket.recv(), timeout)
         return decode_server(frame)
 
@@ -128,8 +127,6 @@ async def next_event(connection: ServerConnection, kind: type, timeout: float = 
 
 
 async def next_lobby(connection: ServerConnection, timeout: float = 10) -> Any:
-    import asyncio
-
     return await asyncio.wait_for(connection.lobby_events.get(), timeout)
 
 
@@ -147,3 +144,19 @@ async def human_game(
     assert opened.status == "open" and opened.seq == 0
     seat_b = await bo.request(JoinGame, game_id=seat_a.game_id)
     return ada, bo, seat_a, seat_b
+
+
+async def http_get(port: int, path: str) -> str:
+    """A GET of ``path`` on 127.0.0.1:``port`` (an admin port): the whole answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    body = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return body.decode()
+
+
+async def admin_get(port: int, path: str) -> tuple[int, str]:
+    """``http_get``'s answer as its status code and body."""
+    head, _, body = (await http_get(port, path)).partition("\r\n\r\n")
+    return int(head.split()[1]), body

@@ -58,7 +58,7 @@ from protocol import (
 )
 from server.bus import pack, unpack
 from tests.server.cluster_nodes import Cluster, Node, cluster_of
-from tests.server.conftest import RawClient, next_event
+from tests.server.conftest import RawClient, admin_get, http_get, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
@@ -1171,9 +1171,9 @@ async def test_a_node_is_ready_when_its_bus_and_locks_answer(
         node = await cluster.start("a", "--admin-port", "0")
         await cluster.wait_balanced()
         port = await _admin_port(node)
-        ready = await _http_get(port, "/readyz")
+        ready = await http_get(port, "/readyz")
         assert ready.startswith("HTTP/1.1 200") and "bus: ok" in ready, ready
-        metrics = await _http_get(port, "/metrics")
+        metrics = await http_get(port, "/metrics")
         assert "noughts_cluster_shards 64.0" in metrics and "noughts_cluster_nodes" in metrics
         assert await node.stop() == 0
 
@@ -1187,7 +1187,7 @@ async def test_a_node_is_not_ready_while_redis_is_down_and_ready_again_after(
         node = await cluster.start("a", "--admin-port", "0")
         await cluster.wait_balanced()
         admin = await _admin_port(node)
-        assert (await _http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
+        assert (await http_get(admin, "/readyz")).startswith("HTTP/1.1 200")
         await redis.stop()
         ready = await _until_http(admin, "/readyz", "HTTP/1.1 503")
         assert "bus: " in ready and "bus: ok" not in ready, ready
@@ -1201,19 +1201,10 @@ async def _until_http(port: int, path: str, status: str) -> str:
     """GET ``path`` until its answer starts with ``status`` (20 s at most); the answer."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + 20
-    while not (answer := await _http_get(port, path)).startswith(status):
+    while not (answer := await http_get(port, path)).startswith(status):
         assert loop.time() < give_up, answer
         await asyncio.sleep(0.1)
     return answer
-
-
-async def _http_get(port: int, path: str) -> str:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    await writer.drain()
-    body = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    return body.decode()
 
 
 async def test_processes_share_one_port_each_a_node(
@@ -1292,12 +1283,6 @@ async def test_processes_a_node_that_dies_is_started_again_and_ends_with_its_sup
                     os.kill(pid, signal.SIGKILL)
 
 
-async def _admin_get(port: int, path: str) -> tuple[int, str]:
-    """``_http_get``'s answer as its status code and body."""
-    head, _, body = (await _http_get(port, path)).partition("\r\n\r\n")
-    return int(head.split()[1]), body
-
-
 async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -1311,15 +1296,15 @@ async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
         try:
             starting = asyncio.create_task(cluster.start("a", "--admin-port", "0"))
             port = await _admin_port_of(cluster.directory / "a.log")
-            status, body = await _admin_get(port, "/readyz")
+            status, body = await admin_get(port, "/readyz")
             assert status == 503 and "bus: not joined yet\n" in body, body
-            assert await _admin_get(port, "/healthz") == (200, "ok\n")
+            assert await admin_get(port, "/healthz") == (200, "ok\n")
             assert not starting.done()
         finally:
             redis.process.send_signal(signal.SIGCONT)
         node = await starting
         async with asyncio.timeout(30):
-            while (answer := await _admin_get(port, "/readyz"))[0] != 200:
+            while (answer := await admin_get(port, "/readyz"))[0] != 200:
                 await asyncio.sleep(0.1)
         assert "bus: ok\n" in answer[1], answer
         assert await node.stop() == 0
@@ -1354,18 +1339,18 @@ async def test_readyz_says_draining_for_the_whole_drain(
         )
         assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
         async with asyncio.timeout(30):
-            while (await _admin_get(port, "/readyz"))[0] != 200:
+            while (await admin_get(port, "/readyz"))[0] != 200:
                 await asyncio.sleep(0.1)
         node.process.send_signal(signal.SIGTERM)
         await reader.readexactly(2)  # the server's close frame: the drain is under way
-        status, body = await _admin_get(port, "/readyz")
+        status, body = await admin_get(port, "/readyz")
         assert status == 503 and "drain: draining: its games go to the other nodes\n" in body
-        assert await _admin_get(port, "/healthz") == (200, "ok\n")
+        assert await admin_get(port, "/healthz") == (200, "ok\n")
         assert node.process.returncode is None
         writer.close()  # the drain ends; so does the process, and its admin port with it
         assert await node.stop() == 0
         with pytest.raises(OSError):
-            await _admin_get(port, "/healthz")
+            await admin_get(port, "/healthz")
 
 
 @pytest.mark.parametrize("first", ["ada", "bo"])

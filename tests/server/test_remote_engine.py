@@ -17,14 +17,15 @@ import pytest
 import redis.asyncio as aioredis
 
 import engine
-from client.connection import ServerConnection
+from client.connection import RequestFailed, ServerConnection
 from protocol import CreateGame, Moved
+from server.admin import AdminServer
 from server.app import GameServer, running
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
-from server.remote_engine import GROUP, RemoteEngine, jobs_key
+from server.remote_engine import COUNT_S, GROUP, RemoteEngine, jobs_key
 from server.store import SQLiteStore
-from tests.server.conftest import next_event
+from tests.server.conftest import admin_get, next_event
 from tests.services import REDIS_SERVER_HINT, REDIS_URL
 
 Spawn = Callable[..., Awaitable[asyncio.subprocess.Process]]
@@ -118,20 +119,38 @@ async def test_no_worker_is_a_clear_engine_unavailable(
 async def test_a_game_server_plays_its_ai_through_the_queue(
     tmp_path: Path, remote: RemoteEngine, spawn_worker: Spawn
 ) -> None:
-    await spawn_worker()
+    """Before any worker serves the queue, a game against the AI is refused at once (not
+    started to end without a move) and the admin port says not ready; once a worker's
+    heartbeat is counted (``COUNT_S``), the AI plays through the queue."""
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()
     try:
-        async with running(GameServer(store, remote)) as ws_server:  # type: ignore[arg-type]
+        game_server = GameServer(store, remote)  # type: ignore[arg-type]
+        async with running(game_server) as ws_server:
             url = f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+            admin = AdminServer(game_server)
+            listening = await admin.start("127.0.0.1", 0)
+            admin_port = next(iter(listening.sockets)).getsockname()[1]
             ada = await ServerConnection.connect(url, name="ada")
-            seated = await ada.request(
-                CreateGame, game="tictactoe", opponent="ai", seat=1, budget_ms=20
-            )
+            vs_ai = {"game": "tictactoe", "opponent": "ai", "seat": 1, "budget_ms": 20}
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(CreateGame, **vs_ai)
+            assert refused.value.code == "engine_unavailable"
+            assert "noughts engine-worker" in refused.value.message
+            status, body = await admin_get(admin_port, "/readyz")
+            assert status == 503 and "engine: no engine worker is alive" in body, body
+            await spawn_worker()
+            async with asyncio.timeout(3 * COUNT_S + 5):
+                while remote.alive != 1:  # counted by the node itself, not asked here
+                    await asyncio.sleep(0.05)
+            status, body = await admin_get(admin_port, "/readyz")
+            assert status == 200, body
+            seated = await ada.request(CreateGame, **vs_ai)
             moved = await next_event(ada, Moved)
             assert moved.game_id == seated.game_id and moved.seat == 0
             assert moved.stats is not None and moved.stats["algorithm"] == "perfect"
             await ada.close()
+            listening.close()
     finally:
         await store.close()
 
