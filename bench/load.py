@@ -413,7 +413,7 @@ class EngineWorkers:
         import redis
 
         args = [sys.executable, "-m", "client.cli", "engine-worker", "--bus", self.url]
-        args += ["--prefix", self.prefix, "--processes", str(self.processes)]
+        args += ["--bus-prefix", self.prefix, "--processes", str(self.processes)]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=log, cwd=ROOT, start_new_session=True

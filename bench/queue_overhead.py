@@ -118,8 +118,8 @@ def _print_split(
 async def run(args: argparse.Namespace) -> None:
     prefix = "qb" + secrets.token_hex(4)
     stamps_file = Path(tempfile.mkdtemp()) / "stamps.json"
-    command = [sys.executable, "-m", "server.engine_worker", "--bus", args.bus, "--prefix", prefix,
-               "--log-level", "WARNING"]  # fmt: skip
+    command = [sys.executable, "-m", "server.engine_worker", "--bus", args.bus,
+               "--bus-prefix", prefix, "--log-level", "WARNING"]  # fmt: skip
     if args.split:
         command = [sys.executable, __file__, "--bus", args.bus, "--stamping-worker",
                    f"{prefix}:{stamps_file}"]  # fmt: skip

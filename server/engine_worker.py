@@ -6,7 +6,9 @@ key, claims the pending jobs of workers whose heartbeat has expired (they died),
 a new job, searches, answers on the asking node's reply stream, and acknowledges the
 job. A job is acknowledged only after its answer is written, so a worker killed in
 the middle of a search leaves the job pending for another worker to re-run with what
-is left of its budget. ``--processes N`` runs N such workers (one per core).
+is left of its budget. ``--processes N`` runs N such workers (one per core), kept running
+by this process as ``noughts serve --processes`` keeps its nodes (server/supervisor.py):
+a worker that dies is started again, and they all end with it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import contextlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import socket
@@ -29,6 +32,7 @@ import redis
 from engine.search import Searcher
 from engine.warmup import warm_up
 from engine.worker import run
+from server.logs import configure
 from server.remote_engine import (
     GROUP,
     HEARTBEAT_S,
@@ -38,6 +42,7 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
+from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
 
@@ -192,7 +197,14 @@ class Worker:
         self.jobs_done += 1
 
 
-def _work(url: str, prefix: str, name: str, heartbeat_s: float) -> None:
+def _work(args: argparse.Namespace) -> None:
+    """One worker, named after its host and pid (a worker started again is a new consumer:
+    the jobs its predecessor left pending are re-run once its heartbeat expires). A
+    process of its own (--processes) logs as its supervisor does."""
+    configure(args.log_level, args.log_format)
+    die_with_supervisor()
+    url, prefix, heartbeat_s = args.bus, args.prefix, args.heartbeat_s
+    name = f"{socket.gethostname()}-{os.getpid()}"
     worker = Worker(url, prefix, name, heartbeat_s)
 
     def stop(signum: int, frame: Any) -> None:
@@ -207,6 +219,51 @@ def _work(url: str, prefix: str, name: str, heartbeat_s: float) -> None:
         sys.exit(1)
 
 
+def _supervise(args: argparse.Namespace) -> int:
+    """``--processes N``: N workers, each started again when it dies (after the pause of
+    ``next_pause``); SIGTERM or SIGINT stops them all."""
+    os.environ[PARENT_ENV] = str(os.getpid())  # (read by each worker: die_with_supervisor)
+    context = multiprocessing.get_context("spawn")
+    stopping = False
+    processes: dict[int, Any] = {}
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in processes.values():
+            if process.exitcode is None:
+                process.terminate()
+
+    def start(index: int) -> None:
+        process = context.Process(target=_work, args=(args,))
+        process.start()
+        processes[index] = process
+        started[index] = time.monotonic()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    started: dict[int, float] = {}
+    pauses: dict[int, float | None] = dict.fromkeys(range(args.processes))
+    for index in range(args.processes):
+        start(index)
+    while not stopping:
+        multiprocessing.connection.wait([p.sentinel for p in processes.values()], timeout=1.0)
+        for index, process in list(processes.items()):
+            if process.exitcode is None or stopping:
+                continue
+            pause = pauses[index] = next_pause(pauses[index], time.monotonic() - started[index])
+            log.warning(
+                "engine worker (pid %d) %s; starting it again in %g s",
+                process.pid, exit_text(process.exitcode), pause,
+            )  # fmt: skip
+            time.sleep(pause)
+            if not stopping:
+                start(index)
+    for process in processes.values():
+        process.join()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="noughts engine-worker",
@@ -218,21 +275,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("NOUGHTS_BUS"),
         help="the cluster's Redis, redis://HOST:PORT/N ($NOUGHTS_BUS; required)",
     )
+    # The prefix is noughts serve's --bus-prefix ($NOUGHTS_BUS_PREFIX: one environment
+    # for both); --prefix and $NOUGHTS_PREFIX, its first names, still work.
     parser.add_argument(
+        "--bus-prefix",
         "--prefix",
-        default=os.environ.get("NOUGHTS_PREFIX", "noughts"),
-        help="key prefix the cluster uses in Redis (default: noughts; $NOUGHTS_PREFIX)",
+        dest="prefix",
+        default=os.environ.get("NOUGHTS_BUS_PREFIX", os.environ.get("NOUGHTS_PREFIX", "noughts")),
+        help="key prefix the cluster uses in Redis, as noughts serve --bus-prefix (default: "
+        "noughts; $NOUGHTS_BUS_PREFIX)",
     )
+    # Defaults from the environment as strings: argparse converts them as it does the
+    # command line's, so a bad value is a usage error naming the option, not a traceback.
     parser.add_argument(
         "--processes",
-        type=int,
-        default=int(os.environ.get("NOUGHTS_PROCESSES", "1")),
+        type=_at_least_one,
+        default=os.environ.get("NOUGHTS_PROCESSES", "1"),
         help="worker processes, one search each at a time (default: 1; $NOUGHTS_PROCESSES)",
     )
     parser.add_argument(
         "--heartbeat-s",
-        type=float,
-        default=float(os.environ.get("NOUGHTS_HEARTBEAT_S", HEARTBEAT_S)),
+        type=_positive,
+        default=os.environ.get("NOUGHTS_HEARTBEAT_S", str(HEARTBEAT_S)),
         help="seconds between heartbeats; a worker silent for two is taken for dead and its "
         f"jobs are re-run (default: {HEARTBEAT_S:g}; $NOUGHTS_HEARTBEAT_S)",
     )
@@ -242,7 +306,34 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log verbosity (default: INFO; $NOUGHTS_LOG_LEVEL)",
     )
+    parser.add_argument(
+        "--log-format",
+        default=os.environ.get("NOUGHTS_LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="text, or one JSON object a line for log collectors, as noughts serve's "
+        "(default: text; $NOUGHTS_LOG_FORMAT)",
+    )
     return parser
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:  # (nan too)
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,31 +341,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.bus:
         parser.error("--bus redis://HOST:PORT/N is required (or set NOUGHTS_BUS)")
-    if args.processes < 1:
-        parser.error("--processes must be at least 1")
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
+    configure(args.log_level, args.log_format)
     try:
         redis.Redis.from_url(args.bus).ping()
     except (redis.RedisError, ValueError) as exc:
         print(f"noughts engine-worker: cannot reach {args.bus}: {exc}", file=sys.stderr)
         return 1
-    base = f"{socket.gethostname()}-{os.getpid()}"
     if args.processes == 1:
-        _work(args.bus, args.prefix, base, args.heartbeat_s)
+        _work(args)
         return 0
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(target=_work, args=(args.bus, args.prefix, f"{base}-{i}", args.heartbeat_s))
-        for i in range(args.processes)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        for process in processes:
-            process.join()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return _supervise(args)
 
 
 if __name__ == "__main__":

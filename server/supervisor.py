@@ -41,6 +41,14 @@ def exit_text(code: int) -> str:
     return f"exited with status {code}"
 
 
+def next_pause(pause: float | None, ran_s: float) -> float:
+    """The pause before starting again a process that ran ``ran_s`` and died, after
+    ``pause`` before its last start (None: its first death)."""
+    if pause is None or ran_s >= YOUNG_S:
+        return PAUSE_S
+    return min(pause * 2, PAUSE_MAX_S)
+
+
 def supervised() -> bool:
     """This process is a node another's ``--processes`` started."""
     return PARENT_ENV in os.environ
@@ -103,8 +111,7 @@ class Nodes:
             code = await process.wait()
             if self._stopping:
                 return
-            young = time.monotonic() - started < YOUNG_S
-            pause = min(pause * 2, PAUSE_MAX_S) if young and pause else PAUSE_S
+            pause = next_pause(pause, time.monotonic() - started)
             log.warning(
                 "node %s (pid %d) %s; starting it again in %g s",
                 self._names[index], process.pid, exit_text(code), pause,

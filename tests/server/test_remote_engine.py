@@ -6,6 +6,9 @@ restarting without its data, and a game server plays its AI through the queue.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
 import shutil
 import signal
 import socket
@@ -21,6 +24,7 @@ from client.connection import RequestFailed, ServerConnection
 from protocol import CreateGame, Moved
 from server.admin import AdminServer
 from server.app import GameServer, running
+from server.engine_worker import build_parser
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
 from server.remote_engine import COUNT_S, GROUP, RemoteEngine, jobs_key
@@ -39,7 +43,7 @@ async def spawn_worker(redis_prefix: str) -> AsyncIterator[Spawn]:
     async def spawn(url: str = REDIS_URL) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "server.engine_worker", "--bus", url,
-            "--prefix", redis_prefix, "--heartbeat-s", "0.5",
+            "--bus-prefix", redis_prefix, "--heartbeat-s", "0.5",
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         started.append(process)
@@ -241,3 +245,90 @@ async def test_a_search_survives_redis_restarting_without_its_data(
         assert again.action in engine.replay(engine.make_game("tictactoe"), [4]).legal_actions()
     finally:
         await queue.close()
+
+
+async def _stderr_until(process: asyncio.subprocess.Process, pattern: str) -> re.Match[str]:
+    """Read ``process``'s stderr until a line matches ``pattern`` (60 s at most)."""
+    assert process.stderr is not None
+    async with asyncio.timeout(60):
+        while True:
+            line = (await process.stderr.readline()).decode()
+            assert line, f"stderr ended before {pattern!r}"
+            found = re.search(pattern, line)
+            if found:
+                return found
+
+
+def _ended(pid: int) -> bool:
+    """``pid`` is gone or a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
+async def test_processes_a_worker_that_dies_is_started_again_and_ends_with_the_rest(
+    redis_prefix: str,
+) -> None:
+    """``noughts engine-worker --processes 2``: a worker killed -9 is logged and started
+    again (a new consumer, serving the queue); the supervisor killed -9, its workers end
+    (PR_SET_PDEATHSIG) instead of serving on unsupervised."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "server.engine_worker", "--bus", REDIS_URL,
+        "--bus-prefix", redis_prefix, "--heartbeat-s", "0.5", "--processes", "2",
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    ready = r"engine worker \S+-(\d+) ready"
+    pids = [int((await _stderr_until(process, ready))[1]) for _ in range(2)]
+    try:
+        os.kill(pids[0], signal.SIGKILL)
+        await _stderr_until(
+            process, rf"engine worker \(pid {pids[0]}\) was killed by SIGKILL; starting it again"
+        )
+        pids.append(int((await _stderr_until(process, ready))[1]))
+        assert pids[2] not in pids[:2]
+        remote = RemoteEngine(REDIS_URL, prefix=redis_prefix)
+        await remote.start()
+        try:
+            result = await remote.search(_request("tictactoe", 20, (4,)))
+            assert result.algorithm == "mcts"
+        finally:
+            await remote.close()
+        process.kill()
+        await process.wait()
+        async with asyncio.timeout(30):
+            while not (_ended(pids[1]) and _ended(pids[2])):
+                await asyncio.sleep(0.1)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize(
+    ("env", "error"),
+    [
+        ({"NOUGHTS_PROCESSES": "abc"}, "argument --processes: not a whole number: 'abc'"),
+        ({"NOUGHTS_HEARTBEAT_S": "0"}, "argument --heartbeat-s: must be above 0, not 0"),
+    ],
+)
+async def test_a_bad_setting_from_the_environment_is_a_usage_error(
+    env: dict[str, str], error: str
+) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "server.engine_worker", "--bus", REDIS_URL,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **env},
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert err.decode().strip().splitlines()[-1] == f"noughts engine-worker: error: {error}"
+    assert "Traceback" not in err.decode()
+
+
+def test_the_prefix_is_serves_bus_prefix_and_keeps_its_first_name() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["--bus-prefix", "a"]).prefix == "a"
+    assert parser.parse_args(["--prefix", "b"]).prefix == "b"
