@@ -15,6 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+from protocol.paths import make_db_directory
+
 STARTUP_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 PROGRESS = "warming up the engine: "  # the server's --progress lines, before its address
 REUSED = "noughts server already running on "  # --reuse-running: another server's address
@@ -104,8 +106,9 @@ class EmbeddedServer:
             args += ["--warm-up", ",".join(f"{game}:{algorithm}" for game, algorithm in self.warm)]
         stderr: int | object = asyncio.subprocess.DEVNULL
         log_file = None
+        if self.db is not None:
+            make_db_directory(self.db)  # (its log goes beside it)
         if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
             log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed with the child
             stderr = log_file
         self.process = await asyncio.create_subprocess_exec(

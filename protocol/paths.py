@@ -16,6 +16,28 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
     env = (os.environ if environ is None else environ).get(DB_ENV)
     if env:
         return Path(env)
+    return data_dir() / "noughts.db"
+
+
+def data_dir() -> Path:
+    """The user's data directory for noughts (platformdirs), made on first use by whoever
+    writes there first; any other directory a path names must exist already."""
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("noughts", appauthor=False)) / "noughts.db"
+    return Path(user_data_dir("noughts", appauthor=False))
+
+
+class NoDirectory(FileNotFoundError):
+    """A database path names a directory that does not exist (its message says so)."""
+
+
+def make_db_directory(db_path: str | os.PathLike[str]) -> None:
+    """The directory of a database file (and of its lock and log), made if it is the user's
+    data directory (``data_dir``); NoDirectory if any other is missing: a mistyped ``--db``
+    is a one-line error, not a new tree of directories."""
+    parent = Path(db_path).parent
+    if parent.is_dir():
+        return
+    if parent.resolve() != data_dir().resolve():
+        raise NoDirectory(f"cannot open database {db_path}: no directory {parent}")
+    parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from protocol.paths import NoDirectory, make_db_directory
 from server.errors import ServerError
 
 
@@ -51,7 +52,12 @@ class ServerLock:
         another server has it, ServerError if the lock file cannot be opened."""
         path = lock_path(db_path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_db_directory(db_path)
+        except NoDirectory as exc:
+            raise ServerError(str(exc)) from None
+        except OSError as exc:
+            raise ServerError(f"cannot open database {db_path}: {exc}") from exc
+        try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise ServerError(f"cannot open database {db_path}: {path}: {exc.strerror}") from exc

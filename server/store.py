@@ -46,7 +46,11 @@ from typing import Any
 
 import aiosqlite
 
-from protocol.paths import default_db_path  # noqa: F401 - one for server and client
+from protocol.paths import (
+    NoDirectory,
+    default_db_path,  # noqa: F401 - one for server and client
+    make_db_directory,
+)
 from server.errors import Quarantined, StorageError, StorageFull
 from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow, SessionRow
 
@@ -834,7 +838,7 @@ class SQLiteStore(SQLStore):
         (missing directory, read-only filesystem, not a database) fails here, with one
         StorageError and nothing left running."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_db_directory(self.path)
             self._write_db = self._open_writer()
             self._migrate()
             self._checkpoint_db = self._connect()
@@ -845,6 +849,8 @@ class SQLiteStore(SQLStore):
             await self._close_connections()
             if isinstance(exc, StorageError):
                 raise
+            if isinstance(exc, NoDirectory):
+                raise StorageError(str(exc)) from None
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._start_writer("store-writer")

@@ -510,3 +510,15 @@ async def test_seeks_lists_the_open_seeks_and_the_challenges_to_you(ui_server: U
         assert challenge.seek_id not in out and posted.seek_id in out  # not cy's challenge
     finally:
         await bob.close()
+
+
+async def test_play_on_a_database_in_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    """A mistyped --db directory: the embedded server is not started and nothing is made
+    (it made the directory, its parents, the database, its lock and its log)."""
+    db = tmp_path / "typo" / "games.db"
+    code, _, err = await run_noughts("play", "--plain", "--db", str(db))
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        f"noughts play: cannot open database {db}: no directory {db.parent}"
+    )
+    assert not db.parent.exists()

@@ -203,6 +203,37 @@ def test_a_database_that_cannot_be_opened_is_one_line_and_exit_1(tmp_path: Path)
     ]
 
 
+def test_a_database_in_a_missing_directory_is_one_line_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A mistyped --db directory is refused, not made (with its parents); the user's data
+    directory, where the default database lives, is made on first use."""
+    db = tmp_path / "typo" / "games.db"
+    result = subprocess.run(
+        _serve_command(db), capture_output=True, text=True, env=_environment(tmp_path)
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"noughts serve: cannot open database {db}: no directory {db.parent}"
+    ]
+    assert not db.parent.exists()
+    data = tmp_path / "data" / "noughts"  # (XDG_DATA_HOME/noughts: _environment)
+    environment = {k: v for k, v in _environment(tmp_path).items() if k != "NOUGHTS_DB"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "server", "--port", "0", "--workers", "0"],
+        stdout=subprocess.PIPE, text=True, env=environment,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.startswith("noughts server listening on "), line
+        assert f"(db: {data / 'noughts.db'})" in line
+        assert (data / "noughts.db").is_file()
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
 @pytest.fixture
 def mount_point(tmp_path: Path) -> Iterator[Path]:
     """An empty directory to mount a filesystem on; skipped where mounting is not allowed."""
