@@ -21,7 +21,14 @@ from typing import Any, Protocol
 
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
-from client.game_view import SYMBOLS, GameModel, describe_stats, format_clocks, player_name
+from client.game_view import (
+    SYMBOLS,
+    GameModel,
+    describe_stats,
+    format_clocks,
+    game_title,
+    player_name,
+)
 from client.session_core import RESENDABLE
 from protocol import (
     Abort,
@@ -172,11 +179,16 @@ class PlainGame:
         if isinstance(reply, Seated):  # accepting a seek seats us at once
             self.game_id, self.seat = reply.game_id, reply.seat
             return True
-        what = {"quick": "a player (or the AI)", "seek": "someone to accept your seek"}
-        waiting = what.get(kind.TYPE, "an opponent")
-        if fields.get("to"):
-            waiting = f"{fields['to']} to accept your challenge"
-        self.write(f"Waiting for {waiting} ({reply.seek_id}); 'q' leaves...")
+        if kind.TYPE == "quick":  # (its id is nobody's business: no one accepts it)
+            after = fields.get("ai_after_s", 0)
+            ai = f", or the AI after {after} s" if after else ""
+            game = game_title(fields.get("game", ""), fields.get("params", {}))
+            self.write(f"Waiting for another {game} player{ai}; 'q' leaves...")
+        else:
+            waiting = "someone to accept your seek"
+            if fields.get("to"):
+                waiting = f"{fields['to']} to accept your challenge"
+            self.write(f"Waiting for {waiting} ({reply.seek_id}); 'q' leaves...")
         line: asyncio.Future[str | None] | None = None
         try:
             while True:

@@ -522,3 +522,13 @@ async def test_play_on_a_database_in_a_missing_directory_is_one_line(tmp_path: P
         f"noughts play: cannot open database {db}: no directory {db.parent}"
     )
     assert not db.parent.exists()
+
+
+async def test_quick_pairing_says_what_it_waits_for(ui_server: UIServer) -> None:
+    """It said "Waiting for a player (or the AI) (s-...)": a seek id nobody can accept, and
+    not when the AI steps in."""
+    code, out, err = await play_plain(ui_server, "--name", "quinn", "--quick", "--ai-after", "1")
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        "Waiting for another tictactoe player, or the AI after 1 s; 'q' leaves..."
+    )
