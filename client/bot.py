@@ -11,13 +11,17 @@
     asyncio.run(bot.play(games=3, seek="tictactoe"))
 
 A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``, or
-only those addressed to it: ``accept="challenges"``), plays one game at a time, and
-stops after ``games`` games (or runs until cancelled). Its connection reconnects by
-itself and resumes the game it was playing. If the opponent leaves and does not come
-back within the server's grace period, the bot claims the game. An opponent's rematch
-offer, while the bot still has games to play, is accepted (lichess-bot takes a rematch as
-any challenge); the rematch counts among ``games``. An opponent's draw offer is answered at
-once: by ``on_draw`` (``engine_draw``: the local engine's judgement), else declined.
+only those addressed to it: ``accept="challenges"``), plays up to ``concurrency`` games at
+once (lichess-bot's ``concurrency``; 1 by default), and stops after ``games`` games (or
+runs until cancelled). Its connection reconnects by itself and resumes the games it was
+playing. If the opponent leaves and does not come back within the server's grace period,
+the bot claims the game. An opponent's rematch offer, while the bot has a game to spare and
+room for it, is accepted (lichess-bot takes a rematch as any challenge), else declined; the
+rematch counts among ``games``. An opponent's draw offer is answered at once: by
+``on_draw`` (``engine_draw``: the local engine's judgement), else declined.
+
+One connection carries every game: a router hands each game's events to its own queue,
+and the events of no game in play (a rematch offer after a game) to the bot's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import asyncio
 import inspect
 import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -56,6 +61,10 @@ from protocol import (
 log = logging.getLogger(__name__)
 
 CLAIM_MARGIN_S = 0.5
+# The local engine's searches (``engine_player``, ``engine_draw``) take turns: a Searcher is
+# not shared between threads, and its numba kernels hold the GIL all the same. Games played
+# at once each keep their budget; a move may wait for another game's search.
+SEARCHING = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -124,6 +133,10 @@ class Bot:
     # The games this run finished, and its seat in each: their rematch offers are answered.
     finished: dict[str, int] = field(default_factory=dict, init=False)
     rematches: set[str] = field(default_factory=set, init=False)  # agreed, not yet begun
+    # The games in play, each with the queue of its events (``_route``); the other events.
+    playing: dict[str, asyncio.Queue[Message]] = field(default_factory=dict, init=False)
+    _started: asyncio.Queue[str] = field(default_factory=asyncio.Queue, init=False)
+    _other: asyncio.Queue[Message] = field(default_factory=asyncio.Queue, init=False)
 
     async def play(
         self,
@@ -134,17 +147,21 @@ class Bot:
         clock: dict[str, int] | None = None,
         accept: str | None = None,
         color: str = "random",
+        concurrency: int = 1,
         on_result: Callable[[GameResult], None] | None = None,
     ) -> list[GameResult]:
-        """Play ``games`` games (None: until cancelled), posting seeks (for the seat
-        ``color``: x, o or random) or accepting them. With ``sessions``, the games an
-        earlier run left unfinished come first, counted among ``games``: the server counts
-        a returning player's seats as held again, so a game left aside would keep its
-        opponent waiting (as lichess-bot plays its ongoing games when it starts)."""
+        """Play ``games`` games (None: until cancelled), up to ``concurrency`` at once,
+        posting seeks (for the seat ``color``: x, o or random; one at a time, while there
+        is room) or accepting them. With ``sessions``, the games an earlier run left
+        unfinished come first, counted among ``games``: the server counts a returning
+        player's seats as held again, so a game left aside would keep its opponent
+        waiting (as lichess-bot plays its ongoing games when it starts)."""
         if (seek is None) == (accept is None):
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
             raise ValueError(f"accept must be 'seeks' or 'challenges', not {accept!r}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
         options: dict[str, Any] = {
             "name": self.name,
             "bot": True,
@@ -157,96 +174,126 @@ class Bot:
             connection = await connect_with_session(self.sessions, self.url, self.url, **options)
         self.connection = connection
         results: list[GameResult] = []
+        tasks: set[asyncio.Task[GameResult]] = set()
+        begun = 0  # games begun (or resumed), counted among ``games``
+        posted: str | None = None  # our seek in the lobby, if any
+        resumed: set[str] = set()
+        accepted: set[str] = set()  # seeks we accepted whose game has not begun yet
+        lobby: asyncio.Future[Message] | None = None
+        started: asyncio.Future[str] | None = None
+        other: asyncio.Future[Message] | None = None
+        router = asyncio.create_task(self._route(), name="bot-events")
 
-        def finished(result: GameResult) -> None:
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
+        def room() -> bool:
+            """A game to spare and a free slot, counting the games agreed, not begun."""
+            coming = len(accepted) + len(self.rematches)
+            return (games is None or begun + coming < games) and len(tasks) + coming < concurrency
 
         try:
-            left = (
-                [game["game_id"] for game in connection.welcome.games] if connection.welcome else []
-            )
-            for game_id in left:
-                # From 0: a snapshot (queued as an event), then ``resumed`` with the seat.
+            if connection.welcome:
+                resumed = {game["game_id"] for game in connection.welcome.games}
+            for game_id in sorted(resumed):
+                # From 0: a snapshot (queued as an event: it begins the game), then
+                # ``resumed`` with the seat.
                 try:
                     await connection.request(Resume, game_id=game_id, since=0)
                 except RequestFailed as exc:  # gone meanwhile: nothing to finish
                     log.info("game %s not resumed: %s", game_id, exc.message)
-                    continue
-                finished(await self._play_game(game_id))
             if accept is not None:
                 await connection.request(LobbySubscribe)
-            while games is None or len(results) < games:
-                posted = None
-                if seek is not None:
-                    posted = await connection.request(
+            while tasks or room() or accepted or self.rematches or not self._started.empty():
+                if seek is not None and posted is None and room():
+                    seeking = await connection.request(
                         Seek, game=seek, params=params or {}, clock=clock or {}, color=color
                     )
-                game_id, start = await self._next_game(
-                    accept=accept, challenges_only=accept == "challenges"
-                )
-                if posted is not None and game_id in self.rematches:
-                    await self._cancel_seek(posted.seek_id)  # a rematch came first
-                finished(await self._play_game(game_id, start))
-        finally:
-            await connection.close()
-        return results
-
-    # --- finding a game -------------------------------------------------------------------
-
-    async def _next_game(
-        self, *, accept: str | None, challenges_only: bool
-    ) -> tuple[str, Snapshot | None]:
-        """The next game: our seek accepted or a rematch agreed (its start snapshot, handed to
-        the game loop rather than queued again: behind the opponent's first move, which may
-        already be queued, it would undo that move); or, accepting, a seek of the lobby."""
-        assert self.connection is not None
-        connection = self.connection
-        lobby: asyncio.Future[Message] | None = None
-        event: asyncio.Future[Message] | None = None
-        try:
-            while True:
-                if accept is not None and lobby is None:
+                    posted = seeking.seek_id
+                if accept is not None and lobby is None and room():
                     lobby = asyncio.ensure_future(connection.lobby_events.get())
-                if event is None:
-                    event = asyncio.ensure_future(connection.next_event())
-                waiting = [f for f in (lobby, event) if f is not None]
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                if event.done():
-                    message, event = event.result(), None
-                    game_id = getattr(message, "game_id", "")
-                    if (
-                        isinstance(message, Snapshot)
-                        and game_id in connection.seats
-                        and game_id not in self.finished
-                        and message.status == "live"
-                    ):
-                        return game_id, message
+                if started is None:
+                    started = asyncio.ensure_future(self._started.get())
+                if other is None:
+                    other = asyncio.ensure_future(self._other.get())
+                waiting: set[asyncio.Future[Any]] = {started, other, *tasks}
+                if lobby is not None:
+                    waiting.add(lobby)
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in [t for t in tasks if t in done]:
+                    tasks.discard(task)
+                    results.append(task.result())
+                    if on_result is not None:
+                        on_result(results[-1])
+                if started.done():
+                    game_id, started = started.result(), None
+                    begun += 1
+                    tasks.add(asyncio.create_task(self._play_game(game_id)))
+                    elsewhere = game_id in self.rematches or game_id in resumed
+                    self.rematches.discard(game_id)
+                    accepted.discard(game_id)
+                    if posted is not None and not elsewhere:
+                        posted = None  # our seek was accepted: this is its game
+                    elif posted is not None and not room():
+                        await self._cancel_seek(posted)  # a rematch (or a resumed game) came
+                        posted = None
+                if other.done():
+                    message, other = other.result(), None
                     if isinstance(message, Offer) and message.next_game:
                         self.rematches.add(message.next_game)
                     elif isinstance(message, Offer):
-                        await self._answer_rematch(message)
+                        await self._answer_rematch(message, room())
                 if lobby is not None and lobby.done():
                     message, lobby = lobby.result(), None
-                    seated = await self._accept_from(message, challenges_only=challenges_only)
-                    if seated is not None:
-                        return seated, None
+                    if room():
+                        seated = await self._accept_from(
+                            message, challenges_only=accept == "challenges"
+                        )
+                        if seated is not None and seated not in self.playing:
+                            accepted.add(seated)
+            return results
         finally:
-            for future in (lobby, event):
+            for future in (lobby, started, other, *tasks, router):
                 if future is not None:
                     future.cancel()
+            await connection.close()
 
-    async def _answer_rematch(self, offer: Offer) -> None:
-        """Accept an opponent's rematch offer in a game this run finished."""
+    # --- finding a game -------------------------------------------------------------------
+
+    async def _route(self) -> None:
+        """Hand each event to its game's queue; a game's first snapshot (ours, live, not
+        finished by this run: our seek accepted, a rematch agreed, a game resumed) begins
+        it. The others (a rematch offer after a game) go to the bot's own queue."""
+        assert self.connection is not None
+        connection = self.connection
+        while True:
+            message = await connection.next_event()
+            game_id = getattr(message, "game_id", "")
+            queue = self.playing.get(game_id)
+            if (
+                queue is None
+                and isinstance(message, Snapshot)
+                and game_id in connection.seats
+                and game_id not in self.finished
+                and message.status == "live"
+            ):
+                queue = self.playing[game_id] = asyncio.Queue()
+                self._started.put_nowait(game_id)
+            if queue is not None:
+                queue.put_nowait(message)
+            else:
+                self._other.put_nowait(message)
+
+    async def _answer_rematch(self, offer: Offer, room: bool) -> None:
+        """Answer an opponent's rematch offer in a game this run finished: accepted if
+        there is ``room`` (a game to spare, a free slot), else declined (lichess-bot
+        declines a challenge it has no room for, rather than keep its maker waiting)."""
         assert self.connection is not None
         seat = self.finished.get(offer.game_id)
         if offer.kind != "rematch" or offer.answer != "offer" or seat in (None, offer.seat):
             return
+        answer = "accept" if room else "decline"
         try:
-            await self.connection.request(Rematch, game_id=offer.game_id, answer="accept")
+            await self.connection.request(Rematch, game_id=offer.game_id, answer=answer)
         except (RequestFailed, ConnectionLost) as exc:
-            log.info("rematch of %s not accepted: %s", offer.game_id, exc)
+            log.info("rematch of %s not answered (%s): %s", offer.game_id, answer, exc)
 
     async def _cancel_seek(self, seek_id: str) -> None:
         assert self.connection is not None
@@ -280,8 +327,15 @@ class Bot:
 
     # --- playing a game ---------------------------------------------------------------------
 
-    async def _play_game(self, game_id: str, start: Snapshot | None = None) -> GameResult:
-        """Play one game to its end, from its ``start`` snapshot if we already have it."""
+    async def _play_game(self, game_id: str) -> GameResult:
+        """Play one game to its end, from the events ``_route`` queues for it (the first:
+        its snapshot)."""
+        try:
+            return await self._play(game_id, self.playing[game_id])
+        finally:
+            self.playing.pop(game_id, None)  # its later events: the bot's (a rematch offer)
+
+    async def _play(self, game_id: str, events: asyncio.Queue[Message]) -> GameResult:
         assert self.connection is not None
         connection = self.connection
         held = connection.seats.get(game_id)
@@ -294,17 +348,13 @@ class Bot:
             # An opponent who left: claim the game once its seat is no longer held (the
             # model's claim_in; a small margin covers the clocks' skew).
             wait = model.claim_in(time.time()) if model.seq != claimed_at_seq else None
-            event: Message
-            if start is not None:
-                event, start = start, None
-            else:
-                try:
-                    timeout = None if wait is None else wait + CLAIM_MARGIN_S
-                    event = await connection.next_event(timeout=timeout)
-                except TimeoutError:
-                    claimed_at_seq = model.seq
-                    await self._claim(game_id)
-                    continue
+            try:
+                timeout = None if wait is None else wait + CLAIM_MARGIN_S
+                event = await asyncio.wait_for(events.get(), timeout)
+            except TimeoutError:
+                claimed_at_seq = model.seq
+                await self._claim(game_id)
+                continue
             if getattr(event, "game_id", None) == game_id:
                 held = connection.seats.get(game_id)
                 model.seat = held[0] if held else None
@@ -326,15 +376,15 @@ class Bot:
             # Our turn, once caught up with what came: a draw offer made with the opponent's
             # move (FIDE 9.1.2.1), also one that came while we searched, is answered before
             # our move, as the server's AI seats do.
-            if not (model.my_turn and model.state is not None and connection.events.empty()):
+            if not (model.my_turn and model.state is not None and events.empty()):
                 continue
             turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
             ply = turn.state.ply()
             if chosen is None or chosen[0] != ply:
                 chosen = (ply, await self._choose(turn))
-                if not connection.events.empty():
+                if not events.empty():
                     continue  # what came while it searched, first
-            await self._send_move(game_id, turn, chosen[1])
+            await self._send_move(game_id, turn, chosen[1], events)
 
     def _finished(self, game_id: str, model: GameModel, event: Message, seat: int) -> GameResult:
         """The result of a game that ended (``event``: its end, or a final snapshot)."""
@@ -376,7 +426,9 @@ class Bot:
             action = random.choice(legal)
         return int(action)
 
-    async def _send_move(self, game_id: str, turn: Turn, action: int) -> None:
+    async def _send_move(
+        self, game_id: str, turn: Turn, action: int, events: asyncio.Queue[Message]
+    ) -> None:
         assert self.connection is not None
         try:
             await self.connection.request(
@@ -387,8 +439,8 @@ class Bot:
         except ConnectionLost:
             # Not resent blindly: once the game is resumed, a turn still ours comes again.
             await self.connection.resynced()
-            if self.connection.events.empty():
-                await self._send_move(game_id, turn, action)
+            if events.empty() and self.connection.events.empty():  # (none left to route)
+                await self._send_move(game_id, turn, action, events)
 
     async def _claim(self, game_id: str) -> None:
         assert self.connection is not None
@@ -405,9 +457,10 @@ def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callabl
 
     def on_turn(turn: Turn) -> int:
         search = algorithm or engine.default_ai(turn.state.game)
-        result = searcher.search(
-            turn.state, search, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
-        )
+        with SEARCHING:
+            result = searcher.search(
+                turn.state, search, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
+            )
         return int(result.action)
 
     return on_turn
@@ -420,7 +473,8 @@ def engine_draw(algorithm: str | None = None, budget_ms: int = 100) -> Callable[
 
     def on_draw(turn: Turn) -> bool:
         search = algorithm or engine.default_ai(turn.state.game)
-        result = engine.search(turn.state, search, engine.Budget(time_ms=budget_ms))
+        with SEARCHING:
+            result = engine.search(turn.state, search, engine.Budget(time_ms=budget_ms))
         ours = turn.state.current_player() == turn.seat
         return (result.value if ours else -result.value) <= 0.0
 

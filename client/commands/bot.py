@@ -24,9 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a bot that plays unattended",
         description="Connect to a server as a bot and play with the local engine: post seeks "
         "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
-        "bot: --accept challenges). Plays --games games, or until stopped with Ctrl-C; a "
-        "rematch its opponent asks for is accepted, and counted; a draw offer is accepted "
-        "when its engine sees nothing better than a draw.",
+        "bot: --accept challenges). Plays --games games, up to --concurrency at once, or until "
+        "stopped with Ctrl-C; a rematch its opponent asks for is accepted while it has room, "
+        "and counted; a draw offer is accepted when its engine sees nothing better than a "
+        "draw.",
     )
     parser.add_argument(
         "--server",
@@ -52,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--budget-ms", type=int, default=100, help="time per move (default: %(default)s)"
     )
     parser.add_argument("--games", type=int, default=None, help="games to play (default: no end)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="games played at once (lichess-bot's concurrency); their searches take turns "
+        "on one core, each with its whole budget (default: %(default)s)",
+    )
     what = parser.add_mutually_exclusive_group()
     what.add_argument(
         "--seek", choices=GAME_NAMES, metavar="GAME", help=f"post seeks: {', '.join(GAME_NAMES)}"
@@ -84,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.games is not None and args.games < 1:
         print("noughts bot: --games must be at least 1", file=sys.stderr)
+        return 2
+    if args.concurrency < 1:
+        print("noughts bot: --concurrency must be at least 1", file=sys.stderr)
         return 2
     import engine
 
@@ -144,6 +155,8 @@ async def _run_bot(
     )
     accept = args.accept or (None if args.seek else "challenges")
     how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"
+    if args.concurrency > 1:
+        how += f", {args.concurrency} games at once"
     print(
         f"{args.name}: {args.engine or 'each game its own search'} {args.budget_ms} ms on "
         f"{args.server}, {how}",
@@ -151,7 +164,13 @@ async def _run_bot(
     )
     try:
         await bot.play(
-            args.games, seek=args.seek, params=params, clock=clock, accept=accept, on_result=report
+            args.games,
+            seek=args.seek,
+            params=params,
+            clock=clock,
+            accept=accept,
+            concurrency=args.concurrency,
+            on_result=report,
         )
     except RequestFailed as exc:
         print(f"noughts bot: the server refused: {exc.message}", file=sys.stderr)

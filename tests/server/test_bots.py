@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import engine
 from client.bot import Bot, GameResult, Turn, engine_draw
 from protocol import (
@@ -99,6 +101,76 @@ async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServe
     assert result.game_id == gid and result.seat == 1 and result.opponent == "ada"
     assert turns and all(t.seat == 1 and t.state.current_player() == 1 for t in turns)
     assert result.outcome in ("win", "loss", "draw")
+
+
+async def _resign(person: Any, game_id: str) -> None:
+    await person.request(Resign, game_id=game_id, token=person.token_for(game_id))
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+async def test_a_bot_plays_up_to_its_concurrency_at_once(
+    server: RunningServer, concurrency: int
+) -> None:
+    """Two people challenge the bot: with concurrency 2 both games start at once; with 1
+    the second challenge waits in the lobby until the first game is over. Both people
+    resign; the bot counts two wins."""
+    rng = random.Random(7)
+    bot = Bot(server.url, lambda turn: rng.choice(turn.state.legal_actions()), name="duo")
+    playing = asyncio.create_task(bot.play(games=2, accept="challenges", concurrency=concurrency))
+    while "duo" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    people = [await server.connect(name) for name in ("ada", "bo")]
+    for person in people:
+        await person.request(Seek, game="5x5", to="duo", color="x")
+    first = await next_event(people[0], Snapshot)
+    assert first.status == "live"
+    if concurrency == 1:
+        with pytest.raises(TimeoutError):  # not while ada's game is on
+            await next_event(people[1], Snapshot, timeout=1.0)
+        await people[0].request(
+            Resign, game_id=first.game_id, token=people[0].token_for(first.game_id)
+        )
+    second = await next_event(people[1], Snapshot)
+    assert second.status == "live"
+    if concurrency == 2:
+        await people[0].request(
+            Resign, game_id=first.game_id, token=people[0].token_for(first.game_id)
+        )
+    await people[1].request(
+        Resign, game_id=second.game_id, token=people[1].token_for(second.game_id)
+    )
+    results = await asyncio.wait_for(playing, 30)
+    assert sorted(r.game_id for r in results) == sorted([first.game_id, second.game_id])
+    assert [r.outcome for r in results] == ["win", "win"]
+    for person in people:
+        await person.close()
+
+
+async def test_a_bot_with_no_room_declines_a_rematch(server: RunningServer) -> None:
+    """Concurrency 1: ada's game over, the bot plays bo's challenge; ada's rematch offer is
+    declined at once (it has no room), not left to wait for the end of bo's game."""
+    rng = random.Random(9)
+    bot = Bot(server.url, lambda turn: rng.choice(turn.state.legal_actions()), name="solo")
+    playing = asyncio.create_task(bot.play(games=3, accept="challenges"))
+    try:
+        while "solo" not in {p.name for p in server.game_server.players.values()}:
+            await asyncio.sleep(0.05)
+        ada, bo = await server.connect("ada"), await server.connect("bo")
+        await ada.request(Seek, game="5x5", to="solo", color="x")
+        first = await next_event(ada, Snapshot)
+        await bo.request(Seek, game="5x5", to="solo", color="x")
+        await _resign(ada, first.game_id)
+        second = await next_event(bo, Snapshot)
+        assert second.status == "live"
+        await ada.request(Rematch, game_id=first.game_id, answer="offer")
+        answer = await next_event(ada, Offer)
+        while answer.seat == 0:  # (ada's own offer, as announced)
+            answer = await next_event(ada, Offer)
+        assert (answer.kind, answer.answer, answer.seat) == ("rematch", "decline", 1)
+        await ada.close()
+        await bo.close()
+    finally:
+        playing.cancel()
 
 
 async def test_a_person_seeks_from_the_plain_client_and_a_bot_accepts(
