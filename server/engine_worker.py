@@ -42,6 +42,7 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
+from server.settings import bounded
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
@@ -289,13 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     # command line's, so a bad value is a usage error naming the option, not a traceback.
     parser.add_argument(
         "--processes",
-        type=_at_least_one,
+        type=bounded(int, 1, None, positive=False),
         default=os.environ.get("NOUGHTS_PROCESSES", "1"),
         help="worker processes, one search each at a time (default: 1; $NOUGHTS_PROCESSES)",
     )
     parser.add_argument(
         "--heartbeat-s",
-        type=_positive,
+        type=bounded(float, 0, None, positive=True),
         default=os.environ.get("NOUGHTS_HEARTBEAT_S", str(HEARTBEAT_S)),
         help="seconds between heartbeats; a worker silent for two is taken for dead and its "
         f"jobs are re-run (default: {HEARTBEAT_S:g}; $NOUGHTS_HEARTBEAT_S)",
@@ -314,26 +315,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: text; $NOUGHTS_LOG_FORMAT)",
     )
     return parser
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:  # (nan too)
-        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

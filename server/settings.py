@@ -595,7 +595,7 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
-def _bounded(kind: type, least: int, most: int | None, positive: bool) -> Callable[[str], Any]:
+def bounded(kind: type, least: int, most: int | None, positive: bool) -> Callable[[str], Any]:
     """A number no setting takes below ``least`` (0: a count, a size, seconds, a port), nor
     above ``most``, nor 0 when ``positive``, nor NaN: refused by argparse in one line rather
     than failing later."""
@@ -630,7 +630,7 @@ def add_arguments(
         convert: Any = _comma_list if listed else _parse_bool if kind is bool else kind
         if kind in (int, float) and not listed:
             most = 65535 if flag.endswith("port") else None
-            convert = _bounded(kind, f.metadata["least"], most, f.metadata["positive"])
+            convert = bounded(kind, f.metadata["least"], most, f.metadata["positive"])
         env = _env_name(flag)
         default = f.default
         if env in environ:

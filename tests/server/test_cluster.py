@@ -309,6 +309,23 @@ async def test_a_spectator_on_a_third_node_follows_the_game_through_a_failover(
             await client.close()
 
 
+async def _game_owned_elsewhere(
+    cluster: Cluster, owner: Node, ada_on: Node, bo_on: Node
+) -> tuple[list[tuple[ServerConnection, str]], str]:
+    """A 5x5 game ``owner`` owns, ada playing it from ``ada_on`` and bo from ``bo_on``:
+    each player's connection and seat token, and the game's id."""
+    ada = await owner.connect("ada")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    game_id = created.game_id
+    assert await cluster.owner_of(game_id) == owner.name
+    await ada.close()
+    ada = await ada_on.connect("ada", session=ada.session)
+    assert isinstance(await ada.request(Resume, game_id=game_id, since=0), Resumed)
+    bo = await bo_on.connect("bo")
+    joined = await bo.request(JoinGame, game_id=game_id)
+    return [(ada, created.token), (bo, joined.token)], game_id
+
+
 @pytest.mark.parametrize("replaced", [False, True], ids=["survivor", "replaced"])
 async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_on(
     two_nodes: Cluster, pg_schema: str, replaced: bool
@@ -319,16 +336,8 @@ async def test_the_owner_killed_while_both_players_sit_elsewhere_the_game_goes_o
     its share of the shards back meanwhile, and the game goes on whichever owns it."""
     cluster = two_nodes
     a, b = cluster.nodes
-    ada = await a.connect("ada")
-    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
-    game_id = created.game_id
-    assert await cluster.owner_of(game_id) == a.name
-    await ada.close()
-    ada = await b.connect("ada", session=ada.session)
-    assert isinstance(await ada.request(Resume, game_id=game_id, since=0), Resumed)
-    bo = await b.connect("bo")
-    joined = await bo.request(JoinGame, game_id=game_id)
-    players = [(ada, created.token), (bo, joined.token)]
+    players, game_id = await _game_owned_elsewhere(cluster, a, b, b)
+    ada, bo = players[0][0], players[1][0]
     for ply, action in enumerate(LONG_GAME[:5]):
         mover, token = players[ply % 2]
         await _play(mover, token, game_id, action)
@@ -361,16 +370,8 @@ async def test_a_node_taking_a_game_over_announces_nobody_away(
     async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
         a, b, c = [await cluster.start(name) for name in "abc"]
         await cluster.wait_balanced()
-        ada = await a.connect("ada")
-        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
-        game_id = created.game_id
-        assert await cluster.owner_of(game_id) == a.name
-        await ada.close()
-        ada = await b.connect("ada", session=ada.session)
-        assert isinstance(await ada.request(Resume, game_id=game_id, since=0), Resumed)
-        bo = await c.connect("bo")
-        joined = await bo.request(JoinGame, game_id=game_id)
-        players = [(ada, created.token), (bo, joined.token)]
+        players, game_id = await _game_owned_elsewhere(cluster, a, b, c)
+        bo = players[1][0]
         for ply, action in enumerate(LONG_GAME[:2]):
             mover, token = players[ply % 2]
             await _play(mover, token, game_id, action)

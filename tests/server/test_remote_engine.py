@@ -311,7 +311,7 @@ async def test_processes_a_worker_that_dies_is_started_again_and_ends_with_the_r
 @pytest.mark.parametrize(
     ("env", "error"),
     [
-        ({"NOUGHTS_PROCESSES": "abc"}, "argument --processes: not a whole number: 'abc'"),
+        ({"NOUGHTS_PROCESSES": "abc"}, "argument --processes: invalid int value: 'abc'"),
         ({"NOUGHTS_HEARTBEAT_S": "0"}, "argument --heartbeat-s: must be above 0, not 0"),
     ],
 )
