@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from client.connection import ServerConnection
-from client.game_view import GameModel, describe_stats, format_clocks
+from client.game_view import GameModel, describe_stats, format_clocks, game_title, player_name
 from protocol import Ended, Moved, Offer, Presence, Snapshot
 
 
@@ -18,8 +18,9 @@ async def follow(connection: ServerConnection, game_id: str, write: Callable[[st
         if getattr(event, "game_id", None) != game_id or not model.apply(event, time.monotonic()):
             continue
         if isinstance(event, Snapshot) and model.state is not None:
-            write(f"Game {game_id}: {event.game}, X = {model.name(0)}, O = {model.name(1)}, "
-                  f"{event.status}, {len(event.actions)} moves played"
+            x, o = (player_name(p) for p in model.players)
+            write(f"Game {game_id}: {game_title(event.game, dict(event.params))}, X = {x}, "
+                  f"O = {o}, {event.status}, {len(event.actions)} moves played"
                   f"{format_clocks(event.clocks)}")  # fmt: skip
             write(model.state.render())
         elif isinstance(event, Moved) and model.state is not None and model.moves:

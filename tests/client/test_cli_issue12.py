@@ -532,3 +532,27 @@ async def test_quick_pairing_says_what_it_waits_for(ui_server: UIServer) -> None
     assert out.splitlines()[0] == (
         "Waiting for another tictactoe player, or the AI after 1 s; 'q' leaves..."
     )
+
+
+async def test_watching_an_open_game_names_its_open_seat(ui_server: UIServer) -> None:
+    """`noughts watch` of a game waiting for its second player said "X = ada (X), O = O"."""
+    from client.spectator import follow
+    from protocol import CreateGame, Watch
+
+    ada = await ui_server.connect("ada")
+    eve = await ui_server.connect("eve")
+    try:
+        created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        await eve.request(Watch, game_id=created.game_id)
+        lines: list[str] = []
+        following = asyncio.ensure_future(follow(eve, created.game_id, lines.append))
+        async with asyncio.timeout(10):
+            while not lines:
+                await asyncio.sleep(0.02)
+        following.cancel()
+        assert lines[0] == (
+            f"Game {created.game_id}: 5x5, X = ada, O = (open seat), open, 0 moves played"
+        )
+    finally:
+        await ada.close()
+        await eve.close()
