@@ -114,6 +114,14 @@ def player_name(player: dict[str, Any] | None) -> str:
     return name
 
 
+def offer_sentence(who: str, kind: str, answer: str) -> str:
+    """An offer event as a sentence: 'bob (O) offers a draw', 'bob (O) accepts the
+    rematch', 'bob (O) declines the draw'."""
+    if answer == "offer":
+        return f"{who} offers a {kind}"
+    return f"{who} {answer}s the {kind}"
+
+
 def result_sentence(result: str | None, reason: str | None, my_seat: int | None) -> str:
     """'You win: a line was completed.', 'Draw: draw agreed.', 'O wins: out of time.'"""
     why = REASONS.get(reason or "", reason or "")

@@ -27,6 +27,7 @@ from client.game_view import (
     describe_stats,
     format_clocks,
     game_title,
+    offer_sentence,
     player_name,
 )
 from client.session_core import RESENDABLE
@@ -366,12 +367,11 @@ class PlainGame:
             return  # our own offer or answer, already known
         assert self.model is not None
         who = self.model.name(offer.seat)
+        said = offer_sentence(who, offer.kind, offer.answer)
         if offer.answer == "offer":
-            self.write(
-                f"{who} offers a {offer.kind}: type '{offer.kind}' to accept, 'decline' to refuse."
-            )
+            self.write(f"{said}: type '{offer.kind}' to accept, 'decline' to refuse.")
         else:
-            self.write(f"{who} {offer.answer}s the {offer.kind}.")
+            self.write(f"{said}.")
 
     def _report_presence(self, presence: Presence) -> None:
         assert self.model is not None

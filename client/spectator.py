@@ -6,7 +6,14 @@ import time
 from collections.abc import Callable
 
 from client.connection import ServerConnection
-from client.game_view import GameModel, describe_stats, format_clocks, game_title, player_name
+from client.game_view import (
+    GameModel,
+    describe_stats,
+    format_clocks,
+    game_title,
+    offer_sentence,
+    player_name,
+)
 from protocol import Ended, Moved, Offer, Presence, Snapshot
 
 
@@ -30,7 +37,7 @@ async def follow(connection: ServerConnection, game_id: str, write: Callable[[st
             write(line + format_clocks(event.clocks))
             write(model.state.render())
         elif isinstance(event, Offer):
-            write(f"{model.name(event.seat)}: {event.kind} {event.answer}")
+            write(offer_sentence(model.name(event.seat), event.kind, event.answer) + ".")
         elif isinstance(event, Presence):
             write(f"{model.name(event.seat)} {'is back' if event.online else 'left the game'}")
         elif isinstance(event, Ended):

@@ -535,9 +535,10 @@ async def test_quick_pairing_says_what_it_waits_for(ui_server: UIServer) -> None
 
 
 async def test_watching_an_open_game_names_its_open_seat(ui_server: UIServer) -> None:
-    """`noughts watch` of a game waiting for its second player said "X = ada (X), O = O"."""
+    """`noughts watch` of a game waiting for its second player said "X = ada (X), O = O";
+    then its offers."""
     from client.spectator import follow
-    from protocol import CreateGame, Watch
+    from protocol import CreateGame, Draw, JoinGame, Move, Watch
 
     ada = await ui_server.connect("ada")
     eve = await ui_server.connect("eve")
@@ -549,10 +550,20 @@ async def test_watching_an_open_game_names_its_open_seat(ui_server: UIServer) ->
         async with asyncio.timeout(10):
             while not lines:
                 await asyncio.sleep(0.02)
-        following.cancel()
         assert lines[0] == (
             f"Game {created.game_id}: 5x5, X = ada, O = (open seat), open, 0 moves played"
         )
+        # An offer reads as a sentence (it read "ada (X): draw offer").
+        bo = await ui_server.connect("bo")
+        await bo.request(JoinGame, game_id=created.game_id)
+        await ada.request(Move, game_id=created.game_id, action=12)
+        await ada.request(Draw, game_id=created.game_id, answer="offer")
+        async with asyncio.timeout(10):
+            while "offer" not in lines[-1]:
+                await asyncio.sleep(0.02)
+        following.cancel()
+        assert lines[-1] == "ada (X) offers a draw."
+        await bo.close()
     finally:
         await ada.close()
         await eve.close()
