@@ -498,6 +498,7 @@ class Cluster:
             "shards": sorted(self.locks.held - self.releasing),
             "draining": self.draining,
             "protocol": PROTOCOL_VERSION,  # what requests forwarded here may carry
+            "at": time.time(),  # (when two nodes' states name one shard, the later says)
         }
         await self.bus.heartbeat(state, self.presence_ttl_s)
         await self._refresh()
@@ -505,7 +506,11 @@ class Cluster:
     async def _refresh(self) -> None:
         present = await self.bus.nodes()
         owners: dict[int, str] = {}
-        for node, state in present.items():
+        # A dead node's last state names its shards until its key expires (presence_ttl_s),
+        # while the node that took them over names them too: the later state is the truth
+        # (a lock is held by one node at a time, and the new owner announces its shards
+        # once it has them). A node of an earlier version, with no "at", counts as oldest.
+        for node, state in sorted(present.items(), key=lambda item: _beat_time(item[1])):
             if node == self.node:
                 continue
             for shard in state.get("shards", ()):
@@ -1415,3 +1420,9 @@ class Cluster:
 
 def _names(members: list[Any]) -> set[str]:
     return {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+
+
+def _beat_time(state: Any) -> float:
+    """When a node's presence state was written (its "at"), 0 if it does not say."""
+    at = state.get("at") if isinstance(state, dict) else None
+    return float(at) if isinstance(at, int | float) else 0.0

@@ -394,6 +394,43 @@ async def test_a_node_taking_a_game_over_announces_nobody_away(
             await client.close()
 
 
+async def test_a_dead_nodes_last_word_does_not_outweigh_the_new_owners(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """A node killed -9 keeps naming its shards in its presence key until that expires
+    (presence_ttl_s), while the node that took them names them too. Here a stale key
+    claims node a's shards (as a dead former owner's would: an older state), under a name
+    that sorts after a's: node b still forwards the moves of a's game to a (the later
+    state), where it took the stale name for the owner and its forwards went unanswered
+    until the forward timeout (``unavailable``)."""
+    cluster = two_nodes
+    a, b = cluster.nodes
+    ada = await a.connect("ada")
+    created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+    assert await cluster.owner_of(created.game_id) == a.name
+    bo = await b.connect("bo")
+    joined = await bo.request(JoinGame, game_id=created.game_id)
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        held = unpack(await client.get(f"{redis_prefix}:presence:{a.name}"))
+        stale = "zz-dead-" + redis_prefix
+        state = {**held, "at": float(held.get("at", 1.0)) - 1.0}  # older than a's
+        await client.set(f"{redis_prefix}:presence:{stale}", pack(state), px=60_000)
+        await client.sadd(f"{redis_prefix}:nodes", stale)
+        await asyncio.sleep(2 * 0.5 + 0.2)  # b reads presence at its next heartbeats
+        await _play(ada, created.token, created.game_id, LONG_GAME[0])
+        moved = await asyncio.wait_for(
+            bo.request(Move, game_id=created.game_id, token=joined.token, action=LONG_GAME[1]),
+            4,  # under forward_timeout_s (5 s): answered by a, not timed out
+        )
+        assert isinstance(moved, Moved) and moved.action == LONG_GAME[1]
+    finally:
+        await client.delete(f"{redis_prefix}:presence:zz-dead-{redis_prefix}")
+        await client.aclose()
+        await ada.close()
+        await bo.close()
+
+
 async def _raw_back(node: Node, session: str | None) -> RawClient:
     """A client back with its session on ``node``, speaking frames (it picks its rids)."""
     client = await RawClient.connect(node.url, hello=False)
