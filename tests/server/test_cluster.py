@@ -364,9 +364,9 @@ async def test_a_node_taking_a_game_over_announces_nobody_away(
     that restores the game holds each seat away until its player is found, here or through
     the node it is connected to (``--restore-quiet-s``, 5 s), so neither player is told
     that anyone left (the adopter's own player was told it had left, and came back, at
-    once). The other node may take up to about 3 s to report its player: until the dead
-    node's presence expires (presence_ttl_s, 2 s) the survivors may still take it for the
-    owner, and ask it again after 2 heartbeats."""
+    once). The test waits past the default quiet: the other node reports its player when
+    the new owner announces its shards, or at its next ask (every 2 heartbeats) if the
+    ask and the restore cross."""
     async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
         a, b, c = [await cluster.start(name) for name in "abc"]
         await cluster.wait_balanced()
