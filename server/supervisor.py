@@ -64,8 +64,8 @@ def engine_workers(processes: int) -> int:
 def die_with_supervisor() -> None:
     """In a supervised node (``PARENT_ENV`` set): SIGTERM to itself when its supervisor
     dies (Linux's PR_SET_PDEATHSIG), and at once if it has died already."""
-    parent = os.environ.get(PARENT_ENV)
-    if parent is None or not sys.platform.startswith("linux"):
+    parent = os.environ.get(PARENT_ENV, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
         return
     import ctypes
 
