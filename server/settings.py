@@ -277,14 +277,6 @@ class ServerSettings:
     presence_refill_s: float = setting(
         10.0, "seconds for one more announced absence per seat", group=RATES
     )
-    restore_quiet_s: float = setting(
-        5.0,
-        "seconds after a game is restored (a restart, a cluster node taking it over) before a "
-        "seat whose player has not come back is announced away (its grace counts from the "
-        "restore all the same)",
-        flag="restore-quiet-s",
-        group=RATES,
-    )
     draw_offer_plies: int = setting(
         1,
         "plies that must be played before a seat may offer a draw again (Lichess: 20 in chess)",
@@ -382,6 +374,14 @@ class ServerSettings:
         60.0,
         "seconds a seat is held after its player leaves; then the opponent may claim the game",
         flag="grace-s",
+        group=GAMES,
+    )
+    restore_quiet_s: float = setting(
+        5.0,
+        "seconds after a game is restored (a restart, a cluster node taking it over) before a "
+        "seat whose player has not come back is announced away (its grace counts from the "
+        "restore all the same)",
+        flag="restore-quiet-s",
         group=GAMES,
     )
     keep_finished_s: float = setting(
