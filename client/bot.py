@@ -213,10 +213,12 @@ class Bot:
                     started = asyncio.ensure_future(self._started.get())
                 if other is None:
                     other = asyncio.ensure_future(self._other.get())
-                waiting: set[asyncio.Future[Any]] = {started, other, *tasks}
+                waiting: set[asyncio.Future[Any]] = {started, other, router, *tasks}
                 if lobby is not None:
                     waiting.add(lobby)
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if router.done():  # the connection closed for good (ConnectionLost)
+                    router.result()
                 for task in [t for t in tasks if t in done]:
                     tasks.discard(task)
                     results.append(task.result())

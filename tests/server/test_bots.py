@@ -370,3 +370,17 @@ async def test_a_draw_offered_with_the_opponents_move_is_answered_before_the_bot
     (result,) = await asyncio.wait_for(playing, 60)
     assert (result.outcome, result.reason, result.plies) == ("draw", "agreement", 1)
     await ada.close()
+
+
+async def test_a_bot_whose_server_goes_for_good_says_so(tmp_path: Path, pool: EnginePool) -> None:
+    """Without reconnecting, the server gone: ``play`` ends with ConnectionLost (the
+    command prints it and exits 1), whether the bot waits for a game or plays one."""
+    from client.connection import ConnectionLost
+
+    async with serving(tmp_path, pool, ServerSettings()) as server:
+        bot = Bot(server.url, lambda turn: turn.state.legal_actions()[0], reconnect=False)
+        playing = asyncio.create_task(bot.play(accept="challenges"))
+        while "bot" not in {p.name for p in server.game_server.players.values()}:
+            await asyncio.sleep(0.05)
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(playing, 20)
