@@ -173,6 +173,9 @@ class Bot:
         else:
             connection = await connect_with_session(self.sessions, self.url, self.url, **options)
         self.connection = connection
+        # This run's queues (an asyncio.Queue belongs to the loop that first waits on it: a
+        # Bot may play again under another asyncio.run).
+        self.playing, self._started, self._other = {}, asyncio.Queue(), asyncio.Queue()
         results: list[GameResult] = []
         tasks: set[asyncio.Task[GameResult]] = set()
         begun = 0  # games begun (or resumed), counted among ``games``

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 from client.bot import Bot
 from client.sessions import SessionStore
@@ -136,3 +137,22 @@ async def test_watching_a_game_that_is_over_points_to_its_replay(ui_server: UISe
     assert err == f"noughts watch: game {game_id} is over, 1-0 (resign): noughts replay {game_id}\n"
     code, out, err = await run_noughts("watch", "nosuchgame", "--server", ui_server.url)
     assert (code, err) == (1, "noughts watch: no live game 'nosuchgame'\n")
+
+
+def test_a_bot_object_plays_again_under_another_event_loop(tmp_path: Path) -> None:
+    """One Bot, two asyncio.run (a script that plays, then plays again): its event queues
+    are its run's, not the first loop's ("Queue ... is bound to a different event loop")."""
+    from client.embedded import EmbeddedServer
+
+    bot = Bot("ws://unused", lambda turn: turn.state.legal_actions()[0], reconnect=False)
+
+    async def run_once(db: Path) -> None:
+        async with EmbeddedServer(db, workers=0) as url:
+            bot.url = url
+            playing = asyncio.create_task(bot.play(accept="challenges"))
+            await asyncio.sleep(1.0)  # connected, subscribed, waiting for a challenge
+            assert not playing.done() or playing.exception() is None, playing.exception()
+            playing.cancel()
+
+    for index in range(2):  # (each server a database of its own: the name is its session's)
+        asyncio.run(run_once(tmp_path / f"games{index}.db"))
