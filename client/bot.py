@@ -61,6 +61,7 @@ from protocol import (
 log = logging.getLogger(__name__)
 
 CLAIM_MARGIN_S = 0.5
+MAX_DEFERRED = 64  # lobby messages that may hold a seek for us, kept while the bot is full
 # The local engine's searches (``engine_player``, ``engine_draw``) take turns: a Searcher is
 # not shared between threads, and its numba kernels hold the GIL all the same. Games played
 # at once each keep their budget; a move may wait for another game's search.
@@ -176,6 +177,7 @@ class Bot:
         # This run's queues (an asyncio.Queue belongs to the loop that first waits on it: a
         # Bot may play again under another asyncio.run).
         self.playing, self._started, self._other = {}, asyncio.Queue(), asyncio.Queue()
+        self.rematches = set()  # (one agreed at the end of a run before: a game resumed now)
         results: list[GameResult] = []
         tasks: set[asyncio.Task[GameResult]] = set()
         begun = 0  # games begun (or resumed), counted among ``games``
@@ -187,10 +189,16 @@ class Bot:
         other: asyncio.Future[Message] | None = None
         router = asyncio.create_task(self._route(), name="bot-events")
 
-        def room() -> bool:
-            """A game to spare and a free slot, counting the games agreed, not begun."""
+        def free() -> int:
+            """Games to spare in a free slot, counting those agreed and not begun."""
             coming = len(accepted) + len(self.rematches)
-            return (games is None or begun + coming < games) and len(tasks) + coming < concurrency
+            slots = concurrency - len(tasks) - coming
+            return slots if games is None else min(slots, games - begun - coming)
+
+        def room() -> bool:
+            return free() > 0
+
+        deferred: list[Message] = []  # lobby messages that came while the bot had no room
 
         try:
             if connection.welcome:
@@ -210,6 +218,8 @@ class Bot:
                         Seek, game=seek, params=params or {}, clock=clock or {}, color=color
                     )
                     posted = seeking.seek_id
+                while deferred and room():  # (a challenge made while full waits its turn)
+                    await self._accept_into(deferred.pop(0), accepted, accept, free())
                 if accept is not None and lobby is None and room():
                     lobby = asyncio.ensure_future(connection.lobby_events.get())
                 if started is None:
@@ -248,11 +258,11 @@ class Bot:
                 if lobby is not None and lobby.done():
                     message, lobby = lobby.result(), None
                     if room():
-                        seated = await self._accept_from(
-                            message, challenges_only=accept == "challenges"
-                        )
-                        if seated is not None and seated not in self.playing:
-                            accepted.add(seated)
+                        await self._accept_into(message, accepted, accept, free())
+                    elif isinstance(message, LobbyState) or (
+                        isinstance(message, LobbyEvent) and message.kind == "seek_added"
+                    ):
+                        deferred = [*deferred[-(MAX_DEFERRED - 1) :], message]
             return results
         finally:
             for future in (lobby, started, other, *tasks, router):
@@ -300,6 +310,14 @@ class Bot:
         except (RequestFailed, ConnectionLost) as exc:
             log.info("rematch of %s not answered (%s): %s", offer.game_id, answer, exc)
 
+    async def _accept_into(
+        self, message: Message, accepted: set[str], accept: str | None, most: int
+    ) -> None:
+        """Accept up to ``most`` seeks of a lobby message; the games not begun yet go to
+        ``accepted`` (the bot's room counts them)."""
+        seated = await self._accept_from(message, challenges_only=accept == "challenges", most=most)
+        accepted.update(game_id for game_id in seated if game_id not in self.playing)
+
     async def _cancel_seek(self, seek_id: str) -> None:
         assert self.connection is not None
         try:
@@ -307,8 +325,11 @@ class Bot:
         except (RequestFailed, ConnectionLost) as exc:  # accepted meanwhile: that game waits
             log.info("seek %s not cancelled: %s", seek_id, exc)
 
-    async def _accept_from(self, message: Message, *, challenges_only: bool) -> str | None:
-        """Accept a seek of this lobby message that is open to us: the game's id, or None."""
+    async def _accept_from(
+        self, message: Message, *, challenges_only: bool, most: int = 1
+    ) -> list[str]:
+        """Accept up to ``most`` seeks of this lobby message that are open to us: the
+        games' ids."""
         assert self.connection is not None
         me = self.connection.welcome.player_id if self.connection.welcome else None
         if isinstance(message, LobbyState):
@@ -316,8 +337,11 @@ class Bot:
         elif isinstance(message, LobbyEvent) and message.kind == "seek_added":
             candidates = [message.seek] if message.seek else []
         else:
-            return None
+            return []
+        games: list[str] = []
         for seek in candidates:
+            if len(games) >= most:
+                break
             if seek["player"].get("player_id") == me or seek["opponents"] == "humans":
                 continue
             if challenges_only and seek.get("to") != me:
@@ -327,7 +351,8 @@ class Bot:
             except RequestFailed as exc:
                 log.info("seek %s: %s", seek["seek_id"], exc.message)
                 continue
-            return str(seated.game_id)
+            games.append(str(seated.game_id))
+        return games
         return None
 
     # --- playing a game ---------------------------------------------------------------------

@@ -146,6 +146,27 @@ async def test_a_bot_plays_up_to_its_concurrency_at_once(
         await person.close()
 
 
+async def test_a_bot_takes_as_many_waiting_seeks_as_it_has_room_for(
+    server: RunningServer,
+) -> None:
+    """Two seeks wait in the lobby when a bot with concurrency 2 arrives: the lobby's state
+    lists both, and it accepts both at once (it took one, and waited for news of another)."""
+    people = [await server.connect(name) for name in ("ada", "bo")]
+    for person in people:
+        await person.request(Seek, game="5x5", color="x")
+    rng = random.Random(11)
+    bot = Bot(server.url, lambda turn: rng.choice(turn.state.legal_actions()), name="pair")
+    playing = asyncio.create_task(bot.play(games=2, accept="seeks", concurrency=2))
+    starts = [await next_event(person, Snapshot) for person in people]
+    assert [start.status for start in starts] == ["live", "live"]
+    for person, start in zip(people, starts, strict=True):
+        await _resign(person, start.game_id)
+    results = await asyncio.wait_for(playing, 30)
+    assert [r.outcome for r in results] == ["win", "win"]
+    for person in people:
+        await person.close()
+
+
 async def test_a_bot_with_no_room_declines_a_rematch(server: RunningServer) -> None:
     """Concurrency 1: ada's game over, the bot plays bo's challenge; ada's rematch offer is
     declined at once (it has no room), not left to wait for the end of bo's game."""
