@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # walked again: bench/load.py throughput, three alternating runs each (load 2-4), server
 # CPU per move 123.0 us (122.4-124.5) at 700, 114.1 us (104.9-114.7) at 10,000.
 GC_YOUNG = 10_000
+NODE_NAME = r"[A-Za-z0-9-]{1,32}"  # a cluster node's name (--node)
 
 
 def open_store(db: str, max_mb: float | None = None) -> Store:
@@ -140,8 +141,28 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     node = None
     if settings.bus and is_postgres_url(db_path):
         node = settings.node or new_node_id()
-        if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", node):
-            print(f"noughts serve: --node {node!r}: letters, digits and '-' only", file=sys.stderr)
+        if not re.fullmatch(NODE_NAME, node):
+            print(
+                f"noughts serve: --node {node!r}: 1 to 32 letters, digits and '-'",
+                file=sys.stderr,
+            )
+            return 2
+        # The other nodes of --processes are NODE-1 .. NODE-(N-1), admin ports after this
+        # one's: refused here rather than by each of them, started again for ever.
+        last = settings.processes - 1
+        if last and not re.fullmatch(NODE_NAME, f"{node}-{last}"):
+            print(
+                f"noughts serve: --node {node!r}: with --processes {settings.processes} the "
+                f"nodes are named up to {node}-{last}, over 32 characters",
+                file=sys.stderr,
+            )
+            return 2
+        if last and settings.admin_port and settings.admin_port + last > 65535:
+            print(
+                f"noughts serve: --admin-port {settings.admin_port}: with --processes "
+                f"{settings.processes} the nodes' admin ports go past 65535",
+                file=sys.stderr,
+            )
             return 2
     if settings.processes > 1 and node is None:
         print(

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -1352,6 +1353,35 @@ async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
 
 async def _admin_port(node: Node) -> int:
     return await _admin_port_of(node.log)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--node", "no spaces"], "--node 'no spaces': 1 to 32 letters, digits and '-'"),
+        (
+            ["--processes", "2", "--node", "n" * 31],
+            f"--node '{'n' * 31}': with --processes 2 the nodes are named up to "
+            f"{'n' * 31}-1, over 32 characters",
+        ),
+        (
+            ["--processes", "3", "--admin-port", "65534"],
+            "--admin-port 65534: with --processes 3 the nodes' admin ports go past 65535",
+        ),
+    ],
+)
+async def test_node_names_and_admin_ports_its_processes_cannot_take_are_refused_at_once(
+    args: list[str], error: str
+) -> None:
+    """A name or admin port that would be fine for the first node but not for the others of
+    --processes was refused by each of them, which its supervisor started again for ever."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "server", "--port", "0", "--db", PG_URL, "--bus", REDIS_URL,
+        *args, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert err.decode().strip().splitlines() == [f"noughts serve: {error}"]
 
 
 async def _admin_port_of(log: Path) -> int:
