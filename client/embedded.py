@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from protocol.paths import make_db_directory
+from protocol.paths import NoDirectory, is_data_dir
 
 STARTUP_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
 PROGRESS = "warming up the engine: "  # the server's --progress lines, before its address
@@ -106,8 +106,11 @@ class EmbeddedServer:
             args += ["--warm-up", ",".join(f"{game}:{algorithm}" for game, algorithm in self.warm)]
         stderr: int | object = asyncio.subprocess.DEVNULL
         log_file = None
-        if self.db is not None:
-            make_db_directory(self.db)  # (its log goes beside it)
+        if self.db is not None:  # its log goes beside it: the server's own rule for its directory
+            parent = Path(self.db).parent
+            if not parent.is_dir() and not is_data_dir(parent):
+                raise NoDirectory(self.db)
+            parent.mkdir(parents=True, exist_ok=True)
         if self.log_path is not None:
             log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed with the child
             stderr = log_file

@@ -28,16 +28,16 @@ def data_dir() -> Path:
 
 
 class NoDirectory(FileNotFoundError):
-    """A database path names a directory that does not exist (its message says so)."""
+    """A database path names a directory that does not exist, other than the data
+    directory: a mistyped ``--db`` is a one-line error, not a new tree of directories."""
+
+    def __init__(self, db_path: str | os.PathLike[str]) -> None:
+        parent = Path(db_path).parent
+        super().__init__(f"cannot open database {os.fspath(db_path)}: no directory {parent}")
 
 
-def make_db_directory(db_path: str | os.PathLike[str]) -> None:
-    """The directory of a database file (and of its lock and log), made if it is the user's
-    data directory (``data_dir``); NoDirectory if any other is missing: a mistyped ``--db``
-    is a one-line error, not a new tree of directories."""
-    parent = Path(db_path).parent
-    if parent.is_dir():
-        return
-    if parent.resolve() != data_dir().resolve():
-        raise NoDirectory(f"cannot open database {db_path}: no directory {parent}")
-    parent.mkdir(parents=True, exist_ok=True)
+def is_data_dir(directory: str | os.PathLike[str]) -> bool:
+    """``directory`` is the user's data directory (``data_dir``), the one directory a
+    database's writer makes when it is missing (the server, and the client for the log of
+    the server it embeds; this module does no I/O)."""
+    return Path(directory).absolute() == data_dir().absolute()

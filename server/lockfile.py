@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.paths import NoDirectory, make_db_directory
+from protocol.paths import NoDirectory, is_data_dir
 from server.errors import ServerError
 
 
@@ -32,6 +32,17 @@ class DatabaseInUse(ServerError):
         super().__init__(message)
         self.pid = pid
         self.url = url
+
+
+def make_db_directory(db_path: str | os.PathLike[str]) -> None:
+    """The directory of a database file (and of its lock), made if it is the user's data
+    directory; NoDirectory if any other is missing (protocol.paths.is_data_dir)."""
+    parent = Path(db_path).parent
+    if parent.is_dir():
+        return
+    if not is_data_dir(parent):
+        raise NoDirectory(db_path)
+    parent.mkdir(parents=True, exist_ok=True)
 
 
 def lock_path(db_path: str | os.PathLike[str]) -> Path:

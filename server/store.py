@@ -49,9 +49,9 @@ import aiosqlite
 from protocol.paths import (
     NoDirectory,
     default_db_path,  # noqa: F401 - one for server and client
-    make_db_directory,
 )
 from server.errors import Quarantined, StorageError, StorageFull
+from server.lockfile import make_db_directory
 from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow, SessionRow
 
 log = logging.getLogger(__name__)
