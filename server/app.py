@@ -208,7 +208,11 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def close(self) -> None:
-        """Cancel every timer (the process is stopping; nothing is lost: all is stored)."""
+        """Cancel every timer and every AI search in flight (the process is stopping; nothing
+        is lost: all is stored, and a game restored with its AI to move asks again)."""
+        for ai_turn in self._ai_tasks.values():
+            ai_turn.cancel()  # its search is dropped, or stopped in its worker
+        self._ai_tasks.clear()
         for handles in (self._timers, self._evictions, self._quick_timers):
             for handle in handles.values():
                 handle.cancel()
@@ -230,7 +234,8 @@ async def running(
 ) -> AsyncIterator[Server]:
     """Restore, then listen (``tls``: wss://). On exit (SIGTERM): stop accepting, tell every
     client to reconnect (close code 1012, service restart, as a rolling upgrade needs), stop
-    the timers and wait for the work in flight. Nothing is lost: every move is stored."""
+    the timers and the AI searches, and wait for the rest of the work in flight. Nothing is
+    lost: every move is stored, and a game whose AI was thinking is restored, the AI to move."""
     await game_server.restore()
     server = await serve(game_server, host, port, tls)
     try:

@@ -143,3 +143,34 @@ async def test_after_a_restart_only_a_player_who_stays_away_is_announced_away(
         await ada.close()
     finally:
         await second.stop()
+
+
+async def test_a_stop_does_not_wait_for_the_ai_and_its_turn_comes_back(tmp_path: Path) -> None:
+    """`q` while the AI thinks: the embedded server stops without finishing the search (the
+    player waited for the whole budget before), and the game, restored, asks the AI again."""
+    db = tmp_path / "games.db"
+    first = EmbeddedServer(db, workers=1)
+    url = await first.start()
+    ada = await ServerConnection.connect(url, name="ada")
+    seated = await ada.request(
+        CreateGame, game="gomoku", opponent="ai", seat=0, algorithm="alphabeta", budget_ms=3000
+    )
+    await _play(ada, seated.game_id, 112)  # h8; the AI's search of 3 s starts
+    session = ada.session
+    await ada.close()
+    await first.stop()
+    db_check = sqlite3.connect(db)
+    stored = db_check.execute("SELECT ply FROM moves WHERE game_id = ?", (seated.game_id,))
+    assert [ply for (ply,) in stored.fetchall()] == [0]  # the AI's move was not waited for
+    db_check.close()
+
+    second = EmbeddedServer(db, workers=1)
+    url = await second.start()
+    try:
+        ada = await ServerConnection.connect(url, name="ada", session=session)
+        await ada.request(Resume, game_id=seated.game_id, since=0)
+        reply = await next_event(ada, Moved, timeout=30)
+        assert reply.ply == 1 and reply.seat == 1 and reply.stats is not None
+        await ada.close()
+    finally:
+        await second.stop()
