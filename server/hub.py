@@ -204,10 +204,12 @@ class Hub:
                 if not seats:
                     del self.seats[player_id]
 
-    async def _check_open_games(self, me: PlayerSession) -> None:
+    async def _check_open_games(self, me: PlayerSession, *, poster: bool = False) -> None:
         """Caps on unfinished games: per player, and per address over all its players
         (a client opening a session per connection is still one address); in a cluster,
-        over every node's games."""
+        over every node's games. ``poster``: ``me`` is the poster of the seek being taken
+        (checked again then: its seeks may be many, and its games grow meanwhile)."""
+        whose = " (the seek's poster has as many)" if poster else ""
         cap = self.settings.max_open_games_per_player
         held = self._unfinished(me.player_id)
         elsewhere: set[str] = set()
@@ -215,7 +217,7 @@ class Hub:
             mine, elsewhere = await self.cluster.open_games_of(me.player_id, me.address)
             held |= mine
         if len(held) >= cap:
-            raise LimitExceeded(f"limit: at most {cap} unfinished games per player")
+            raise LimitExceeded(f"limit: at most {cap} unfinished games per player{whose}")
         cap = self.settings.max_open_games_per_ip
         if len(self.games) + len(elsewhere) < cap:
             return  # (no address holds more games than there are)
@@ -232,7 +234,7 @@ class Hub:
                 break
         if len(counted) >= cap:
             raise LimitExceeded(
-                f"limit: at most {cap} unfinished games per address; finish or abort some"
+                f"limit: at most {cap} unfinished games per address{whose}; finish or abort some"
             )
 
     def _spawn(self, coroutine: Any) -> asyncio.Task[None]:

@@ -95,6 +95,7 @@ class LobbyRequests(GameEvents):
     async def on_seek(self, connection: Connection, request: Seek) -> None:
         me = self._me(connection)
         self._check_seeks(connection)
+        await self._check_open_games(me)
         self._check_game(request.game, dict(request.params))
         to = None
         if request.to is not None:
@@ -136,6 +137,8 @@ class LobbyRequests(GameEvents):
         if seek.opponents == "humans" and me.bot:
             raise NotAllowed("that seek is for human players only")
         await self._check_open_games(me)
+        if seek.owner_connection.player is not None:
+            await self._check_open_games(seek.owner_connection.player, poster=True)
         game_id = self._new_game_id()
         await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))

@@ -18,6 +18,7 @@ from client.connection import RequestFailed
 from protocol import (
     PROTOCOL_VERSION,
     Abort,
+    AcceptSeek,
     CreateGame,
     Error,
     Hello,
@@ -173,6 +174,28 @@ async def test_unfinished_games_are_capped_per_address_as_well_as_per_player(
         await bo.request(CreateGame, game="tictactoe", opponent="human")
     with pytest.raises(RequestFailed, match="too_many.*per address"):
         await bo.request(CreateGame, game="tictactoe", opponent="human")
+    for client in (ada, bo):
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=100, max_open_games_per_player=3)], indirect=True
+)
+async def test_seeks_do_not_carry_a_player_past_its_cap(server: RunningServer) -> None:
+    """A seek is a game to be: a player at its cap posts none, and one posted before it
+    reached the cap is not taken (it stays for later). Seeks passed the cap before: 30
+    connections of 5 seeks each took one player from 20 unfinished games to 100."""
+    ada, bo = await server.connect("ada"), await server.connect("bo")
+    for _ in range(2):
+        await ada.request(CreateGame, game="tictactoe", opponent="human")
+    first = await ada.request(Seek, game="tictactoe")
+    second = await ada.request(Seek, game="tictactoe")
+    await bo.request(AcceptSeek, seek_id=first.seek_id)  # ada's third game
+    with pytest.raises(RequestFailed, match=r"too_many.*3 unfinished games per player \(the seek"):
+        await bo.request(AcceptSeek, seek_id=second.seek_id)
+    with pytest.raises(RequestFailed, match="too_many.*3 unfinished games per player"):
+        await ada.request(Seek, game="tictactoe")
+    assert server.query("SELECT count(*) FROM games WHERE status IN ('open', 'live')") == [(3,)]
     for client in (ada, bo):
         await client.close()
 
