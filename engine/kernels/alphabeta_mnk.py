@@ -301,7 +301,7 @@ def _candidates(g, out):
         out[n] = c
         n += 1
     if restrict and not any_stone:
-        out[0] = (params[P_M] // 2) * params[P_N] + params[P_N] // 2
+        out[0] = ((params[P_M] - 1) // 2) * params[P_N] + (params[P_N] - 1) // 2  # as mnk
         n = 1
     return n
 

@@ -258,7 +258,9 @@ def _candidates(st, out):
             cnt += 1
     if cnt == 0:
         if st[H_PLY] == 0:
-            out[0] = (st[H_M] // 2) * st[H_N] + st[H_N] // 2
+            # The centre; on an even side the central cell of lowest index, which the
+            # root's symmetry classes keep (engine.symmetry: the smallest of each class).
+            out[0] = ((st[H_M] - 1) // 2) * st[H_N] + (st[H_N] - 1) // 2
             return 1
         return mnk_legal(st, out)
     return cnt

@@ -156,3 +156,15 @@ def test_a_symmetric_root_still_takes_a_win_in_one() -> None:
     keep = representative_moves(False, 3, 3, win.history())
     assert keep is not None and keep[8]
     assert _search(win).action == 8
+
+
+@pytest.mark.parametrize(("m", "n"), [(8, 8), (20, 20), (3, 20), (20, 3), (4, 16)])
+@pytest.mark.parametrize("algorithm", ["mcts", "uct", "alphabeta"])
+def test_every_search_opens_a_big_board_with_an_even_side(m: int, n: int, algorithm: str) -> None:
+    """A big board's first move is its centre (the cells near stones have none to be near):
+    on an even side one of the central cells, and the one the symmetric root keeps. It was
+    the other, and mcts and uct crashed with no root move (max() of an empty list)."""
+    state = engine.make_game("mnk", m=m, n=n, k=3).new_initial_state()
+    result = engine.search(state, algorithm, engine.Budget(iterations=200), seed=1)
+    row, col = divmod(result.action, n)
+    assert row in {(m - 1) // 2, m // 2} and col in {(n - 1) // 2, n // 2}
