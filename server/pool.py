@@ -17,7 +17,9 @@ Fair and self-healing (issue 11, findings 3 and 4):
   at its next clock check (every 2 ms at most) and the worker is free again, warm.
 - Players are served in turn (the one served longest ago first), each with at most
   ``ai_running_per_player`` searches running, so no one player holds every worker.
-- A search that has not started within its ``wait_s`` fails with ``EngineUnavailable``
+- A search waits its turn for as long as the workers make progress (one is idle, or runs
+  a search inside its budget); one that has waited ``wait_s`` while they did not (every
+  worker down, restarting or overrunning) fails with ``EngineUnavailable``
   (``engine_unavailable``): the player is told in bounded time, never left in silence.
 - A worker that dies is restarted in its slot, again and again, with a pause that doubles
   (0.5 s up to ``engine_restart_max_s``) while restarts keep failing. The search it was
@@ -132,8 +134,8 @@ class _Search:
     future: asyncio.Future[SearchResult]
     loop: asyncio.AbstractEventLoop
     order: int  # arrival; ties in the queue go to the earliest
-    wait_s: float | None
-    wait_until: float | None  # monotonic; fails if not started by then
+    wait_s: float | None  # fails after waiting this long while the pool is stalled
+    queued_at: float  # monotonic: when it joined the queue (again, after its worker died)
     started_at: float | None = None
     attempts: int = 0
     stopped_at: float | None = None  # told to stop (its game ended, or it overran)
@@ -194,6 +196,7 @@ class EnginePool:
         self._running: Counter[str | None] = Counter()  # searches running, per owner
         self._held: Counter[str | None] = Counter()  # searches waiting or running, per owner
         self._last_turn: dict[str | None, int] = {}  # when each owner was last served
+        self._stalled_since: float | None = None  # no worker free or in its budget since
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -371,9 +374,9 @@ class EnginePool:
     async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
         """Run one search in a worker.
 
-        Raises EngineUnavailable if no worker has started it within ``wait_s`` seconds (the
-        wait is not part of its budget). Cancelling the caller drops the search, or stops it
-        if it is running."""
+        Raises EngineUnavailable if it has waited ``wait_s`` seconds while the pool was
+        stalled (``_working``); the wait is not part of its budget. Cancelling the caller
+        drops the search, or stops it if it is running."""
         if self.closed or not self._slots:
             raise EngineUnavailable("the engine pool is not running")
         loop = asyncio.get_running_loop()
@@ -385,7 +388,7 @@ class EnginePool:
             loop=loop,
             order=next(self._turns),
             wait_s=wait_s,
-            wait_until=None if wait_s is None else now + wait_s,
+            queued_at=now,
         )
         with self._lock:
             self._queue.append(search)
@@ -561,8 +564,7 @@ class EnginePool:
                     self._settle(search, "exception", error)
                 else:  # first in the queue again, with its whole budget
                     search.started_at = search.stopped_at = None
-                    wait_s = search.wait_s
-                    search.wait_until = None if wait_s is None else now + wait_s
+                    search.queued_at = now
                     self._queue.insert(0, search)
                     self._dispatch()
         log.warning(
@@ -625,7 +627,16 @@ class EnginePool:
         while not self._closing.wait(WATCH_EVERY_S):
             now = time.monotonic()
             with self._lock:
-                expired = [s for s in self._queue if s.wait_until and now >= s.wait_until]
+                if self._working(now):
+                    self._stalled_since = None
+                elif self._stalled_since is None:
+                    self._stalled_since = now
+                stalled = 0.0 if self._stalled_since is None else now - self._stalled_since
+                expired = [
+                    s
+                    for s in self._queue
+                    if s.wait_s is not None and min(now - s.queued_at, stalled) >= s.wait_s
+                ]
                 for search in expired:
                     self._queue.remove(search)
                     self._release(search)
@@ -634,6 +645,21 @@ class EnginePool:
             for index, process in doomed:
                 log.warning("engine worker %d does not stop its search; killing it", index)
                 process.kill()
+
+    def _working(self, now: float) -> bool:
+        """Whether the pool makes progress: a worker is idle (the searches waiting wait for
+        their player's turn) or runs a search inside its budget. Searches queue behind
+        others for as long as that holds; only a stalled pool (every worker down,
+        restarting or overrunning) fails them."""
+        for slot in self._slots:
+            if slot.state is SlotState.IDLE:
+                return True
+            search = slot.search
+            if slot.state is SlotState.BUSY and search is not None and search.started_at:
+                budget_s = (search.request.budget_ms or 60_000.0) / 1000.0
+                if now - search.started_at <= budget_s + OVERRUN_STOP_S:
+                    return True
+        return False
 
     def _stuck(self, slot: _Slot, now: float) -> bool:
         """Stop a search running past its budget; True if its worker must be killed: the
@@ -653,7 +679,7 @@ class EnginePool:
 
     def _unavailable(self, search: _Search) -> EngineUnavailable:
         up = self.available
-        why = "every engine worker is busy" if up else "no engine worker is running"
+        why = "every engine worker is stuck past its budget" if up else "no engine worker is up"
         return EngineUnavailable(f"{why}: the AI's move could not start within {search.wait_s}s")
 
 

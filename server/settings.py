@@ -441,8 +441,10 @@ class ServerSettings:
     # AI cannot move, while a worker restarting from numba's cache still makes it.
     engine_wait_s: float = setting(
         8.0,
-        "seconds an AI move may wait for an engine worker; then its game is aborted (reason "
-        "engine_unavailable) and its players get an engine_unavailable error",
+        "seconds an AI move may wait while no engine worker makes progress (all down, "
+        "restarting or past their budgets; queueing behind busy workers is not counted); then "
+        "its game is aborted (reason engine_unavailable) and its players get an "
+        "engine_unavailable error",
         flag="engine-wait-s",
         group=ENGINE,
     )

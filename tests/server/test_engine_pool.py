@@ -321,3 +321,29 @@ async def test_with_no_worker_the_player_is_told_and_the_game_aborted(tmp_path: 
         moved = await next_event(ada, Moved, timeout=30)
         assert moved.game_id == seated.game_id
         await ada.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+async def test_an_ai_move_queued_behind_busy_workers_waits_its_turn(tmp_path: Path) -> None:
+    """A probe's finding: a move whose search waited longer than ``engine_wait_s`` behind
+    searches running inside their budgets ended its game (`engine_unavailable`), so a
+    player's own second AI game, or anyone's behind two players of 10 s searches, was
+    aborted. It now waits its turn: only a stalled pool fails it."""
+    settings = ServerSettings(engine_wait_s=1.0)
+    async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
+        ada = await server.connect("ada")
+        games = []
+        for _ in range(2):
+            seated = await ada.request(
+                CreateGame, game="uttt", opponent="ai", seat=0, algorithm="mcts", budget_ms=2500
+            )
+            await ada.request(Move, game_id=seated.game_id, token=seated.token, action=40)
+            games.append(seated.game_id)
+        replies: list[Moved] = []
+        while len(replies) < 2:  # the AI's moves (ada's own come as events too)
+            moved = await next_event(ada, Moved, timeout=30)
+            if moved.seat == 1:
+                replies.append(moved)
+        assert sorted(r.game_id for r in replies) == sorted(games)
+        assert ada.errors.empty()
+        for game_id in games:
+            await ada.request(Resign, game_id=game_id, token=ada.token_for(game_id))
