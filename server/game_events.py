@@ -359,6 +359,7 @@ class GameEvents(LobbyFeed):
             seed=secrets.randbits(31),
             game_key=f"{session.id}:{seat}",
             owner=None if opponent is None else opponent.player_id,
+            address=self._address_of(None if opponent is None else opponent.player_id),
         )
         try:
             if self.pool is None:

@@ -131,6 +131,11 @@ class Hub:
             if session.status == "open" and not session.private and session.open_seat() is not None:
                 self.cluster.open_listed(session)
 
+    def _address_of(self, player_id: str | None) -> str | None:
+        """The address a player online here is connected from (None: not known here)."""
+        here = None if player_id is None else self.players.get(player_id)
+        return None if here is None or here.address == "?" else here.address
+
     def _open_holders(self, session: GameSession) -> tuple[list[str], list[str]]:
         """Who an unfinished game counts against: its human players, and the addresses
         they took their seats from or are connected from here."""

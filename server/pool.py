@@ -15,8 +15,9 @@ Fair and self-healing (issue 11, findings 3 and 4):
   waiting search whose game ended is simply dropped. One running is stopped cheaply: the
   worker's clock reads a stop word in shared memory, so the search sees its deadline passed
   at its next clock check (every 2 ms at most) and the worker is free again, warm.
-- Players are served in turn (the one served longest ago first), each with at most
-  ``ai_running_per_player`` searches running, so no one player holds every worker.
+- Addresses, then their players, are served in turn (the one served longest ago first),
+  each player with at most ``ai_running_per_player`` searches running, so no one player
+  holds every worker and no one address's many sessions crowd out the others.
 - A search waits its turn for as long as the workers make progress (one is idle, or runs
   a search inside its budget); one that has waited ``wait_s`` while they did not (every
   worker down, restarting or overrunning) fails with ``EngineUnavailable``
@@ -90,6 +91,7 @@ class SearchRequest:
     game_key: str | None = None  # routes one game's searches to one worker (tree reuse)
     options: dict[str, Any] = field(default_factory=dict)
     owner: str | None = None  # the player it is run for: served in turn, capped (None: not)
+    address: str | None = None  # the owner's address: addresses are served in turn first
 
     def for_worker(self) -> engine_worker.SearchRequest:
         """What the engine's worker loop (engine/worker.py) is sent."""
@@ -196,6 +198,8 @@ class EnginePool:
         self._running: Counter[str | None] = Counter()  # searches running, per owner
         self._held: Counter[str | None] = Counter()  # searches waiting or running, per owner
         self._last_turn: dict[str | None, int] = {}  # when each owner was last served
+        self._address_held: Counter[str | None] = Counter()  # as _held, per address
+        self._address_turn: dict[str | None, int] = {}  # when each address was last served
         self._stalled_since: float | None = None  # no worker free or in its budget since
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -393,6 +397,7 @@ class EnginePool:
         with self._lock:
             self._queue.append(search)
             self._held[request.owner] += 1
+            self._address_held[request.address] += 1
             self._dispatch()
         try:
             return await search.future
@@ -441,15 +446,21 @@ class EnginePool:
             self._begin(slot, search)
 
     def _next(self) -> _Search | None:
-        """The waiting search to run next: of the player served longest ago (never served
-        first), among those under their running cap; in arrival order within a player."""
+        """The waiting search to run next: of the address served longest ago (never served
+        first), then of its player served longest ago, among those under their running cap;
+        in arrival order within a player. By address first, so that sessions opened by the
+        dozen from one address take one turn among the others, not one each."""
         best: _Search | None = None
-        best_key: tuple[int, int] = (0, 0)
+        best_key: tuple[int, int, int] = (0, 0, 0)
         for search in self._queue:
             owner = search.request.owner
             if owner is not None and self._running[owner] >= self.running_per_owner:
                 continue
-            key = (self._last_turn.get(owner, 0), search.order)
+            key = (
+                self._address_turn.get(search.request.address, 0),
+                self._last_turn.get(owner, 0),
+                search.order,
+            )
             if best is None or key < best_key:
                 best, best_key = search, key
         return best
@@ -460,7 +471,7 @@ class EnginePool:
         search.started_at = time.monotonic()
         search.attempts += 1
         self._running[owner] += 1
-        self._last_turn[owner] = next(self._turns)
+        self._last_turn[owner] = self._address_turn[search.request.address] = next(self._turns)
         key = search.request.game_key
         if key is not None:
             slot.keys[key] = None
@@ -485,6 +496,11 @@ class EnginePool:
         if self._held[owner] <= 0:
             del self._held[owner]
             self._last_turn.pop(owner, None)
+        address = search.request.address
+        self._address_held[address] -= 1
+        if self._address_held[address] <= 0:
+            del self._address_held[address]
+            self._address_turn.pop(address, None)
 
     def _stop(self, slot: _Slot, search: _Search) -> None:
         if search.stopped_at is None:

@@ -29,7 +29,7 @@ import engine
 from client.connection import RequestFailed, ServerConnection
 from engine.worker import stoppable_clock
 from protocol import Abort, CreateGame, Ended, Move, Moved, QuickPair, Resign
-from server.pool import EnginePool
+from server.pool import EnginePool, SearchRequest
 from server.settings import ServerSettings
 from tests.server.conftest import next_event, serving
 
@@ -293,6 +293,26 @@ async def test_a_dead_slot_is_restarted_until_it_comes_back(tmp_path: Path) -> N
         while moved.seat != 1:
             moved = await next_event(ada, Moved, timeout=30)
         await ada.request(Resign, game_id=seated.game_id, token=seated.token)
+
+
+async def test_addresses_take_turns_before_their_players() -> None:
+    """Sessions opened by the dozen from one address took a turn each: a player of
+    another address waited behind all of them. Addresses are served in turn first."""
+    async with own_pool(1, ServerSettings()) as pool:
+        finished: list[str] = []
+
+        async def search(player: str, address: str) -> None:
+            request = SearchRequest(
+                game="uttt", params={}, actions=(), budget_ms=300, owner=player, address=address
+            )
+            await pool.search(request)
+            finished.append(player)
+
+        first = asyncio.create_task(search("a1", "10.0.0.1"))
+        await _wait_for(lambda: pool.busy == 1, 30, "a1's search started")
+        rest = [search("a2", "10.0.0.1"), search("a3", "10.0.0.1"), search("b1", "10.0.0.2")]
+        await asyncio.gather(first, *rest)
+        assert finished == ["a1", "b1", "a2", "a3"]  # before: a1, a2, a3, b1
 
 
 @pytest.mark.slow
