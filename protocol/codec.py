@@ -17,7 +17,7 @@ import msgpack
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import CLIENT_MESSAGES, SERVER_MESSAGES, Message, Ping
-from protocol.schema import Checker, FieldSpec, field_specs
+from protocol.schema import Checker, FieldSpec, field_specs, shown
 
 # A client frame is a few dozen bytes; 16 KiB leaves room and caps abuse.
 MAX_CLIENT_FRAME = 16 * 1024
@@ -174,11 +174,11 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     tag = obj.get("type")
     cls = types.get(tag) if type(tag) is str else None
     if cls is None:
-        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {tag!r}")
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {shown(tag)}")
     keys = _KEYS[cls]
     if not obj.keys() <= keys:
         extra = next(k for k in obj if k not in keys)
-        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {extra!r}")
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {shown(extra)}")
     kwargs = {}
     for name, check, required in _CHECKS[cls]:
         value = obj.get(name, _ABSENT)

@@ -28,6 +28,19 @@ def _bad(name: str, why: str) -> ProtocolError:
     return ProtocolError(ErrorCode.BAD_FIELD, f"field {name!r}: {why}")
 
 
+# An error quotes at most this much of a refused value: a 16 KiB frame of nested values
+# must not come back as a reply ten times its size (the reply is the attacker's leverage).
+MAX_SHOWN = 60
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, cut to MAX_SHOWN characters, for quoting in an error."""
+    if type(value) in (list, tuple, dict):  # repr of a big container costs before the cut
+        return f"a {_type_name(value)} of {len(value)} items"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
 def _type_name(value: Any) -> str:
     return "nil" if value is None else type(value).__name__
 
@@ -82,7 +95,7 @@ def _literal_checker(allowed: tuple[Any, ...]) -> Checker:
 
     def check(name: str, value: Any) -> Any:
         if type(value) not in (str, int) or value not in allowed:
-            raise _bad(name, f"{value!r} is not one of {choices}")
+            raise _bad(name, f"{shown(value)} is not one of {choices}")
         return value
 
     return check

@@ -349,3 +349,21 @@ def test_the_rid_of_an_error_is_the_frame_s_valid_rid(tag: str, rid: object, oth
 def test_reading_a_rid_never_raises(data: bytes) -> None:
     rid = protocol.codec.request_id(data)
     assert rid is None or 0 <= rid < 2**31
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "create", "rid": 1, "game": "tictactoe", "opponent": [1] * 5000},
+        {"type": "create", "rid": 1, "game": "tictactoe", "opponent": "x" * 10_000},
+        {"type": "create", "rid": 1, "x" * 10_000: 1},
+        {"type": ["create"] * 5000, "rid": 1},
+        {"type": "y" * 10_000, "rid": 1},
+    ],
+)
+def test_an_error_quotes_a_refused_value_in_a_few_words(frame: dict) -> None:
+    """A hostile probe: a 15.6 KB frame of ext values in a fixed-choice field came back as a
+    161 KB error (its repr), ten times the frame, at 25 times the CPU of a short one."""
+    with pytest.raises(ProtocolError) as refused:
+        decode(msgpack.packb(frame))
+    assert len(refused.value.message) < 200, refused.value.message
