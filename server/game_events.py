@@ -260,6 +260,23 @@ class GameEvents(LobbyFeed):
 
     # --- creating and starting games ------------------------------------------------------------
 
+    def _check_ai(self, algorithm: str, budget_ms: int, game: str, params: dict[str, int]) -> str:
+        """The AI options of a request (``create``, ``quick``), checked whether or not an
+        AI plays: an algorithm that cannot play the game or a budget over the server's
+        maximum is refused (bad_request), not ignored. Returns the algorithm (none named:
+        the game's own, ``engine.default_ai``)."""
+        try:
+            algorithm = algorithm or engine.default_ai(game)
+            engine.check_algorithm(algorithm, engine.make_game(game, **params))
+        except engine.EngineError as exc:
+            raise BadRequest(str(exc)) from exc
+        if budget_ms > self.settings.max_budget_ms:
+            raise BadRequest(
+                f"limit: budget_ms is at most {self.settings.max_budget_ms} on this server, "
+                f"not {budget_ms}"
+            )
+        return algorithm
+
     def _ai_player(
         self,
         algorithm: str,
@@ -272,17 +289,8 @@ class GameEvents(LobbyFeed):
         turn) for an algorithm that cannot play the game (none named: the game's own,
         ``engine.default_ai``), a budget over the server's
         maximum, no engine worker up, or a player whose AI searches are at their cap."""
-        try:
-            algorithm = algorithm or engine.default_ai(game)
-            engine.check_algorithm(algorithm, engine.make_game(game, **params))
-        except engine.EngineError as exc:
-            raise BadRequest(str(exc)) from exc
+        algorithm = self._check_ai(algorithm, budget_ms, game, params)
         settings = self.settings
-        if budget_ms > settings.max_budget_ms:
-            raise BadRequest(
-                f"limit: budget_ms is at most {settings.max_budget_ms} on this server, "
-                f"not {budget_ms}"
-            )
         if self.pool is None:
             raise EngineUnavailable("this server runs no engine workers: AI games are off")
         if not self.pool.available:

@@ -77,6 +77,7 @@ class GameRequests(GameEvents):
             session.take_seat(seat, me.as_player())
             await self._start_game(session, [(connection, seat, request.rid)])
             return
+        self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
         token = session.take_seat(seat, me.as_player())
         self._register(session, [connection])
         async with self._lock(session.id):

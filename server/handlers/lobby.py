@@ -176,6 +176,8 @@ class LobbyRequests(GameEvents):
         self._check_game(request.game, dict(request.params))
         if request.ai_after_s:  # refuse a bad fallback now
             self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
+        else:
+            self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
         entry = self._seek_entry(
             connection,
             request,

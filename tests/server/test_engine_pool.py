@@ -253,14 +253,25 @@ async def test_a_budget_over_the_server_maximum_is_refused(tmp_path: Path) -> No
     settings = ServerSettings(max_budget_ms=2_000)
     async with own_pool(1, settings) as pool, serving(tmp_path, pool, settings) as server:
         ada = await server.connect("ada")
+        # Also where no AI plays (a probe's finding: opponent human skipped the checks
+        # the options get, and a bad option was ignored, not refused).
         for kind, fields in (
             (CreateGame, {"opponent": "ai"}),
             (QuickPair, {"ai_after_s": 1}),
+            (CreateGame, {"opponent": "human"}),
+            (QuickPair, {"ai_after_s": 0}),
         ):
             with pytest.raises(RequestFailed) as refused:
                 await ada.request(kind, game="tictactoe", budget_ms=2_001, **fields)
             assert refused.value.code == "bad_request"
             assert "budget_ms" in refused.value.message and "2000" in refused.value.message
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(kind, game="5x5", algorithm="perfect", **fields)
+            assert refused.value.code == "bad_request" and "perfect" in refused.value.message
+            with pytest.raises(RequestFailed) as refused:
+                await ada.request(kind, game="5x5", algorithm="bogus", **fields)
+            assert refused.value.code == "bad_request" and "bogus" in refused.value.message
+        assert server.query("SELECT count(*) FROM games") == [(0,)]
         seated = await ada.request(CreateGame, game="tictactoe", opponent="ai", budget_ms=2_000)
         await ada.request(Resign, game_id=seated.game_id, token=seated.token)
 
