@@ -337,12 +337,14 @@ class GameSession:
     ) -> list[Emitted]:
         """Validate and apply one move; raises a GameError and changes nothing if refused."""
         self._check_live()
+        played = self.state.ply()
+        # A move meant for another position is stale, whoever's turn it is now (a seat's
+        # move sent again with another action was not_your_turn after the reply it awaited).
+        if ply is not None and ply != played:
+            raise StaleMove(f"move for ply {ply}, but game {self.id} is at ply {played}", self.id)
         current = self.state.current_player()
         if seat != current:
             raise NotYourTurn(f"it is seat {current}'s turn in game {self.id}, not yours", self.id)
-        played = self.state.ply()
-        if ply is not None and ply != played:
-            raise StaleMove(f"move for ply {ply}, but game {self.id} is at ply {played}", self.id)
         try:
             self.state.apply_checked(action)
         except engine.IllegalMove as exc:

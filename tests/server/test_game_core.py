@@ -220,6 +220,8 @@ def test_a_line_wins_and_then_nothing_moves() -> None:
         play 1 4 ! illegal_move            # occupied
         play 1 9 ! illegal_move            # off the board
         play 1 0 ply=0 ! stale_move        # meant for the position before X's move
+        play 0 3 ply=0 ! stale_move        # X's move sent again with another action
+        play 0 3 ply=1 ! not_your_turn
         play 1 0 ply=1 -> moved seq=3 ply=1
         play 0 1 -> moved seq=4
         play 1 2 -> moved seq=5
