@@ -117,11 +117,12 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
     def route(self, websocket: ServerConnection, request: Request) -> Response | None:
         """Before the handshake: ``GET /healthz`` is answered 200 (a load balancer's or
         orchestrator's health check); every other request goes on to the websocket
-        handshake, where websockets answers a plain HTTP request 426, a bad handshake 400
-        and a browser origin not allowed 403."""
-        if request.path == HEALTH_PATH:
+        handshake, where websockets answers a plain HTTP request 426, another method 405,
+        a bad handshake 400 and a browser origin not allowed 403."""
+        # (websockets before 16 parses GET requests only: no ``method``)
+        if request.path == HEALTH_PATH and getattr(request, "method", "GET") == "GET":
             return websocket.respond(HTTPStatus.OK, "ok\n")
-        return None
+        return None  # another method: websockets answers 405
 
     def admit(
         self, websocket: ServerConnection, request: Request, response: Response

@@ -100,6 +100,9 @@ async def test_the_health_endpoint_answers_and_holds_nothing(server: RunningServ
     held = [await websockets.connect(server.url) for _ in range(5)]  # the address is full
     answer = await _http(server, HEALTH)
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\nok\n"), answer
+    for method in (b"POST", b"DELETE"):  # a probe's finding: answered 200 as a GET
+        answer = await _http(server, HEALTH.replace(b"GET", method))
+        assert answer.startswith(b"HTTP/1.1 405"), answer
     await _settled(server.game_server.admission, 5)
     for websocket in held:
         await websocket.close()
