@@ -4,12 +4,13 @@ anything, and only the offending connection is affected."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 import websockets
 
 from client.connection import RequestFailed
-from protocol import CreateGame, Error, Ping, Pong, Watch
+from protocol import CreateGame, Error, Ping, Pong, Watch, encode
 from server.settings import ServerSettings
 from tests.server.conftest import RawClient, RunningServer
 
@@ -43,6 +44,28 @@ async def test_the_rate_limit_answers_then_closes_a_client_that_keeps_on(
             await raw.receive()
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4029
     assert isinstance(await bystander.request(Ping), Pong)
+
+
+async def test_a_client_that_sends_on_while_closed_still_reads_why(server: RunningServer) -> None:
+    """A probe's finding: a flooder that keeps sending after the server stopped reading got
+    a reset (1006), never the close frame (4029): closing a socket with unread input sends
+    RST, and the peer drops what it had not read. The server now half-closes (FIN after
+    the close frame) and cuts the connection only after the grace."""
+    raw = await RawClient.connect(server.url)
+    frame = encode(Ping(rid=1))
+
+    async def flood() -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            while True:
+                await raw.websocket.send(frame)
+                await asyncio.sleep(0)
+
+    flooding = asyncio.create_task(flood())
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        while True:
+            await raw.receive()
+    flooding.cancel()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4029
 
 
 async def test_open_games_per_player_are_capped(server: RunningServer) -> None:
