@@ -347,9 +347,14 @@ class NoughtsApp(App[None]):
         if model is None:
             return  # a game we no longer follow
         was_open = model.status == "open"
+        had_state = model.state is not None
         if not model.apply(message, self.clock()):
             self._spawn(functools.partial(self._resume, model))
             return
+        if not had_state and model.state is not None:
+            # The game's first snapshot: the lobby's list now shows its model (it showed
+            # the record fetched when we were seated, which never moved on).
+            self._games_changed()
         if model.seat is not None and not model.over:
             if isinstance(message, Moved) and message.seat != model.seat:
                 self.ring()  # the opponent moved
@@ -452,7 +457,10 @@ class NoughtsApp(App[None]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
-        self.screen.refresh_bindings()  # the game screen lists every key while it is shown
+        # The game screen lists every key while the panel is shown, and only what the game
+        # allows once it is gone: refreshed after the panel is (un)mounted, as a refresh now
+        # still sees the panel being removed.
+        self.call_after_refresh(self.screen.refresh_bindings)
 
     async def subscribe_lobby(self) -> None:
         self.lobby_wanted = True

@@ -42,7 +42,9 @@ def _names(game: dict[str, Any]) -> tuple[str, str]:
 
 
 # The columns of "Your games".
-MINE_COLUMNS = ("game", "you", "opponent", "moves", "")
+# The turn before the opponent's name: at 100 columns a pane is 50 wide, and the name (an
+# AI's "mcts 200ms [AI]") is what may be cut, not whose move it is.
+MINE_COLUMNS = ("game", "you", "turn", "moves", "opponent")
 
 
 class LobbyScreen(RequestingScreen):
@@ -200,7 +202,8 @@ class LobbyScreen(RequestingScreen):
             self._posted(posted)
 
     def game_changed(self, model: GameModel, event: Message) -> None:
-        if self.is_mounted and model.over:
+        """A game event: the row of one of our games follows its moves and its end."""
+        if self.is_mounted and model.seat is not None:
             self.your_games_changed()
 
     def set_my_games(self, games: list[tuple[str, int, GameModel | None]]) -> None:
@@ -341,9 +344,9 @@ class LobbyScreen(RequestingScreen):
             table.add_row(
                 game_title(game, params),
                 SYMBOLS[seat],
-                opponent,
-                str(ply),
                 Text(note, "bold") if note == "your move" else note,
+                str(ply),
+                opponent,
                 key=game_id,
             )
         self._reselect(table, selected)
