@@ -208,6 +208,16 @@ async def test_question_mark_lists_every_key_of_the_screen(ui_server: UIServer) 
         shown = keys_shown(game)
         for binding in [*GameScreen.BINDINGS, *BoardView.BINDINGS]:
             assert isinstance(binding, Binding) and binding.description in shown, shown
+        # Closed again: the footer offers only what the game allows now (a probe's
+        # finding: it kept every key, which then did nothing, until the next move).
+        await pilot.press("question_mark")
+        await until(pilot, lambda: not game.query("HelpPanel"), "the game's keys closed")
+
+        def footer() -> set[str]:
+            return {key.action for key in game.query("FooterKey")}  # type: ignore[attr-defined]
+
+        await until(pilot, lambda: "claim" not in footer(), "the footer of the game's state")
+        assert not footer() & {"claim", "rematch", "decline"}, footer()
 
 
 def board_focused(screen: Any) -> bool:
