@@ -18,6 +18,8 @@ from engine.result import PROOFS
 from protocol import Ended, Message, Moved, Offer, Presence, Snapshot
 
 SYMBOLS = ("X", "O")
+# The AI's time per move a player gets without asking (noughts play, the new-game dialogs).
+AI_BUDGET_MS = 500
 
 REASONS = {
     "line": "a line was completed",

@@ -339,7 +339,7 @@ class PlainGame:
         self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
         if self.seat is not None:
             assert self.model is not None and self.model.state is not None
-            example = self.model.state.game.grid.example()
+            example = self.model.state.game.grid.example(self.model.legal_moves())
             self.write(
                 f"You play {SYMBOLS[self.seat]}. Type a move as the board labels it (e.g. "
                 f"{example}), 'help', 'draw', 'resign', 'abort' (before the first moves) or "

@@ -17,6 +17,7 @@ letter).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.errors import IllegalMove
@@ -83,8 +84,19 @@ class Grid:
         last = self.name(board * 9 + 2)  # its top-right cell
         return f"the {BOARD_PLACES[board]} board, {first}-{last}"
 
-    def example(self) -> str:
-        return self.name(self.action(self.rows // 2, self.cols // 2))
+    def example(self, legal: Sequence[int] = ()) -> str:
+        """A cell to show as an example: the centre, or of ``legal`` (the moves one may
+        play now, if any) the one nearest it."""
+        row, col = self.rows // 2, self.cols // 2
+        centre = self.action(row, col)
+        if not legal or centre in legal:
+            return self.name(centre)
+
+        def distance(action: int) -> tuple[int, int]:
+            r, c = self.cell(action)
+            return max(abs(r - row), abs(c - col)), action
+
+        return self.name(min(legal, key=distance))
 
     def describe(self) -> str:
         """What a cell name may be here: 'a1 to c3'."""

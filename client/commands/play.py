@@ -22,6 +22,7 @@ from client.commands.common import (
     parse_params,
     session_key,
 )
+from client.game_view import AI_BUDGET_MS
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES, GAMES, default_ai
 from protocol import Message
@@ -58,7 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{', '.join(f'{name} {game.ai}' for name, game in GAMES.items())})",
     )
     parser.add_argument(
-        "--budget-ms", type=int, default=500, help="the AI's time per move (default: %(default)s)"
+        "--budget-ms",
+        type=int,
+        default=AI_BUDGET_MS,
+        help="the AI's time per move (default: %(default)s; servers allow up to 10000 unless "
+        "configured otherwise)",
     )
     parser.add_argument(
         "--seat",

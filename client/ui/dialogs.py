@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 import engine
+from client.game_view import AI_BUDGET_MS
 
 # The registry's games, and a custom m,n,k board ("mnk:M:N:K").
 GAMES: list[tuple[str, str]] = [
@@ -111,8 +112,8 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
                     compact=True,
                     id="algorithm",
                 )
-                yield Label("AI time per move (ms, 1-60000)")
-                yield Input("200", type="integer", compact=True, id="budget")
+                yield Label("AI time per move (ms; servers allow 10000 unless set otherwise)")
+                yield Input(str(AI_BUDGET_MS), type="integer", compact=True, id="budget")
             yield Label("", id="dialog-error")
             with Horizontal(id="dialog-buttons"):
                 yield Button("OK", variant="primary", id="ok")

@@ -250,7 +250,7 @@ class GameScreen(RequestingScreen):
         self.refresh_bindings()  # the footer follows the game's state
         move_input = self.query_one("#move-input", Input)
         move_input.display = model.seat is not None and not model.over
-        example = model.state.game.grid.example()
+        example = model.state.game.grid.example(model.legal_moves())
         move_input.placeholder = f"type a cell (e.g. {example}), Enter plays"
 
     def _refresh_status(self) -> None:
@@ -550,8 +550,9 @@ class GameScreen(RequestingScreen):
         model = self.model
         if model.seat is not None and not model.over and model.status == "live":
             self.notify(
-                f"Game {model.game_id} goes on without you: your clock runs. "
-                "Come back to it from the lobby.",
+                f"Game {model.game_id} goes on without you"
+                + (": your clock runs. " if model.clock else ". ")
+                + "Come back to it from the lobby.",
                 severity="warning",
             )
         else:

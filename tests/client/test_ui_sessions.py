@@ -93,6 +93,7 @@ async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
             await pilot.press("escape")
             await until(pilot, lambda: isinstance(second.screen, LobbyScreen), "the lobby")
             assert any("goes on without you" in n for n in notes(second))
+            assert not any("clock runs" in n for n in notes(second))  # it has no clock
             await until(pilot, lambda: _row(table, game_id)[2:4] == ["their move", "3"], "row")
             # Enter on it among the live games takes us back to it too: we play, not watch.
             live = lobby.query_one("#live", DataTable)

@@ -351,3 +351,14 @@ def test_uttt_parse_forms():
     with pytest.raises(IllegalMove, match="must play in the centre board, d4-f6"):
         state.parse_action("a9")
     assert "O plays in the centre board, d4-f6" in state.render()
+
+
+def test_the_example_cell_is_one_that_can_be_played() -> None:
+    """The move box's example was the centre, also where it was taken (uttt after e5)."""
+    uttt = engine.make_game("uttt")
+    assert uttt.grid.example() == "e5"
+    after = engine.replay(uttt, [40])  # e5: O must play in the centre board, e5 taken
+    example = uttt.grid.example(after.legal_actions())
+    assert uttt.grid.parse(example) in after.legal_actions() and example != "e5"
+    tictactoe = engine.make_game("tictactoe")
+    assert tictactoe.grid.example(tictactoe.new_initial_state().legal_actions()) == "b2"
