@@ -199,15 +199,15 @@ async def connect_as_guest(
     the commands that only read or watch (games, replay, export, watch, health): one guest
     session a server, kept and taken again by every run. A new session each run would be
     stored by the server and counted against the address's allowance (PROTOCOL.md, Guests:
-    10 a minute), so a script reading games in a loop was refused after 30. If another
-    process uses the kept session now, or the store cannot be used, the run is a guest of
-    its own and keeps nothing."""
+    10 a minute), so a script reading games in a loop was refused after 30. Runs at once
+    share it (a guest holds no seat, and a session may have many connections): a ``watch``
+    left running made every other read a new session, refused after 30 too. If the store
+    cannot be used, the run is a guest of its own and keeps nothing."""
     from client.connection import ServerConnection
 
     try:
-        sessions.claim(key, GUEST_SLOT)
         saved = sessions.load(key, GUEST_SLOT)
-    except (SessionInUse, OSError):
+    except OSError:
         return await ServerConnection.connect(url, name=GUEST, **kwargs)
     connection = await ServerConnection.connect(url, name=GUEST, session=saved, **kwargs)
     if connection.session is not None:

@@ -35,6 +35,28 @@ async def test_the_commands_that_read_take_one_guest_session(ui_server: UIServer
     assert (code, err.strip()) == (1, "noughts replay: no game 'nosuchgame'")
 
 
+async def test_the_commands_that_read_share_the_guest_session_with_a_running_watch(
+    ui_server: UIServer,
+) -> None:
+    """A walk's finding: a `noughts watch` left running held the guest session, so every
+    other read was a new session and refused (`too_many`) after the burst."""
+    settings = ui_server.game_server.settings
+    settings.new_sessions_burst_per_ip, settings.new_sessions_per_ip_per_minute = 3, 0.01
+    watcher = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "watch", "--server", ui_server.url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert watcher.stdout is not None
+    try:
+        await asyncio.wait_for(watcher.stdout.readline(), 120)  # watching, as the guest
+        for _ in range(5):
+            code, out, err = await run_noughts("games", "--server", ui_server.url)
+            assert (code, err) == (0, ""), err
+    finally:
+        watcher.kill()
+        await watcher.wait()
+
+
 async def test_health_checks_the_same_server_again(ui_server: UIServer) -> None:
     for _ in range(3):
         code, out, err = await run_noughts("health", "--server", ui_server.url)
