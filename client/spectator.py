@@ -8,6 +8,7 @@ from collections.abc import Callable
 from client.connection import ServerConnection
 from client.game_view import (
     GameModel,
+    MoveEntry,
     describe_stats,
     format_clocks,
     game_title,
@@ -20,21 +21,30 @@ from protocol import Ended, Moved, Offer, Presence, Snapshot
 async def follow(connection: ServerConnection, game_id: str, write: Callable[[str], None]) -> Ended:
     """Print a game's events as they come, until it ends; returns the ending."""
     model = GameModel(game_id)
+    shown = -1  # the moves printed so far (-1: no snapshot yet)
+
+    def move_line(entry: MoveEntry) -> str:
+        line = f"{entry.ply + 1}. {model.name(entry.seat)} played {entry.text}"
+        return line + (f"  [{describe_stats(entry.stats)}]" if entry.stats else "")
+
     while True:
         event = await connection.next_event()
         if getattr(event, "game_id", None) != game_id or not model.apply(event, time.monotonic()):
             continue
         if isinstance(event, Snapshot) and model.state is not None:
-            x, o = (player_name(p) for p in model.players)
-            write(f"Game {game_id}: {game_title(event.game, dict(event.params))}, X = {x}, "
-                  f"O = {o}, {event.status}, {len(event.actions)} moves played"
-                  f"{format_clocks(event.clocks)}")  # fmt: skip
+            if shown < 0:
+                x, o = (player_name(p) for p in model.players)
+                write(f"Game {game_id}: {game_title(event.game, dict(event.params))}, "
+                      f"X = {x}, O = {o}, {event.status}, {len(event.actions)} moves played"
+                      f"{format_clocks(event.clocks)}")  # fmt: skip
+            else:  # a snapshot after a reconnection: the moves made while we were away
+                for entry in model.moves[shown:]:
+                    write(move_line(entry))
+            shown = len(model.moves)
             write(model.state.render())
         elif isinstance(event, Moved) and model.state is not None and model.moves:
-            line = f"{event.ply + 1}. {model.name(event.seat)} played {model.moves[-1].text}"
-            if event.stats:
-                line += f"  [{describe_stats(event.stats)}]"
-            write(line + format_clocks(event.clocks))
+            write(move_line(model.moves[-1]) + format_clocks(event.clocks))
+            shown = len(model.moves)
             write(model.state.render())
         elif isinstance(event, Offer):
             write(offer_sentence(model.name(event.seat), event.kind, event.answer) + ".")

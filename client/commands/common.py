@@ -103,7 +103,7 @@ async def connect(
         "name": name,
         "bot": bot,
         "reconnect": True,
-        "on_status": _status_lines(),
+        "on_status": status_lines(),
     }
 
     async def open_connection(url: str, key: str) -> ServerConnection:
@@ -155,7 +155,7 @@ async def fetch_record(args: argparse.Namespace, command: str) -> dict[str, Any]
     return dict(reply.game)
 
 
-def _status_lines() -> Callable[[str, str], None]:
+def status_lines() -> Callable[[str, str], None]:
     """The connection's drops, retries and returns as lines on stderr."""
     down = False
 

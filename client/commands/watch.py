@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from client.commands.common import SERVER_ENV
+from client.commands.common import SERVER_ENV, status_lines
 
 if TYPE_CHECKING:
     from client.connection import RequestFailed, ServerConnection
@@ -60,7 +60,12 @@ async def _watch(args: argparse.Namespace) -> int:
         # As a guest: a spectator needs no name, and a fixed one would be bound to the first
         # watcher's session and refused to every other (PROTOCOL.md, Sessions).
         connection = await connect_as_guest(
-            SessionStore.default(), args.server, args.server, client="noughts-watch", reconnect=True
+            SessionStore.default(),
+            args.server,
+            args.server,
+            client="noughts-watch",
+            reconnect=True,
+            on_status=status_lines(),  # its drops and returns on stderr, as every command's
         )
     except OSError as exc:
         print(f"noughts watch: {exc}", file=sys.stderr)

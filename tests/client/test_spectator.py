@@ -1,0 +1,87 @@
+"""`noughts watch GAME_ID` across a server restart: the moves made while it was away are
+printed, not skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from client.connection import ServerConnection
+from client.spectator import follow
+from protocol import CreateGame, JoinGame, Move, Resign, Resume, Watch
+from server.app import GameServer, running
+from server.pool import EnginePool
+from server.store import SQLiteStore
+
+
+@contextlib.asynccontextmanager
+async def _server(db: Path, pool: EnginePool, port: int = 0) -> AsyncIterator[str]:
+    store = SQLiteStore(db)
+    await store.open()
+    try:
+        async with running(GameServer(store, pool), port=port) as ws_server:
+            yield f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+    finally:
+        await store.close()
+
+
+async def _printed(lines: list[str], prefix: str) -> None:
+    """Until a line starting with ``prefix`` is printed (30 s: only catches a hang)."""
+    for _ in range(600):
+        if any(line.startswith(prefix) for line in lines):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no line {prefix!r} in {lines}")
+
+
+async def _move(client: ServerConnection, game_id: str, action: int) -> None:
+    await client.request(Move, game_id=game_id, token=client.token_for(game_id), action=action)
+
+
+async def test_a_watcher_back_from_a_restart_prints_the_moves_it_missed(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """A walk's finding: after a restart the watcher printed the game's header again and
+    went on from the next move; the moves made meanwhile never had their line. Here the
+    server stops, a second one (on another port) takes two moves, and a third on the
+    watcher's port brings it back: it prints them."""
+    db, lines = tmp_path / "games.db", []
+    async with _server(db, ui_pool) as url:
+        port = int(url.rsplit(":", 1)[1])
+        ada, bo = await ServerConnection.connect(url, name="ada"), await ServerConnection.connect(
+            url, name="bo"
+        )
+        seated = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+        gid = seated.game_id
+        await bo.request(JoinGame, game_id=gid)
+        watcher = await ServerConnection.connect(url, name="eve", reconnect=True)
+        await watcher.request(Watch, game_id=gid)
+        following = asyncio.create_task(follow(watcher, gid, lines.append))
+        await _move(ada, gid, 12)
+        await _move(bo, gid, 6)
+        await _printed(lines, "2. ")
+        sessions = (ada.session, bo.session)
+        await ada.close()
+        await bo.close()
+    async with _server(db, ui_pool) as elsewhere:  # the watcher does not know this one
+        ada = await ServerConnection.connect(elsewhere, name="ada", session=sessions[0])
+        bo = await ServerConnection.connect(elsewhere, name="bo", session=sessions[1])
+        for client in (ada, bo):
+            await client.request(Resume, game_id=gid, since=0)
+        await _move(ada, gid, 13)
+        await _move(bo, gid, 7)
+        await ada.close()
+        await bo.close()
+    async with _server(db, ui_pool, port) as url:
+        ada = await ServerConnection.connect(url, name="ada", session=sessions[0])
+        await _printed(lines, "4. ")
+        await ada.request(Resume, game_id=gid, since=0)
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        await asyncio.wait_for(following, 30)
+        await ada.close()
+        await watcher.close()
+    played = [line.split(" played ")[1] for line in lines if " played " in line]
+    assert played == ["c3", "b4", "d3", "c4"], lines
+    assert sum(line.startswith(f"Game {gid}:") for line in lines) == 1  # one header
