@@ -50,8 +50,9 @@ async def test_a_watcher_back_from_a_restart_prints_the_moves_it_missed(
     db, lines = tmp_path / "games.db", []
     async with _server(db, ui_pool) as url:
         port = int(url.rsplit(":", 1)[1])
-        ada, bo = await ServerConnection.connect(url, name="ada"), await ServerConnection.connect(
-            url, name="bo"
+        ada, bo = (
+            await ServerConnection.connect(url, name="ada"),
+            await ServerConnection.connect(url, name="bo"),
         )
         seated = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
         gid = seated.game_id
