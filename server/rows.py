@@ -120,6 +120,14 @@ class GameRecord:
         return _present(record)
 
 
+def event_record(seq: int, kind: str, data: dict[str, Any], at: float) -> dict[str, Any]:
+    """A stored event as a record carries it (PROTOCOL.md, get): its ``type`` (the event's,
+    as on the wire: started, offer, presence, ended, ...), ``seq`` and ``at``, then its data
+    (where an offer's ``kind`` is draw or rematch), a nil field left out. The records lost
+    the type and the time, and kept presence's nil ``claim_at``."""
+    return _present({"type": kind, "seq": seq, "at": at, **data})
+
+
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     """``fields`` without the ones that are None."""
     return {name: value for name, value in fields.items() if value is not None}

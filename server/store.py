@@ -52,7 +52,15 @@ from protocol.paths import (
 )
 from server.errors import Quarantined, StorageError, StorageFull
 from server.lockfile import make_db_directory
-from server.rows import EventRow, GameEnd, GameRecord, GameRow, MoveRow, SessionRow
+from server.rows import (
+    EventRow,
+    GameEnd,
+    GameRecord,
+    GameRow,
+    MoveRow,
+    SessionRow,
+    event_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -668,9 +676,9 @@ class SQLStore(Store):
             )
         ]
         events = [
-            {"seq": e[0], **_load(e[1], "events.data", dict)}
+            event_record(e[0], e[1], _load(e[2], "events.data", dict), e[3])
             for e in await self._fetchall(
-                "SELECT seq, data FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
+                "SELECT seq, kind, data, at FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
             )
         ]
         return GameRecord(row, moves, events)

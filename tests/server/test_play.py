@@ -177,6 +177,10 @@ async def test_an_agreed_draw_and_an_abort_are_taken_only_from_the_right_seat(
         "started",
         "draw",
     ]
+    # Each with its type and time, as on the wire (a walk's finding: the type was lost,
+    # so an offer's kind, draw, stood where started and ended stand).
+    assert [e["type"] for e in record["events"]] == ["started", "offer"]
+    assert all(isinstance(e["at"], float) for e in record["events"])
     await bo.request(Draw, game_id=gid, token=b.token, answer="accept")
     ended = await next_event(eve, Ended)
     assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
