@@ -131,8 +131,13 @@ class EmbeddedServer:
                 self.status.done()
         if "://" not in text:
             code = await self.process.wait()
+            why = self._why_not_started()
             where = f" (see {self.log_path})" if self.log_path else ""
-            raise EmbeddedServerError(f"the embedded server failed to start, exit {code}{where}")
+            raise EmbeddedServerError(
+                f"the embedded server failed to start: {why}{where}"
+                if why
+                else f"the embedded server failed to start, exit {code}{where}"
+            )
         self.url = text[text.index("ws://") :].split()[0]
         if text.startswith(REUSED):
             self.reused = True
@@ -143,6 +148,21 @@ class EmbeddedServer:
                     f"{self.url}: using that server (it stops when that noughts exits)\n"
                 )
         return self.url
+
+    def _why_not_started(self) -> str | None:
+        """The one line a server that refused to start ends its log with ("noughts serve:
+        cannot open database ...: file is not a database"), if it did."""
+        if self.log_path is None:
+            return None
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - 4096))
+                lines = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            return None
+        last = lines[-1].strip() if lines else ""
+        prefix = "noughts serve: "
+        return last[len(prefix) :] if last.startswith(prefix) else None
 
     async def _read_until_address(self) -> str:
         """The server's address line; its progress lines before it go to ``status``, with the

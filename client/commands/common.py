@@ -122,8 +122,10 @@ async def connect(
             await connection.close()
         return
     db = Path(args.db) if args.db else default_db_path()
-    if reads_only and args.db and not db.is_file():
-        raise FileNotFoundError(f"no database at {db}")
+    if reads_only and args.db and (not db.is_file() or db.stat().st_size == 0):
+        # (SQLite takes an empty file for a new database: the server would make one)
+        empty = " (the file is empty)" if db.is_file() else ""
+        raise FileNotFoundError(f"no database at {db}{empty}")
     log_path = db.with_name(db.name + ".server.log")
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(

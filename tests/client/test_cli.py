@@ -114,6 +114,26 @@ def test_a_command_that_reads_games_does_not_create_the_database_it_is_given(
     assert not (tmp_path / "typo").exists()
 
 
+def test_a_file_that_is_no_database_is_said_so_in_one_line(tmp_path: Path) -> None:
+    """A walk's finding: an empty file was made a database by `games` (which only reads),
+    and a text file's "file is not a database" was only in the embedded server's log."""
+    empty, text = tmp_path / "empty.db", tmp_path / "notes.db"
+    empty.write_bytes(b"")
+    text.write_text("not a database\n")
+    result = noughts("games", "--db", str(empty), timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (
+        1,
+        f"noughts games: no database at {empty} (the file is empty)",
+    )
+    assert empty.stat().st_size == 0
+    result = noughts("games", "--db", str(text), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"noughts games: the embedded server failed to start: cannot open database {text}: "
+        "file is not a database (see "
+    ), result.stderr
+
+
 @pytest.mark.parametrize("command", ["play", "bot"])
 def test_a_name_longer_than_the_wire_takes_is_a_usage_error(command: str) -> None:
     # Before, the client cut it to 32 characters and the server refused "not 32".
