@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="follow a live game as a spectator",
         description="Follow a live game from its current position until it ends. Without "
         "GAME_ID, follow the lobby: the live games now, then each game as it starts (+) "
-        "and ends (-), until Ctrl-C.",
+        "and ends (-), until Ctrl-C. The lobby sends its changes four times a second: a "
+        "game begun and over between two (a quick game of bots) is not shown; noughts "
+        "games lists it.",
     )
     parser.add_argument(
         "game_id", nargs="?", metavar="GAME_ID", help="the game to follow (default: the lobby)"
