@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import engine
-from client.game_view import SYMBOLS, describe_stats
+from client.game_view import SYMBOLS, describe_stats, player_name
 
 UNFINISHED = {"open": "waiting for an opponent", "live": "in progress"}
 
@@ -34,7 +34,7 @@ class ReplayCursor:
 
     def header(self) -> str:
         r = self.record
-        names = [p["name"] if p else "(open)" for p in r["players"]]
+        names = [player_name(p) for p in r["players"]]
         when = datetime.fromtimestamp(r["created_at"], UTC).strftime("%Y-%m-%d %H:%M UTC")
         params = ",".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
         title = r["game"] + (f" ({params})" if params else "")

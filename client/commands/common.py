@@ -207,14 +207,19 @@ def parse_clock(text: str | None, command: str = "noughts") -> dict[str, int]:
 
 def check_budget(budget_ms: int, command: str) -> str | None:
     """Why ``--budget-ms`` cannot be sent (the protocol's range for ``budget_ms``), or None."""
-    import dataclasses
-
     from protocol import CreateGame
 
-    bounds = next(f.metadata for f in dataclasses.fields(CreateGame) if f.name == "budget_ms")
-    if bounds["min"] <= budget_ms <= bounds["max"]:
-        return None
-    return (
-        f"{command}: --budget-ms wants milliseconds in {bounds['min']}..{bounds['max']}, "
-        f"got {budget_ms}"
+    return out_of_range(
+        CreateGame, "budget_ms", budget_ms, "--budget-ms wants milliseconds", command
     )
+
+
+def out_of_range(message: type, field: str, value: int, option: str, command: str) -> str | None:
+    """Why an option's ``value`` cannot be sent as ``message``'s ``field`` (the protocol's
+    range for it, PROTOCOL.md), or None: said before connecting, in the option's words."""
+    import dataclasses
+
+    bounds = next(f.metadata for f in dataclasses.fields(message) if f.name == field)
+    if bounds["min"] <= value <= bounds["max"]:
+        return None
+    return f"{command}: {option} in {bounds['min']}..{bounds['max']}, got {value}"

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from client.commands.common import add_server_arguments, connect
+from client.commands.common import add_server_arguments, connect, out_of_range
+from client.game_view import player_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,12 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from protocol import ListGames
+
+    problem = out_of_range(ListGames, "limit", args.limit, "--limit wants a count", "noughts games")
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     return asyncio.run(_games(args))
 
 
 def game_row(g: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     """A game list entry as the columns of ``format_games``."""
-    names = [p["name"] if p else "(open)" for p in g["players"]]
+    names = [player_name(p) for p in g["players"]]  # "[bot]", "[AI]", "(open seat)"
     params = ",".join(f"{k}={v}" for k, v in sorted(g["params"].items()))
     kind = g["game"] + (f" {params}" if params else "")
     result = f"{g.get('result')} {g.get('reason')}" if g.get("result") else g["status"]

@@ -109,7 +109,8 @@ async def _why_not_live(connection: ServerConnection, game_id: str, refused: Req
     except RequestFailed:
         return refused.message
     result = f"{record.get('result')} ({record.get('reason')})" if record.get("result") else ""
-    return f"game {game_id} is over{', ' + result if result else ''}: noughts replay {game_id}"
+    over = f"game {game_id} is over{', ' + result if result else ''}"
+    return f"{over}: noughts replay {game_id} --server {connection.url}"
 
 
 async def follow_lobby(connection: ServerConnection, write: Callable[[str], None]) -> None:

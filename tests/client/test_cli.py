@@ -187,3 +187,28 @@ def test_the_replay_header_of_a_game_in_progress() -> None:
     )
     record.update(status="finished", result="1-0", reason="line", moves=[{"action": 4}] * 5)
     assert ReplayCursor(record).header().endswith(", 5 moves, result 1-0 (line)")
+
+
+def test_games_checks_its_limit_before_asking() -> None:
+    """A walk's finding: --limit 0 came back as the server's bad_field error."""
+    result = noughts("games", "--limit", "0", "--server", "ws://127.0.0.1:9", timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        "noughts games: --limit wants a count in 1..500, got 0",
+    )
+
+
+def test_a_listed_game_marks_its_bots_and_ai() -> None:
+    from client.commands.games import game_row
+
+    row = game_row(
+        {
+            "game_id": "abcdefgh",
+            "game": "tictactoe",
+            "params": {},
+            "players": [{"name": "robo", "kind": "bot"}, {"name": "perfect", "kind": "ai"}],
+            "status": "live",
+            "created_at": 0.0,
+        }
+    )
+    assert row[2:4] == ("robo [bot]", "perfect [AI]")

@@ -156,7 +156,8 @@ async def test_watching_a_game_that_is_over_points_to_its_replay(ui_server: UISe
     game_id = record["id"]
     code, out, err = await run_noughts("watch", game_id, "--server", ui_server.url)
     assert (code, out) == (1, "")
-    assert err == f"noughts watch: game {game_id} is over, 1-0 (resign): noughts replay {game_id}\n"
+    over = f"game {game_id} is over, 1-0 (resign)"  # and where (it left out --server)
+    assert err == f"noughts watch: {over}: noughts replay {game_id} --server {ui_server.url}\n"
     code, out, err = await run_noughts("watch", "nosuchgame", "--server", ui_server.url)
     assert (code, err) == (1, "noughts watch: no live game 'nosuchgame'\n")
 
