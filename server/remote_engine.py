@@ -19,8 +19,9 @@ The node counts the live heartbeat keys every ``COUNT_S`` (``alive``, for the ad
 port's readiness and metrics): with none, a new game against the AI is refused at once,
 as it is when a server's own engine workers are all down, rather than started to end
 without a move. A job's budget starts when a worker starts it: time spent waiting in the
-queue is nobody's budget. A search that no worker answers within its budget plus
-``REPLY_GRACE_S`` fails with ``engine_unavailable``.
+queue is nobody's budget, nor its deadline's: a search that no worker answers within its
+budget plus ``REPLY_GRACE_S`` (the server: ``engine_wait_s``) of a worker taking it, or
+while no worker is alive, fails with ``engine_unavailable``.
 """
 
 from __future__ import annotations
@@ -186,7 +187,9 @@ class RemoteEngine:
 
     async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
         """Queue one search; EngineUnavailable if no worker answers within its budget plus
-        ``wait_s`` (default REPLY_GRACE_S).
+        ``wait_s`` (default REPLY_GRACE_S) of a worker taking it, or of its submission
+        while no worker is alive: waiting in the queue behind live workers counts for
+        nothing.
 
         Redis may lose the job (restarted without its data, or down for a moment): while
         the answer is due, the job is submitted again whenever it is no longer in the
@@ -208,7 +211,10 @@ class RemoteEngine:
             "request": encode_request(request),
         }
         entry: Any = None  # the job's id in the stream, once submitted
-        wait = budget_s + RESUBMIT_S  # the first wait covers the search
+        taken = False  # a worker has it (in the group's pending list)
+        # Checked every RESUBMIT_S while no worker has it; once one has, the first wait
+        # covers the search.
+        wait = RESUBMIT_S
         failure = ""
         try:
             while True:
@@ -222,7 +228,18 @@ class RemoteEngine:
                             log.warning(
                                 "engine job %s was lost by the queue: submitting it", job_id
                             )
-                        entry = await client.xadd(stream, fields)
+                        entry, taken, wait = await client.xadd(stream, fields), False, RESUBMIT_S
+                    elif not taken:
+                        pending = await client.xpending_range(
+                            stream, GROUP, min=entry, max=entry, count=1
+                        )
+                        if pending:  # a worker started it about now: its time starts
+                            taken, deadline = True, loop.time() + total_s
+                            wait = budget_s + RESUBMIT_S
+                        elif self._alive > 0:
+                            # Queued behind live workers' searches: its time has not started
+                            # (as in the server's own pool).
+                            deadline = loop.time() + total_s
                 except (RedisError, OSError) as exc:
                     failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
                 answer = await job.wait(min(wait, left))

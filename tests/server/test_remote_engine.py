@@ -109,6 +109,18 @@ async def test_a_job_of_a_killed_worker_is_rerun_by_another(
     await client.aclose()
 
 
+async def test_a_search_queued_behind_a_busy_worker_waits_its_turn(
+    remote: RemoteEngine, spawn_worker: Spawn
+) -> None:
+    """As the server's own pool (test_engine_pool): the wait in the queue counted toward
+    the deadline (budget + wait_s), so a second search behind one worker's was failed."""
+    await spawn_worker()
+    assert await remote.refresh() == 1
+    searches = [remote.search(_request("uttt", 2500), wait_s=1.0) for _ in range(2)]
+    results = await asyncio.wait_for(asyncio.gather(*searches), 60)
+    assert all(r.algorithm == "mcts" for r in results)
+
+
 async def test_no_worker_is_a_clear_engine_unavailable(
     remote: RemoteEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
