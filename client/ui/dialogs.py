@@ -3,6 +3,7 @@ a challenge."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
@@ -69,9 +70,14 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
         "quick": "Quick pairing",
     }
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, send: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """``send``: asks the server with the chosen fields; the dialog stays open, its
+        choices kept, until it is dismissed (the request taken) or ``refused`` says why
+        not. Without it, the dialog is dismissed with the fields at once."""
         super().__init__()
         self.kind = kind
+        self.send = send
+        self.asking = False  # a request sent, its answer not yet come
 
     def compose(self) -> ComposeResult:
         kind = self.kind
@@ -159,7 +165,21 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
         except ValueError as exc:
             self.query_one("#dialog-error", Label).update(str(exc))
             return
-        self.dismiss(fields)
+        if self.send is None:
+            self.dismiss(fields)
+            return
+        if self.asking:
+            return  # one request at a time: a second OK would make a second game
+        self.asking = True
+        self.query_one("#dialog-error", Label).update("Asking the server…")
+        self.send(fields)
+
+    def refused(self, why: str) -> None:
+        """The server refused the request: say why, the choices kept, to change and retry
+        (a budget over the server's maximum closed the dialog and lost them)."""
+        self.asking = False
+        if self.is_attached:
+            self.query_one("#dialog-error", Label).update(f"The server refused: {why}")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "ok":

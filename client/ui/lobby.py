@@ -401,26 +401,31 @@ class LobbyScreen(RequestingScreen):
             self.request(ListGames, on_reply=got_live, on_error=quiet, status="live")
 
     def action_new(self, kind: str) -> None:
-        def chosen(fields: dict[str, Any] | None) -> None:
-            if fields is None:
-                return
-            if kind == "ai":
-                self.set_status("Starting a game against the AI…")
-                self.request(CreateGame, on_error=self._refused, **fields)
-            elif kind == "seek":
-                self.set_status("Posting the seek…")
-                self.request(Seek, on_reply=self._posted, on_error=self._refused, **fields)
-            else:
-                after = int(fields.get("ai_after_s", 0))
-                self.set_status("Joining the quick-pairing queue…")
-                self.request(
-                    QuickPair,
-                    on_reply=lambda reply: self._queued(reply, after),
-                    on_error=self._refused,
-                    **fields,
-                )
+        """The dialog asks the server itself and stays open if refused, its choices kept."""
 
-        self.app.push_screen(NewGameDialog(kind), chosen)
+        def send(fields: dict[str, Any]) -> None:
+            def taken(reply: Any) -> None:
+                if dialog.is_current:  # (a new game's screen has already replaced it)
+                    dialog.dismiss(None)
+                if kind == "seek":
+                    self._posted(reply)
+                elif kind == "quick":
+                    self._queued(reply, int(fields.get("ai_after_s", 0)))
+
+            def refused(exc: RequestFailed) -> None:
+                dialog.refused(exc.message)
+                self.set_status(f"The server refused: {exc.message}")
+
+            request, doing = {
+                "ai": (CreateGame, "Starting a game against the AI…"),
+                "seek": (Seek, "Posting the seek…"),
+                "quick": (QuickPair, "Joining the quick-pairing queue…"),
+            }[kind]
+            self.set_status(doing)
+            self.request(request, on_reply=taken, on_error=refused, **fields)
+
+        dialog = NewGameDialog(kind, send)
+        self.app.push_screen(dialog)
 
     def _posted(self, reply: SeekPosted) -> None:
         self.my_seeks.add(reply.seek_id)

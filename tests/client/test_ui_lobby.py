@@ -121,3 +121,33 @@ async def test_lobby_messages_while_the_screen_is_taken_down_show_nothing(
         lobby.lobby_message(SeekDeclined(seek_id="s1", player={"name": "bob"}))
         lobby.your_games_changed()
         assert lobby.is_mounted and "g1" in lobby.live
+
+
+async def test_a_refused_new_game_keeps_the_dialog_and_its_choices(ui_server: UIServer) -> None:
+    """A walk's finding: a budget over the server's maximum (20000 ms; 10000 by default)
+    closed the dialog with a toast, and every choice was lost. The dialog now asks the
+    server itself and stays open on a refusal, saying why, to change the time and retry."""
+    from textual.widgets import Input, Select
+
+    from client.ui.dialogs import NewGameDialog
+    from client.ui.game import GameScreen
+    from tests.client.ui_support import press_ok
+
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await open_lobby(pilot, app)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        dialog = app.screen
+        dialog.query_one("#game", Select).value = "5x5"
+        dialog.query_one("#budget", Input).value = "20000"
+        await press_ok(pilot, dialog)
+        error = dialog.query_one("#dialog-error", Label)
+        await until(pilot, lambda: "refused" in str(error.render()), "the refusal")
+        assert "10000" in str(error.render())
+        assert app.screen is dialog and dialog.query_one("#game", Select).value == "5x5"
+        dialog.query_one("#budget", Input).value = "300"
+        await pilot.pause(0.5)  # the button takes no press during its pressed look (0.2 s)
+        await press_ok(pilot, dialog)
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+        assert app.screen.model.game == "5x5"  # type: ignore[attr-defined]
