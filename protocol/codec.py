@@ -145,7 +145,12 @@ def request_id(data: bytes | str) -> int | None:
     try:
         return _valid_rid(msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True))
     except (ValueError, TypeError):
+        pass
+    try:  # a string that is not UTF-8 (elsewhere in the frame): its rid still answers it
+        obj = msgpack.unpackb(data, raw=True, strict_map_key=True, use_list=True)
+    except (ValueError, TypeError):
         return None
+    return _valid_rid({"rid": obj[b"rid"]}) if type(obj) is dict and b"rid" in obj else None
 
 
 def decode(
@@ -158,8 +163,7 @@ def decode(
     try:
         obj = _unpack(data, max_size)
     except ProtocolError as exc:
-        if exc.code is ErrorCode.TOO_LARGE:
-            exc.rid = request_id(data)
+        exc.rid = request_id(data)  # too large, or not decodable as a whole
         raise
     try:
         return _validate(obj, types)

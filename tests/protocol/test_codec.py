@@ -323,6 +323,13 @@ def test_wrong_types_and_shapes_only_raise_protocol_error(tag: str, fields: dict
         (pack({"type": "ping", "rid": 2**31}), ErrorCode.BAD_FIELD, None),
         (pack([{"rid": 1}]), ErrorCode.BAD_FRAME, None),
         (pack({"type": "ping", "rid": 1}) + b"\x00", ErrorCode.BAD_FRAME, None),
+        # A string that is not UTF-8: the frame is refused whole, with its rid (a probe's
+        # finding: the rid was lost).
+        (
+            msgpack.packb({"type": "create", "rid": 10, "game": b"\xff"}, use_bin_type=False),
+            ErrorCode.BAD_FRAME,
+            10,
+        ),
     ],
 )
 def test_errors_carry_the_rid_they_can_read(frame: bytes, code: ErrorCode, rid: int | None) -> None:
