@@ -24,7 +24,7 @@ from server.limits import TokenBucket
 from server.lobby import Lobby, Subscriptions
 from server.pool import EnginePool
 from server.records import RecordCache
-from server.session import EventLimits, GameSession, new_game_id
+from server.session import EventLimits, GameSession, Player, new_game_id
 from server.settings import ServerSettings
 from server.store import Store
 
@@ -136,6 +136,12 @@ class Hub:
         here = None if player_id is None else self.players.get(player_id)
         return None if here is None or here.address == "?" else here.address
 
+    def _player_session(self, player: Player) -> PlayerSession:
+        """The server's record of a game's human player: online here, or as far as known
+        (its address unknown: its per-player cap is checked, the address's not)."""
+        here = self.players.get(player.player_id or "")
+        return here or PlayerSession(player.player_id or "", player.name, player.kind == "bot")
+
     def _open_holders(self, session: GameSession) -> tuple[list[str], list[str]]:
         """Who an unfinished game counts against: its human players, and the addresses
         they took their seats from or are connected from here."""
@@ -209,12 +215,13 @@ class Hub:
                 if not seats:
                     del self.seats[player_id]
 
-    async def _check_open_games(self, me: PlayerSession, *, poster: bool = False) -> None:
+    async def _check_open_games(self, me: PlayerSession, *, whose: str = "") -> None:
         """Caps on unfinished games: per player, and per address over all its players
         (a client opening a session per connection is still one address); in a cluster,
-        over every node's games. ``poster``: ``me`` is the poster of the seek being taken
-        (checked again then: its seeks may be many, and its games grow meanwhile)."""
-        whose = " (the seek's poster has as many)" if poster else ""
+        over every node's games. Checked for every game that starts, of each player it
+        seats; ``whose``: ``me`` is not the requester but the other player (the seek's
+        poster, the rematch's opponent), named so in the refusal."""
+        whose = f" ({whose} has as many)" if whose else ""
         cap = self.settings.max_open_games_per_player
         held = self._unfinished(me.player_id)
         elsewhere: set[str] = set()

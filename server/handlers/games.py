@@ -268,6 +268,14 @@ class GameRequests(GameEvents):
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
         async def act(session: GameSession, seat: int) -> tuple[GameSession | None]:
             now = self.clock()
+            if request.answer != "decline":
+                # A rematch is a new game for both: each under its cap of unfinished games
+                # (two players at theirs could rematch past it, game after game).
+                await self._check_open_games(self._me(connection))
+                opponent = session.players[1 - seat]
+                if opponent is not None and not opponent.is_ai:
+                    other = self._player_session(opponent)
+                    await self._check_open_games(other, whose="your opponent")
             emitted, agreed = session.rematch(seat, request.answer, now)
             await self._commit(session, emitted)
             if connection.node is not None and request.answer != "decline":
@@ -315,6 +323,7 @@ class GameRequests(GameEvents):
             control=session.control,
             rematch_of=session.id,
             game_id=self._new_game_id(),
+            private=session.private,  # a private game's rematch is private too
         )
         for seat, player in enumerate(session.players):
             assert player is not None

@@ -138,7 +138,7 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that seek is for human players only")
         await self._check_open_games(me)
         if seek.owner_connection.player is not None:
-            await self._check_open_games(seek.owner_connection.player, poster=True)
+            await self._check_open_games(seek.owner_connection.player, whose="the seek's poster")
         game_id = self._new_game_id()
         await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
         owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
@@ -190,8 +190,10 @@ class LobbyRequests(GameEvents):
             partner = await self.cluster.quick_pair(entry, connection)
         else:
             partner = self.lobby.quick_partner(entry)
-            while partner is not None and partner.owner_connection.closed:
-                self._remove_seek(partner)  # its owner is leaving; its cleanup has not run yet
+            while partner is not None and (
+                partner.owner_connection.closed or not await self._under_cap(partner)
+            ):
+                self._remove_seek(partner)  # its owner is leaving, or has no room for a game
                 partner = self.lobby.quick_partner(entry)
         connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
         if partner is None:
@@ -210,6 +212,20 @@ class LobbyRequests(GameEvents):
         await self._start_game(
             session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
         )
+
+    async def _under_cap(self, entry: SeekEntry) -> bool:
+        """Whether a waiting quick-pairing entry's player still has room for a game (it
+        may have reached its cap of unfinished games since it queued); if not, it is told
+        why, and the caller takes the entry out of the queue."""
+        owner = entry.owner_connection.player
+        if owner is None:
+            return True
+        try:
+            await self._check_open_games(owner)
+        except LimitExceeded as exc:
+            entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
+            return False
+        return True
 
     def _session_of(self, entry: SeekEntry, game_id: str) -> GameSession:
         """A new game on the terms of a seek or a quick-pairing entry."""
@@ -241,7 +257,7 @@ class LobbyRequests(GameEvents):
         if self.cluster is not None and not await self.cluster.claim_quick(entry):
             return  # paired on another node meanwhile (its notice removes the entry)
         entry = self.lobby.remove(seek_id)
-        if entry is None or entry.owner_connection.closed:
+        if entry is None or entry.owner_connection.closed or not await self._under_cap(entry):
             return
         seat = secrets.randbelow(2)
         session = self._session_of(entry, self._new_game_id())

@@ -25,6 +25,9 @@ from protocol import (
     JoinGame,
     LobbyState,
     LobbySubscribe,
+    QuickPair,
+    Rematch,
+    Resign,
     Seek,
     Snapshot,
     Welcome,
@@ -34,7 +37,7 @@ from server.pool import EnginePool
 from server.session import token_hash
 from server.settings import ServerSettings
 from server.store import MIGRATIONS, SQLiteStore
-from tests.server.conftest import RawClient, RunningServer, next_event
+from tests.server.conftest import RawClient, RunningServer, human_game, next_event
 from tests.server.test_names import HOSTILE
 
 
@@ -196,6 +199,47 @@ async def test_seeks_do_not_carry_a_player_past_its_cap(server: RunningServer) -
     with pytest.raises(RequestFailed, match="too_many.*3 unfinished games per player"):
         await ada.request(Seek, game="tictactoe")
     assert server.query("SELECT count(*) FROM games WHERE status IN ('open', 'live')") == [(3,)]
+    for client in (ada, bo):
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=100, max_open_games_per_player=3)], indirect=True
+)
+async def test_rematches_and_quick_pairing_do_not_carry_a_player_past_its_cap(
+    server: RunningServer,
+) -> None:
+    """A probe's finding: the cap was checked when a quick-pairing entry was posted, never
+    when it was paired (25 unfinished games of 20), nor for a rematch's two players."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    await ada.request(Resign, game_id=a.game_id, token=a.token)
+    for _ in range(3):  # bo at its cap
+        await bo.request(CreateGame, game="tictactoe", opponent="human")
+    with pytest.raises(RequestFailed, match=r"too_many.*\(your opponent has as many\)"):
+        await ada.request(Rematch, game_id=a.game_id, token=a.token)
+    with pytest.raises(RequestFailed, match="too_many.*3 unfinished games per player$"):
+        await bo.request(Rematch, game_id=b.game_id, token=b.token)
+    # Quick pairing: carol queues, then reaches her cap; dan's entry does not pair with hers.
+    carol, dan = await server.connect("carol"), await server.connect("dan")
+    await carol.request(QuickPair, game="5x5", ai_after_s=0)
+    for _ in range(3):
+        await carol.request(CreateGame, game="tictactoe", opponent="human")
+    await dan.request(QuickPair, game="5x5", ai_after_s=0)
+    told = await asyncio.wait_for(carol.errors.get(), 10)
+    assert told.code == "too_many", told
+    assert not dan.seats and len(carol.seats) == 3
+    for client in (ada, bo, carol, dan):
+        await client.close()
+
+
+async def test_the_rematch_of_a_private_game_is_private(server: RunningServer) -> None:
+    """A probe's finding: it was listed live to everyone."""
+    ada, bo, a, b = await human_game(server, game="tictactoe", private=True)
+    await ada.request(Resign, game_id=a.game_id, token=a.token)
+    await ada.request(Rematch, game_id=a.game_id, token=a.token)
+    await bo.request(Rematch, game_id=b.game_id, token=b.token, answer="accept")
+    rows = server.query("SELECT private FROM games WHERE rematch_of = ?", a.game_id)
+    assert rows == [(1,)]
     for client in (ada, bo):
         await client.close()
 
