@@ -770,6 +770,7 @@ class GameSession:
         )
         session.log_start = row.seq + 1
         session.stored_turn_since = now.mono
+        session.stored_offers, session.draw_offered_at = _draw_offers(record)
         session.revert(record)
         return session
 
@@ -862,6 +863,33 @@ def event_fields(message: Message) -> dict[str, Any] | None:
     if isinstance(message, Snapshot) and message.status == "live":
         return fields | {"kind": "started"}
     return None
+
+
+def _draw_offers(record: GameRecord) -> tuple[dict[str, int], list[int | None]]:
+    """A stored game's standing draw offer ({"draw": seat}, or none) and the ply of each
+    seat's last offer (the once-per-move rule), from its events and moves in seq order: an
+    offer stands until declined, accepted or answered by the other side's move. A restore
+    lost them: an offer made before a restart was gone after it, though a copy of the
+    request sent again was answered ok, and its maker could offer again at once."""
+    offers: dict[str, int] = {}
+    offered_at: list[int | None] = [None, None]
+    items: list[tuple[int, int, dict[str, Any] | None]] = [
+        (m.seq, m.seat, None) for m in record.moves
+    ]
+    items += [(int(e["seq"]), -1, e) for e in record.events if e.get("type") == "offer"]
+    ply = 0
+    for _, seat, event in sorted(items, key=lambda item: item[0]):
+        if event is None:  # a move: it declines the other side's offer (PROTOCOL.md, draw)
+            if offers.get("draw") not in (None, seat):
+                del offers["draw"]
+            ply += 1
+        elif event.get("kind") == "draw":
+            if event.get("answer") == "offer":
+                offers["draw"] = int(event["seat"])
+                offered_at[int(event["seat"])] = ply
+            else:
+                offers.pop("draw", None)
+    return offers, offered_at
 
 
 def made_already(

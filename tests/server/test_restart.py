@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from client.connection import ServerConnection
+from client.connection import RequestFailed, ServerConnection
 from client.embedded import EmbeddedServer
 from protocol import (
     CreateGame,
+    Draw,
     Ended,
     GetGame,
     JoinGame,
@@ -23,7 +24,9 @@ from protocol import (
     Resumed,
     Snapshot,
 )
-from tests.server.conftest import next_event
+from server.pool import EnginePool
+from server.settings import ServerSettings
+from tests.server.conftest import human_game, next_event, serving
 
 
 async def _play(client: ServerConnection, game_id: str, action: int) -> Moved:
@@ -174,3 +177,33 @@ async def test_a_stop_does_not_wait_for_the_ai_and_its_turn_comes_back(tmp_path:
         await ada.close()
     finally:
         await second.stop()
+
+
+async def test_a_standing_draw_offer_survives_a_restart(
+    tmp_path: Path, pool: EnginePool, settings: ServerSettings
+) -> None:
+    """A probe's finding: the offer was gone after a restart (the snapshot's offers empty,
+    the opponent's accept refused), though a copy of the request sent again was answered
+    ok; and its maker could offer again without a move between."""
+    async with serving(tmp_path, pool, settings) as first:
+        ada, bo, a, b = await human_game(first, game="5x5")
+        await _play(ada, a.game_id, 12)
+        await _play(bo, a.game_id, 6)
+        await ada.request(Draw, game_id=a.game_id, token=a.token)
+        sessions = (ada.session, bo.session)
+        await ada.close()
+        await bo.close()
+    async with serving(tmp_path, pool, settings) as second:
+        ada = await second.connect("ada", session=sessions[0])
+        bo = await second.connect("bo", session=sessions[1])
+        await bo.request(Resume, game_id=a.game_id, since=0)
+        snapshot = await next_event(bo, Snapshot)
+        assert snapshot.offers == {"draw": 0}
+        await ada.request(Resume, game_id=a.game_id, since=0)
+        with pytest.raises(RequestFailed, match="not_allowed.*already offered"):
+            await ada.request(Draw, game_id=a.game_id, token=ada.token_for(a.game_id))
+        await bo.request(Draw, game_id=a.game_id, token=bo.token_for(a.game_id), answer="accept")
+        ended = await next_event(bo, Ended)
+        assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
+        await ada.close()
+        await bo.close()
