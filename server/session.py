@@ -744,7 +744,8 @@ class GameSession:
             clock={} if self.control is None else self.control.to_dict(),
             clocks=None if self.clock is None else self.clock.snapshot(now.mono),
             at=now.wall,
-            online=list(self.online),
+            # An open seat has no one to be online (it read online, as if taken).
+            online=[self.online[s] and self.players[s] is not None for s in (0, 1)],
             offers=dict(self.offers),
             next_game=self.next_game,
             rid=rid,

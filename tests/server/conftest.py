@@ -142,6 +142,7 @@ async def human_game(
     seat_a = await ada.request(CreateGame, opponent="human", seat=0, **create)
     opened = await next_event(ada, Snapshot)  # the open game, before anyone joined
     assert opened.status == "open" and opened.seq == 0
+    assert list(opened.online) == [seat_a.seat == 0, seat_a.seat == 1]  # no one in the open seat
     seat_b = await bo.request(JoinGame, game_id=seat_a.game_id)
     return ada, bo, seat_a, seat_b
 
