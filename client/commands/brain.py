@@ -158,6 +158,10 @@ class Arrivals:
         # the brain read its lines itself, rather than fill this process's memory.
         self._lines: queue.Queue[tuple[float, str] | None] = queue.Queue(MAX_WAITING_LINES)
         early = origin if _waiting(stream) else None
+        # Set at the first answer: lines read after it are a new turn's, dated as they come
+        # (the reply to an opening answered at once came within QUIET_S of the first line,
+        # and was dated at the process's start: its turn had no time left).
+        self.answered = threading.Event()
         threading.Thread(target=self._read, args=(stream, early), daemon=True).start()
 
     def _read(self, stream: TextIO, early: float | None) -> None:
@@ -166,7 +170,9 @@ class Arrivals:
             while line := stream.readline(MAX_LINE_CHARS):
                 now = time.monotonic()
                 first = now if first is None else first
-                stamp = early if early is not None and now - first < QUIET_S else now
+                stamp = now
+                if early is not None and now - first < QUIET_S and not self.answered.is_set():
+                    stamp = early
                 self._lines.put((stamp, line))
                 # The rest of an over-long line is dropped: the protocols refuse what was kept.
                 while line and not line.endswith("\n"):
@@ -185,6 +191,9 @@ class Arrivals:
 MAX_LINE_CHARS = 4096  # of a line: every protocol's lines are shorter (CodinGame's 256)
 MAX_WAITING_LINES = 4096  # read but not yet answered (a turn: at most 83, or a 400-cell BOARD)
 MIN_SEARCH_MS = 5.0  # a search whose input waited past its time still searches this long
+# A turn that comes while the search warms up waits for it this much less than its time,
+# then plays a quick move (engine "random": pure Python, no kernel to load).
+FALLBACK_MARGIN_MS = 30.0  # (the warm-up thread slows the answer: 60-86 ms seen at 10)
 # Before the warm-up, a line not here within this long is not on its way (the lines of one
 # turn come in one write, and the reading thread gets to them in well under a millisecond).
 QUIET_S = 0.02
@@ -217,30 +226,51 @@ def serve(
     started = time.monotonic() - _process_age_s()
     lines = Arrivals(stdin, started)
     searcher = engine.Searcher()
-    warm = False
+    ready = threading.Event()
+    warming: threading.Thread | None = None
 
-    def warm_up() -> None:
-        nonlocal warm
+    def warm_up_now() -> None:
         engine.warm_up([(game, algorithm)])
-        warm = True
+        ready.set()
         errors.write(f"ready {(time.monotonic() - started) * 1000.0:.0f} ms after the start\n")
         errors.flush()
 
+    def warm_up(wait: bool = False) -> None:
+        """Warm the search up on a thread (at most once); ``wait``: until it is done."""
+        nonlocal warming
+        if warming is None:
+            warming = threading.Thread(target=warm_up_now, name="warm-up", daemon=True)
+            warming.start()
+        if wait:
+            warming.join()
+
     def say(line: str) -> None:
+        lines.answered.set()  # before the line: the harness's reply may come at once
         stdout.write(line + "\n")
         stdout.flush()
 
     def search(think: Think) -> Any:
+        deadline = time.monotonic() + think.time_ms / 1000.0
+        if not ready.is_set():
+            warm_up()
+            # A turn that comes while the search warms up (a quick opponent's reply to the
+            # opening: loading the kernels takes 0.4-0.7 s, the turn 100 ms) is answered in
+            # its time with a quick move rather than late, which the referee forfeits.
+            if not ready.wait(max(0.0, think.time_ms - FALLBACK_MARGIN_MS) / 1000.0):
+                errors.write("the search is not ready yet: a quick move\n")
+                errors.flush()
+                return engine.search(think.state, "random", engine.Budget(iterations=1), seed=seed)
+        time_ms = max(MIN_SEARCH_MS, (deadline - time.monotonic()) * 1000.0)
         return searcher.search(
             think.state,
             algorithm,
-            engine.Budget(time_ms=think.time_ms),
+            engine.Budget(time_ms=time_ms),
             seed=seed,
             game_key=f"brain-{brain.games}",
         )
 
     if brain.WARM_UP_FIRST:
-        warm_up()
+        warm_up(wait=True)
     # When the first line of the burst the brain is answering arrived: a turn's lines come
     # together (CodinGame's move, count and actions; Piskvork's INFO time_left and TURN, or a
     # BOARD block), and the harness's clock runs from the first. An answer ends the burst.
@@ -248,21 +278,18 @@ def serve(
     last = 0.0
     while True:
         try:
-            taken = lines.take(None if warm else QUIET_S)
+            taken = lines.take(None if warming is not None else QUIET_S)
         except queue.Empty:
             warm_up()  # nothing to answer: warm up while the harness waits or thinks
             continue
-        if taken is None:
-            if not warm:  # `noughts brain </dev/null` fills numba's cache before a tournament
-                warm_up()
+        if taken is None:  # `noughts brain </dev/null` fills numba's cache before a tournament
+            warm_up(wait=True)
             break
         arrived, line = taken
         if since is None or arrived - last > QUIET_S:
             since = arrived  # the first line of a new burst: a new turn
         last = arrived
         replies = brain.feed(line)
-        if not warm and any(isinstance(reply, Think) for reply in replies):
-            warm_up()
         late_ms = (time.monotonic() - since) * 1000.0
         replies = [
             Think(reply.state, max(MIN_SEARCH_MS, reply.time_ms - late_ms))

@@ -227,31 +227,41 @@ def test_lines_are_dated_when_they_arrive_not_when_they_are_read() -> None:
 
 def test_a_codingame_bot_that_starts_plays_its_opening_before_it_warms_up() -> None:
     """X's first turn is sent as the bot starts, and the referee's clock runs: the opening
-    needs no search, so it is answered first; the search warms up after it."""
+    needs no search, so it is answered first; the search warms up after it. A quick
+    opponent's reply comes while it warms up (0.4-0.7 s, the turn 100 ms): that turn is a
+    quick move in its time (a walk's finding: it waited for the warm-up and answered in
+    404-450 ms, which CodinGame forfeits); once ready, the turns are searched."""
     bot = Brain("--game", "uttt")
+    assert bot.process.stderr is not None
     try:
         state = make_game("uttt").new_initial_state()
         grid = state.game.grid  # type: ignore[attr-defined]
-        bot.send("-1 -1")
-        bot.send(str(len(state.legal_actions())))
-        for action in state.legal_actions():
-            bot.send("{} {}".format(*grid.cell(action)))
-        assert bot.answer() == "4 4"
-        state.apply_action(40)
+
+        def turn(opponent: str) -> None:
+            bot.send(opponent)
+            bot.send(str(len(state.legal_actions())))
+            for action in state.legal_actions():
+                bot.send("{} {}".format(*grid.cell(action)))
+            row, col = map(int, bot.answer().split(" "))
+            state.apply_checked(grid.action(row, col))
+
+        turn("-1 -1")
+        assert state.history() == [40]
         state.apply_action(grid.action(3, 3))
-        bot.send("3 3")
-        bot.send(str(len(state.legal_actions())))
-        for action in state.legal_actions():
-            bot.send("{} {}".format(*grid.cell(action)))
-        row, col = map(int, bot.answer().split(" "))
-        state.apply_checked(grid.action(row, col))
-        _, err = bot.process.communicate(timeout=TIMEOUT_S)  # the input ends: the game too
-        logs = err.splitlines()
-        assert logs[0] == "the opening move, 4 4" and logs[1].startswith("ready ")
-        assert "mcts value" in logs[2]  # the second turn was searched
+        turn("3 3")  # at once: the search is not warm yet
+        logs = [bot.process.stderr.readline().strip() for _ in range(3)]
+        assert logs[:2] == ["the opening move, 4 4", "the search is not ready yet: a quick move"]
+        while not logs[-1].startswith("ready "):
+            logs.append(bot.process.stderr.readline().strip())
+            assert logs[-1], logs
+        reply = state.legal_actions()[0]
+        state.apply_action(reply)
+        turn("{} {}".format(*grid.cell(reply)))
+        assert "mcts value" in bot.process.stderr.readline()  # searched, now it is ready
     finally:
         if bot.process.poll() is None:
             bot.process.kill()
+        bot.process.communicate()
 
 
 def run_serve(turn: list[str], *, delay_s: float | None) -> int:
