@@ -27,6 +27,7 @@ and the events of no game in play (a rematch offer after a game) to the bot's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import random
@@ -44,6 +45,7 @@ from protocol import (
     AcceptSeek,
     CancelSeek,
     Claim,
+    DeclineSeek,
     Draw,
     Ended,
     LobbyEvent,
@@ -130,6 +132,9 @@ class Bot:
     reconnect: bool = True
     sessions: SessionStore | None = None
     on_draw: DrawHandler | None = None  # True accepts an opponent's draw offer
+    # Whether it can play a game (name, params): seeks of others are left, challenges to it
+    # declined, as lichess-bot declines the variants it does not play (None: every game).
+    plays: Callable[[str, dict[str, int]], bool] | None = None
     connection: ServerConnection | None = field(default=None, init=False)
     # The games this run finished, and its seat in each: their rematch offers are answered.
     finished: dict[str, int] = field(default_factory=dict, init=False)
@@ -346,6 +351,11 @@ class Bot:
                 continue
             if challenges_only and seek.get("to") != me:
                 continue
+            if self.plays is not None and not self.plays(seek["game"], seek.get("params") or {}):
+                if seek.get("to") == me:  # its challenger is told, not left waiting
+                    with contextlib.suppress(RequestFailed, ConnectionLost):
+                        await self.connection.request(DeclineSeek, seek_id=seek["seek_id"])
+                continue
             try:
                 seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
             except RequestFailed as exc:
@@ -494,6 +504,21 @@ def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callabl
         return int(result.action)
 
     return on_turn
+
+
+def engine_plays(algorithm: str | None = None) -> Callable[[str, dict[str, int]], bool]:
+    """A ``plays`` for ``Bot``: whether ``algorithm`` (or each game's own) can play a game
+    (``perfect`` solves boards of at most 16 cells only)."""
+
+    def plays(game: str, params: dict[str, int]) -> bool:
+        try:
+            made = engine.make_game(game, **params)
+            engine.check_algorithm(algorithm or engine.default_ai(made), made)
+        except engine.EngineError:
+            return False
+        return True
+
+    return plays
 
 
 def engine_draw(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], bool]:

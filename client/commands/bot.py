@@ -105,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.seek and args.engine is not None:  # its own seeks: refused now, not in game 1
+        try:
+            game = engine.make_game(args.seek, **parse_params(args.param, "noughts bot"))
+            engine.check_algorithm(args.engine, game)
+        except engine.EngineError as exc:
+            print(f"noughts bot: {exc}", file=sys.stderr)
+            return 2
     return asyncio.run(_bot(args))
 
 
@@ -128,7 +135,7 @@ async def _run_bot(
     args: argparse.Namespace, params: dict[str, int], clock: dict[str, int], tally: dict[str, int]
 ) -> int:
     import engine
-    from client.bot import Bot, GameResult, engine_draw, engine_player
+    from client.bot import Bot, GameResult, engine_draw, engine_player, engine_plays
     from client.connection import ConnectionLost, RequestFailed
     from client.sessions import SessionInUse, SessionStore
 
@@ -152,6 +159,7 @@ async def _run_bot(
         name=args.name,
         sessions=SessionStore.default(),
         on_draw=engine_draw(args.engine, args.budget_ms),
+        plays=engine_plays(args.engine),
     )
     accept = args.accept or (None if args.seek else "challenges")
     how = f"posting {args.seek} seeks" if args.seek else f"accepting {accept}"

@@ -212,3 +212,16 @@ def test_a_listed_game_marks_its_bots_and_ai() -> None:
         }
     )
     assert row[2:4] == ("robo [bot]", "perfect [AI]")
+
+
+def test_a_bot_whose_engine_cannot_play_its_seek_is_refused_at_start() -> None:
+    """A walk's finding: it posted the seek and died in its first move with a traceback."""
+    result = noughts(
+        "bot", "--server", "ws://127.0.0.1:9", "--engine", "perfect", "--seek", "gomoku",
+        timeout=60,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        "noughts bot: perfect cannot play gomoku: it solves m,n,k boards of at most 16 cells "
+        "exactly",
+    )

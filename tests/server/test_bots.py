@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import engine
-from client.bot import Bot, GameResult, Turn, engine_draw
+from client.bot import Bot, GameResult, Turn, engine_draw, engine_player, engine_plays
 from protocol import (
     AcceptSeek,
     Draw,
@@ -25,6 +25,7 @@ from protocol import (
     Rematch,
     Resign,
     Seek,
+    SeekDeclined,
     Snapshot,
 )
 from server.pool import EnginePool
@@ -101,6 +102,34 @@ async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServe
     assert result.game_id == gid and result.seat == 1 and result.opponent == "ada"
     assert turns and all(t.seat == 1 and t.state.current_player() == 1 for t in turns)
     assert result.outcome in ("win", "loss", "draw")
+
+
+async def test_a_bot_declines_a_challenge_its_engine_cannot_play(server: RunningServer) -> None:
+    """A walk's finding: `noughts bot --engine perfect` took a gomoku game and died in its
+    first move (perfect solves boards of at most 16 cells): a traceback, its opponent left
+    waiting. It now declines such a challenge and plays the next it can."""
+    bot = Bot(
+        server.url,
+        engine_player("perfect", 10),
+        name="solver",
+        plays=engine_plays("perfect"),
+    )
+    playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
+    ada = await server.connect("ada")
+    await ada.request(LobbySubscribe)
+    await next_lobby(ada)
+    while "solver" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    await ada.request(Seek, game="gomoku", to="solver")
+    declined = await next_lobby(ada)
+    while not isinstance(declined, SeekDeclined):
+        declined = await next_lobby(ada)
+    assert declined.player["name"] == "solver"
+    await ada.request(Seek, game="tictactoe", to="solver", color="x")
+    start = await next_event(ada, Snapshot)
+    await _resign(ada, start.game_id)
+    (result,) = await asyncio.wait_for(playing, 60)
+    assert result.game_id == start.game_id and result.outcome == "win"
 
 
 async def _resign(person: Any, game_id: str) -> None:
