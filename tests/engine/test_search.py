@@ -197,6 +197,13 @@ def test_options_are_typed_and_misspellings_are_refused():
     typed = engine.search(state, "mcts", budget, seed=1, options=engine.MCTSOptions(c=1.0))
     mapped = engine.search(state, "mcts", budget, seed=1, options={"c": 1.0})
     assert replace(typed, elapsed_ms=0.0) == replace(mapped, elapsed_ms=0.0)
+    # A whole number in a float option is a float: as an int it reached the kernels, which
+    # numba compiled again for it inside a timed move (a walk's finding: 4.7 s past 10 ms).
+    whole = engine.parse_options(engine.MCTSOptions, {"c": 2, "value_scale": 1}, "mcts")
+    assert type(whole.c) is float and type(whole.value_scale) is float
+    assert (
+        engine.parse_options(engine.AlphaBetaOptions, {"max_depth": 3}, "alphabeta").max_depth == 3
+    )
 
 
 def test_budgets_parse_from_text():
