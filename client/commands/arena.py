@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from client.host import host_info
@@ -815,6 +816,12 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         from client.commands.common import default_db_path
 
         db = str(default_db_path())
+    if db is not None:  # said now, not after the match (the store's own rule, protocol.paths)
+        from protocol.paths import NoDirectory, is_data_dir
+
+        parent = Path(db).parent
+        if not parent.is_dir() and not is_data_dir(parent):
+            raise ArenaError(str(NoDirectory(db)))
     keep = db is not None
     plies = args.opening_plies
     if plies is None:

@@ -216,6 +216,12 @@ def test_db_stores_the_games_with_their_moves(
     assert f"stored: 2 games in {tmp_path / 'env.db'}" in out
     assert "\nhost: " in out  # the machine the figures came from (its CPU where Linux says)
     assert (tmp_path / "env.db").exists()
+    # A --db in a missing directory is refused before the match (a walk's finding: after it).
+    typo = tmp_path / "typo" / "arena.db"
+    assert main([*argv, "--games", "2", "--workers", "1", "--quiet", "--db", str(typo)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"noughts arena: cannot open database {typo}: no directory {typo.parent}"
+    )
 
 
 def test_a_side_played_by_the_engine_of_a_git_ref(
