@@ -161,6 +161,9 @@ class PlainGame:
         self.lines = lines if lines is not None else TypedLines()
         self.typed: deque[str | None] = deque()  # read, not yet acted on
         self.input_ended = False
+        # The snapshot that seated us while pairing: run() starts from it, before the events
+        # queued behind it (the AI's first move can come at once).
+        self.first_event: Message | None = None
         self.prompting = False  # a prompt is on screen, waiting for a line
         self.rematch = rematch
         self.game_id: str | None = None
@@ -217,7 +220,10 @@ class PlainGame:
                 if isinstance(event, Snapshot) and held is not None and event.status == "live":
                     self.game_id = event.game_id
                     self.seat = held[0]
-                    self.connection.events.put_nowait(event)  # run() starts from it
+                    # run() starts from it. Put back on the queue, it came after the AI's
+                    # first move if that had come meanwhile: the move, taken first, had no
+                    # position to go on (an assertion's traceback, seen once in CI's suite).
+                    self.first_event = event
                     return True
         finally:
             if line is not None:
@@ -267,6 +273,11 @@ class PlainGame:
         line: asyncio.Future[str | None] | None = None
         try:
             while True:
+                if self.first_event is not None:
+                    first, self.first_event = self.first_event, None
+                    if self._take(first):
+                        return self.ended
+                    continue
                 if event is None:
                     event = asyncio.ensure_future(self.connection.next_event())
                 if line is None and not self.input_ended:
