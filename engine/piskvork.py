@@ -131,6 +131,7 @@ class PiskvorkBrain:
         self.stones: list[tuple[int, int]] = []  # (cell, OWN or OPPONENT), in the order given
         self.board_lines: list[tuple[int, int]] | None = None  # inside BOARD ... DONE
         self.swap2_lines: list[int] | None = None  # inside SWAP2BOARD ... DONE
+        self.block_error: str | None = None  # the first wrong line of the block, said at DONE
         self.swap2: _Swap2 | None = None  # a SWAP2BOARD answer in progress
         self.thinking: MNKState | None = None
         self.ended = False
@@ -236,32 +237,39 @@ class PiskvorkBrain:
         return replies
 
     def _board(self, rest: str) -> list[Reply]:
-        self.board_lines = []
+        self.board_lines, self.block_error = [], None
         return []
 
     def _board_line(self, text: str) -> list[Reply]:
+        """One line of BOARD ... DONE. A wrong line is answered at DONE, the lines between
+        read and dropped (answered at once, the rest of the block was read as commands:
+        an UNKNOWN line each, and the manager out of step)."""
         assert self.board_lines is not None  # in BOARD mode
         if text.upper() == "DONE":
             lines, self.board_lines = self.board_lines, None
-            repeated = self._repeated("BOARD", [cell for cell, _ in lines])
+            wrong, self.block_error = self.block_error, None
+            repeated = wrong or self._repeated("BOARD", [cell for cell, _ in lines])
             if repeated:
                 return [f"ERROR {repeated}"]
             self.stones = lines
             return self._think()
+        if self.block_error is not None:
+            return []
         parts = text.split(",")
         if len(parts) != 3:
-            self.board_lines = None
-            return [f"ERROR a BOARD line is X,Y,WHO, not {_show(text)}"]
+            self.block_error = f"a BOARD line is X,Y,WHO, not {_show(text)}"
+            return []
         where = self._cell(",".join(parts[:2]), occupied_ok=True)
         who = _integer(parts[2])
         if isinstance(where, str) or who not in (1, 2, 3):
-            self.board_lines = None
-            reason = where if isinstance(where, str) else f"WHO is 1, 2 or 3, not {_show(parts[2])}"
-            return [f"ERROR {reason}"]
+            self.block_error = (
+                where if isinstance(where, str) else f"WHO is 1, 2 or 3, not {_show(parts[2])}"
+            )
+            return []
         assert self.game is not None  # BOARD comes after START (feed)
         if len(self.board_lines) >= self.game.cells:  # a manager's lines, or a runaway pipe
-            self.board_lines = None
-            return [f"ERROR BOARD holds more stones than the board's {self.game.cells} cells"]
+            self.block_error = f"BOARD holds more stones than the board's {self.game.cells} cells"
+            return []
         # 3: a stone of a winning line in a continuous game; this brain plays freestyle.
         self.board_lines.append((where, OWN if who == 1 else OPPONENT))
         return []
@@ -288,21 +296,26 @@ class PiskvorkBrain:
         return [self._coordinates(cell)]
 
     def _swap2board(self, rest: str) -> list[Reply]:
-        self.swap2_lines = []
+        self.swap2_lines, self.block_error = [], None
         return []
 
     def _swap2_line(self, text: str) -> list[Reply]:
+        """One line of SWAP2BOARD ... DONE; a wrong line is answered at DONE, as BOARD's."""
         assert self.swap2_lines is not None  # in SWAP2BOARD mode
         if text.upper() == "DONE":
             cells, self.swap2_lines = self.swap2_lines, None
-            return self._swap2_done(cells)
+            wrong, self.block_error = self.block_error, None
+            return [f"ERROR {wrong}"] if wrong else self._swap2_done(cells)
+        if self.block_error is not None:
+            return []
         cell = self._cell(text, occupied_ok=True)
         if isinstance(cell, str):
-            self.swap2_lines = None
-            return [f"ERROR {cell}"]
+            self.block_error = cell
+            return []
         if len(self.swap2_lines) >= max(SWAP2_STONES):
-            self.swap2_lines = None
-            return [f"ERROR SWAP2BOARD takes 0, 3 or 5 stones (swap2), not {max(SWAP2_STONES) + 1}"]
+            most = max(SWAP2_STONES)
+            self.block_error = f"SWAP2BOARD takes 0, 3 or 5 stones (swap2), not {most + 1}"
+            return []
         self.swap2_lines.append(cell)
         return []
 

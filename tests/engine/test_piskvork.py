@@ -82,8 +82,8 @@ def test_board_rebuilds_who_moved_first() -> None:
 
 
 def block_error(brain: PiskvorkBrain, command: str, lines: list[str], reason: str) -> None:
-    """``command``, then ``lines`` and DONE: one ERROR line holding ``reason``, at the line
-    that is wrong."""
+    """``command``, then ``lines`` and DONE: one ERROR line holding ``reason``, at DONE (the
+    lines after a wrong one are read and dropped, not taken for commands)."""
     brain.feed(command)
     replies: list[object] = []
     for line in [*lines, "DONE"]:
@@ -110,6 +110,18 @@ def test_board_errors(lines: list[str], reason: str) -> None:
     brain = started()
     block_error(brain, "BOARD", lines, reason)
     assert brain.board_lines is None  # out of BOARD mode: the next command is read as one
+
+
+def test_a_wrong_line_in_a_block_is_one_error_at_done() -> None:
+    """A walk's finding: the ERROR came at the wrong line, and the rest of the block was
+    read as commands (UNKNOWN command '1,1,1', UNKNOWN command 'DONE'): the manager, out of
+    step, took those for the answers to its next commands."""
+    brain = started()
+    replies = [brain.feed(line) for line in ("BOARD", "7,7", "", "1,1,1", "DONE")]
+    assert replies[:4] == [[], [], [], []]
+    (error,) = replies[4]
+    assert error == "ERROR a BOARD line is X,Y,WHO, not '7,7'"
+    think(brain.feed("BEGIN"))  # in step: the next command is read as one
 
 
 def test_rules_freestyle_only() -> None:
