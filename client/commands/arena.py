@@ -699,12 +699,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     every = args.progress_every or max(1, args.games // 20)
     started = time.perf_counter()
+    import signal
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the workers stopped, the partial result
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     with ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
         try:
             stall = _stall_timeout(match.tasks[0], meta["workers"])
             run_match(match, meta["workers"], progress, stall)
         except KeyboardInterrupt:
             match.interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     elapsed = time.perf_counter() - started
     if match.error is not None:
         print(f"noughts arena: the engine failed: {match.error}", file=sys.stderr)

@@ -244,3 +244,26 @@ def test_a_side_played_by_the_engine_of_a_git_ref(
     assert [r["actions"] for r in ref["records"]] == [r["actions"] for r in here["records"]]
     assert main(["arena", *common, "--b-ref", "no-such-ref"]) == 2
     assert "no commit 'no-such-ref'" in capsys.readouterr().err
+
+
+def test_sigterm_stops_a_match_as_ctrl_c_does(tmp_path: Path) -> None:
+    """A walk's finding: SIGTERM ended arena at once with no result (rc -15), its pool's
+    workers printing BrokenPipeError tracebacks. It now stops as Ctrl-C does."""
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "client", "arena", "--game", "tictactoe", "--a", "random:1ms",
+         "--b", "random:1ms", "--games", "1000000", "--workers", "1", "--json",
+         "--progress-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    assert process.stderr.readline()  # a first progress line: the match runs
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["games_played"] >= 1
