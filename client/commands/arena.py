@@ -776,6 +776,8 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         raise ArenaError("--games must be at least 1")
     if args.workers < 1:
         raise ArenaError("--workers must be at least 1")
+    if args.progress_every is not None and args.progress_every < 1:
+        raise ArenaError("--progress-every must be at least 1")
     if not (0 < args.alpha < 1 and 0 < args.beta < 1):
         raise ArenaError("--alpha and --beta must be within (0, 1)")
     players = [parse_player(args.player_a), parse_player(args.player_b)]

@@ -135,6 +135,9 @@ def test_bad_game_and_budget_are_rejected(capsys: pytest.CaptureFixture[str]) ->
     assert "bad budget" in capsys.readouterr().err
     assert main(["arena", "--game", "tictactoe", "--opening-plies", "9"]) == 2
     assert "--opening-plies must be within 0..8" in capsys.readouterr().err
+    for every in ("0", "-1"):  # a walk's finding: accepted
+        assert main(["arena", "--game", "tictactoe", "--progress-every", every]) == 2
+        assert "--progress-every must be at least 1" in capsys.readouterr().err
 
 
 def test_mnk_params(capsys: pytest.CaptureFixture[str]) -> None:
