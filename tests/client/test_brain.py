@@ -107,6 +107,21 @@ def test_two_brains_play_a_game_through_a_manager(brains: list[Brain], size: int
         assert brain.end() == 0
 
 
+def test_end_stops_a_search_under_way(brains: list[Brain]) -> None:
+    """A walk's finding: with no INFO, a turn searches 30 s (Piskvork's default
+    timeout_turn), and END sent meanwhile took effect only when the search ended (26.9 s):
+    the protocol asks a brain to end as soon as possible. The search now stops at END."""
+    brain = Brain()
+    brains.append(brain)
+    brain.send("START 15")
+    assert brain.answer() == "OK"  # warmed up: the search starts at once
+    assert brain.move("BEGIN") == (7, 7)  # the opening: no search
+    brain.send("TURN 8,8")  # a search of 27 s (90% of 30 s, less 50 ms)
+    time.sleep(0.5)
+    brain.send("END")
+    assert brain.process.wait(timeout=15) == 0  # before: about 27 s
+
+
 def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
     brain = Brain()
     brains.append(brain)
