@@ -187,6 +187,12 @@ def test_two_codingame_bots_play_ultimate_through_a_referee(brains: list[Brain])
     ends; diagnostics go to stderr, stdout holds moves only."""
     players = [Brain("--game", "uttt", "--first-ms", "300", "--turn-ms", "60") for _ in range(2)]
     brains.extend(players)
+    for player in players:  # warm (a turn that comes sooner is a quick move, not a search)
+        assert player.process.stderr is not None
+        line = ""
+        while not line.startswith("ready "):
+            line = player.process.stderr.readline()
+            assert line, "the bot exited before it was ready"
     state = make_game("uttt").new_initial_state()
     grid = state.game.grid  # type: ignore[attr-defined]
     last = "-1 -1"
