@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -59,6 +60,9 @@ for line in sys.stdin:
 """
 
 
+FRONT_DOOR = ("Searcher", "Budget", "replay", "warm_up")  # what DRIVER calls of ``engine``
+
+
 class GitEngineError(Exception):
     """The ref cannot be found or extracted, or its engine failed."""
 
@@ -94,8 +98,24 @@ def extract(ref: str, repository: Path | None = None) -> tuple[str, Path]:
 
     cache = Path(user_cache_dir("noughts", appauthor=False)) / "engines"
     tree = cache / commit
-    if (tree / "engine" / "__init__.py").exists():
-        return commit, tree
+    if not (tree / "engine" / "__init__.py").exists():
+        _extract(root, commit, cache, tree)
+    front = tree / "engine" / "__init__.py"
+    if not front.exists():
+        raise GitEngineError(f"commit {commit[:12]} has no engine package")
+    # The child speaks the typed front door (DRIVER: engine.Searcher, engine.Budget, ...);
+    # an older engine failed after its launch, with the child's traceback.
+    text = front.read_text(errors="replace")
+    if not all(re.search(rf"\b{name}\b", text) for name in FRONT_DOOR):
+        raise GitEngineError(
+            f"the engine of {commit[:12]} predates the typed front door (engine.Searcher and "
+            "engine.Budget, c0f7043): it cannot play here"
+        )
+    return commit, tree
+
+
+def _extract(root: str, commit: str, cache: Path, tree: Path) -> None:
+    """``commit``'s engine package, from ``git archive``, into ``tree`` (atomically)."""
     try:
         archive = subprocess.run(
             ["git", "-C", root, "archive", "--format=tar", commit, "engine"],
@@ -113,9 +133,6 @@ def extract(ref: str, repository: Path | None = None) -> tuple[str, Path]:
             pass
     except (OSError, subprocess.SubprocessError, tarfile.TarError) as exc:
         raise GitEngineError(f"cannot extract the engine of {commit[:12]}: {exc}") from exc
-    if not (tree / "engine" / "__init__.py").exists():
-        raise GitEngineError(f"commit {commit[:12]} has no engine package")
-    return commit, tree
 
 
 class GitEngine:

@@ -270,3 +270,25 @@ def test_sigterm_stops_a_match_as_ctrl_c_does(tmp_path: Path) -> None:
     assert "Traceback" not in err
     report = json.loads(out)
     assert report["interrupted"] is True and report["games_played"] >= 1
+
+
+def test_an_engine_before_the_typed_front_door_is_refused_before_the_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk's finding: --b-ref of a commit older than c0f7043 was launched, and failed
+    with the child's traceback (module 'engine' has no attribute 'Searcher')."""
+    import subprocess
+
+    from client.git_engine import GitEngineError, extract
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repository = tmp_path / "old"
+    (repository / "engine").mkdir(parents=True)
+    (repository / "engine" / "__init__.py").write_text("def search(state): ...\n")
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "old engine"]):
+        subprocess.run(
+            ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t", *command],
+            check=True,
+        )
+    with pytest.raises(GitEngineError, match="predates the typed front door"):
+        extract("HEAD", repository)
