@@ -140,6 +140,11 @@ def elo_interval(
         half_width = z * math.sqrt(variance_of_sum) / games
     else:
         half_width = z * math.sqrt(trinomial_variance(wins, draws, losses) / games)
+    units = paired + (games - 2 * paired) if pairs is not None and paired else games
+    if units < 2:
+        # One unit (a single pair, or game) has no spread to estimate: the variance above is
+        # 0 and the interval had no width (0.75 (95% 0.75..0.75) from one pair). Unknown.
+        half_width = math.inf
     low = min(max(score - half_width, 0.0), 1.0)
     high = min(max(score + half_width, 0.0), 1.0)
     return EloEstimate(

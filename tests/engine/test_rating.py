@@ -155,3 +155,13 @@ def test_sprt_llr_grows_with_evidence() -> None:
 def test_sprt_needs_ordered_hypotheses() -> None:
     with pytest.raises(ValueError):
         sprt(1, 1, 1, 10.0, 0.0)
+
+
+def test_one_pair_or_one_game_has_an_unknown_interval() -> None:
+    """A walk's finding: one pair (or one game) has no spread to estimate, and the interval
+    had no width: "score 0.7500 (95% 0.7500..0.7500)". It is now the whole range."""
+    one_pair = elo_interval(1, 1, 0, pairs=[0, 0, 0, 1, 0])
+    assert (one_pair.score_low, one_pair.score_high) == (0.0, 1.0)
+    assert one_pair.error == math.inf
+    one_game = elo_interval(0, 1, 0)
+    assert (one_game.score_low, one_game.score_high) == (0.0, 1.0)
