@@ -72,6 +72,18 @@ async def test_two_bot_processes_play_each_other(server: RunningServer) -> None:
         assert moves >= 5
 
 
+async def _challenged(server: RunningServer, bot: Bot) -> tuple[asyncio.Task[Any], Any]:
+    """``bot`` playing one game, accepting challenges, and ada in the lobby to challenge it,
+    once the bot is online."""
+    playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
+    ada = await server.connect("ada")
+    await ada.request(LobbySubscribe)
+    await next_lobby(ada)
+    while bot.name not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    return playing, ada
+
+
 async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServer) -> None:
     rng = random.Random(5)
     turns: list[Turn] = []
@@ -81,12 +93,7 @@ async def test_the_bot_api_accepts_a_challenge_and_plays_it(server: RunningServe
         return rng.choice(turn.state.legal_actions())
 
     bot = Bot(server.url, on_turn, name="randy")
-    playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
-    ada = await server.connect("ada")
-    await ada.request(LobbySubscribe)
-    await next_lobby(ada)
-    while "randy" not in {p.name for p in server.game_server.players.values()}:
-        await asyncio.sleep(0.05)
+    playing, ada = await _challenged(server, bot)
     await ada.request(Seek, game="tictactoe", to="randy", color="x")
     start = await next_event(ada, Snapshot)
     gid = start.game_id
@@ -114,12 +121,7 @@ async def test_a_bot_declines_a_challenge_its_engine_cannot_play(server: Running
         name="solver",
         plays=engine_plays("perfect"),
     )
-    playing = asyncio.create_task(bot.play(games=1, accept="challenges"))
-    ada = await server.connect("ada")
-    await ada.request(LobbySubscribe)
-    await next_lobby(ada)
-    while "solver" not in {p.name for p in server.game_server.players.values()}:
-        await asyncio.sleep(0.05)
+    playing, ada = await _challenged(server, bot)
     await ada.request(Seek, game="gomoku", to="solver")
     declined = await next_lobby(ada)
     while not isinstance(declined, SeekDeclined):
