@@ -195,7 +195,7 @@ MAX_LINE_CHARS = 4096  # of a line: every protocol's lines are shorter (CodinGam
 MAX_WAITING_LINES = 4096  # read but not yet answered (a turn: at most 83, or a 400-cell BOARD)
 MIN_SEARCH_MS = 5.0  # a search whose input waited past its time still searches this long
 # A turn that comes while the search warms up waits for it this much less than its time,
-# then plays a quick move (engine "random": pure Python, no kernel to load).
+# then plays the protocol's quick move (``cancel``: no search, no kernel to load).
 FALLBACK_MARGIN_MS = 30.0  # (the warm-up thread slows the answer: 60-86 ms seen at 10)
 # Before the warm-up, a line not here within this long is not on its way (the lines of one
 # turn come in one write, and the reading thread gets to them in well under a millisecond).
@@ -271,9 +271,8 @@ def serve(
             # opening: loading the kernels takes 0.4-0.7 s, the turn 100 ms) is answered in
             # its time with a quick move rather than late, which the referee forfeits.
             if not ready.wait(max(0.0, think.time_ms - FALLBACK_MARGIN_MS) / 1000.0):
-                errors.write("the search is not ready yet: a quick move\n")
-                errors.flush()
-                return engine.search(think.state, "random", engine.Budget(iterations=1), seed=seed)
+                # The protocol's quick move (its ``cancel``), as for a search that failed.
+                raise engine.EngineError("the search is not ready yet")
         time_ms = max(MIN_SEARCH_MS, (deadline - time.monotonic()) * 1000.0)
         return searcher.search(
             think.state,
