@@ -59,8 +59,13 @@ class CodinGameBrain:
     followed by ``played`` with the search's result before the next line."""
 
     # The referee's clock runs from its first input, sent as the bot starts: the I/O layer
-    # answers what needs no search (the opening) at once and warms up while it waits.
+    # warms up while it reads, and answers what needs no search (the opening) once warm or
+    # once ``first_answer_warm_ms`` of the first turn have passed, whichever comes first.
     WARM_UP_FIRST = False
+    # Of the first turn (1,000 ms on CodinGame), what the opening may wait for the warm-up
+    # (0.4-0.7 s from numba's cache): answered at once, the bot met a quick opponent's reply
+    # still warming, and played quick moves for its next turns (100 ms each).
+    FIRST_ANSWER_WARM_SHARE = 0.6
 
     def __init__(self, time: TurnTime | None = None) -> None:
         game = make_game("uttt")
@@ -76,6 +81,11 @@ class CodinGameBrain:
         self.lost_track = False  # the referee's valid actions disagreed with the position
         self.ended = False  # the protocol has no end command: the input's end ends the game
         self.games = 1
+
+    @property
+    def first_answer_warm_ms(self) -> float:
+        """How long the first answer that needs no search may wait for the warm-up."""
+        return self.time.first_ms * self.FIRST_ANSWER_WARM_SHARE
 
     def feed(self, line: str) -> list[object]:
         """The replies to one line from the referee: ``Log`` lines, a ``Think``, or a move."""

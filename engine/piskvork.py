@@ -122,6 +122,7 @@ class PiskvorkBrain:
     # A manager times a move from its TURN or BEGIN, sent after START's OK: the I/O layer
     # warms the search up before it reads START, so that OK means ready.
     WARM_UP_FIRST = True
+    first_answer_warm_ms = 0.0  # (warm before the first line: nothing to wait for)
 
     def __init__(self, *, about: str = 'name="noughts"') -> None:
         self.about = about

@@ -213,7 +213,8 @@ def serve(
     stderr: TextIO | None = None,
 ) -> int:
     """The brain's loop until END or the end of input. ``brain``: a protocol state machine
-    (``feed``, ``played``, ``cancel``, ``ended``, ``games``, ``WARM_UP_FIRST``).
+    (``feed``, ``played``, ``cancel``, ``ended``, ``games``, ``WARM_UP_FIRST``,
+    ``first_answer_warm_ms``).
 
     The search is warmed up (compiled, or loaded from numba's cache) before the first line is
     read if the protocol says so, else as soon as no line is on its way or a line asks for a
@@ -310,6 +311,13 @@ def serve(
             else reply
             for reply in replies
         ]
+        if (
+            not ready.is_set()
+            and not lines.answered.is_set()
+            and any(isinstance(reply, str) for reply in replies)
+        ):  # the first answer, the opening: it may wait a while for the search to be ready
+            warm_up()
+            ready.wait(max(0.0, brain.first_answer_warm_ms - late_ms) / 1000.0)
         for reply in answer(brain, replies, search):
             if isinstance(reply, Log):
                 errors.write(reply.text + "\n")

@@ -246,12 +246,12 @@ def test_lines_are_dated_when_they_arrive_not_when_they_are_read() -> None:
         assert lines.take() is None  # the input ended
 
 
-def test_a_codingame_bot_that_starts_plays_its_opening_before_it_warms_up() -> None:
+def test_a_codingame_bot_that_starts_plays_its_opening_within_its_first_turn() -> None:
     """X's first turn is sent as the bot starts, and the referee's clock runs: the opening
-    needs no search, so it is answered first; the search warms up after it. A quick
-    opponent's reply comes while it warms up (0.4-0.7 s, the turn 100 ms): that turn is a
-    quick move in its time (a walk's finding: it waited for the warm-up and answered in
-    404-450 ms, which CodinGame forfeits); once ready, the turns are searched."""
+    needs no search, and is answered once the search is warm or after 60% of the first turn
+    (1,000 ms). A quick opponent's reply that still comes before the warm-up is done is a
+    quick move in its time (a walk's finding: it waited for the warm-up, 404-450 ms of a
+    100 ms turn, which CodinGame forfeits); once ready, the turns are searched."""
     bot = Brain("--game", "uttt")
     assert bot.process.stderr is not None
     try:
@@ -269,19 +269,53 @@ def test_a_codingame_bot_that_starts_plays_its_opening_before_it_warms_up() -> N
         turn("-1 -1")
         assert state.history() == [40]
         state.apply_action(grid.action(3, 3))
-        turn("3 3")  # at once: the search is not warm yet
-        logs = [bot.process.stderr.readline().strip() for _ in range(2)]
-        assert logs[:2] == [
-            "the opening move, 4 4",
-            "no search (the search is not ready yet): a quick move",
-        ]
-        while not logs[-1].startswith("ready "):
+        turn("3 3")  # at once
+        logs: list[str] = []  # the opening's line, the second turn's, and "ready" somewhere
+        while len(logs) < 3:
             logs.append(bot.process.stderr.readline().strip())
             assert logs[-1], logs
+        ready = next(i for i, line in enumerate(logs) if line.startswith("ready "))
+        turns = [line for line in logs if not line.startswith("ready ")]
+        assert turns[0] == "the opening move, 4 4", logs
+        if ready == 0:  # warm before the opening: the second turn searched
+            assert "mcts value" in turns[1], logs
+        else:  # warm after the second turn began: searched if in its time, else a quick move
+            quick = "no search (the search is not ready yet): a quick move"
+            assert turns[1] == quick or "mcts value" in turns[1], logs
         reply = state.legal_actions()[0]
         state.apply_action(reply)
         turn("{} {}".format(*grid.cell(reply)))
         assert "mcts value" in bot.process.stderr.readline()  # searched, now it is ready
+    finally:
+        if bot.process.poll() is None:
+            bot.process.kill()
+        bot.process.communicate()
+
+
+def test_the_opening_waits_for_the_warm_up_within_its_first_turn() -> None:
+    """With a first turn long enough for the warm-up, the opening is answered once the
+    search is ready, and the reply that comes at once is searched, not a quick move."""
+    subprocess.run(  # numba's cache filled first (`noughts brain </dev/null`, README)
+        [sys.executable, "-m", "client", "brain", "--game", "uttt"],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S, check=True,
+    )  # fmt: skip
+    bot = Brain("--game", "uttt", "--first-ms", "20000")
+    assert bot.process.stderr is not None
+    try:
+        state = make_game("uttt").new_initial_state()
+        grid = state.game.grid  # type: ignore[attr-defined]
+        for opponent in ("-1 -1", "3 3"):
+            if opponent != "-1 -1":
+                state.apply_action(grid.action(3, 3))
+            bot.send(opponent)
+            bot.send(str(len(state.legal_actions())))
+            for action in state.legal_actions():
+                bot.send("{} {}".format(*grid.cell(action)))
+            row, col = map(int, bot.answer().split(" "))
+            state.apply_checked(grid.action(row, col))
+        logs = [bot.process.stderr.readline().strip() for _ in range(3)]
+        assert logs[0].startswith("ready ") and logs[1] == "the opening move, 4 4", logs
+        assert "mcts value" in logs[2], logs
     finally:
         if bot.process.poll() is None:
             bot.process.kill()
