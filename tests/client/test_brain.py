@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -60,6 +61,21 @@ class Brain:
         self.send(command)
         x, y = self.answer().split(",")
         return int(x), int(y)
+
+    def referee_turn(self, state: Any, opponent: str) -> str:
+        """CodinGame's referee, one turn of ultimate tic-tac-toe: the opponent's last move
+        (``-1 -1`` to begin), the valid actions of ``state``, and the bot's move back, which
+        must be one of them (applied to ``state``, checked); returns its line."""
+        grid = state.game.grid
+        self.send(opponent)
+        legal = state.legal_actions()
+        self.send(str(len(legal)))
+        for action in legal:
+            self.send("{} {}".format(*grid.cell(action)))
+        line = self.answer()
+        row, col = map(int, line.split(" "))
+        state.apply_checked(grid.action(row, col))  # legal: free, on the board it was sent to
+        return line
 
     def end(self) -> int:
         self.send("END")
@@ -194,18 +210,9 @@ def test_two_codingame_bots_play_ultimate_through_a_referee(brains: list[Brain])
             line = player.process.stderr.readline()
             assert line, "the bot exited before it was ready"
     state = make_game("uttt").new_initial_state()
-    grid = state.game.grid  # type: ignore[attr-defined]
     last = "-1 -1"
     while not state.is_terminal():
-        bot = players[state.current_player()]
-        bot.send(last)
-        legal = state.legal_actions()
-        bot.send(str(len(legal)))
-        for action in legal:
-            bot.send("{} {}".format(*grid.cell(action)))
-        last = bot.answer()
-        row, col = map(int, last.split(" "))
-        state.apply_checked(grid.action(row, col))  # legal: free, on the board it was sent to
+        last = players[state.current_player()].referee_turn(state, last)
     assert state.ply() >= 17  # five small boards won at the least
     for bot in players:
         out, err = bot.process.communicate(timeout=TIMEOUT_S)  # the input ends: the game too
@@ -257,19 +264,10 @@ def test_a_codingame_bot_that_starts_plays_its_opening_within_its_first_turn() -
     try:
         state = make_game("uttt").new_initial_state()
         grid = state.game.grid  # type: ignore[attr-defined]
-
-        def turn(opponent: str) -> None:
-            bot.send(opponent)
-            bot.send(str(len(state.legal_actions())))
-            for action in state.legal_actions():
-                bot.send("{} {}".format(*grid.cell(action)))
-            row, col = map(int, bot.answer().split(" "))
-            state.apply_checked(grid.action(row, col))
-
-        turn("-1 -1")
+        bot.referee_turn(state, "-1 -1")
         assert state.history() == [40]
         state.apply_action(grid.action(3, 3))
-        turn("3 3")  # at once
+        bot.referee_turn(state, "3 3")  # at once
         logs: list[str] = []  # the opening's line, the second turn's, and "ready" somewhere
         while len(logs) < 3:
             logs.append(bot.process.stderr.readline().strip())
@@ -284,7 +282,7 @@ def test_a_codingame_bot_that_starts_plays_its_opening_within_its_first_turn() -
             assert turns[1] == quick or "mcts value" in turns[1], logs
         reply = state.legal_actions()[0]
         state.apply_action(reply)
-        turn("{} {}".format(*grid.cell(reply)))
+        bot.referee_turn(state, "{} {}".format(*grid.cell(reply)))
         assert "mcts value" in bot.process.stderr.readline()  # searched, now it is ready
     finally:
         if bot.process.poll() is None:
@@ -304,15 +302,9 @@ def test_the_opening_waits_for_the_warm_up_within_its_first_turn() -> None:
     try:
         state = make_game("uttt").new_initial_state()
         grid = state.game.grid  # type: ignore[attr-defined]
-        for opponent in ("-1 -1", "3 3"):
-            if opponent != "-1 -1":
-                state.apply_action(grid.action(3, 3))
-            bot.send(opponent)
-            bot.send(str(len(state.legal_actions())))
-            for action in state.legal_actions():
-                bot.send("{} {}".format(*grid.cell(action)))
-            row, col = map(int, bot.answer().split(" "))
-            state.apply_checked(grid.action(row, col))
+        bot.referee_turn(state, "-1 -1")
+        state.apply_action(grid.action(3, 3))
+        bot.referee_turn(state, "3 3")  # at once
         logs = [bot.process.stderr.readline().strip() for _ in range(3)]
         assert logs[0].startswith("ready ") and logs[1] == "the opening move, 4 4", logs
         assert "mcts value" in logs[2], logs
