@@ -261,8 +261,10 @@ async def test_ctrl_c_stops_the_bot_with_its_tally(ui_server: UIServer) -> None:
     assert bot.stdout is not None and bot.stderr is not None
     ada = await ui_server.connect("ada")
     try:
-        while b"accepting seeks" not in await asyncio.wait_for(bot.stderr.readline(), 120):
-            pass
+        line = b""
+        while b"accepting seeks" not in line:  # (a bot that exits ends the wait: b"")
+            line = await asyncio.wait_for(bot.stderr.readline(), 120)
+            assert line, "the bot exited before it accepted seeks"
         await ada.request(Seek, game="tictactoe", color="x")
         start = await next_event(ada, Snapshot)
         await ada.request(Resign, game_id=start.game_id, token=ada.token_for(start.game_id))

@@ -19,7 +19,7 @@ from protocol import Move, Moved, Resign, Seek, Snapshot
 from tests.client.test_cli_issue12 import run_noughts
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer
-from tests.server.conftest import next_event
+from tests.server.conftest import next_event, next_event_where
 
 
 async def test_the_commands_that_read_take_one_guest_session(ui_server: UIServer) -> None:
@@ -130,8 +130,7 @@ async def test_a_bot_run_again_finishes_the_game_its_last_run_left(ui_server: UI
         await ada.request(Move, game_id=start.game_id, action=4, ply=0)
 
         async def ada_resigns_after_robos_reply() -> None:
-            while (await next_event(ada, Moved, timeout=120)).seat != 1:
-                pass
+            await next_event_where(ada, Moved, lambda moved: moved.seat == 1, timeout=120)
             token = ada.token_for(start.game_id)
             await ada.request(Resign, game_id=start.game_id, token=token)
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,16 @@ async def next_event(connection: ServerConnection, kind: type, timeout: float = 
     while True:
         event = await connection.next_event(timeout=timeout)
         if isinstance(event, kind):
+            return event
+
+
+async def next_event_where(
+    connection: ServerConnection, kind: type, holds: Callable[[Any], bool], timeout: float = 10
+) -> Any:
+    """The next game event of ``kind`` for which ``holds`` is true, skipping others."""
+    while True:
+        event = await next_event(connection, kind, timeout)
+        if holds(event):
             return event
 
 

@@ -33,7 +33,14 @@ from protocol import (
 from server.pool import EnginePool
 from server.session import made_already
 from server.settings import ServerSettings
-from tests.server.conftest import RawClient, RunningServer, human_game, next_event, serving
+from tests.server.conftest import (
+    RawClient,
+    RunningServer,
+    human_game,
+    next_event,
+    next_event_where,
+    serving,
+)
 
 
 @pytest.fixture
@@ -159,8 +166,7 @@ async def test_a_rematch_accepted_again_starts_no_second_game(
         seen = bo.seen_seq[gid]
         accept = Rematch(rid=92, game_id=gid, token=b.token, answer="accept", seq=seen)
         await _sent_and_dropped(bo, accept)
-        while (agreed := await next_event(ada, Offer)).answer != "accept":
-            pass
+        agreed = await next_event_where(ada, Offer, lambda offer: offer.answer == "accept")
         again = await _back(server, bo, "bo")
         ok = await again.request(Rematch, game_id=gid, token=b.token, answer="accept", seq=seen)
         assert isinstance(ok, Ok)

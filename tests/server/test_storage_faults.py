@@ -49,7 +49,7 @@ from server.pool import EnginePool
 from server.session import GameSession, Player
 from server.settings import ServerSettings
 from server.store import GameRecord, SQLiteStore
-from tests.server.conftest import RunningServer, next_event
+from tests.server.conftest import RunningServer, next_event_where
 
 
 @contextlib.asynccontextmanager
@@ -331,8 +331,7 @@ async def _check_full_then_room(
     make_room()
     moved = await _play(mover, game_id, action)
     assert isinstance(moved, Moved) and moved.ply == len(acknowledged)
-    while (await next_event(opponent, Moved)).ply != moved.ply:
-        pass
+    await next_event_where(opponent, Moved, lambda event: event.ply == moved.ply)
     stored = server.query("SELECT ply, action FROM moves WHERE game_id = ? ORDER BY ply", game_id)
     assert stored == [(m.ply, m.action) for m in [*acknowledged, moved]]
     await ada.close()
@@ -364,8 +363,8 @@ async def test_a_full_filesystem_refuses_the_move_clearly_and_the_game_resumes(
     def fill() -> None:
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
         try:
-            while os.write(fd, b"\0" * 4096):
-                pass
+            while True:
+                os.write(fd, b"\0" * 4096)  # until the filesystem is full
         except OSError as exc:  # full: the only way this loop may end
             assert exc.errno == errno.ENOSPC, exc
         finally:
