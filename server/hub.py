@@ -140,7 +140,11 @@ class Hub:
         """The server's record of a game's human player: online here, or as far as known
         (its address unknown: its per-player cap is checked, the address's not)."""
         here = self.players.get(player.player_id or "")
-        return here or PlayerSession(player.player_id or "", player.name, player.kind == "bot")
+        if here is not None:
+            return here
+        offline = PlayerSession(player.player_id or "", player.name, player.kind == "bot")
+        offline.address = ""  # unknown: _check_open_games checks its player's cap only
+        return offline
 
     def _open_holders(self, session: GameSession) -> tuple[list[str], list[str]]:
         """Who an unfinished game counts against: its human players, and the addresses
@@ -231,6 +235,8 @@ class Hub:
         if len(held) >= cap:
             raise LimitExceeded(f"limit: at most {cap} unfinished games per player{whose}")
         cap = self.settings.max_open_games_per_ip
+        if not me.address:  # (no connection has "": address_key says "?" for none)
+            return  # not known here (a rematch's opponent offline): its player's cap only
         if len(self.games) + len(elsewhere) < cap:
             return  # (no address holds more games than there are)
         # Every game start runs this over every player of the address (a NAT, or the
