@@ -672,8 +672,7 @@ class EnginePool:
                 return True
             search = slot.search
             if slot.state is SlotState.BUSY and search is not None and search.started_at:
-                budget_s = (search.request.budget_ms or 60_000.0) / 1000.0
-                if now - search.started_at <= budget_s + OVERRUN_STOP_S:
+                if now - search.started_at <= _budget_s(search) + OVERRUN_STOP_S:
                     return True
         return False
 
@@ -683,8 +682,7 @@ class EnginePool:
         search = slot.search
         if slot.state is not SlotState.BUSY or search is None or search.started_at is None:
             return False
-        budget_s = (search.request.budget_ms or 60_000.0) / 1000.0
-        over = now - search.started_at - budget_s
+        over = now - search.started_at - _budget_s(search)
         if over > OVERRUN_STOP_S and search.stopped_at is None:
             self._stop(slot, search)
         stopped_for = 0.0 if search.stopped_at is None else now - search.stopped_at
@@ -697,6 +695,11 @@ class EnginePool:
         up = self.available
         why = "every engine worker is stuck past its budget" if up else "no engine worker is up"
         return EngineUnavailable(f"{why}: the AI's move could not start within {search.wait_s}s")
+
+
+def _budget_s(search: _Search) -> float:
+    """A search's budget in seconds (one of iterations only: a minute, for the watchdog)."""
+    return (search.request.budget_ms or 60_000.0) / 1000.0
 
 
 def _resolve(future: asyncio.Future[SearchResult], kind: str, payload: Any) -> None:
