@@ -39,7 +39,15 @@ from engine.options import DEFAULT_BUDGET, Budget, Options
 from engine.result import SearchResult
 from engine.search import DEFAULT_MAX_TREE_BYTES, Searcher
 
-__all__ = ["SearchRequest", "WorkerProcess", "main", "run", "serve", "stoppable_clock"]
+__all__ = [
+    "SearchRequest",
+    "WorkerProcess",
+    "main",
+    "run",
+    "serve",
+    "stoppable_clock",
+    "stopping_clock",
+]
 
 Target = tuple[str, str]  # (game name, algorithm) to warm up
 
@@ -75,24 +83,30 @@ NO_SEARCH = -1  # what ``running`` holds between searches (search ids are positi
 _FAR_FUTURE_S = 1e9  # how far a stopped search's clock jumps at each reading
 
 
-def stoppable_clock(stop_word: Any, running: list[int]) -> Callable[[], float]:
-    """``time.perf_counter``, unless ``stop_word.value`` names the running search
-    (``running[0]``): then each reading is a further ``_FAR_FUTURE_S`` on, past every
-    deadline, even one computed from an earlier stopped reading (a stop that came before
-    the search read its start time). Every search reads its injected clock between chunks
-    of work (the compiled kernels too), so this stops any of them."""
+def stopping_clock(stopped: Callable[[], bool]) -> Callable[[], float]:
+    """``time.perf_counter``, unless ``stopped()``: then each reading is a further
+    ``_FAR_FUTURE_S`` on, past every deadline, even one computed from an earlier stopped
+    reading (a stop that came before the search read its start time). Every search reads
+    its injected clock between chunks of work (the compiled kernels too), so this stops any
+    of them."""
     perf_counter = time.perf_counter
     jumps = 0
 
     def clock() -> float:
         nonlocal jumps
         now = perf_counter()
-        if stop_word.value != running[0]:
+        if not stopped():
             return now
         jumps += 1
         return now + jumps * _FAR_FUTURE_S
 
     return clock
+
+
+def stoppable_clock(stop_word: Any, running: list[int]) -> Callable[[], float]:
+    """``stopping_clock`` stopped while ``stop_word.value`` names the running search
+    (``running[0]``): the pool's way to stop a worker's search from outside."""
+    return stopping_clock(lambda: bool(stop_word.value == running[0]))
 
 
 def serve(conn: Any, searcher: Searcher, running: list[int] | None = None) -> None:

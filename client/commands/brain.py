@@ -223,24 +223,16 @@ def serve(
     then."""
     import engine
     from engine.think import Log, Think, answer
+    from engine.worker import stopping_clock
 
     if isinstance(stdin, io.TextIOWrapper):
         stdin.reconfigure(errors="replace")
     errors = stderr or sys.stderr
     started = time.monotonic() - _process_age_s()
     lines = Arrivals(stdin, started)
-    jumps = 0
-
-    def clock() -> float:
-        """The search's clock, past every deadline once END has come (Piskvork: the brain
-        ends "as soon as possible"; a 30 s search went on to its end, END unread)."""
-        nonlocal jumps
-        if not lines.end_read.is_set():
-            return time.perf_counter()
-        jumps += 1
-        return time.perf_counter() + jumps * 1e6
-
-    searcher = engine.Searcher(clock=clock)
+    # The search's clock runs past every deadline once END has come (Piskvork: the brain
+    # ends "as soon as possible"; a 30 s search went on to its end, END unread).
+    searcher = engine.Searcher(clock=stopping_clock(lines.end_read.is_set))
     ready = threading.Event()
     warming: threading.Thread | None = None
 
