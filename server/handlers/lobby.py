@@ -186,15 +186,7 @@ class LobbyRequests(GameEvents):
             algorithm=request.algorithm,
             budget_ms=request.budget_ms,
         )
-        if self.cluster is not None:  # one queue for the whole cluster
-            partner = await self.cluster.quick_pair(entry, connection)
-        else:
-            partner = self.lobby.quick_partner(entry)
-            while partner is not None and (
-                partner.owner_connection.closed or not await self._under_cap(partner)
-            ):
-                self._remove_seek(partner)  # its owner is leaving, or has no room for a game
-                partner = self.lobby.quick_partner(entry)
+        partner = await self._quick_partner(entry, connection)
         connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
         if partner is None:
             self.lobby.add(entry)
@@ -212,6 +204,21 @@ class LobbyRequests(GameEvents):
         await self._start_game(
             session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
         )
+
+    async def _quick_partner(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
+        """The waiting quick entry ``entry`` pairs with, taken from the queue (this node's,
+        or in a cluster the cluster's one queue), or None. A partner whose owner is leaving,
+        or has no room for a game, leaves the queue and the next one is tried."""
+        while True:
+            if self.cluster is not None:  # None: ``entry`` is queued there
+                partner = await self.cluster.quick_pair(entry, connection)
+            else:
+                partner = self.lobby.quick_partner(entry)
+            if partner is None or (
+                not partner.owner_connection.closed and await self._under_cap(partner)
+            ):
+                return partner
+            self._remove_seek(partner)
 
     async def _under_cap(self, entry: SeekEntry) -> bool:
         """Whether a waiting quick-pairing entry's player still has room for a game (it

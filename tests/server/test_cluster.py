@@ -707,6 +707,35 @@ async def test_quick_pairing_pairs_players_of_two_nodes(two_nodes: Cluster) -> N
         await client.close()
 
 
+async def test_quick_pairing_across_nodes_skips_a_partner_at_its_cap(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A quick entry taken from the cluster's queue is paired only if its player still has
+    room for a game, as on one node (5a86599): ada queued on node a, then reached her cap;
+    bo's entry on node b is not paired with hers (she is told too_many) and waits for the
+    next player. The cluster's pairing skipped the check: ada had 3 unfinished games of 2."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b = await cluster.start_pair("--max-games-per-player", "2")
+        ada, bo = await a.connect("ada"), await b.connect("bo")
+        await ada.request(QuickPair, game="5x5", ai_after_s=0)
+        for _ in range(2):
+            await ada.request(CreateGame, game="tictactoe", opponent="human")
+        await bo.request(QuickPair, game="5x5", ai_after_s=0)
+        await bo.request(Ping)  # answered after the seated a pairing would have sent
+        assert not bo.seats
+        told = await asyncio.wait_for(ada.errors.get(), 10)
+        assert told.code == "too_many" and "2 unfinished games per player" in told.message
+        assert len(ada.seats) == 2
+        # ada's entry left the queue; bo's waits in it, for the next player.
+        cy = await a.connect("cy")
+        await cy.request(QuickPair, game="5x5", ai_after_s=0)
+        cy_seat = await asyncio.wait_for(_seated(cy), 10)
+        bo_seat = await asyncio.wait_for(_seated(bo), 10)
+        assert cy_seat.game_id == bo_seat.game_id and len(ada.seats) == 2
+        for client in (ada, bo, cy):
+            await client.close()
+
+
 async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: Cluster) -> None:
     first, second = two_nodes.nodes
     ada, bo = await first.connect("ada"), await first.connect("bo")  # both on node a
