@@ -222,6 +222,11 @@ class Store(ABC):
         """The player a name (any of its look-alike keys) is bound to, if any."""
 
     @abstractmethod
+    async def is_bot(self, player_id: str) -> bool:
+        """Whether the player's session was opened by a bot (``hello.bot``); False for a
+        player without a session."""
+
+    @abstractmethod
     async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
         """Give a session from before names were bound its (checked, free) name."""
 
@@ -771,6 +776,12 @@ class SQLStore(Store):
             "SELECT player_id FROM names WHERE key = ? OR key = ? LIMIT 1", (keys[0], keys[-1])
         )
         return None if not rows else str(rows[0][0])
+
+    async def is_bot(self, player_id: str) -> bool:
+        rows = await self._fetchall(
+            "SELECT bot FROM sessions WHERE player_id = ? LIMIT 1", (player_id,)
+        )
+        return bool(rows and rows[0][0])
 
     async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
         writes: list[_Write] = [(self._NAME_SESSION, (name, player_id))]

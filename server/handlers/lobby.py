@@ -92,6 +92,11 @@ class LobbyRequests(GameEvents):
             raise BadRequest(f"no player {who!r}: no session holds that name")
         return holder
 
+    async def _is_bot(self, player_id: str) -> bool:
+        """Whether a player, online here or not, plays as a bot (its session says so)."""
+        here = self.players.get(player_id)
+        return here.bot if here is not None else await self.store.is_bot(player_id)
+
     async def on_seek(self, connection: Connection, request: Seek) -> None:
         me = self._me(connection)
         self._check_seeks(connection)
@@ -102,6 +107,11 @@ class LobbyRequests(GameEvents):
             to = await self._resolve_player(request.to)
             if to == me.player_id:
                 raise BadRequest("you cannot challenge yourself")
+            if request.opponents == "humans" and await self._is_bot(to):
+                raise BadRequest(
+                    f"{request.to} is a bot, and no bot may accept a challenge for humans "
+                    "only: send it with opponents any"
+                )
         seek = self._seek_entry(
             connection, request, color=request.color, opponents=request.opponents, to=to
         )

@@ -130,6 +130,30 @@ async def test_a_challenge_is_seen_and_accepted_only_by_its_player(server: Runni
     assert {p["kind"] for p in start.players} == {"human", "bot"}
 
 
+async def test_a_humans_only_challenge_to_a_bot_is_refused(server: RunningServer) -> None:
+    """``opponents: "humans"`` is the poster's (bots may not accept): with ``to`` naming a
+    bot, no one could ever accept the challenge, yet it was posted and its challenger waited
+    for nothing. Refused at once, whether the bot is named or given by id, online or not."""
+    ada = await server.connect("ada")
+    robot = await server.connect("robot", bot=True)
+    carol = await server.connect("carol")
+    for to in ("robot", robot.welcome.player_id):
+        with pytest.raises(RequestFailed, match=f"bad_request: {to} is a bot.*humans only"):
+            await ada.request(Seek, game="5x5", to=to, opponents="humans")
+    robot_id = robot.welcome.player_id
+    await robot.close()
+    while robot_id in server.game_server.players:  # until the server saw it leave
+        await asyncio.sleep(0.01)
+    with pytest.raises(RequestFailed, match="bad_request.*robot is a bot"):
+        await ada.request(Seek, game="5x5", to="robot", opponents="humans")  # its stored session
+    assert (await ada.request(LobbySubscribe)).seeks == ()
+    posted = await ada.request(Seek, game="5x5", to="carol", opponents="humans")  # a human
+    assert posted.seek_id in {s["seek_id"] for s in (await carol.request(LobbySubscribe)).seeks}
+    posted = await ada.request(Seek, game="5x5", to="robot")  # open to bots: posted
+    for client in (ada, carol):
+        await client.close()
+
+
 async def test_private_games_are_joined_by_code_and_never_listed(server: RunningServer) -> None:
     ada = await server.connect("ada")
     bo = await server.connect("bo")
