@@ -7,7 +7,9 @@ this time); the I/O layer (client/commands/brain.py) runs the search and hands t
 
 Commands (https://plastovicka.github.io/protocl2en.htm): START N, RECTSTART W,H, RESTART,
 BEGIN, TURN X,Y, BOARD ... DONE, TAKEBACK X,Y, PLAY X,Y, INFO KEY VALUE, ABOUT, END, and
-Gomocup's SWAP2BOARD ... DONE for the swap2 opening rule (below). Coordinates are
+Gomocup's SWAP2BOARD ... DONE for the swap2 opening rule (below). TAKEBACK undoes the last
+move (the last stone given, BOARD's in its order): the manager names that stone, and a
+TAKEBACK of any other cell is an ``ERROR``, the board unchanged. Coordinates are
 X (column), Y (row), 0-based; a cell is ``Y * width + X`` in the engine. The brain plays
 freestyle gomoku (five or more in a row wins; the engine's m,n,k games count k or more) on
 boards of MIN_SIZE..MAX_SIZE a side; other rules (INFO rule with the exactly-five, renju or
@@ -276,14 +278,21 @@ class PiskvorkBrain:
         return []
 
     def _takeback(self, rest: str) -> list[Reply]:
+        """TAKEBACK X,Y: undo the last move, whose stone the manager names; any other cell is
+        an ERROR and the board stays as it was."""
         cell = self._cell(rest, occupied_ok=True)
         if isinstance(cell, str):
             return [f"ERROR {cell}"]
-        for index in range(len(self.stones) - 1, -1, -1):
-            if self.stones[index][0] == cell:
-                del self.stones[index]
-                return ["OK"]
-        return [f"ERROR TAKEBACK of an empty cell {rest.strip()}"]
+        if all(stone != cell for stone, _ in self.stones):
+            return [f"ERROR TAKEBACK of an empty cell {self._coordinates(cell)}"]
+        last = self.stones[-1][0]
+        if cell != last:
+            return [
+                f"ERROR TAKEBACK undoes the last stone, {self._coordinates(last)}, not "
+                f"{self._coordinates(cell)}"
+            ]
+        self.stones.pop()
+        return ["OK"]
 
     def _play(self, rest: str) -> list[Reply]:
         """PLAY X,Y: the manager's move for the brain; the brain plays it and echoes it."""

@@ -167,6 +167,32 @@ def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
     assert brain.end() == 0
 
 
+def test_takeback_undoes_the_last_stone_only(brains: list[Brain]) -> None:
+    """Piskvork's TAKEBACK undoes the last move (a manager sends its stone): a TAKEBACK of
+    another stone, or of an empty cell, is an ERROR and the board stays as it was (before,
+    any stone was taken off, and the brain went on from a position nobody played)."""
+    brain = Brain()
+    brains.append(brain)
+    brain.send("START 15")
+    assert brain.answer() == "OK"
+    brain.send("INFO timeout_turn 200")
+    assert brain.move("BEGIN") == (7, 7)  # the opening: no search
+    x, y = brain.move("TURN 8,8")  # the brain's reply: the last stone
+    for wrong in ("TAKEBACK 8,8", "TAKEBACK 7,7", "TAKEBACK 0,0"):
+        brain.send(wrong)
+        answer = brain.answer()
+        assert answer.startswith("ERROR ") and "\n" not in answer, (wrong, answer)
+    brain.send("TURN 8,8")  # still on the board: refused
+    assert brain.answer() == "ERROR 8,8 is occupied"
+    brain.send(f"TAKEBACK {x},{y}")
+    assert brain.answer() == "OK"
+    brain.send("TAKEBACK 8,8")  # the last stone now
+    assert brain.answer() == "OK"
+    x, y = brain.move("TURN 8,8")  # black's stone at 7,7 only: the game goes on from there
+    assert (x, y) not in ((7, 7), (8, 8))
+    assert brain.end() == 0
+
+
 def test_swap2_opening_and_choice_through_the_pipes(brains: list[Brain]) -> None:
     """SWAP2BOARD as a Gomocup manager runs swap2: the brain opens with three stones, then
     chooses a colour after three; the game goes on with TURN from the colour it chose."""

@@ -179,6 +179,10 @@ def test_about_takeback_restart_end_unknown() -> None:
     assert brain.feed("START 15") == ["OK"]
     think(brain.feed("TURN 7,7"))
     move(brain, 7 * 15 + 8)
+    stones = list(brain.stones)
+    assert brain.feed("TAKEBACK 7,7") == ["ERROR TAKEBACK undoes the last stone, 8,7, not 7,7"]
+    assert brain.feed("TAKEBACK 0,0") == ["ERROR TAKEBACK of an empty cell 0,0"]
+    assert brain.stones == stones  # unchanged
     assert brain.feed("TAKEBACK 8,7") == ["OK"]
     assert brain.feed("TAKEBACK 8,7")[0] == "ERROR TAKEBACK of an empty cell 8,7"
     assert think(brain.feed("BOARD") + brain.feed("DONE")).state.ply() == 0
