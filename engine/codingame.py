@@ -20,7 +20,9 @@ about half its first turn to start (the I/O layer answers that turn before it wa
 The referee is the authority: when its valid actions are not the legal moves of the
 position the bot has followed (a missed or extra line), the bot says so on its diagnostic
 stream and answers the first valid action, rather than forfeit by timeout or an illegal
-move.
+move. A line that is not the referee's at all (garbage, a malformed turn: not two numbers,
+a count outside 1..81, a cell off the grid) the protocol has no reply for: the bot says why
+on its diagnostic stream and ends (``unreadable``; the I/O layer exits with status 1).
 """
 
 from __future__ import annotations
@@ -79,7 +81,10 @@ class CodinGameBrain:
         self.count = 0
         self.valid: list[int] = []
         self.lost_track = False  # the referee's valid actions disagreed with the position
-        self.ended = False  # the protocol has no end command: the input's end ends the game
+        # The protocol has no end command: the input's end ends the game, or a line that is
+        # not the referee's (``unreadable``), which it has no reply for.
+        self.ended = False
+        self.unreadable = False
         self.games = 1
 
     @property
@@ -95,19 +100,21 @@ class CodinGameBrain:
         if not text:
             return []
         if len(text) > MAX_LINE:
-            return [Log(f"ignored a line of {len(text)} characters")]
+            return self._unreadable(f"a line of {len(text)} characters")
         numbers = _integers(text)
         if self.expect == "opponent":
             if numbers is None or len(numbers) != 2:
-                return [Log(f"expected 'opponentRow opponentCol', not {text[:40]!r}")]
+                return self._unreadable(f"expected 'opponentRow opponentCol', not {text[:40]!r}")
             return self._opponent(*numbers)
         if self.expect == "count":
             if numbers is None or len(numbers) != 1 or not 0 < numbers[0] <= 81:
-                return [Log(f"expected the valid action count (1..81), not {text[:40]!r}")]
+                return self._unreadable(
+                    f"expected the valid action count (1..81), not {text[:40]!r}"
+                )
             self.count, self.valid, self.expect = numbers[0], [], "actions"
             return []
         if numbers is None or len(numbers) != 2 or not all(0 <= v < 9 for v in numbers):
-            return [Log(f"expected a valid action 'row col' (0..8), not {text[:40]!r}")]
+            return self._unreadable(f"expected a valid action 'row col' (0..8), not {text[:40]!r}")
         self.valid.append(self.grid.action(*numbers))
         if len(self.valid) < self.count:
             return []
@@ -132,6 +139,11 @@ class CodinGameBrain:
         return [Log(f"no search ({reason}): a quick move"), self._move(self._quick())]
 
     # --- helpers --------------------------------------------------------------------------------
+    def _unreadable(self, reason: str) -> list[object]:
+        """A line that is not the referee's: the bot cannot answer its turn, and ends."""
+        self.unreadable = self.ended = True
+        return [Log(f"cannot read the referee's input: {reason}")]
+
     def _opponent(self, row: int, col: int) -> list[object]:
         self.expect = "count"
         if (row, col) == (-1, -1):
@@ -140,8 +152,7 @@ class CodinGameBrain:
                 return [Log("-1 -1 after the first turn: following the referee's actions only")]
             return []
         if not (0 <= row < 9 and 0 <= col < 9):
-            self.lost_track = True
-            return [Log(f"opponent move {row} {col} is off the board")]
+            return self._unreadable(f"opponent move {row} {col} is off the board")
         if self.lost_track:
             return []
         action = self.grid.action(row, col)

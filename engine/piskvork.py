@@ -125,6 +125,9 @@ class PiskvorkBrain:
     # warms the search up before it reads START, so that OK means ready.
     WARM_UP_FIRST = True
     first_answer_warm_ms = 0.0  # (warm before the first line: nothing to wait for)
+    # Never: a line it cannot read is answered ERROR or UNKNOWN, as the protocol asks, and the
+    # brain goes on (CodinGame's protocol has no such reply: its bot ends, unreadable).
+    unreadable = False
 
     def __init__(self, *, about: str = 'name="noughts"') -> None:
         self.about = about

@@ -36,7 +36,12 @@ With --game uttt: play ultimate tic-tac-toe as a CodinGame bot (the referee's pr
 its "Tic-Tac-Toe" game): each turn reads "opponentRow opponentCol" (-1 -1 when the bot
 starts), the valid action count and the valid actions "row col", and answers "row col",
 searching 70% of --first-ms on its first turn and of --turn-ms after, counted from the turn's
-first line. When it starts, it plays the centre of the centre board at once."""
+first line. When it starts, it plays the centre of the centre board at once.
+
+Exit status: 0 when the input ends (or after END); 1 when a CodinGame bot reads a line that
+is not the referee's (garbage, a malformed turn: its protocol has no error reply; the
+reason is on stderr); 2 for a usage error. A Gomocup brain answers a line it cannot read
+with ERROR or UNKNOWN, as the Piskvork protocol asks, and goes on."""
 
 EPILOG = """\
 examples (the harness's side of the pipe):
@@ -212,9 +217,10 @@ def serve(
     seed: int | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """The brain's loop until END or the end of input. ``brain``: a protocol state machine
-    (``feed``, ``played``, ``cancel``, ``ended``, ``games``, ``WARM_UP_FIRST``,
-    ``first_answer_warm_ms``).
+    """The brain's loop until END, the end of input or a line the protocol cannot read; the
+    exit status: 1 for the last (``unreadable``), else 0. ``brain``: a protocol state machine
+    (``feed``, ``played``, ``cancel``, ``ended``, ``unreadable``, ``games``,
+    ``WARM_UP_FIRST``, ``first_answer_warm_ms``).
 
     The search is warmed up (compiled, or loaded from numba's cache) before the first line is
     read if the protocol says so, else as soon as no line is on its way or a line asks for a
@@ -319,4 +325,4 @@ def serve(
                 since = None
         if brain.ended:
             break
-    return 0
+    return 1 if brain.unreadable else 0

@@ -255,6 +255,35 @@ def test_a_search_that_cannot_play_the_game_is_refused_at_start() -> None:
     assert done.stderr.startswith("noughts brain: error: perfect cannot play uttt: ")
 
 
+FIRST_TURN = ["-1 -1", "81", *(f"{row} {col}" for row in range(9) for col in range(9))]
+
+
+@pytest.mark.parametrize(
+    ("lines", "moves", "reason"),
+    [
+        (["hello"], "", "expected 'opponentRow opponentCol', not 'hello'"),
+        (["-1 -1", "82"], "", "expected the valid action count (1..81), not '82'"),
+        (["-1 -1", "2", "0 0", "0 x"], "", "expected a valid action 'row col' (0..8), not '0 x'"),
+        (["4 9"], "", "opponent move 4 9 is off the board"),
+        ([*FIRST_TURN, "3 3", "1 2 3"], "4 4\n", "expected the valid action count"),
+    ],
+)
+def test_a_codingame_bot_fails_on_input_it_cannot_read(
+    lines: list[str], moves: str, reason: str
+) -> None:
+    """CodinGame's protocol has no error reply: a line that is not the referee's (garbage, a
+    malformed turn) ends the bot with status 1 and the reason on stderr, after the moves it
+    had answered (before, it said why on stderr and exited 0, as for a game played out)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "client", "brain", "--game", "uttt"],
+        input="".join(line + "\n" for line in lines), capture_output=True, text=True,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == moves
+    assert any(reason in line for line in done.stderr.splitlines()), done.stderr
+
+
 def test_lines_are_dated_when_they_arrive_not_when_they_are_read() -> None:
     """The harness's clock runs from when it writes: a line is dated by the reading thread as
     it arrives, while the brain is busy (warming up); one already waiting when the reading

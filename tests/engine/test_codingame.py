@@ -76,21 +76,25 @@ def test_the_referee_is_the_authority() -> None:
     assert turn(brain, "3 3", [5, 6]) == ["1 2"]  # lost: the first valid action (board 0, cell 5)
 
 
-def test_lines_that_are_not_the_referees_change_nothing() -> None:
-    brain = CodinGameBrain()
-    for line in ("hello", "1 2 3", "-1", "99999 1", "x" * 300):
+def test_a_line_that_is_not_the_referees_ends_the_bot() -> None:
+    """The protocol has no error reply: a line the bot cannot read is said on the diagnostic
+    stream and ends it (``unreadable``), the position unchanged; empty lines are skipped."""
+    for before, line in (([], "hello"), ([], "1 2 3"), ([], "-1"), ([], "99999 1"),
+                         ([], "x" * 300), ([], "4 9"), (["-1 -1"], "0"), (["-1 -1"], "82"),
+                         (["-1 -1", "2"], "9 0"), (["-1 -1", "2"], "0 x")):  # fmt: skip
+        brain = CodinGameBrain()
+        for good in before:
+            assert brain.feed(good) == []
+        assert not brain.unreadable and not brain.ended
         (reply,) = brain.feed(line)
-        assert isinstance(reply, Log)
-    assert brain.feed("") == [] and brain.state.ply() == 0
-    assert brain.feed("-1 -1") == []
-    (reply,) = brain.feed("0")  # a count is 1..81
-    assert isinstance(reply, Log) and "count" in reply.text
-    assert brain.feed("2") == []
-    (reply,) = brain.feed("9 0")
-    assert isinstance(reply, Log) and "0..8" in reply.text
+        assert isinstance(reply, Log) and reply.text.startswith("cannot read the referee's")
+        assert brain.unreadable and brain.ended and brain.state.ply() == 0, line
+    brain = CodinGameBrain()
+    assert brain.feed("") == [] and brain.feed("-1 -1") == [] and brain.feed("2") == []
     brain.feed("0 0")
     think(brain.feed("0 1"))
     assert brain.cancel("no search")[-1] == "0 0"  # a failed search still answers
+    assert not brain.unreadable and not brain.ended
 
 
 def test_a_turn_without_a_search_plays_a_centre() -> None:
