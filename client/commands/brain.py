@@ -244,9 +244,10 @@ def serve(
 
     def warm_up_now() -> None:
         engine.warm_up([(game, algorithm)])
-        ready.set()
+        # Said before it is set: a line the main thread logs once ready comes after it.
         errors.write(f"ready {(time.monotonic() - started) * 1000.0:.0f} ms after the start\n")
         errors.flush()
+        ready.set()
 
     def warm_up(wait: bool = False) -> None:
         """Warm the search up on a thread (at most once); ``wait``: until it is done."""
