@@ -33,9 +33,9 @@ from engine.errors import EngineError
 from engine.games import make_game
 from engine.result import SearchResult
 from engine.think import Log, Think
-from engine.uttt import UTTTGame, UTTTState
+from engine.uttt import EMPTY, LINES, LINES_THROUGH, OPEN, UTTTGame, UTTTState
 
-__all__ = ["OPENING", "CodinGameBrain", "TurnTime"]
+__all__ = ["OPENING", "CodinGameBrain", "TurnTime", "quick_move"]
 
 MAX_LINE = 256  # a longer line is not one of the referee's
 # The first move on the empty board: the centre of the centre board, the move mcts plays there
@@ -133,8 +133,8 @@ class CodinGameBrain:
         return [Log(_summary(result)), self._move(result.action)]
 
     def cancel(self, reason: str = "") -> list[object]:
-        """The search of the last ``Think`` failed (``reason``): the referee still needs a
-        move, a quick one."""
+        """The search of the last ``Think`` failed (``reason``), or was not ready in time:
+        the referee still needs a move, a quick one (``quick_move``)."""
         self.thinking = None
         return [Log(f"no search ({reason}): a quick move"), self._move(self._quick())]
 
@@ -180,10 +180,8 @@ class CodinGameBrain:
         return [*replies, Think(self.state.clone(), self.time.budget_ms(first))]
 
     def _quick(self) -> int:
-        """A move without a search: the centre of the centre board, else the centre of a board
-        it may play in, else its first valid action."""
-        centres = [action for action in self.valid if action % 9 == 4]
-        return 40 if 40 in self.valid else (centres or self.valid)[0]
+        """A move without a search (``quick_move``), one of the referee's valid actions."""
+        return quick_move(self.state, self.valid)
 
     def _move(self, action: int) -> str:
         if not self.lost_track and self.state.illegal_reason(action) is not None:
@@ -192,6 +190,66 @@ class CodinGameBrain:
             self.state.apply_action(action)
         row, col = self.grid.cell(action)
         return f"{row} {col}"
+
+
+def quick_move(state: UTTTState, valid: list[int]) -> int:
+    """A move of ``valid`` (the referee's actions, not empty) for ``state``'s mover without a
+    search, for a turn with no time to search: one that wins the game, else a small board,
+    else blocks the opponent's three in a row in the small board it plays in; among those
+    (or all), one that does not send the opponent to a small board it can win at once, nor
+    to a free choice of board (the one it is sent to closed); then the centre of the centre
+    board, a small board's centre, the first. Pure Python over the 81 cells, no search: under
+    0.3 ms here (a free choice of 70 actions). The actions ``state`` does not allow (a
+    referee whose rules differ) are not weighed; if none is left, the centre rule alone
+    picks among ``valid``."""
+    legal = [action for action in valid if state.illegal_reason(action) is None]
+    if not legal:
+        return min(valid, key=lambda action: (_centre_rank(action), valid.index(action)))
+    board, macro = state.board, state.macro
+    mover = state.current_player()
+    mine, theirs = _winning_cells(board, macro, mover), _winning_cells(board, macro, 1 - mover)
+    empty = [board[small * 9 : small * 9 + 9].count(EMPTY) for small in range(9)]
+    order = {action: index for index, action in reversed(list(enumerate(legal)))}
+
+    def key(action: int) -> tuple[bool, bool, bool, bool, int, int]:
+        small, cell = divmod(action, 9)
+        wins_small = cell in mine[small]
+        wins_game = wins_small and any(
+            all(macro[other] == mover for other in line if other != small)
+            for line in LINES_THROUGH[small]
+        )
+        closes = wins_small or empty[small] == 1
+        # Where the opponent goes next (engine/uttt.py): board ``cell``, any if it is closed.
+        free_choice = macro[cell] != OPEN or (cell == small and closes)
+        # Sent back to this board, the opponent finds the mover's stone on ``cell``.
+        threats = theirs[cell] - {cell} if cell == small else theirs[cell]
+        sent_to_a_win = not free_choice and bool(threats)
+        bad_send = not wins_game and (free_choice or sent_to_a_win)
+        blocks = cell in theirs[small]
+        return (not wins_game, not wins_small, not blocks, bad_send, _centre_rank(action),
+                order[action])  # fmt: skip
+
+    return min(legal, key=key)
+
+
+def _winning_cells(board: list[int], macro: list[int], player: int) -> list[set[int]]:
+    """For each small board, the empty cells where ``player`` makes three in a row (none in
+    a closed board)."""
+    cells: list[set[int]] = []
+    for small in range(9):
+        found: set[int] = set()
+        if macro[small] == OPEN:
+            for line in LINES:
+                marks = [board[small * 9 + cell] for cell in line]
+                if marks.count(player) == 2 and EMPTY in marks:
+                    found.add(line[marks.index(EMPTY)])
+        cells.append(found)
+    return cells
+
+
+def _centre_rank(action: int) -> int:
+    """0 for the centre of the centre board, 1 for a small board's centre, else 2."""
+    return 0 if action == OPENING else 1 if action % 9 == 4 else 2
 
 
 def _integers(text: str) -> list[int] | None:

@@ -98,8 +98,9 @@ def test_a_line_that_is_not_the_referees_ends_the_bot() -> None:
 
 
 def test_a_turn_without_a_search_plays_a_centre() -> None:
-    """When its search fails the bot still answers: the centre of the centre board, else the
-    centre of a board it may play in."""
+    """When its search fails the bot still answers: with no small board to win or block and
+    no send to avoid, the centre of the centre board, else the centre of a board it may play
+    in."""
     brain = CodinGameBrain()
     state = make_game("uttt").new_initial_state()
     state.apply_action(4)  # board 0, cell 4: O is sent to the centre board
@@ -110,6 +111,111 @@ def test_a_turn_without_a_search_plays_a_centre() -> None:
     state.apply_action(30)  # board 3, cell 3: O is sent to board 3
     think(turn(brain, "4 0", state.legal_actions()))
     assert brain.cancel("loading")[-1] == "4 1"  # board 3's centre: row 4, column 1
+
+
+def follow(
+    moves: list[int], bot: int = 1, valid: list[int] | None = None
+) -> tuple[CodinGameBrain, UTTTState]:
+    """A bot playing ``bot`` (0: X, its first move the opening; 1: O) through ``moves``
+    (actions, both sides', checked), fed as the referee sends them, its own moves as its
+    searches' results; ``moves`` ends with the opponent's, the bot's search pending (its
+    turn's valid actions: ``valid``, else the legal moves). The bot's brain and the
+    position."""
+    brain = CodinGameBrain()
+    state = make_game("uttt").new_initial_state()
+    if bot == 0:
+        assert turn(brain, "-1 -1", state.legal_actions())[-1] == "4 4"
+        state.apply_checked(moves[0])
+    for index, action in enumerate(moves[1 - bot :], start=1 - bot):
+        mover = state.current_player()
+        state.apply_checked(action)
+        if mover == bot:
+            play(brain, action)
+            continue
+        sent = state.legal_actions() if valid is None or index < len(moves) - 1 else valid
+        think(turn(brain, "{} {}".format(*GRID.cell(action)), sent))
+    return brain, state
+
+
+def quick(brain: CodinGameBrain) -> int:
+    """The bot's move when its search fails (not ready): an action."""
+    line = brain.cancel("not ready")[-1]
+    assert isinstance(line, str) and MOVE.fullmatch(line), line
+    return GRID.action(*map(int, line.split()))
+
+
+# Actions as board * 9 + cell: the move sends the opponent to board ``cell``.
+def test_the_quick_move_wins_a_small_board() -> None:
+    # X 3:4, O 4:0, X 0:4, O 4:1, X 1:4: O in the centre board, 4:0 and 4:1 its own.
+    brain, _ = follow([31, 36, 4, 37, 13])
+    assert quick(brain) == 38  # 4:2, not the centre
+
+
+def test_the_quick_move_blocks_a_small_board() -> None:
+    # X 4:6, O 6:4, X 4:7, O 7:5, X 5:4: O in the centre board, where X has 4:6 and 4:7.
+    brain, _ = follow([42, 58, 43, 68, 49])
+    assert quick(brain) == 44  # 4:8 (the centre would send X back here: it would win)
+
+
+def test_the_quick_move_does_not_send_to_a_board_the_opponent_wins_at_once() -> None:
+    # X 4:6, O 6:4, X 4:7: O in board 7; its centre would send X to 4, which X then wins.
+    brain, _ = follow([42, 58, 43])
+    assert quick(brain) == 63  # 7:0, to the empty board 0
+
+
+def test_the_quick_move_does_not_give_a_free_choice() -> None:
+    # X 4:0, O 0:4, X 4:1, O 1:4, X 4:2: X has won the centre board, O is sent to board 2,
+    # whose centre would send X to the closed centre board: any board.
+    brain, state = follow([36, 4, 37, 13, 38])
+    assert state.board_winners()[4] == 0
+    assert quick(brain) == 18  # 2:0, to board 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_quick_move_is_always_a_valid_action(data: st.DataObject) -> None:
+    """In any position of a game the bot followed, its quick move is one of the referee's
+    valid actions: the legal moves (then legal, and the bot still follows the game), some of
+    them, or any actions (a referee whose rules differ). With the legal moves, it wins the
+    game if a move does, else a small board if a move does."""
+    bot = data.draw(st.integers(0, 1), label="bot")
+    choices = data.draw(st.lists(st.integers(0, 80), min_size=2, max_size=81), label="choices")
+    moves = [OPENING] if bot == 0 else []  # the bot as X opens in the centre
+    state = replay(moves)
+    for choice in choices:
+        if state.is_terminal():
+            break
+        legal = state.legal_actions()
+        moves.append(legal[choice % len(legal)])
+        state.apply_action(moves[-1])
+    while len(moves) % 2 != bot or replay(moves).is_terminal():
+        moves.pop()  # back to the last position with the bot to move
+    legal = replay(moves).legal_actions()
+    kind = data.draw(st.sampled_from(["legal", "some", "any"]), label="valid")
+    valid = {
+        "legal": lambda: legal,
+        "some": lambda: sorted(data.draw(st.sets(st.sampled_from(legal), min_size=1))),
+        "any": lambda: sorted(data.draw(st.sets(st.integers(0, 80), min_size=1))),
+    }[kind]()
+    brain, state = follow(moves, bot, valid)
+    move = quick(brain)
+    assert move in valid
+    if kind == "legal":  # and it wins the game, else a small board, when a move does
+        after = {action: replay([*moves, action]) for action in legal}
+        mover = state.current_player()
+        wins = [action for action in legal if after[action].winner() == mover]
+        wins = wins or [a for a in legal if after[a].board_winners()[a // 9] == mover]
+        assert move in (wins or legal)
+        state.apply_checked(move)
+        assert brain.state == state and not brain.lost_track
+
+
+def replay(moves: list[int]) -> UTTTState:
+    """The position after ``moves``, unchecked."""
+    state = make_game("uttt").new_initial_state()
+    for action in moves:
+        state.apply_action(action)
+    return state
 
 
 MOVE = re.compile(r"[0-8] [0-8]")
