@@ -36,7 +36,8 @@ With --game uttt: play ultimate tic-tac-toe as a CodinGame bot (the referee's pr
 its "Tic-Tac-Toe" game): each turn reads "opponentRow opponentCol" (-1 -1 when the bot
 starts), the valid action count and the valid actions "row col", and answers "row col",
 searching 70% of --first-ms on its first turn and of --turn-ms after, counted from the turn's
-first line. When it starts, it plays the centre of the centre board at once.
+first line. When it starts, it plays the centre of the centre board once its search is
+warm, or after 60% of --first-ms if the warm-up takes longer.
 
 Exit status: 0 when the input ends (or after END); 1 when a CodinGame bot reads a line that
 is not the referee's (garbage, a malformed turn: its protocol has no error reply; the
