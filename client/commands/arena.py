@@ -28,6 +28,7 @@ DEFAULT_BUDGET_MS = 100.0
 # The SPRT is only allowed to stop the match once this many games are in: with a handful of
 # one-sided results the variance estimate (and so the LLR) is meaningless.
 SPRT_MIN_GAMES = 20
+SPRT_ERROR_RATE = 0.05  # --alpha and --beta when --sprt is given without them
 DEFAULT_DB = "\0default"  # --db without a path: the default database
 
 DESCRIPTION = """\
@@ -659,10 +660,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"decides (checked after each game from game {SPRT_MIN_GAMES} on)",
     )
     parser.add_argument(
-        "--alpha", type=float, default=0.05, help="SPRT false-positive rate (default: 0.05)"
+        "--alpha",
+        type=float,
+        default=None,
+        help=f"SPRT false-positive rate, with --sprt (default: {SPRT_ERROR_RATE:g})",
     )
     parser.add_argument(
-        "--beta", type=float, default=0.05, help="SPRT false-negative rate (default: 0.05)"
+        "--beta",
+        type=float,
+        default=None,
+        help=f"SPRT false-negative rate, with --sprt (default: {SPRT_ERROR_RATE:g})",
     )
     parser.add_argument(
         "--json",
@@ -778,7 +785,11 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         raise ArenaError("--workers must be at least 1")
     if args.progress_every is not None and args.progress_every < 1:
         raise ArenaError("--progress-every must be at least 1")
-    if not (0 < args.alpha < 1 and 0 < args.beta < 1):
+    if args.sprt is None and (args.alpha is not None or args.beta is not None):
+        raise ArenaError("--alpha and --beta are the SPRT's error rates: they need --sprt")
+    alpha = SPRT_ERROR_RATE if args.alpha is None else args.alpha
+    beta = SPRT_ERROR_RATE if args.beta is None else args.beta
+    if not (0 < alpha < 1 and 0 < beta < 1):
         raise ArenaError("--alpha and --beta must be within (0, 1)")
     players = [parse_player(args.player_a), parse_player(args.player_b)]
     for index, ref in enumerate((getattr(args, "a_ref", None), getattr(args, "b_ref", None))):
@@ -849,7 +860,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Match, dict[str, Any]]:
         )
         for i in range(args.games)
     ]  # fmt: skip
-    match = Match(tasks, parse_sprt(args.sprt), args.alpha, args.beta)
+    match = Match(tasks, parse_sprt(args.sprt), alpha, beta)
     meta = {
         "game": {"name": name, "requested": args.game, "params": dict(game_params)},
         "a": players[0].to_dict(),

@@ -292,3 +292,20 @@ def test_an_engine_before_the_typed_front_door_is_refused_before_the_match(
         )
     with pytest.raises(GitEngineError, match="predates the typed front door"):
         extract("HEAD", repository)
+
+
+def test_alpha_or_beta_without_sprt_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """--alpha and --beta are the SPRT's error rates: without --sprt they were ignored in
+    silence and the match ran as if they had not been given."""
+    argv = ["arena", "--game", "tictactoe", "--a", "random:1ms", "--b", "random:1ms"]
+    argv += ["--games", "1", "--workers", "1", "--quiet"]
+    for given in (["--alpha", "0.1"], ["--beta", "0.2"], ["--alpha", "0.1", "--beta", "0.2"]):
+        assert main([*argv, *given]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.strip().splitlines() == [
+            "noughts arena: --alpha and --beta are the SPRT's error rates: they need --sprt"
+        ]
+        assert not captured.out
+    # With --sprt they are taken, and reported.
+    report = run_json(capsys, *argv[1:], "--sprt", "0,50", "--alpha", "0.1", "--beta", "0.2")
+    assert (report["sprt"]["alpha"], report["sprt"]["beta"]) == (0.1, 0.2)
