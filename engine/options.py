@@ -38,6 +38,11 @@ MCTS_C = 0.7
 MAX_EXPAND = 1_000  # visits before a leaf is expanded (option expand): more starves the tree
 MAX_VALUE_SCALE = 10.0  # option value_scale: past this the tanh is a sign
 MAX_BUDGET_MS = 3_600_000.0  # an hour: longer is a mistake, not a budget
+# Iterations (playouts or nodes) a search may be given: about the hour above at gomoku's
+# slowest measured rate (mcts, 40,000 a second), and a tenth of what mcts's int32 node records
+# hold (a node's wins are half-points, 2 a visit: they overflow past about 10^9 visits, which
+# a reused tree adds up to over several moves).
+MAX_BUDGET_ITERATIONS = 100_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,10 @@ class Budget:
             isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1
         ):
             raise EngineError(f"an iteration budget is a positive integer, not {iterations!r}")
+        if iterations is not None and iterations > MAX_BUDGET_ITERATIONS:
+            raise EngineError(
+                f"an iteration budget is 1..{MAX_BUDGET_ITERATIONS}, not {iterations!r}"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Budget:

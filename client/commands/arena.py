@@ -23,6 +23,7 @@ from typing import Any
 from client.host import host_info
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES
+from engine.options import MAX_BUDGET_ITERATIONS
 
 DEFAULT_BUDGET_MS = 100.0
 # The SPRT is only allowed to stop the match once this many games are in: with a handful of
@@ -43,7 +44,8 @@ soon as the sequential probability ratio test decides."""
 EPILOG = """\
 player spec: ALGO[:BUDGET[:OPTION=VALUE...]]
   ALGO     an engine search: {algorithms}
-  BUDGET   per move: 100ms, 0.5s (time) or 5000it (iterations / nodes); default 100ms
+  BUDGET   per move: 100ms, 0.5s (time, at most an hour) or 5000it (iterations / nodes,
+           at most {max_iterations}); default 100ms
   OPTIONS  passed to the search, e.g. mcts:100ms:c=1.2 (several: mcts:50ms:c=1.2:reuse=false)
 
 examples:
@@ -588,7 +590,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "arena",
         help="play two engine players against each other and rate the result",
         description=DESCRIPTION,
-        epilog=EPILOG.format(algorithms=", ".join(ALGORITHMS)),
+        epilog=EPILOG.format(
+            algorithms=", ".join(ALGORITHMS), max_iterations=MAX_BUDGET_ITERATIONS
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

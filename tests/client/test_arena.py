@@ -309,3 +309,21 @@ def test_alpha_or_beta_without_sprt_is_a_usage_error(capsys: pytest.CaptureFixtu
     # With --sprt they are taken, and reported.
     report = run_json(capsys, *argv[1:], "--sprt", "0,50", "--alpha", "0.1", "--beta", "0.2")
     assert (report["sprt"]["alpha"], report["sprt"]["beta"]) == (0.1, 0.2)
+
+
+def test_an_iteration_budget_past_the_maximum_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Time budgets stop at an hour; an iteration budget had no bound, and a match of
+    mcts:1000000000it started (hours a move). It is refused before the match, as a time
+    budget past its maximum is."""
+    with pytest.raises(ArenaError, match="iteration budget"):
+        parse_player("mcts:1000000000it")
+    assert parse_player("mcts:100000000it").iterations == 100_000_000
+    argv = ["arena", "--game", "tictactoe", "--games", "1", "--workers", "1", "--quiet"]
+    assert main([*argv, "--a", "mcts:1000000000it"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "noughts arena: an iteration budget is 1..100000000, not 1000000000"
+    ]
+    assert not captured.out

@@ -216,6 +216,18 @@ def test_budgets_parse_from_text():
             Budget.parse(bad)
 
 
+def test_an_iteration_budget_has_a_maximum_as_a_time_budget_does():
+    """A time budget stops at an hour (MAX_BUDGET_MS); an iteration budget had no bound, and
+    mcts:1000000000it was searched (its int32 node records overflow past about 10^9 visits)."""
+    assert Budget(iterations=100_000_000).iterations == 100_000_000
+    assert Budget.parse("100000000it") == Budget(iterations=100_000_000)
+    for bad in (100_000_001, 10**9):
+        with pytest.raises(EngineError, match=r"iteration budget is 1\.\.100000000, not"):
+            Budget(iterations=bad)
+    with pytest.raises(EngineError, match="iteration budget"):
+        Budget.parse("1000000000it")
+
+
 def test_check_algorithm_says_which_algorithm_cannot_play_which_game():
     engine.check_algorithm("perfect", engine.make_game("mnk", m=4, n=4, k=3))
     engine.check_algorithm("mcts", engine.make_game("uttt"))

@@ -9,6 +9,7 @@ import pytest
 
 import engine
 from engine import Budget, EngineError
+from engine.options import MAX_BUDGET_ITERATIONS
 from engine.perfect import benchmark_solve, solve_counted
 
 # --- an independent solver: memoized negamax over the Python rules, for 3x3 --------------
@@ -128,7 +129,9 @@ def test_exact_searches_agree(game, params, min_ply, max_ply, algorithms):
     for state in _random_positions(game, params, 25, min_ply, max_ply, seed=len(algorithms)):
         truth = engine.solve(state)
         for algorithm in algorithms:
-            result = engine.search(state, algorithm, Budget(iterations=10**9), seed=1)
+            result = engine.search(
+                state, algorithm, Budget(iterations=MAX_BUDGET_ITERATIONS), seed=1
+            )
             assert PROVEN[result.proven] == truth, (algorithm, state.history())
             assert result.value == truth
             child = state.clone()
