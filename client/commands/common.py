@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from client.connection import ServerConnection
 from client.embedded import EmbeddedServer, StatusLine
@@ -173,13 +173,20 @@ def status_lines() -> Callable[[str, str], None]:
     return on_status
 
 
+def usage_error(message: str) -> NoReturn:
+    """Say ``message`` (one line) on stderr and exit 2, as argparse does for a bad command
+    line: a bad option found after parsing is a usage error like the others."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def parse_params(items: list[str], command: str = "noughts") -> dict[str, int]:
-    """``--param m=7 --param n=7`` as a map; exits with a clear message on a bad item."""
+    """``--param m=7 --param n=7`` as a map; a usage error (exit 2) on a bad item."""
     params = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise SystemExit(f"{command}: --param wants KEY=N, got {item!r}")
+        if not sep or not key.strip() or not value.strip().isdigit():
+            usage_error(f"{command}: --param wants KEY=N, got {item!r}")
         params[key.strip()] = int(value)
     return params
 
@@ -199,10 +206,10 @@ def parse_clock(text: str | None, command: str = "noughts") -> dict[str, int]:
             "increment_ms": round(float(increment or 0) * 1000),
         }
     except ValueError:
-        raise SystemExit(
+        usage_error(
             f"{command}: --clock wants none, MINUTES+SECONDS (e.g. 3+2) or SECONDSs (e.g. 10s), "
             f"got {text!r}"
-        ) from None
+        )
 
 
 def check_budget(budget_ms: int, command: str) -> str | None:

@@ -327,3 +327,21 @@ def test_an_iteration_budget_past_the_maximum_is_a_usage_error(
         "noughts arena: an iteration budget is 1..100000000, not 1000000000"
     ]
     assert not captured.out
+
+
+@pytest.mark.parametrize("param", ["m", "m=x", "=5", "m=-1"])
+def test_a_malformed_param_is_a_usage_error(capsys: pytest.CaptureFixture[str], param: str) -> None:
+    """A malformed --param exited 1, the other usage errors (an unknown parameter among
+    them) 2: it is now 2 as well, with its one line."""
+    argv = ["arena", "--game", "mnk", "--games", "1", "--workers", "1", "--quiet"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--param", param])
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"noughts arena: --param wants KEY=N, got {param!r}"
+    ]
+    assert main([*argv, "--param", "q=3"]) == 2  # unknown: the game's own one line
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "noughts arena: bad game: mnk takes parameters m, n, k, not ['q']"
+    ]

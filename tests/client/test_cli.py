@@ -225,3 +225,23 @@ def test_a_bot_whose_engine_cannot_play_its_seek_is_refused_at_start() -> None:
         "noughts bot: perfect cannot play gomoku: it solves m,n,k boards of at most 16 cells "
         "exactly",
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "said"),
+    [
+        ("play", ["--param", "m"], "--param wants KEY=N, got 'm'"),
+        ("play", ["--clock", "soon"], "--clock wants none, MINUTES+SECONDS (e.g. 3+2) or "
+         "SECONDSs (e.g. 10s), got 'soon'"),
+        ("bot", ["--param", "m=x"], "--param wants KEY=N, got 'm=x'"),
+        ("bot", ["--clock", "3+x"], "--clock wants none, MINUTES+SECONDS (e.g. 3+2) or "
+         "SECONDSs (e.g. 10s), got '3+x'"),
+    ],
+)  # fmt: skip
+def test_a_malformed_param_or_clock_is_a_usage_error(
+    command: str, option: list[str], said: str
+) -> None:
+    """They exited 1, the other usage errors 2 (argparse's own, --name's among them)."""
+    where = ["--plain"] if command == "play" else []
+    result = noughts(command, *where, "--server", "ws://127.0.0.1:9", *option, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (2, f"noughts {command}: {said}")
