@@ -27,8 +27,9 @@ from engine.games import GAMES
 BENCH_GAMES = tuple(name for name, game in GAMES.items() if not game.parameters)
 # Searches with an iteration or node count worth a rate; random has none.
 RATE_ALGORITHMS = ("mcts", "uct", "flat", "alphabeta", "minimax", "perfect")
-# Plain minimax and the perfect player only make sense on small boards.
+# Plain minimax and the perfect player only make sense on small boards: 3x3 here.
 SMALL_BOARD_ONLY = ("minimax", "perfect")
+SMALL_BOARD = "tictactoe"
 OVERRUN_ALGORITHMS = ("mcts", "alphabeta", "flat", "uct")
 
 # Issue 3's targets (per core, this class of machine).
@@ -149,7 +150,7 @@ def _game_missing(game_name: str, exc: Exception) -> dict[str, Any]:
 
 
 def applies(algorithm: str, game_name: str) -> bool:
-    return algorithm not in SMALL_BOARD_ONLY or game_name == "tictactoe"
+    return algorithm not in SMALL_BOARD_ONLY or game_name == SMALL_BOARD
 
 
 # --- measurements ---------------------------------------------------------------------------
@@ -587,7 +588,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=RATE_ALGORITHMS,
         default=list(RATE_ALGORITHMS),
         metavar="SEARCH",
-        help=f"searches whose rates to measure, among {', '.join(RATE_ALGORITHMS)} (default: all)",
+        help=f"searches whose rates to measure, among {', '.join(RATE_ALGORITHMS)} (default: "
+        f"all); {' and '.join(SMALL_BOARD_ONLY)} on {SMALL_BOARD} only",
     )
     parser.add_argument(
         "--ref",
@@ -613,6 +615,10 @@ def run(args: argparse.Namespace) -> int:
             f"got {args.budget_ms:g}",
             file=sys.stderr,
         )
+        return 2
+    problem = nothing_measured(args)
+    if problem is not None:
+        print(f"noughts bench: {problem}", file=sys.stderr)
         return 2
     settings = Settings.quick() if args.quick else Settings()
     if args.runs is not None:
@@ -662,6 +668,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return 0
+
+
+def nothing_measured(args: argparse.Namespace) -> str | None:
+    """Why the parts and the searches asked for would measure nothing (an empty report, or a
+    rate table with no row), or None."""
+    if set(args.skip) >= {"rates", "solve", "overrun", "round-trip"}:
+        return "--skip leaves nothing to measure"
+    algorithms = list(dict.fromkeys(args.algorithms))
+    games = list(dict.fromkeys(args.games))
+    if "rates" not in args.skip and not any(applies(a, g) for a in algorithms for g in games):
+        return (
+            f"--algorithms {' '.join(algorithms)} measure nothing on {', '.join(games)} "
+            f"({' and '.join(SMALL_BOARD_ONLY)} are for {SMALL_BOARD} only)"
+        )
+    return None
 
 
 def _measure(

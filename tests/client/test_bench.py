@@ -136,3 +136,32 @@ def test_bench_with_a_ref_but_no_rates_is_a_usage_error(
     assert main(["bench", "--quick", "--skip", "rates", "--ref", "HEAD"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["noughts bench: --ref compares the rates: do not skip them"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--games", "gomoku", "--algorithms", "perfect"],
+            "noughts bench: --algorithms perfect measure nothing on gomoku (minimax and perfect "
+            "are for tictactoe only)",
+        ),
+        (
+            ["--games", "5x5", "uttt", "--algorithms", "minimax", "perfect"],
+            "noughts bench: --algorithms minimax perfect measure nothing on 5x5, uttt (minimax "
+            "and perfect are for tictactoe only)",
+        ),
+        (
+            ["--skip", "rates", "solve", "overrun", "round-trip"],
+            "noughts bench: --skip leaves nothing to measure",
+        ),
+    ],
+)
+def test_a_selection_that_measures_nothing_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    """--games gomoku --algorithms perfect printed no rate table at all (perfect play is for
+    3x3 only), and the rest of the bench ran as if that was what was asked."""
+    assert main(["bench", "--quick", "--quiet", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [said] and not captured.out
