@@ -10,6 +10,9 @@ Pure math on win/draw/loss counts (no I/O, no randomness), for ``noughts arena``
   (the same opening favours the same colour in both), so counting them as independent games
   misstates the interval; the pair, with its five outcomes (0, 1/2, 1, 3/2, 2 points), is
   the independent unit (fishtest's pentanomial model, M. Van den Bergh, "Normalized Elo").
+  Where every unit scored the same (no spread to estimate), the share of units that could
+  score otherwise is bounded by Clopper & Pearson's exact interval instead
+  (``unanimous_interval``); one unit alone has the whole range.
 - The SPRT tests H0: elo = elo0 against H1: elo = elo1 with the generalized SPRT in its normal
   (Brownian) approximation, as fishtest does: ``LLR = N (s1 - s0) (2 s - s0 - s1) / (2 var)``
   (M. Van den Bergh, "A practical introduction to the GSPRT", fishtest's ``LLR_alt2``), and stops
@@ -33,6 +36,7 @@ __all__ = [
     "sprt_bounds",
     "sprt_llr",
     "trinomial_variance",
+    "unanimous_interval",
 ]
 
 # Two-sided 95% quantile of the standard normal distribution.
@@ -147,6 +151,8 @@ def elo_interval(
         half_width = math.inf
     low = min(max(score - half_width, 0.0), 1.0)
     high = min(max(score + half_width, 0.0), 1.0)
+    if half_width == 0.0:
+        low, high = unanimous_interval(score, units, z)
     return EloEstimate(
         games=int(games),
         score=score,
@@ -157,6 +163,21 @@ def elo_interval(
         elo_high=elo_from_score(high),
         pairs=paired,
     )
+
+
+def unanimous_interval(score: float, units: float, z: float = Z95) -> tuple[float, float]:
+    """The score's interval when each of ``units`` units (games, or pairs) scored ``score``.
+
+    No spread was seen, so the normal approximation has no width; but a few units cannot
+    show that none scores otherwise. The share ``q`` of units that do is bounded by Clopper
+    & Pearson's exact binomial interval for an event seen 0 times in n (1934):
+    ``q <= 1 - (alpha / 2) ** (1 / n)``, two-sided at the level of ``z`` (the "rule of
+    three", 3 / n, is its one-sided 95% approximation). At worst those units score 0 or 1:
+    ``[score (1 - q), score + q (1 - score)]``; with every game won, the exact
+    Clopper-Pearson interval of n wins in n."""
+    tail = 0.5 * math.erfc(z / math.sqrt(2.0))  # alpha / 2: P(Z > z)
+    share = 1.0 - tail ** (1.0 / units)
+    return score * (1.0 - share), score + share * (1.0 - score)
 
 
 def sprt_bounds(alpha: float = 0.05, beta: float = 0.05) -> tuple[float, float]:

@@ -80,8 +80,9 @@ def test_pentanomial_interval_by_hand() -> None:
     assert alone.score_high == pytest.approx(0.803214, abs=1e-6)
     assert elo_interval(11, 2, 7, pairs=[0, 0, 0, 0, 0]) == alone  # no pair yet: trinomial
     # Only colour decided: every pair won by each side with one colour, a score of exactly
-    # 0.5 (no spread), where 10 wins and 10 losses alone would look like a coin's luck.
-    assert elo_interval(10, 0, 10, pairs=[0, 0, 10, 0, 0]).error == 0.0
+    # 0.5 in each, where 10 wins and 10 losses alone would look like a coin's luck. (No
+    # spread in 10 pairs is not certainty: test_a_unanimous_match_has_an_exact_interval.)
+    assert 0 < elo_interval(10, 0, 10, pairs=[0, 0, 10, 0, 0]).error < elo_interval(10, 0, 10).error
     assert elo_interval(10, 0, 10).error > 100
 
 
@@ -165,3 +166,36 @@ def test_one_pair_or_one_game_has_an_unknown_interval() -> None:
     assert one_pair.error == math.inf
     one_game = elo_interval(0, 1, 0)
     assert (one_game.score_low, one_game.score_high) == (0.0, 1.0)
+
+
+def test_a_unanimous_match_has_an_exact_interval() -> None:
+    """Every unit (game, or pair) with the same result has no spread to estimate, and
+    the interval had no width from two units on: "score 1.0000 (95% 1.0000..1.0000)" from 3
+    wins, Elo 0 (95% 0 .. 0) from 10 pairs that each side won with one colour. The share of
+    units that could score otherwise is now bounded as Clopper & Pearson's exact interval
+    bounds an event seen 0 times in n (two-sided 95%: 1 - 0.025 ** (1 / n)), and the score
+    moves by that share, at worst."""
+    share = {n: 1.0 - 0.025 ** (1.0 / n) for n in (3, 10, 20)}
+    wins = elo_interval(20, 0, 0)  # 20 games
+    assert (wins.score_low, wins.score_high) == (pytest.approx(1.0 - share[20]), 1.0)
+    assert wins.score_low == pytest.approx(0.831567, abs=1e-6)
+    assert math.isfinite(wins.elo_low) and wins.elo_high == math.inf
+    losses = elo_interval(0, 0, 3)  # 3 games
+    assert (losses.score_low, losses.score_high) == (0.0, pytest.approx(share[3]))
+    draws = elo_interval(0, 10, 0)  # 10 draws: 0.5 each
+    assert draws.score_low == pytest.approx(0.5 - 0.5 * share[10])
+    assert draws.score_high == pytest.approx(0.5 + 0.5 * share[10])
+    # Pairs are the units: 10 pairs won twice are 10 units, not 20 games.
+    paired = elo_interval(20, 0, 0, pairs=[0, 0, 0, 0, 10])
+    assert paired.score_low == pytest.approx(1.0 - share[10])
+    coloured = elo_interval(10, 0, 10, pairs=[0, 0, 10, 0, 0])
+    assert coloured.score_low == pytest.approx(0.5 - 0.5 * share[10])
+    assert coloured.score_high == pytest.approx(0.5 + 0.5 * share[10])
+    three_halves = elo_interval(10, 10, 0, pairs=[0, 0, 0, 10, 0])  # WD in each: 0.75
+    assert three_halves.score_low == pytest.approx(0.75 - 0.75 * share[10])
+    assert three_halves.score_high == pytest.approx(0.75 + 0.25 * share[10])
+    # More units, a narrower interval; one unit is still the whole range.
+    widths = [elo_interval(0, n, 0).score_high - elo_interval(0, n, 0).score_low
+              for n in (2, 10, 100)]  # fmt: skip
+    assert widths == sorted(widths, reverse=True) and widths[-1] > 0
+    assert (elo_interval(0, 1, 0).score_low, elo_interval(0, 1, 0).score_high) == (0.0, 1.0)
