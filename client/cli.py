@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        from client.commands.interrupts import INTERRUPTED
+
+        return INTERRUPTED
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

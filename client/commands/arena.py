@@ -239,11 +239,10 @@ def _runner(searcher: Any, spec: PlayerSpec, game: str) -> Any:
 
 def _init_worker() -> None:
     """Pool initializer: ignore Ctrl-C (the parent handles it), warm the engine, one Searcher."""
-    import signal
-
     import engine
+    from client.commands.interrupts import ignore_ctrl_c
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_ctrl_c()
     engine.warm_up()
     global _searcher
     _searcher = engine.Searcher()
@@ -708,22 +707,16 @@ def run(args: argparse.Namespace) -> int:
     except ArenaError as exc:
         print(f"noughts arena: {exc}", file=sys.stderr)
         return 2
+    from client.commands.interrupts import INTERRUPTED, sigterm_as_ctrl_c
+
     every = args.progress_every or max(1, args.games // 20)
     started = time.perf_counter()
-    import signal
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the workers stopped, the partial result
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    with ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
+    with sigterm_as_ctrl_c(), ArenaProgress(args.games, every, enabled=not args.quiet) as progress:
         try:
             stall = _stall_timeout(match.tasks[0], meta["workers"])
             run_match(match, meta["workers"], progress, stall)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the workers stopped: the partial result
             match.interrupted = True
-        finally:
-            signal.signal(signal.SIGTERM, previous)
     elapsed = time.perf_counter() - started
     if match.error is not None:
         print(f"noughts arena: the engine failed: {match.error}", file=sys.stderr)
@@ -742,7 +735,7 @@ def run(args: argparse.Namespace) -> int:
     if failed is not None:
         print(failed, file=sys.stderr)
         return 1
-    return 130 if match.interrupted else 0
+    return INTERRUPTED if match.interrupted else 0
 
 
 def store_games(db: str, report: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:

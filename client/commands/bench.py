@@ -163,6 +163,8 @@ def measure_rates(
     reporter: Reporter,
     reference: Any = None,
     algorithms: tuple[str, ...] | list[str] = RATE_ALGORITHMS,
+    rows: list[dict[str, Any]] | None = None,
+    middles: dict[str, list[int]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
     """Iterations (or nodes) per second from the opening and from a middle-game position.
 
@@ -172,9 +174,11 @@ def measure_rates(
     about 0.1 ms), and the row gets its rates and each pair's ratio: one machine's speed
     changes between sittings, the ratio measured run by run much less.
 
-    Returns the rows and, per game, the moves leading to the middle-game position used."""
-    rows: list[dict[str, Any]] = []
-    middles: dict[str, list[int]] = {}
+    Returns the rows and, per game, the moves leading to the middle-game position used; in
+    ``rows`` and ``middles`` if given, filled as they are measured (a bench stopped by Ctrl-C
+    keeps them)."""
+    rows = [] if rows is None else rows
+    middles = {} if middles is None else middles
     for game_name in games:
         try:
             game = engine.make_game(game_name)
@@ -385,13 +389,18 @@ def measure_solve(engine: Any, settings: Settings, reporter: Reporter) -> dict[s
 
 
 def measure_overrun(
-    engine: Any, games: list[str], settings: Settings, reporter: Reporter
+    engine: Any,
+    games: list[str],
+    settings: Settings,
+    reporter: Reporter,
+    rows: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Budget overrun: self-play games with a Searcher (tree reuse on, as in real play), each
-    move timed here; p50/p99 of (elapsed - budget) in ms."""
+    move timed here; p50/p99 of (elapsed - budget) in ms. The rows, in ``rows`` if given,
+    filled as they are measured."""
     import random
 
-    rows = []
+    rows = [] if rows is None else rows
     for game_name in games:
         try:
             game = engine.make_game(game_name)
@@ -485,6 +494,7 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from client.commands.interrupts import ignore_ctrl_c
     from engine.worker import WorkerProcess
 
     context = multiprocessing.get_context("spawn")
@@ -510,7 +520,9 @@ def measure_round_trip(settings: Settings, reporter: Reporter) -> dict[str, Any]
     async def executor_times() -> list[float]:
         loop = asyncio.get_running_loop()
         times = []
-        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=ignore_ctrl_c
+        ) as pool:
             await loop.run_in_executor(pool, _warm)
             for i in range(settings.round_trips + 5):
                 started = time.perf_counter()
@@ -546,7 +558,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "search from the opening and from a middle-game position (median of runs), the 3x3 "
         "solve time and node count, budget overrun (p50/p99 of elapsed - budget), and the "
         "round trip to a warm worker process. Prints a table with the targets of issue 3 "
-        "beside the figures. Uses one core; run it on a quiet machine.",
+        "beside the figures. Uses one core; run it on a quiet machine. Ctrl-C (or SIGTERM) "
+        "stops it, with the figures measured so far (exit status 130).",
     )
     parser.add_argument(
         "--games",
@@ -640,6 +653,15 @@ def run(args: argparse.Namespace) -> int:
         },
         "algorithms": list(engine.ALGORITHMS),
         "games": games,
+        # Each part's figures, filled as they are measured (_measure); a part not reached
+        # when Ctrl-C stops the bench stays empty.
+        "interrupted": False,
+        "warm_up_s": None,
+        "rates": [],
+        "middle_positions": {},
+        "solve": None,
+        "overrun": [],
+        "round_trip": None,
     }
     if args.ref is not None and "rates" in args.skip:
         print("noughts bench: --ref compares the rates: do not skip them", file=sys.stderr)
@@ -655,9 +677,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         reference = GitEngine(tree, commit)
         report["reference"] = commit
+    from client.commands.interrupts import INTERRUPTED, sigterm_as_ctrl_c
+
     try:
-        with Reporter(enabled=not args.quiet) as reporter:
+        with sigterm_as_ctrl_c(), Reporter(enabled=not args.quiet) as reporter:
             _measure(engine, report, games, settings, reporter, args, reference)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the figures measured so far
+        report["interrupted"] = True
     finally:
         if reference is not None:
             reference.close()
@@ -667,7 +693,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         print_report(report)
-    return 0
+    return INTERRUPTED if report["interrupted"] else 0
 
 
 def nothing_measured(args: argparse.Namespace) -> str | None:
@@ -694,24 +720,21 @@ def _measure(
     args: argparse.Namespace,
     reference: Any,
 ) -> None:
-    """Fill ``report`` with the parts ``args.skip`` does not leave out."""
+    """Fill ``report`` with the parts ``args.skip`` does not leave out, each figure as it is
+    measured: stopped by Ctrl-C (KeyboardInterrupt), it holds those measured so far."""
     skip = args.skip
     reporter.step("warming up the engine")
     warm_started = time.perf_counter()
     engine.warm_up()
     report["warm_up_s"] = time.perf_counter() - warm_started
-    report["rates"], report["middle_positions"] = (
-        measure_rates(
-            engine, games, settings, reporter, reference, list(dict.fromkeys(args.algorithms))
-        )
-        if "rates" not in skip
-        else ([], {})
-    )
-    report["solve"] = measure_solve(engine, settings, reporter) if "solve" not in skip else None
-    report["overrun"] = (
-        measure_overrun(engine, games, settings, reporter) if "overrun" not in skip else []
-    )
-    report["round_trip"] = None
+    if "rates" not in skip:
+        algorithms = list(dict.fromkeys(args.algorithms))
+        rows, middles = report["rates"], report["middle_positions"]
+        measure_rates(engine, games, settings, reporter, reference, algorithms, rows, middles)
+    if "solve" not in skip:
+        report["solve"] = measure_solve(engine, settings, reporter)
+    if "overrun" not in skip:
+        measure_overrun(engine, games, settings, reporter, report["overrun"])
     if "round-trip" not in skip:
         try:
             report["round_trip"] = measure_round_trip(settings, reporter)
@@ -747,9 +770,11 @@ def print_report(report: dict[str, Any]) -> None:
     console = Console(width=None if sys.stdout.isatty() else 112)
     host = report["host"]
     cpu = f" {host['cpu']}" if host.get("cpu") else ""
+    warm_up = report["warm_up_s"]
     console.print(
         f"noughts bench  {report['started_at']}  {host['cpus']} cpus {host['machine']}{cpu}  "
-        f"python {host['python']}  engine warm-up {report['warm_up_s']:.2f} s"
+        f"python {host['python']}  engine warm-up "
+        + ("interrupted" if warm_up is None else f"{warm_up:.2f} s")
         + ("  [--quick: not real figures]" if report["quick"] else "")
     )
 
@@ -905,3 +930,5 @@ def print_report(report: dict[str, Any]) -> None:
         f"bench took {report['elapsed_s']:.1f} s; 1-minute load average {loads[0]:.2f} at the "
         f"start, {loads[1]:.2f} at the end (the bench itself adds about 1)"
     )
+    if report["interrupted"]:
+        console.print("interrupted: the figures above are those measured before it stopped")

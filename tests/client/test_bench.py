@@ -165,3 +165,37 @@ def test_a_selection_that_measures_nothing_is_a_usage_error(
     assert main(["bench", "--quick", "--quiet", *args]) == 2
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [said] and not captured.out
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_stops_the_bench_with_the_figures_so_far(signal_name: str) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) printed nothing
+    and SIGTERM killed it (rc -15): it now stops as arena does, prints the rates measured
+    so far and says it was interrupted, exit 130."""
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "client", "bench", "--json", "--games", "tictactoe",
+         "--algorithms", "alphabeta", "mcts", "--skip", "solve", "overrun", "round-trip",
+         "--runs", "1000", "--budget-ms", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # plain progress lines: stderr is not a terminal
+        seen.append(line)
+        if line.startswith("bench: tictactoe alphabeta from the middle"):
+            break  # the opening's row is measured
+    else:
+        pytest.fail(f"the bench ended before its second row: {''.join(seen)}")
+    os.killpg(process.pid, getattr(signal, signal_name))
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    report = json.loads(out)
+    assert report["interrupted"] is True
+    measured = [(row["algorithm"], row["position"]) for row in report["rates"]]
+    assert measured[0] == ("alphabeta", "opening") and ("mcts", "middle") not in measured
+    assert len(report["rates"][0]["runs"]) == 1000
