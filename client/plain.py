@@ -38,6 +38,7 @@ from protocol import (
     CreateGame,
     Draw,
     Ended,
+    ErrorCode,
     JoinGame,
     Message,
     Move,
@@ -170,6 +171,8 @@ class PlainGame:
         self.seat: int | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
         self.ended: Ended | None = None
+        # Refusals not said yet: (the game's last seq seen when each came, its code, text).
+        self.refusals: deque[tuple[int, str, str]] = deque()
 
     async def create(self, **fields: Any) -> None:
         seated = await self.connection.request(CreateGame, **fields)
@@ -332,11 +335,13 @@ class PlainGame:
             self.ended = event
             self.write(f"Game over: {self.model.result_sentence()}")
             self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
+            self._say_refusals()
             if not self.rematch or self.input_ended or event.reason == "abort":
                 return True
             self.write(
                 "Type 'rematch' for a rematch with colours swapped, or press Enter to leave."
             )
+        self._say_refusals()
         return False
 
     def _announce(self, snapshot: Snapshot) -> None:
@@ -372,6 +377,7 @@ class PlainGame:
     def _report_offer(self, offer: Offer) -> None:
         if offer.next_game:  # the rematch agreed: follow it (its seat and snapshot come next)
             self.write(f"Rematch: game {offer.next_game}, colours swapped.")
+            self._say_refusals(every=True)  # (about the game left)
             self.game_id, self.seat, self.model, self.ended = offer.next_game, None, None, None
             return
         if offer.seat == self.seat:
@@ -505,7 +511,9 @@ class PlainGame:
         try:
             await self.connection.request(kind, again=again, game_id=self.game_id, **fields)
         except RequestFailed as exc:
-            self.write(f"{refused}: {exc.message}")
+            seen = self.connection.seen_seq.get(self.game_id or "", 0)
+            self.refusals.append((seen, exc.code, f"{refused}: {exc.message}"))
+            self._say_refusals()
             return False
         except ConnectionLost:
             # A move is not sent again blindly: the resumed game says whether it arrived.
@@ -513,3 +521,16 @@ class PlainGame:
             await self.connection.resynced()
             return False
         return True
+
+    def _say_refusals(self, *, every: bool = False) -> None:
+        """Say the refusals whose game events are shown (``every``: all of them). The server
+        sends a game's events and the replies to requests about it in one order, but a reply
+        reaches the request waiting for it at once, while the events before it may still wait
+        in the queue: a request that crossed the AI's acceptance of a draw was said refused,
+        "game ... is over", before the game's end. Refused because the game is over, once its
+        end is shown, it is not said at all: the end says it."""
+        shown = self.model.seq if self.model is not None else 0
+        while self.refusals and (every or self.refusals[0][0] <= shown):
+            _, code, text = self.refusals.popleft()
+            if code != ErrorCode.GAME_OVER or self.ended is None:
+                self.write(text)

@@ -12,9 +12,10 @@ import pty
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from client.connection import ServerConnection
-from protocol import CreateGame, Draw, Move, Moved, Offer
+from protocol import CreateGame, Draw, Message, Move, Moved, Offer
 from tests.client.test_reconnect_commands import Output
 from tests.client.ui_support import UIServer, next_event
 
@@ -54,6 +55,70 @@ async def ends(process: asyncio.subprocess.Process) -> int:
     """The child's exit code; its stdin stays open (a read still waiting must not hold up
     the exit)."""
     return await asyncio.wait_for(process.wait(), 60)
+
+
+class ArrivalLock(asyncio.Lock):
+    """A game's lock that tells when something waits for it (the server takes it for every
+    change to the game, in the order asked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrivals: asyncio.Queue[None] = asyncio.Queue()
+
+    async def acquire(self) -> Literal[True]:
+        self.arrivals.put_nowait(None)
+        return await super().acquire()
+
+
+@asynccontextmanager
+async def crossing(
+    server: UIServer, bob: ServerConnection, game_id: str, kind: type[Message], **fields: object
+) -> AsyncIterator[None]:
+    """Bob's request ``kind`` handled first, then the line the caller types for ada inside
+    the block: her request crosses bob's, which reaches her before her reply does (the
+    server sends a game's events and its replies in order)."""
+    lock = server.game_server._locks[game_id] = ArrivalLock()
+    async with lock:
+        await lock.arrivals.get()  # the test's own
+        bobs = asyncio.ensure_future(bob.request(kind, game_id=game_id, **fields))
+        await lock.arrivals.get()  # bob's request waits for the game
+        yield
+        await lock.arrivals.get()  # and ada's behind it
+    await bobs
+
+
+async def test_a_request_that_crossed_the_end_is_not_refused_before_it(
+    ui_server: UIServer,
+) -> None:
+    """A walk's finding: a script's request that crossed the AI's acceptance of a draw was
+    said refused ("game ... is over") before the game's end: the reply went to the waiting
+    request at once, the ``ended`` sent before it waited in the events' queue. The end is
+    shown, and the refusal it explains is not."""
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\ndraw\n")
+        await next_event(bob, Moved)
+        assert (await next_event(bob, Offer)).answer == "offer"
+        async with crossing(ui_server, bob, game_id, Draw, answer="accept"):
+            type_(ada, "resign\n")
+        assert await ends(ada) == 0
+        text = out.text + (await ada.stdout.read()).decode()  # type: ignore[union-attr]
+        assert "Game over: Draw: draw agreed." in text
+        assert "refused" not in text, text
+
+
+async def test_a_refusal_comes_after_the_move_that_explains_it(ui_server: UIServer) -> None:
+    """Ada's abort crossing bob's first move is refused because both sides have moved: said
+    after that move, not before it."""
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\n")
+        await next_event(bob, Moved)
+        async with crossing(ui_server, bob, game_id, Move, action=6, ply=1):
+            type_(ada, "abort\n")
+        await out.until("resign instead")
+        moved = out.text.index("bob (O) played a1.")
+        assert moved < out.text.index("The server refused: "), out.text
+        type_(ada, "q\n")
+        assert await ends(ada) == 0
 
 
 async def test_a_draw_offered_by_the_side_to_move_is_accepted(ui_server: UIServer) -> None:
