@@ -26,6 +26,12 @@ class EmbeddedServerError(Exception):
     pass
 
 
+def log_beside(db: Path) -> Path:
+    """Where an embedded server on ``db`` logs: beside it (the commands name it when the
+    server fails to start)."""
+    return db.with_name(db.name + ".server.log")
+
+
 class StatusLine:
     """One line of status on a terminal, rewritten in place (``\\r``); elsewhere each new
     step on a line of its own. ``done()`` ends it."""
@@ -61,7 +67,10 @@ class EmbeddedServer:
 
     ``warm``: the (game, algorithm) pairs to have compiled before the server listens (the
     others are compiled in the background); None: every one. While it starts, ``status``
-    gets a line a second saying what it waits for and for how long."""
+    gets a line a second saying what it waits for and for how long. ``keep_log=False`` (a
+    command that only reads): a ``log_path`` it made is removed when it stops, unless the
+    server failed to start (the error names it); the server removes its database's lock
+    itself when it stops."""
 
     def __init__(
         self,
@@ -71,12 +80,15 @@ class EmbeddedServer:
         log_path: str | os.PathLike[str] | None = None,
         warm: list[tuple[str, str]] | None = None,
         status: StatusLine | None = None,
+        keep_log: bool = True,
     ) -> None:
         self.db = db
         self.workers = workers
         self.log_path = Path(log_path) if log_path else None
         self.warm = warm
         self.status = status
+        self.keep_log = keep_log
+        self.made_log = False  # ``log_path`` was made by this server's start
         self.process: asyncio.subprocess.Process | None = None
         self.url: str | None = None
         self.reused = False  # True: the server of another noughts on the same database
@@ -112,6 +124,7 @@ class EmbeddedServer:
                 raise NoDirectory(self.db)
             parent.mkdir(parents=True, exist_ok=True)
         if self.log_path is not None:
+            self.made_log = not self.log_path.exists()
             log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed with the child
             stderr = log_file
         self.process = await asyncio.create_subprocess_exec(
@@ -191,14 +204,17 @@ class EmbeddedServer:
 
     async def stop(self) -> None:
         process = self.process
-        if process is None or process.returncode is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 10)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        if process is not None and process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        if self.made_log and not self.keep_log and self.url is not None:
+            assert self.log_path is not None
+            self.log_path.unlink(missing_ok=True)
+            self.made_log = False
 
     async def __aenter__(self) -> str:
         return await self.start()

@@ -8,8 +8,9 @@ included), so a lock is never stale. Once the server listens it writes one JSON 
 that file, ``{"pid": PID, "url": "ws://HOST:PORT"}``: a second ``noughts serve`` names the
 running one in its refusal, and a client (``noughts play``) finding the lock held reuses
 the running server instead of starting another. The file stays empty while the server
-starts and is emptied when it stops; it is never deleted (deleting a lock file races with
-a process that has just opened it).
+starts, and the server removes it when it stops, still holding the lock: a process that
+opened the file just before takes the lock on a file no longer there, so a lock is held
+only once the file locked is still the one at the path (else it is opened again).
 """
 
 from __future__ import annotations
@@ -68,6 +69,26 @@ class ServerLock:
             raise ServerError(str(exc)) from None
         except OSError as exc:
             raise ServerError(f"cannot open database {db_path}: {exc}") from exc
+        while True:
+            fd = cls._lock(db_path, path)
+            try:
+                held = os.fstat(fd)
+                current = os.stat(path)
+            except FileNotFoundError:  # removed by the server that held it: open it again
+                os.close(fd)
+                continue
+            except OSError as exc:
+                os.close(fd)
+                raise ServerError(f"cannot lock {path}: {exc.strerror}") from exc
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                break
+            os.close(fd)  # removed and made again meanwhile: lock the one there now
+        os.ftruncate(fd, 0)  # what a server killed earlier wrote is stale
+        return cls(path, fd)
+
+    @staticmethod
+    def _lock(db_path: str | os.PathLike[str], path: Path) -> int:
+        """The lock file at ``path`` opened and locked (``acquire``'s errors)."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -91,8 +112,7 @@ class ServerLock:
         except OSError as exc:
             os.close(fd)
             raise ServerError(f"cannot lock {path}: {exc.strerror}") from exc
-        os.ftruncate(fd, 0)  # what a server killed earlier wrote is stale
-        return cls(path, fd)
+        return fd
 
     def announce(self, url: str) -> None:
         """Write the JSON line naming this server (once it listens)."""
@@ -104,10 +124,13 @@ class ServerLock:
         os.pwrite(self._fd, line.encode(), 0)
 
     def release(self) -> None:
+        """Remove the lock file (emptied if it cannot be), then release the lock."""
         if self._fd is None:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
         os.close(self._fd)  # closing the descriptor releases the lock
         self._fd = None
 

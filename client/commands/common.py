@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from client.connection import ServerConnection
-from client.embedded import EmbeddedServer, StatusLine
+from client.embedded import EmbeddedServer, StatusLine, log_beside
 from client.sessions import (
     SessionStore,
     connect_as_guest,
@@ -96,8 +96,8 @@ async def connect(
     player whose session ``sessions`` keeps for that server and --name, if given. The
     connection reconnects after a drop (client/connection.py), saying so on stderr.
     ``reads_only``: a command that only reads stored games connects as the user's guest
-    (``connect_as_guest``) and does not create a database a --db names (a mistyped path):
-    FileNotFoundError, with a one-line reason."""
+    (``connect_as_guest``), does not create a database a --db names (a mistyped path):
+    FileNotFoundError, with a one-line reason; and leaves no server log beside it."""
     name = getattr(args, "name", "anonymous")[:32]
     options: dict[str, Any] = {
         "name": name,
@@ -126,10 +126,14 @@ async def connect(
         # (SQLite takes an empty file for a new database: the server would make one)
         empty = " (the file is empty)" if db.is_file() else ""
         raise FileNotFoundError(f"no database at {db}{empty}")
-    log_path = db.with_name(db.name + ".server.log")
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(
-        db, workers=workers, log_path=log_path, warm=warm, status=status
+        db,
+        workers=workers,
+        log_path=log_beside(db),
+        warm=warm,
+        status=status,
+        keep_log=not reads_only,
     ) as url:
         connection = await open_connection(url, session_key(args))
         try:

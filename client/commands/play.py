@@ -246,7 +246,7 @@ def where_option(args: argparse.Namespace) -> str:
 
 async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
-    from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine
+    from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine, log_beside
     from client.sessions import SessionInUse, SessionStore, embedded_session_key
     from client.ui import NoughtsApp
 
@@ -266,11 +266,14 @@ async def _play_ui(args: argparse.Namespace) -> int:
         return 0
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
-    log_path = db.with_name(db.name + ".server.log")
     status = StatusLine(prefix="noughts: ")
     try:
         async with EmbeddedServer(
-            db, workers=EMBEDDED_WORKERS, log_path=log_path, warm=warm_targets(args), status=status
+            db,
+            workers=EMBEDDED_WORKERS,
+            log_path=log_beside(db),
+            warm=warm_targets(args),
+            status=status,
         ) as url:
             key = embedded_session_key(db)
             app = NoughtsApp(

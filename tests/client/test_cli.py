@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from client.cli import COMMANDS, build_parser
+from client.embedded import EmbeddedServer
 
 
 def noughts(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 300):
@@ -112,6 +114,33 @@ def test_a_command_that_reads_games_does_not_create_the_database_it_is_given(
     assert result.returncode == 1
     assert result.stderr.strip() == f"noughts {args[0]}: no database at {missing}"
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("args", [["games"], ["replay", "abc"], ["export", "abc"]])
+async def test_a_command_that_reads_games_leaves_nothing_beside_the_database(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A walk's finding: games, replay and export on --db PATH left PATH.lock and
+    PATH.server.log behind, made by the server they started. They still leave a live
+    server's lock (and a log they did not make) as they found them."""
+    where = tmp_path / "data"  # (the test's sessions file is in tmp_path)
+    where.mkdir()
+    db = where / "games.db"
+    assert noughts("migrate", "--db", str(db)).returncode == 0
+    found = sorted(os.listdir(where))
+    result = await asyncio.to_thread(noughts, *args, "--db", str(db), timeout=120)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    assert sorted(os.listdir(where)) == found
+    log = where / "games.db.server.log"
+    log.write_text("a log of the user's\n")
+    async with EmbeddedServer(db, workers=0):
+        lock = (where / "games.db.lock").read_text()
+        found = sorted(os.listdir(where))
+        result = await asyncio.to_thread(noughts, *args, "--db", str(db), timeout=120)
+        assert "using that server" in result.stderr, result.stderr
+        assert sorted(os.listdir(where)) == found
+        assert (where / "games.db.lock").read_text() == lock
+    assert log.read_text().startswith("a log of the user's\n")
 
 
 def test_a_file_that_is_no_database_is_said_so_in_one_line(tmp_path: Path) -> None:
