@@ -87,6 +87,7 @@ def _pv_strings(state: engine.State, pv: list[int]) -> list[str]:
     return names
 
 
+PROMPT = "replay> "
 HELP = "n/Enter next, p previous, f first, l last, a number jumps to that move, q quits"
 
 
@@ -104,13 +105,15 @@ async def step_through(
     read_line: Callable[[str], Awaitable[str | None]],
     write: Callable[[str], None],
     *,
+    prompt: Callable[[str], None],
     all_without_commands: bool = False,
 ) -> None:
-    """Interactive stepping: next, previous, first, last, jump, quit. With
+    """Interactive stepping: next, previous, first, last, jump, quit. ``read_line(text)``
+    shows the prompt ``text`` and reads a line; ``prompt(text)`` only shows it. With
     ``all_without_commands`` (stdin is not a terminal), input that ends before its first
     command prints every position instead."""
     if all_without_commands:
-        line = await read_line("")
+        line = await read_line("")  # (read before the positions: is any command coming?)
         if line is None:
             print_all(cursor, write)
             return
@@ -119,9 +122,11 @@ async def step_through(
     write(cursor.header())
     write(HELP)
     write(cursor.describe())
+    if line is not None:
+        prompt(PROMPT)  # as read_line shows it for the commands after it
     while True:
         if line is None:
-            line = await read_line("replay> ")
+            line = await read_line(PROMPT)
             if line is None:
                 return
         command = line.strip().lower()

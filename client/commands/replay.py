@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from client.plain import read_stdin
+    from client.plain import read_stdin, write_prompt
     from client.replay import ReplayCursor, print_all, step_through
 
     record = await fetch_record(args, "replay")
@@ -38,5 +38,11 @@ async def _replay(args: argparse.Namespace) -> int:
     if args.all:
         print_all(cursor, print)
         return 0
-    await step_through(cursor, read_stdin, print, all_without_commands=not sys.stdin.isatty())
+    await step_through(
+        cursor,
+        read_stdin,
+        print,
+        prompt=write_prompt,
+        all_without_commands=not sys.stdin.isatty(),
+    )
     return 0
