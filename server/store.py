@@ -222,9 +222,9 @@ class Store(ABC):
         """The player a name (any of its look-alike keys) is bound to, if any."""
 
     @abstractmethod
-    async def is_bot(self, player_id: str) -> bool:
-        """Whether the player's session was opened by a bot (``hello.bot``); False for a
-        player without a session."""
+    async def player_session(self, player_id: str) -> SessionRow | None:
+        """The session of a player (by its public id), online anywhere or not; None for a
+        player without one (never was, or expired)."""
 
     @abstractmethod
     async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
@@ -758,10 +758,16 @@ class SQLStore(Store):
         await self._submit(writes)
 
     async def load_session(self, token_sha256: str) -> SessionRow | None:
+        return await self._session_where("token_sha256", token_sha256)
+
+    async def player_session(self, player_id: str) -> SessionRow | None:
+        return await self._session_where("player_id", player_id)
+
+    async def _session_where(self, column: str, value: str) -> SessionRow | None:
         rows = await self._fetchall(
             "SELECT token_sha256, player_id, name, bot, created_at, seen_at, played, named"
-            " FROM sessions WHERE token_sha256 = ?",
-            (token_sha256,),
+            f" FROM sessions WHERE {column} = ? LIMIT 1",
+            (value,),
         )
         if not rows:
             return None
@@ -776,12 +782,6 @@ class SQLStore(Store):
             "SELECT player_id FROM names WHERE key = ? OR key = ? LIMIT 1", (keys[0], keys[-1])
         )
         return None if not rows else str(rows[0][0])
-
-    async def is_bot(self, player_id: str) -> bool:
-        rows = await self._fetchall(
-            "SELECT bot FROM sessions WHERE player_id = ? LIMIT 1", (player_id,)
-        )
-        return bool(rows and rows[0][0])
 
     async def bind_name(self, player_id: str, name: str, name_keys: Iterable[str]) -> None:
         writes: list[_Write] = [(self._NAME_SESSION, (name, player_id))]

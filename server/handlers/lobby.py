@@ -24,7 +24,7 @@ from protocol import (
 )
 from server import names
 from server.clock import TimeControl
-from server.connection import Connection
+from server.connection import Connection, PlayerSession
 from server.errors import BadRequest, LimitExceeded, NotAllowed, ServerError, UnknownSeek
 from server.game_events import GameEvents
 from server.lobby import SeekEntry, Subscription, new_seek_id
@@ -82,20 +82,26 @@ class LobbyRequests(GameEvents):
         if len(self.lobby.owned_by(connection)) >= cap:
             raise LimitExceeded(f"limit: at most {cap} open seeks per connection")
 
-    async def _resolve_player(self, who: str) -> str:
-        """A player id, or the name (or a look-alike) bound to a player's session, online
-        or not: a challenge by name reaches its holder and no one else."""
-        if who in self.players:
-            return who
-        holder = await self.store.name_holder(names.name_keys(names.normalize(who)))
-        if holder is None:
-            raise BadRequest(f"no player {who!r}: no session holds that name")
-        return holder
+    async def _challenged(self, who: str) -> PlayerSession:
+        """The player a challenge's ``to`` names: a player id, or the name (or a
+        look-alike) bound to a player's session; online here, on another node of a
+        cluster or not at all (the store, which every node shares, knows them all): a
+        challenge reaches its player and no one else."""
+        player = await self._player_by_id(who)
+        if player is None:
+            holder = await self.store.name_holder(names.name_keys(names.normalize(who)))
+            player = None if holder is None else await self._player_by_id(holder)
+        if player is None:
+            raise BadRequest(f"no player {who!r}: no session holds that name or id")
+        return player
 
-    async def _is_bot(self, player_id: str) -> bool:
-        """Whether a player, online here or not, plays as a bot (its session says so)."""
+    async def _player_by_id(self, player_id: str) -> PlayerSession | None:
+        """A player online here, or else as its stored session says; None: no session."""
         here = self.players.get(player_id)
-        return here.bot if here is not None else await self.store.is_bot(player_id)
+        if here is not None:
+            return here
+        row = await self.store.player_session(player_id)
+        return None if row is None else PlayerSession(row.player_id, row.name, row.bot)
 
     async def on_seek(self, connection: Connection, request: Seek) -> None:
         me = self._me(connection)
@@ -104,14 +110,15 @@ class LobbyRequests(GameEvents):
         self._check_game(request.game, dict(request.params))
         to = None
         if request.to is not None:
-            to = await self._resolve_player(request.to)
-            if to == me.player_id:
+            challenged = await self._challenged(request.to)
+            if challenged.player_id == me.player_id:
                 raise BadRequest("you cannot challenge yourself")
-            if request.opponents == "humans" and await self._is_bot(to):
+            if request.opponents == "humans" and challenged.bot:
                 raise BadRequest(
                     f"{request.to} is a bot, and no bot may accept a challenge for humans "
                     "only: send it with opponents any"
                 )
+            to = challenged.player_id
         seek = self._seek_entry(
             connection, request, color=request.color, opponents=request.opponents, to=to
         )

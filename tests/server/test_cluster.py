@@ -736,6 +736,33 @@ async def test_quick_pairing_across_nodes_skips_a_partner_at_its_cap(
             await client.close()
 
 
+async def test_a_challenge_by_player_id_reaches_a_player_of_another_node_or_offline(
+    two_nodes: Cluster,
+) -> None:
+    """A challenge's ``to`` is a player id or a name, and reaches its player on any node,
+    online or not, as by name it did: by id it reached only a player online on the
+    challenger's node (bad_request: no player, for bo on the other node, cy offline)."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    await bo.request(LobbySubscribe)
+    posted = await ada.request(Seek, game="tictactoe", to=bo.player_id)
+    await _sees_seek(bo, posted.seek_id)
+    seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+    assert isinstance(seated, Seated)
+    start = await next_event(ada, Snapshot)
+    assert start.game_id == seated.game_id and start.status == "live"
+    robot, cy = await b.connect("robot", bot=True), await b.connect("cy")
+    with pytest.raises(RequestFailed, match="bad_request: p-.* is a bot.*humans only"):
+        await ada.request(Seek, game="5x5", to=robot.player_id, opponents="humans")
+    cy_id, cy_session = cy.player_id, cy.session
+    await cy.close()  # offline: it sees the challenge when it is back
+    posted = await ada.request(Seek, game="5x5", to=cy_id)
+    back = await b.connect("cy", session=cy_session)
+    assert posted.seek_id in {s["seek_id"] for s in (await back.request(LobbySubscribe)).seeks}
+    for client in (ada, bo, robot, back):
+        await client.close()
+
+
 async def test_the_lobby_and_list_show_the_live_games_of_every_node(two_nodes: Cluster) -> None:
     first, second = two_nodes.nodes
     ada, bo = await first.connect("ada"), await first.connect("bo")  # both on node a

@@ -162,7 +162,9 @@ async def test_names_sessions_and_a_corrupt_row_as_in_sqlite(pg_schema: str) -> 
     await store.save_session(SessionRow("b" * 64, "p-2", "c4rol", False, 11.0), ["carol"])
     assert await store.name_holder(["carol"]) == "p-1"  # the first holder keeps the name
     await store.save_session(SessionRow("c" * 64, "p-3", "robot", True, 12.0), ["robot"])
-    assert [await store.is_bot(p) for p in ("p-1", "p-3", "p-9")] == [False, True, False]
+    robot = await store.player_session("p-3")
+    assert robot is not None and robot.token_sha256 == "c" * 64 and robot.bot
+    assert await store.player_session("p-9") is None
     await store.touch_sessions(["p-1"], 50.0, played=True)
     loaded = await store.load_session("a" * 64)
     assert loaded is not None and loaded.seen_at == 50.0 and loaded.played
