@@ -23,6 +23,8 @@ keys to one session, so no one can pose as another player.
 
 from __future__ import annotations
 
+import re
+import secrets
 import unicodedata
 
 from server.confusables import CONFUSABLES
@@ -33,6 +35,9 @@ SEPARATORS = frozenset(" -_.")
 # Display names that mean "no name": the server gives such a player a guest name.
 ANONYMOUS = frozenset({"", "anonymous"})
 GUEST_PREFIX = "guest-"
+# A player's id: "p-" and 12 hex digits. A challenge's ``to`` is read as an id first, so a
+# name of that shape could not be challenged by name: no name may have it.
+PLAYER_ID = re.compile(r"p-[0-9a-f]{12}")
 MAX_MARKS = 2  # combining marks on one letter (more is "Zalgo" text that overflows lines)
 
 # Words no name may contain (as a whole word, compared by key): the labels the server
@@ -187,6 +192,8 @@ def check(raw: str) -> str:
     _check_characters(name)
     if unicodedata.category(name[0])[0] != "L":
         raise NameRefused("a name starts with a letter")
+    if PLAYER_ID.fullmatch(name.casefold()):
+        raise NameRefused("a name may not look like a player id (p- and 12 hex digits)")
     reserved = _reserved(name, _RESERVED_NAMES)
     if reserved is not None:
         raise NameRefused(f"{reserved!r} is a reserved name")
@@ -198,6 +205,11 @@ def check(raw: str) -> str:
                 "no name may contain it or a look-alike of it"
             )
     return name
+
+
+def new_player_id() -> str:
+    """A new player's id, of the shape ``PLAYER_ID``."""
+    return "p-" + secrets.token_hex(6)
 
 
 def guest_name(suffix: str) -> str:

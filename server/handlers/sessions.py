@@ -109,7 +109,7 @@ class SessionRequests(GameEvents):
             except names.NameRefused as exc:
                 raise BadName(f"name refused: {exc}") from exc
         self._charge_new_session(address)
-        player_id = "p-" + secrets.token_hex(6)
+        player_id = names.new_player_id()
         if name is None:
             name, keys = await self._guest_name()
         else:

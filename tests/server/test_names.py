@@ -117,6 +117,16 @@ def test_reserved_words_and_their_look_alikes_are_refused(raw: str) -> None:
         names.check(raw)
 
 
+@pytest.mark.parametrize("raw", ["p-1f2e3d4c5b6a", "P-1F2E3D4C5B6A", "p-000000000000"])
+def test_a_name_shaped_like_a_player_id_is_refused(raw: str) -> None:
+    """A challenge's ``to`` is read as a player id first: such a name could not be
+    challenged by name."""
+    with pytest.raises(names.NameRefused, match="player id"):
+        names.check(raw)
+    assert names.PLAYER_ID.fullmatch(names.new_player_id())
+    assert names.check("p-1f2e3d4c5b6") == "p-1f2e3d4c5b6"  # 11 digits: no id
+
+
 def test_every_algorithm_name_is_reserved() -> None:
     assert set(engine.ALGORITHMS) <= names.RESERVED_WORDS
     for algorithm in engine.ALGORITHMS:
