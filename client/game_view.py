@@ -15,7 +15,7 @@ from typing import Any
 
 import engine
 from engine.result import PROOFS
-from protocol import Ended, Message, Moved, Offer, Presence, Snapshot
+from protocol import Ended, ErrorCode, Message, Moved, Offer, Presence, Snapshot
 
 SYMBOLS = ("X", "O")
 # The AI's time per move a player gets without asking (noughts play, the new-game dialogs).
@@ -178,6 +178,12 @@ class GameModel:
     @property
     def over(self) -> bool:
         return self.result is not None
+
+    def said_by_the_end(self, code: str) -> bool:
+        """Whether a refusal with this error ``code`` says only what this game's end, once
+        shown, says: a request that crossed the end (an abort while the other side accepts a
+        draw) is refused because the game is over, which the end already told the user."""
+        return code == ErrorCode.GAME_OVER and self.over
 
     @property
     def my_turn(self) -> bool:

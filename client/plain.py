@@ -38,7 +38,6 @@ from protocol import (
     CreateGame,
     Draw,
     Ended,
-    ErrorCode,
     JoinGame,
     Message,
     Move,
@@ -528,9 +527,13 @@ class PlainGame:
         reaches the request waiting for it at once, while the events before it may still wait
         in the queue: a request that crossed the AI's acceptance of a draw was said refused,
         "game ... is over", before the game's end. Refused because the game is over, once its
-        end is shown, it is not said at all: the end says it."""
-        shown = self.model.seq if self.model is not None else 0
+        end is shown, it is not said at all: the end says it (``GameModel.said_by_the_end``).
+        This client shows an end for its ``ended`` event only, which is when ``self.ended``
+        is set (and the model over): a game over by its snapshot (resumed once the server no
+        longer holds it) shows none, and its refusal is said."""
+        model = self.model
+        shown = model.seq if model is not None else 0
         while self.refusals and (every or self.refusals[0][0] <= shown):
             _, code, text = self.refusals.popleft()
-            if code != ErrorCode.GAME_OVER or self.ended is None:
+            if self.ended is None or model is None or not model.said_by_the_end(code):
                 self.write(text)

@@ -424,17 +424,27 @@ class NoughtsApp(App[None]):
         A game request other than a move (resign, draw, abort, claim, rematch) made while
         offline waits and is sent once reconnected, with the ``seq`` seen when it was made, so
         it is never applied twice (PROTOCOL.md, "A request sent again"); a move is not sent
-        again blindly: the resumed game says whether it arrived."""
+        again blindly: the resumed game says whether it arrived.
+
+        A refusal is handled after the server's messages that came before it (the link posts
+        those to the app's queue, where the refusal goes behind them): a request that crossed
+        its game's end is refused once the end is applied and shown, and the refusal, which
+        says only that the game is over, is not said (``GameModel.said_by_the_end``)."""
         again = kind in RESENDABLE
+
+        def refused(exc: RequestFailed) -> None:
+            if on_error is not None:
+                on_error(exc)
+                return
+            model = self.games.get(fields.get("game_id", ""))
+            if model is None or not model.said_by_the_end(exc.code):
+                self.notify(exc.message, title="The server refused", severity="error")
 
         async def send() -> None:
             try:
                 reply = await self.link.request(kind, again=again, **fields)
             except RequestFailed as exc:
-                if on_error is not None:
-                    on_error(exc)
-                else:
-                    self.notify(exc.message, title="The server refused", severity="error")
+                self.call_later(refused, exc)
                 return
             except ConnectionLost as exc:
                 self.notify(str(exc), title="Offline", severity="warning")

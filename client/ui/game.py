@@ -435,7 +435,8 @@ class GameScreen(RequestingScreen):
 
         def refused(exc: RequestFailed) -> None:
             self.sending = False
-            self.notify(exc.message, title="The server refused that move", severity="error")
+            if not model.said_by_the_end(exc.code):
+                self.notify(exc.message, title="The server refused that move", severity="error")
 
         self.request(
             Move,

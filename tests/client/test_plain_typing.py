@@ -12,12 +12,11 @@ import pty
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal
 
 from client.connection import ServerConnection
-from protocol import CreateGame, Draw, Message, Move, Moved, Offer
+from protocol import CreateGame, Draw, Move, Moved, Offer
 from tests.client.test_reconnect_commands import Output
-from tests.client.ui_support import UIServer, next_event
+from tests.client.ui_support import UIServer, crossing, next_event
 
 
 @asynccontextmanager
@@ -55,36 +54,6 @@ async def ends(process: asyncio.subprocess.Process) -> int:
     """The child's exit code; its stdin stays open (a read still waiting must not hold up
     the exit)."""
     return await asyncio.wait_for(process.wait(), 60)
-
-
-class ArrivalLock(asyncio.Lock):
-    """A game's lock that tells when something waits for it (the server takes it for every
-    change to the game, in the order asked)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.arrivals: asyncio.Queue[None] = asyncio.Queue()
-
-    async def acquire(self) -> Literal[True]:
-        self.arrivals.put_nowait(None)
-        return await super().acquire()
-
-
-@asynccontextmanager
-async def crossing(
-    server: UIServer, bob: ServerConnection, game_id: str, kind: type[Message], **fields: object
-) -> AsyncIterator[None]:
-    """Bob's request ``kind`` handled first, then the line the caller types for ada inside
-    the block: her request crosses bob's, which reaches her before her reply does (the
-    server sends a game's events and its replies in order)."""
-    lock = server.game_server._locks[game_id] = ArrivalLock()
-    async with lock:
-        await lock.arrivals.get()  # the test's own
-        bobs = asyncio.ensure_future(bob.request(kind, game_id=game_id, **fields))
-        await lock.arrivals.get()  # bob's request waits for the game
-        yield
-        await lock.arrivals.get()  # and ada's behind it
-    await bobs
 
 
 async def test_a_request_that_crossed_the_end_is_not_refused_before_it(

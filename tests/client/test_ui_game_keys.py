@@ -13,18 +13,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.message import Message as TextualMessage
+from textual.notifications import Notification, Notify
 from textual.widgets import Static
 
 from client.connection import ServerConnection
 from client.game_view import format_ms
 from client.ui import NoughtsApp, Start
+from client.ui.app import ServerMessage
 from client.ui.game import GameOverScreen, GameScreen
-from protocol import CreateGame, Draw, Ended, Move, Moved, Offer, Presence, Resign, Seated
+from protocol import (
+    CreateGame,
+    Draw,
+    Ended,
+    Error,
+    ErrorCode,
+    Message,
+    Move,
+    Moved,
+    Offer,
+    Presence,
+    Resign,
+    Seated,
+)
 from server.pool import EnginePool
 from tests.client.ui_support import (
     ManualClock,
     UIServer,
     actions,
+    crossing,
     next_event,
     start_server,
     until,
@@ -206,6 +223,61 @@ async def test_the_app_declines_a_draw_then_accepts_the_next(
             ended = await next_event(bob, Ended)
             assert (ended.result, ended.reason) == ("1/2-1/2", "agreement")
             assert await game_over(pilot, app) == "Draw: draw agreed."
+    finally:
+        await bob.close()
+
+
+@pytest.mark.parametrize("crossing_request", ["abort", "move"])
+async def test_a_request_crossing_the_end_is_not_said_refused_after_it(
+    ui_server: UIServer, crossing_request: str
+) -> None:
+    """A colleague's finding: ada offers a draw, then aborts (ctrl+x twice) while bob accepts
+    it. The server sends the game's end, then refuses her abort ("game ... is over"): the app
+    showed the game-over dialog and then a red "The server refused" that the end already said
+    (the plain client drops it: tests/client/test_plain_typing.py). So with a move of hers
+    crossing bob's resignation ("The server refused that move"). With the game's lock held,
+    bob's request is handled first and hers crosses it every time."""
+    bob, seated = await bobs_game(ui_server)
+    app = app_joining(ui_server, seated)
+    said: list[Notification] = []
+    refusals: list[Error] = []
+
+    def record(message: TextualMessage) -> None:
+        if isinstance(message, Notify):
+            said.append(message.notification)
+        elif isinstance(message, ServerMessage) and isinstance(message.message, Error):
+            refusals.append(message.message)
+
+    try:
+        async with app.run_test(size=SIZE, message_hook=record) as pilot:
+            screen = await game_screen(pilot, app)
+            model = screen.model
+            await pilot.press("b", "2", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            bobs: tuple[type[Message], dict[str, Any]]
+            if crossing_request == "abort":  # crossing bob's acceptance of her draw offer
+                await pilot.press("ctrl+d", "ctrl+d")
+                await until(pilot, lambda: model.offers == {"draw": 0}, "our offer")
+                bobs, keys, result = (Draw, {"answer": "accept"}), ["ctrl+x"] * 2, "Draw"
+            else:  # her move crossing bob's resignation
+                await bob.request(Move, game_id=seated.game_id, action=0, ply=1)
+                await until(pilot, lambda: model.my_turn, "our turn")
+                bobs, keys, result = (Resign, {}), ["c", "3", "enter"], "You win"
+            async with crossing(ui_server, bob, seated.game_id, bobs[0], **bobs[1]):
+                await pilot.press(*keys)  # sent by a worker: not waited for
+            assert (await game_over(pilot, app)).startswith(result)
+            # Every request answered, and what the app does with the answers queued: a note
+            # queued behind them is said after anything they say.
+            await app.workers.wait_for_complete()
+            app.call_later(app.notify, "the test's mark")
+            await until(pilot, lambda: said and said[-1].message == "the test's mark", "the mark")
+            assert [error.code for error in refusals] == [ErrorCode.GAME_OVER]  # it crossed
+            assert not [
+                f"{note.title}: {note.message}"
+                for note in said
+                if "refused" in note.title or "is over" in note.message
+            ]
+            assert not screen.sending  # the refused move is no longer being sent
     finally:
         await bob.close()
 

@@ -3,16 +3,19 @@ a real engine pool; and helpers to drive the Textual app with its pilot."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from client.connection import ServerConnection
 from client.ui.board import BoardView
+from protocol import Message
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
@@ -89,6 +92,37 @@ async def next_event(connection: ServerConnection, kind: type, timeout: float = 
         event = await connection.next_event(timeout=timeout)
         if isinstance(event, kind):
             return event
+
+
+class ArrivalLock(asyncio.Lock):
+    """A game's lock that tells when something waits for it (the server takes it for every
+    change to the game, in the order asked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrivals: asyncio.Queue[None] = asyncio.Queue()
+
+    async def acquire(self) -> Literal[True]:
+        self.arrivals.put_nowait(None)
+        return await super().acquire()
+
+
+@asynccontextmanager
+async def crossing(
+    server: UIServer, bob: ServerConnection, game_id: str, kind: type[Message], **fields: object
+) -> AsyncIterator[None]:
+    """Bob's request ``kind`` handled first, then the one ada makes inside the block (a line
+    typed, a key pressed): her request crosses bob's, which reaches her before her reply does
+    (the server sends a game's events and its replies in order). Inside the block, start her
+    request without waiting for its reply: the game is locked until the block ends."""
+    lock = server.game_server._locks[game_id] = ArrivalLock()
+    async with lock:
+        await lock.arrivals.get()  # the test's own
+        bobs = asyncio.ensure_future(bob.request(kind, game_id=game_id, **fields))
+        await lock.arrivals.get()  # bob's request waits for the game
+        yield
+        await lock.arrivals.get()  # and ada's behind it
+    await bobs
 
 
 async def open_lobby(pilot: Any, app: Any) -> Any:
