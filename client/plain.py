@@ -169,7 +169,9 @@ class PlainGame:
         self.game_id: str | None = None
         self.seat: int | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
-        self.ended: Ended | None = None
+        # What showed the game's end: its ``ended`` event, or the snapshot of a game already
+        # over (resumed after it ended while we were away).
+        self.ended: Ended | Snapshot | None = None
         # Refusals not said yet: (the game's last seq seen when each came, its code, text).
         self.refusals: deque[tuple[int, str, str]] = deque()
 
@@ -269,7 +271,7 @@ class PlainGame:
             self._write("")
         self._write(text)
 
-    async def run(self) -> Ended | None:
+    async def run(self) -> Ended | Snapshot | None:
         """Play until the game ends or the user quits; returns the ending, if any."""
         event: asyncio.Future[Message] | None = None
         line: asyncio.Future[str | None] | None = None
@@ -321,8 +323,11 @@ class PlainGame:
             self.seat = held[0] if held is not None else None
         ours = self.model is not None and self.model.offers.get("draw") == self.seat
         self._apply(event)
+        assert self.model is not None
         if isinstance(event, Snapshot):
             self._announce(event)
+            if self.model.over and self.ended is None:
+                return self._end(event)
         elif isinstance(event, Moved):
             self._report_move(event, declining=ours and event.seat != self.seat)
         elif isinstance(event, Offer):
@@ -330,17 +335,21 @@ class PlainGame:
         elif isinstance(event, Presence):
             self._report_presence(event)
         elif isinstance(event, Ended):
-            assert self.model is not None
-            self.ended = event
-            self.write(f"Game over: {self.model.result_sentence()}")
-            self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
-            self._say_refusals()
-            if not self.rematch or self.input_ended or event.reason == "abort":
-                return True
-            self.write(
-                "Type 'rematch' for a rematch with colours swapped, or press Enter to leave."
-            )
+            return self._end(event)
         self._say_refusals()
+        return False
+
+    def _end(self, event: Ended | Snapshot) -> bool:
+        """Show the game's end (``event``: its ``ended``, or the snapshot of a game already
+        over); True unless a rematch may be typed."""
+        assert self.model is not None
+        self.ended = event
+        self.write(f"Game over: {self.model.result_sentence()}")
+        self.write(f"Replay it with: noughts replay{self.where} {self.game_id}")
+        self._say_refusals()
+        if not self.rematch or self.input_ended or self.model.reason == "abort":
+            return True
+        self.write("Type 'rematch' for a rematch with colours swapped, or press Enter to leave.")
         return False
 
     def _announce(self, snapshot: Snapshot) -> None:
@@ -352,7 +361,7 @@ class PlainGame:
             return
         names = [p["name"] if p else "?" for p in snapshot.players]
         self.write(f"Game {self.game_id}: X = {names[0]}, O = {names[1]}.")
-        if self.seat is not None:
+        if self.seat is not None and not snapshot.result:
             assert self.model is not None and self.model.state is not None
             example = self.model.state.game.grid.example(self.model.legal_moves())
             self.write(
@@ -528,9 +537,8 @@ class PlainGame:
         in the queue: a request that crossed the AI's acceptance of a draw was said refused,
         "game ... is over", before the game's end. Refused because the game is over, once its
         end is shown, it is not said at all: the end says it (``GameModel.said_by_the_end``).
-        This client shows an end for its ``ended`` event only, which is when ``self.ended``
-        is set (and the model over): a game over by its snapshot (resumed once the server no
-        longer holds it) shows none, and its refusal is said."""
+        The end is shown when ``self.ended`` is set (its ``ended`` event, or the snapshot of a
+        game already over)."""
         model = self.model
         shown = model.seq if model is not None else 0
         while self.refusals and (every or self.refusals[0][0] <= shown):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from client.connection import ServerConnection
 from client.session_core import Backoff
-from protocol import CreateGame, GetGame, Move, Moved
+from protocol import CreateGame, GetGame, Move, Moved, Resign, Resume
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
@@ -99,6 +99,42 @@ async def test_the_plain_client_plays_on_across_a_server_restart(
         assert await asyncio.wait_for(child.wait(), 60) == 0, err.text
         await bob.close()
     assert "Game over: You win: a line was completed." in out.text
+
+
+async def test_the_plain_client_shows_the_end_of_a_game_that_ended_while_it_was_away(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """ada's plain client is away (its server stopped) while bob, on another server on the
+    same database, resigns; back, ada's resume finds the game over: the client said the
+    board and waited for ever. It says the end and leaves."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        bob = await ServerConnection.connect(url, name="bob")
+        seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client", "play", "--plain", "--server", url,
+            "--join", seated.game_id, "--name", "ada",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ},
+        )  # fmt: skip
+        assert child.stdin is not None and child.stdout is not None
+        assert child.stderr is not None
+        out = Output(child.stdout)
+        await out.until("X to move> ")
+        child.stdin.write(b"b2\n")
+        assert (await next_event(bob, Moved)).action == 4
+    session = bob.session
+    await bob.close()
+    async with server_on(db, ui_pool) as other:  # ada's client knows nothing of this one
+        bob = await ServerConnection.connect(f"ws://127.0.0.1:{other}", name="bob", session=session)
+        await bob.request(Resume, game_id=seated.game_id)
+        await bob.request(Resign, game_id=seated.game_id)
+        await bob.close()
+    async with server_on(db, ui_pool, port):
+        await out.until("Replay it with:")
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+    assert "Game over: You win: resignation." in out.text, out.text
 
 
 async def test_a_read_sent_while_the_server_is_down_is_answered_once_it_is_back(
