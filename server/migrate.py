@@ -2,7 +2,8 @@
 
 Opening a store migrates it (SQLite and PostgreSQL share one numbered sequence of schema
 versions); this command does only that, for operators who upgrade the schema before they
-start the new servers, as a deploy step.
+start the new servers, as a deploy step. On SQLite it holds the database's server lock
+(server/lockfile.py) meanwhile, so it is refused while a server uses the file.
 """
 
 from __future__ import annotations
@@ -29,14 +30,25 @@ def build_parser() -> argparse.ArgumentParser:
 async def run(db: str) -> int:
     from server.__main__ import open_store
     from server.errors import ServerError
+    from server.lockfile import ServerLock
+    from server.pgstore import is_postgres_url
 
+    lock = None
     store = open_store(db)
     try:
+        if not is_postgres_url(db):  # (PostgresStore holds an advisory lock of its own)
+            # A server's lock: no schema change under a running server (one still on the
+            # old schema would write rows the migration did not see), nor one starting.
+            lock = ServerLock.acquire(db)
         await store.open()
     except ServerError as exc:
         print(f"noughts migrate: {exc}", file=sys.stderr)
         return 1
-    await store.close()
+    else:
+        await store.close()
+    finally:
+        if lock is not None:
+            lock.release()
     print(f"{store.describe()}: schema up to date")
     return 0
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -56,6 +59,25 @@ async def test_a_newer_schema_is_refused(pg_schema: str) -> None:
     await conn.close()
     with pytest.raises(StorageError, match="newer"):
         await PostgresStore(PG_URL, schema=pg_schema).open()
+
+
+async def test_noughts_migrate_on_postgresql_takes_no_file_lock(pg_schema: str, tmp_path) -> None:
+    """noughts migrate holds a SQLite file's server lock; a URL has no file beside it (the
+    advisory locks stand in): it migrates, and leaves nothing in the directory it ran in."""
+    conn = await asyncpg.connect(PG_URL)
+    await conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+    await conn.close()
+    url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}search_path={pg_schema}"
+    command = [sys.executable, "-m", "client", "migrate", "--db", url]
+    result = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert (result.returncode, result.stdout.strip()) == (0, f"{url}: schema up to date")
+    assert os.listdir(tmp_path) == []
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    assert await store.migrate() == PG_SCHEMA_VERSION  # the command migrated it all
+    await store.close()
 
 
 async def test_moves_end_and_sessions_read_back(pg_schema: str) -> None:

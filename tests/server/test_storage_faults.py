@@ -157,6 +157,39 @@ async def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
     assert not (tmp_path / "games.db.lock").exists()  # removed at a clean stop
 
 
+async def test_migrate_is_refused_while_a_server_uses_the_database(tmp_path: Path) -> None:
+    """noughts migrate took no lock: run from a newer noughts (the deploy step) beside a
+    server still serving the file, it changed the schema under that server, whose rows
+    written afterwards miss what the migration filled in. It now takes the server's lock:
+    refused in one line naming the server, which serves on; run alone, it leaves no lock."""
+    db = tmp_path / "games.db"
+    command = [sys.executable, "-m", "client", "migrate", "--db", str(db)]
+    first = EmbeddedServer(db, workers=0)
+    url = await first.start()
+    try:
+        assert first.process is not None
+        lock = (tmp_path / "games.db.lock").read_text()
+        refused = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, env=_environment(tmp_path)
+        )
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stdout == ""
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1, refused.stderr
+        assert lines[0].startswith("noughts migrate: database ")
+        assert f"pid {first.process.pid}" in lines[0] and url in lines[0]
+        assert (tmp_path / "games.db.lock").read_text() == lock
+        ada = await ServerConnection.connect(url, name="ada")
+        await ada.request(Ping)
+        await ada.close()
+    finally:
+        await first.stop()
+    alone = subprocess.run(command, capture_output=True, text=True, env=_environment(tmp_path))
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.strip() == f"{db}: schema up to date"
+    assert not (tmp_path / "games.db.lock").exists()
+
+
 def test_reuse_running_waits_for_the_holder_then_prints_its_address(tmp_path: Path) -> None:
     """Issue 12, defect 4: with --reuse-running (what noughts play passes), a server finding
     the lock held waits while the holder starts, then prints the holder's address as its
