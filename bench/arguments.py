@@ -4,7 +4,10 @@ one-line usage error (exit 2), not a run that measures nothing or a traceback.""
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import math
+from pathlib import Path
 
 
 def positive_int(text: str) -> int:
@@ -17,6 +20,12 @@ def count(text: str) -> int:
     return _int(text, 0)
 
 
+def iterations(text: str) -> int:
+    """A search's iteration (or node) budget: a whole number from 1 to the engine's most,
+    engine.options.MAX_BUDGET_ITERATIONS (engine.Budget refuses more)."""
+    return _int(text, 1, _engine_constant("MAX_BUDGET_ITERATIONS"))
+
+
 def positive_float(text: str) -> float:
     """A finite number above 0."""
     return _float(text, low_open=True)
@@ -27,14 +36,32 @@ def non_negative_float(text: str) -> float:
     return _float(text, low_open=False)
 
 
-def _int(text: str, low: int) -> int:
+def _int(text: str, low: int, high: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError:
         value = low - 1
+    if high is not None and not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"a whole number from {low} to {high}, not {text!r}")
     if value < low:
         raise argparse.ArgumentTypeError(f"a whole number of at least {low}, not {text!r}")
     return value
+
+
+@functools.cache
+def _engine_constant(name: str) -> int:
+    """A constant of this tree's engine/options.py, read from its source: importing the
+    engine here would choose the build a tool imports before the tool does (gomoku_nodes.py
+    --tree imports another build's, mcts_ab.py copies builds under names of their own)."""
+    source = Path(__file__).resolve().parent.parent / "engine" / "options.py"
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == name for target in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, int):
+                return value
+    raise LookupError(f"{source} assigns no whole number to {name}")
 
 
 def _float(text: str, *, low_open: bool) -> float:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from arguments import count, non_negative_float, positive_int
+from arguments import count, iterations, non_negative_float, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -213,7 +213,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="self-play games to fit on")
     gen.add_argument("--games", type=positive_int, default=600)
-    gen.add_argument("--nodes", type=positive_int, default=4000, help="node budget a move")
+    gen.add_argument("--nodes", type=iterations, default=4000, help="node budget a move")
     gen.add_argument("--opening-plies", type=count, default=4)
     gen.add_argument("--seed", type=int, default=1)
     gen.add_argument("--out", required=True)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arguments import positive_int
+from arguments import iterations, positive_int
 
 N, K = 15, 5
 RADIUS = 4
@@ -61,7 +61,7 @@ def _has_four(moves: list[int]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=positive_int, default=20_000)
+    parser.add_argument("--nodes", type=iterations, default=20_000)
     parser.add_argument("--positions", type=positive_int, default=12)
     parser.add_argument("--runs", type=positive_int, default=3)
     parser.add_argument("--options", default="", help="alphabeta options, NAME=VALUE,...")

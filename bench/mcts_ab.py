@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from arguments import positive_int
+from arguments import iterations, positive_int
 from mcts_speed import POSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=positive_int, default=30, help="rounds (default 30)")
     parser.add_argument(
         "--iterations",
-        type=positive_int,
+        type=iterations,
         default=150_000,
         help="iterations a search (default 150000)",
     )

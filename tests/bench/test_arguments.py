@@ -4,6 +4,7 @@ range in one line before they start anything."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,19 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-from arguments import count, non_negative_float, positive_float, positive_int  # noqa: E402
+from arguments import (  # noqa: E402
+    count,
+    iterations,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
+
+from engine.options import MAX_BUDGET_ITERATIONS  # noqa: E402
+
+MOST = str(MAX_BUDGET_ITERATIONS)
+TOO_MANY = str(MAX_BUDGET_ITERATIONS + 1)
+TOO_MANY_SAID = f"a whole number from 1 to {MOST}, not '{TOO_MANY}'"
 
 
 @pytest.mark.parametrize(
@@ -23,6 +36,8 @@ from arguments import count, non_negative_float, positive_float, positive_int  #
         (count, {"0": 0, "7": 7}, ["-1", "2.0", "x"]),
         (positive_float, {"0.5": 0.5, "10": 10.0}, ["0", "-1", "nan", "inf", "x"]),
         (non_negative_float, {"0": 0.0, "2.5": 2.5}, ["-0.1", "nan", "-inf", "x"]),
+        # the engine's most (engine.Budget refuses more, with a traceback from a tool)
+        (iterations, {"1": 1, MOST: MAX_BUDGET_ITERATIONS}, ["0", TOO_MANY, "1.5", "x"]),
     ],
 )
 def test_each_type_takes_its_range_and_refuses_the_rest(
@@ -48,6 +63,12 @@ def test_each_type_takes_its_range_and_refuses_the_rest(
         (["codingame_match.py", "--a", "x", "--b", "y", "--games", "0"], "argument --games"),
         (["floor.py", "--duration", "0"], "argument --duration: a number above 0, not '0'"),
         (["queue_overhead.py", "--searches", "0"], "argument --searches: a whole number"),
+        (["mcts_ab.py", "HEAD", "--iterations", TOO_MANY], f"--iterations: {TOO_MANY_SAID}"),
+        (["gomoku_nodes.py", "--nodes", TOO_MANY], f"argument --nodes: {TOO_MANY_SAID}"),
+        (
+            ["fit_gomoku_windows.py", "generate", "--nodes", TOO_MANY, "--out", os.devnull],
+            f"argument --nodes: {TOO_MANY_SAID}",
+        ),
     ],
 )
 def test_a_tool_refuses_a_value_out_of_range_in_one_line(args: list[str], said: str) -> None:
