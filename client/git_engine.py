@@ -5,7 +5,8 @@ tree is extracted once (``git archive``) into the cache directory, and each aren
 runs it in a child Python whose import path starts there, asking it for moves over a pipe
 (one JSON line each way). The child speaks only the typed front door (``engine.Searcher``,
 ``engine.Budget``, ``engine.replay``), so REF must have it (c0f7043 or later). Its numba
-cache lives in its tree, compiled on its first match and kept for the next.
+cache lives in its tree, compiled on its first match and kept for the next. It ignores
+Ctrl-C as the workers do: arena's parent handles it.
 """
 
 from __future__ import annotations
@@ -24,39 +25,43 @@ from typing import Any
 __all__ = ["GitEngine", "GitEngineError", "extract"]
 
 # The child: one request per line, one answer per line ({"warm": [game, algorithm]} is
-# answered with {}; {"forget": key} has no answer).
+# answered with {}; {"forget": key} has no answer). It ends at the end of its input, or
+# quietly when its answer cannot be written: arena stopped while it searched.
 DRIVER = """\
-import json, sys
+import json, os, sys
 import engine
 searcher = engine.Searcher()
 warm = set()
-for line in sys.stdin:
-    request = json.loads(line)
-    if "warm" in request:
-        target = tuple(request["warm"])
+try:
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "warm" in request:
+            target = tuple(request["warm"])
+            try:
+                engine.warm_up([target])
+                warm.add(target)
+            except Exception as exc:
+                pass  # the first search says what is wrong
+            print("{}", flush=True)
+            continue
+        if "forget" in request:
+            searcher.forget(request["forget"])
+            continue
         try:
-            engine.warm_up([target])
-            warm.add(target)
+            target = (request["game"], request["algorithm"])
+            if target not in warm:
+                engine.warm_up([target])
+                warm.add(target)
+            state = engine.replay((request["game"], request["params"]), request["moves"])
+            budget = engine.Budget(request["time_ms"], request["iterations"])
+            result = searcher.search(state, request["algorithm"], budget, seed=request["seed"],
+                                     game_key=request["game_key"], options=request["options"])
+            answer = result.to_dict()
         except Exception as exc:
-            pass  # the first search says what is wrong
-        print("{}", flush=True)
-        continue
-    if "forget" in request:
-        searcher.forget(request["forget"])
-        continue
-    try:
-        target = (request["game"], request["algorithm"])
-        if target not in warm:
-            engine.warm_up([target])
-            warm.add(target)
-        state = engine.replay((request["game"], request["params"]), request["moves"])
-        budget = engine.Budget(request["time_ms"], request["iterations"])
-        result = searcher.search(state, request["algorithm"], budget, seed=request["seed"],
-                                 game_key=request["game_key"], options=request["options"])
-        answer = result.to_dict()
-    except Exception as exc:
-        answer = {"error": f"{type(exc).__name__}: {exc}"}
-    print(json.dumps(answer), flush=True)
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+except BrokenPipeError:  # arena stopped during a search (Ctrl-C): no one reads the answer
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor the flush at exit
 """
 
 
@@ -140,6 +145,8 @@ class GitEngine:
 
     def __init__(self, tree: Path, label: str) -> None:
         self.label = label
+        from client.commands.interrupts import ignore_ctrl_c
+
         env = {**os.environ, "PYTHONPATH": str(tree)}
         self.process = subprocess.Popen(
             [sys.executable, "-c", DRIVER],
@@ -149,6 +156,9 @@ class GitEngine:
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
+            # As arena's workers: a terminal's Ctrl-C reaches the whole process group, and
+            # arena's parent handles it. Set before exec, so that Python starts ignoring it.
+            preexec_fn=ignore_ctrl_c,
         )
 
     def _send(self, request: dict[str, Any]) -> None:

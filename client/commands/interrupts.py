@@ -29,6 +29,7 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
 
 
 def ignore_ctrl_c() -> None:
-    """A worker process's initializer: Ctrl-C in a terminal reaches the whole process group,
-    and the parent, which stops the workers, is the one to handle it."""
+    """A worker process's initializer (or a child's ``preexec_fn``, so that it starts
+    ignoring it: arena's git-ref engine): Ctrl-C in a terminal reaches the whole process
+    group, and the parent, which stops the workers, is the one to handle it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

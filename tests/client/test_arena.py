@@ -272,6 +272,36 @@ def test_sigterm_stops_a_match_as_ctrl_c_does(tmp_path: Path) -> None:
     assert report["interrupted"] is True and report["games_played"] >= 1
 
 
+def test_ctrl_c_stops_a_match_against_a_git_ref_without_a_traceback(tmp_path: Path) -> None:
+    """--b-ref's child (the engine of that commit) did not ignore Ctrl-C as arena's workers
+    do: a terminal's SIGINT to the process group printed its KeyboardInterrupt traceback
+    beside the summary so far, and a child ignoring it printed a BrokenPipeError one when
+    its search outlasted arena. Now only the parent handles it, and the child ends quietly."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # B searches 2 s a move from the 7th ply on: Ctrl-C comes during one of its searches.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "client", "arena", "--game", "tictactoe", "--a", "random:1ms",
+         "--b", "flat:2000ms", "--b-ref", "HEAD", "--opening-plies", "6", "--games", "1000000",
+         "--workers", "1", "--json", "--progress-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert process.stderr is not None
+    assert process.stderr.readline()  # a first progress line: the ref's child plays
+    time.sleep(0.5)  # the second game's first search has begun (B has X in odd games)
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=120)  # the child's stderr included: it is theirs
+    assert process.returncode == 130, err
+    assert "Traceback" not in err, err
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["games_played"] >= 1
+
+
 def test_an_engine_before_the_typed_front_door_is_refused_before_the_match(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
