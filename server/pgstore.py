@@ -195,8 +195,12 @@ class PostgresStore(SQLStore):
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=4, server_settings=self._server_settings()
             )
-            await self.migrate()
+            if self.schema is not None:
+                await self._pool.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            # The server lock before the migration: no schema change under a running server
+            # (one on the old schema would write rows the migration did not see).
             self._writer_conn = await self._connect_writer()
+            await self.migrate()
             for index in range(len(self._more_conns)):
                 self._more_conns[index] = await self.connect()
         except StorageError:
@@ -211,8 +215,6 @@ class PostgresStore(SQLStore):
         """Bring the schema to PG_SCHEMA_VERSION; returns the version found before."""
         assert self._pool is not None
         async with self._pool.acquire() as conn:
-            if self.schema is not None:
-                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
             try:
                 await conn.execute(
