@@ -23,7 +23,17 @@ def count(text: str) -> int:
 def iterations(text: str) -> int:
     """A search's iteration (or node) budget: a whole number from 1 to the engine's most,
     engine.options.MAX_BUDGET_ITERATIONS (engine.Budget refuses more)."""
-    return _int(text, 1, _engine_constant("MAX_BUDGET_ITERATIONS"))
+    return _int(text, 1, int(_engine_constant("MAX_BUDGET_ITERATIONS")))
+
+
+def time_budget(text: str) -> float:
+    """A search's time budget in milliseconds: above 0, at most the engine's most,
+    engine.options.MAX_BUDGET_MS (engine.Budget refuses more)."""
+    value = _float(text, low_open=True)
+    most = _engine_constant("MAX_BUDGET_MS")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"a number above 0 and at most {most:g}, not {text!r}")
+    return value
 
 
 def positive_float(text: str) -> float:
@@ -49,7 +59,7 @@ def _int(text: str, low: int, high: int | None = None) -> int:
 
 
 @functools.cache
-def _engine_constant(name: str) -> int:
+def _engine_constant(name: str) -> float:
     """A constant of this tree's engine/options.py, read from its source: importing the
     engine here would choose the build a tool imports before the tool does (gomoku_nodes.py
     --tree imports another build's, mcts_ab.py copies builds under names of their own)."""
@@ -59,9 +69,9 @@ def _engine_constant(name: str) -> int:
             isinstance(target, ast.Name) and target.id == name for target in node.targets
         ):
             value = ast.literal_eval(node.value)
-            if isinstance(value, int):
+            if isinstance(value, int | float):
                 return value
-    raise LookupError(f"{source} assigns no whole number to {name}")
+    raise LookupError(f"{source} assigns no number to {name}")
 
 
 def _float(text: str, *, low_open: bool) -> float:

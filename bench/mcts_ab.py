@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from arguments import iterations, positive_int
+from arguments import iterations, positive_int, time_budget
 from mcts_speed import POSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,7 +119,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--time-ms",
-        type=positive_int,
+        type=time_budget,
         default=None,
         help="a time budget instead: iterations per wall-clock second (as noughts bench)",
     )

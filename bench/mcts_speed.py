@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from arguments import positive_float, positive_int
+from arguments import positive_int, time_budget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -43,7 +43,7 @@ def rate(algorithm: str, state, budget_ms: float, seed: int) -> tuple[float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-ms", type=positive_float, default=200.0)
+    parser.add_argument("--budget-ms", type=time_budget, default=200.0)
     parser.add_argument("--runs", type=positive_int, default=5)
     parser.add_argument("--algorithms", default="mcts,uct,flat")
     args = parser.parse_args()

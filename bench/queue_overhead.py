@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from arguments import positive_float, positive_int  # noqa: E402
+from arguments import positive_int, time_budget  # noqa: E402
 
 from engine.result import SearchResult  # noqa: E402
 from engine.search import Searcher  # noqa: E402
@@ -160,7 +160,7 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bus", default="redis://127.0.0.1:6379/0", help="Redis URL")
-    parser.add_argument("--budget-ms", type=positive_float, default=50.0)
+    parser.add_argument("--budget-ms", type=time_budget, default=50.0)
     parser.add_argument("--searches", type=positive_int, default=100)
     parser.add_argument("--split", action="store_true", help="where the time goes, step by step")
     parser.add_argument("--stamping-worker", help=argparse.SUPPRESS)  # PREFIX:FILE (--split)

@@ -20,9 +20,10 @@ from arguments import (  # noqa: E402
     non_negative_float,
     positive_float,
     positive_int,
+    time_budget,
 )
 
-from engine.options import MAX_BUDGET_ITERATIONS  # noqa: E402
+from engine.options import MAX_BUDGET_ITERATIONS, MAX_BUDGET_MS  # noqa: E402
 
 MOST = str(MAX_BUDGET_ITERATIONS)
 TOO_MANY = str(MAX_BUDGET_ITERATIONS + 1)
@@ -38,6 +39,7 @@ TOO_MANY_SAID = f"a whole number from 1 to {MOST}, not '{TOO_MANY}'"
         (non_negative_float, {"0": 0.0, "2.5": 2.5}, ["-0.1", "nan", "-inf", "x"]),
         # the engine's most (engine.Budget refuses more, with a traceback from a tool)
         (iterations, {"1": 1, MOST: MAX_BUDGET_ITERATIONS}, ["0", TOO_MANY, "1.5", "x"]),
+        (time_budget, {"0.5": 0.5, "3600000": MAX_BUDGET_MS}, ["0", "3600001", "nan", "x"]),
     ],
 )
 def test_each_type_takes_its_range_and_refuses_the_rest(
@@ -65,6 +67,9 @@ def test_each_type_takes_its_range_and_refuses_the_rest(
         (["queue_overhead.py", "--searches", "0"], "argument --searches: a whole number"),
         (["mcts_ab.py", "HEAD", "--iterations", TOO_MANY], f"--iterations: {TOO_MANY_SAID}"),
         (["gomoku_nodes.py", "--nodes", TOO_MANY], f"argument --nodes: {TOO_MANY_SAID}"),
+        (["mcts_speed.py", "--budget-ms", "3600001"], "--budget-ms: a number above 0 and at most"),
+        (["mcts_ab.py", "HEAD", "--time-ms", "3600001"], "--time-ms: a number above 0 and at most"),
+        (["queue_overhead.py", "--budget-ms", "1e9"], "--budget-ms: a number above 0 and at most"),
         (
             ["fit_gomoku_windows.py", "generate", "--nodes", TOO_MANY, "--out", os.devnull],
             f"argument --nodes: {TOO_MANY_SAID}",
