@@ -169,7 +169,7 @@ def main() -> None:
         return result.iterations / elapsed, "" if wall else repr(found)
 
     print("builds:", ", ".join(f"{n} = {s}" for n, s in zip(names, args.builds, strict=True)))
-    unit = f"wall-clock second, {args.time_ms} ms searches" if wall else "CPU second"
+    unit = f"wall-clock second, {args.time_ms:g} ms searches" if wall else "CPU second"
     print(f"iterations per {unit}; 1-minute load {os.getloadavg()[0]:.2f} at the start", flush=True)
     rates: dict[tuple[str, str], list[float]] = {(n, w): [] for n in names for w in WHERE}
     for k in range(args.rounds):
