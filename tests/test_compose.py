@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from client.cli import build_parser
 from client.commands.serve import SERVER_COMMANDS
+from server.settings import ServerSettings, from_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,3 +89,46 @@ def test_the_single_node_default_and_the_cluster_profile() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in ("protocol", "engine", "server", "client"):
         assert f"COPY {package} ./{package}" in dockerfile
+
+
+def _seconds(duration: str) -> float:
+    """A Compose duration ("30s", "1m30s") in seconds."""
+    parts = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", duration)
+    assert parts is not None and duration, duration
+    minutes, seconds = parts.groups()
+    return 60 * int(minutes or 0) + int(seconds or 0)
+
+
+def _serve_settings(command: list[str]) -> ServerSettings:
+    """The settings a `noughts serve` command line starts the server with."""
+    from server.__main__ import build_parser as serve_parser
+
+    assert command[:2] == ["noughts", "serve"], command
+    return from_arguments(serve_parser().parse_args(command[2:]))
+
+
+def test_docker_waits_for_the_servers_drain_before_it_kills() -> None:
+    """`docker compose stop` sends SIGTERM, then SIGKILL after the stop grace period
+    (Docker's default: 10 s, under the server's drain): each server's is above its drain."""
+    for name in ("server", "node", "node-2"):
+        service = _compose()["services"][name]
+        drain = _serve_settings(service["command"]).drain_timeout_s
+        assert "stop_grace_period" in service, name
+        assert _seconds(service["stop_grace_period"]) > drain, name
+
+
+def test_admin_ports_are_published_on_the_hosts_loopback_only() -> None:
+    """The admin endpoints are the operator's, not the public's: published on the host's
+    127.0.0.1 only (a Prometheus in the compose network reaches the container's port)."""
+    published = 0
+    for name, service in _compose()["services"].items():
+        command = service.get("command") or []
+        if command[:2] != ["noughts", "serve"]:
+            continue
+        admin = _serve_settings(command).admin_port
+        for mapping in service.get("ports", []):
+            if admin is not None and mapping.rsplit(":", 1)[1] == str(admin):
+                host_ip = mapping.split(":")[0]
+                assert mapping.count(":") == 2 and host_ip == "127.0.0.1", (name, mapping)
+                published += 1
+    assert published == 2  # node and node-2
