@@ -236,10 +236,10 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         assert settings.bus is not None and isinstance(store, PostgresStore)
         bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
         game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect))
-        # Open while the node joins (a stalled Redis may hold the join): /readyz answers
-        # 503 "bus: not joined yet" until it has.
-        admin = await _open_admin(AdminServer(game_server), settings)
         try:
+            # Open while the node joins (a stalled Redis may hold the join): /readyz answers
+            # 503 "bus: not joined yet" until it has.
+            admin = await _open_admin(AdminServer(game_server), settings)
             await game_server.cluster.start()
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
@@ -303,10 +303,17 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
 
 
 async def _open_admin(admin: AdminServer, settings: ServerSettings) -> asyncio.Server | None:
-    """The admin port (``--admin-port``), or None without one."""
+    """The admin port (``--admin-port``), or None without one; ServerError naming the admin
+    address if it cannot listen there (not the game's: the caller's OSError says that one)."""
+    from server.errors import ServerError
+
     if settings.admin_port is None:
         return None
-    listening: asyncio.Server = await admin.start(settings.admin_host, settings.admin_port)
+    where = f"{settings.admin_host}:{settings.admin_port}"
+    try:
+        listening: asyncio.Server = await admin.start(settings.admin_host, settings.admin_port)
+    except OSError as exc:
+        raise ServerError(f"cannot listen on the admin address {where}: {exc}") from exc
     logging.info(
         "admin endpoints on http://%s:%d/ (healthz, readyz, metrics)",
         settings.admin_host,

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +79,31 @@ async def test_hostile_requests_get_short_answers(admin: tuple[AdminServer, int]
     assert (await _get(port, b"garbage\r\n\r\n"))[0] == 400
     huge = b"GET /healthz HTTP/1.1\r\nX: " + b"a" * MAX_REQUEST_BYTES + b"\r\n\r\n"
     assert (await _get(port, huge))[0] == 431
+
+
+def _serve_with_admin(tmp_path: Path, *admin: str) -> subprocess.CompletedProcess[str]:
+    """`noughts serve` on port 0 with these admin options, run to its end."""
+    command = [sys.executable, "-m", "server", "--port", "0", "--workers", "0"]
+    command += ["--db", str(tmp_path / "games.db"), *admin]
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_an_admin_address_it_cannot_listen_on_is_named(tmp_path: Path) -> None:
+    """An operator's probe: --admin-port in use, or a bad --admin-host, was reported as
+    'cannot listen on 127.0.0.1:0', the game's address. One line naming the admin address,
+    exit 1, the database's lock released."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        in_use = _serve_with_admin(tmp_path, "--admin-port", str(busy))
+    bad_host = _serve_with_admin(tmp_path, "--admin-host", "999.9.9.9", "--admin-port", "0")
+    for result, where in ((in_use, f"127.0.0.1:{busy}"), (bad_host, "999.9.9.9:0")):
+        assert result.returncode == 1, result.stderr
+        assert result.stdout == ""
+        said = [line for line in result.stderr.splitlines() if "noughts serve:" in line]
+        assert len(said) == 1, result.stderr  # (the rest: the log)
+        assert said[0].startswith(f"noughts serve: cannot listen on the admin address {where}: ")
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "games.db.lock").exists()
