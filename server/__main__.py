@@ -265,7 +265,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
                 if not stop.done():
                     stop.set_result(None)
 
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 with contextlib.suppress(NotImplementedError):
                     asyncio.get_running_loop().add_signal_handler(sig, stopping)
             scheme = "wss" if tls else "ws"
