@@ -12,6 +12,7 @@ import re
 import signal
 import ssl
 import sys
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -175,6 +176,9 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         name_node(node)  # (the nodes of --processes write one log)
     if settings.processes > 1 and settings.workers is None:
         settings = dataclasses.replace(settings, workers=engine_workers(settings.processes))
+    # Stopping is graceful from here on, the engine's warm-up included (minutes with many
+    # workers): a signal then stops it, kills its workers and releases the lock.
+    stop = _stop_on_signals()
     store = (
         PostgresStore(db_path, node=node)
         if node is not None
@@ -225,7 +229,11 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             settings=settings,
         )
         logging.info("starting %d engine worker%s", pool.size, "" if pool.size == 1 else "s")
-        await pool.start_async()
+        if not await _unless_stopped(pool.start_async(), stop):
+            logging.info("stopped during the engine warm-up")
+            pool.close()
+            await store.close()
+            return 0
     game_server = GameServer(store, pool, settings=settings)
     admin = None  # open until the process ends: /readyz answers 503 for the whole drain
     if node is not None:
@@ -258,16 +266,6 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             # allocate later, which keeps their pauses short (Python docs, gc.freeze).
             gc.freeze()
             gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
-            # Stopping is graceful from the moment anyone may know the address.
-            stop = asyncio.get_running_loop().create_future()
-
-            def stopping() -> None:  # a second signal during the drain changes nothing
-                if not stop.done():
-                    stop.set_result(None)
-
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                with contextlib.suppress(NotImplementedError):
-                    asyncio.get_running_loop().add_signal_handler(sig, stopping)
             scheme = "wss" if tls else "ws"
             url = f"{scheme}://{settings.host}:{port}"
             if lock is not None:
@@ -300,6 +298,36 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         elif pool is not None:
             await pool.close()
     return 0
+
+
+def _stop_on_signals() -> asyncio.Future[None]:
+    """A future done at the first SIGINT, SIGTERM or SIGHUP: each stops the server with its
+    drain. SIGHUP too (a closed terminal sends it to a foreground server): the server has no
+    configuration to reload, so a hangup stops it as the others do, not at once."""
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def stopping() -> None:  # a second signal during the drain changes nothing
+        if not stop.done():
+            stop.set_result(None)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopping)
+    return stop
+
+
+async def _unless_stopped(step: Awaitable[None], stop: asyncio.Future[None]) -> bool:
+    """Run a step of the start; False, once it is cancelled, if a stop signal comes first."""
+    task = asyncio.ensure_future(step)
+    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
 
 
 async def _open_admin(admin: AdminServer, settings: ServerSettings) -> asyncio.Server | None:

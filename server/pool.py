@@ -34,6 +34,7 @@ as the server checked them: it replays them unchecked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import itertools
 import logging
@@ -66,6 +67,8 @@ HUNG_GRACE_S = 10.0
 STOP_GRACE_S = 2.0
 # How long a warming worker may stay silent (it reports progress as it compiles kernels).
 READY_TIMEOUT_S = 300.0
+# How soon a worker's start in progress sees the pool closed (the server stopped).
+CLOSED_CHECK_S = 0.2
 # The first pause before restarting a worker that keeps dying; it doubles each time.
 RESTART_FIRST_PAUSE_S = 0.5
 # A worker up this long without dying has proved itself: its slot's failures are forgotten.
@@ -226,9 +229,16 @@ class EnginePool:
                 self._spawn(first[0])
                 self._await_ready(first[0], self.progress)
             for slot in slots[len(first) :]:
+                self._check_open()
                 self._spawn(slot)
             for slot in slots[len(first) :]:
                 self._await_ready(slot, None if first else self.progress)
+            with self._lock:  # (close() reads the slots under it once it says closing)
+                self._check_open()
+                now = time.monotonic()
+                for slot in slots:
+                    slot.state, slot.up_since = SlotState.IDLE, now
+                self._slots = slots
         except BaseException:
             for slot in slots:
                 self._reap(slot)
@@ -239,16 +249,26 @@ class EnginePool:
                 target=warm_up_in_background, args=(rest,), name="noughts-compile", daemon=True
             )
             self._background.start()
-        now = time.monotonic()
-        for slot in slots:
-            slot.state, slot.up_since = SlotState.IDLE, now
-        self._slots = slots
         for slot in slots:
             self._thread(self._keep, slot, name=f"pool-keeper-{slot.index}")
         self._thread(self._watch, name="pool-watchdog")
 
     async def start_async(self) -> None:
-        await asyncio.to_thread(self.start)
+        """``start`` in a thread. Cancelled (the server stopped while warming up), it stops
+        the warm-up and returns once the workers it started are killed."""
+        starting = asyncio.ensure_future(asyncio.to_thread(self.start))
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            self._closing.set()
+            with contextlib.suppress(EngineUnavailable):
+                await starting
+            raise
+
+    def _check_open(self) -> None:
+        """EngineUnavailable once the pool is closed: a start in progress stops."""
+        if self._closing.is_set():
+            raise EngineUnavailable("the engine pool was closed while it started")
 
     def _thread(self, target: Callable[..., None], *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -268,18 +288,18 @@ class EnginePool:
         child.close()
         slot.process, slot.conn, slot.stop_word = process, parent, stop_word
 
-    @staticmethod
     def _await_ready(
+        self,
         slot: _Slot,
         progress: Callable[[str], None] | None = None,
         timeout: float = READY_TIMEOUT_S,
     ) -> None:
         """Wait for the worker's "ready", passing its warm-up "progress" on; ``timeout`` is
-        the longest silence allowed."""
+        the longest silence allowed. EngineUnavailable as soon as the pool is closed."""
         assert slot.conn is not None
         while True:
             try:
-                if not slot.conn.poll(timeout):
+                if not self._heard(slot.conn, timeout):
                     raise EngineUnavailable(
                         f"engine worker {slot.index} said nothing in {timeout}s"
                     )
@@ -292,6 +312,16 @@ class EnginePool:
                 progress(message[1])
         if message[0] != "ready":
             raise EngineUnavailable(f"engine worker {slot.index} sent {message!r} at start")
+
+    def _heard(self, conn: Connection, timeout: float) -> bool:
+        """Whether ``conn`` has something to read within ``timeout`` seconds, looking at the
+        pool's closing at least every CLOSED_CHECK_S (a warm-up can take minutes)."""
+        deadline = time.monotonic() + timeout
+        while not conn.poll(min(CLOSED_CHECK_S, max(0.0, deadline - time.monotonic()))):
+            self._check_open()
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def close(self) -> None:
         """Stop every worker; searches waiting or running fail with EngineUnavailable."""
