@@ -2,7 +2,11 @@
 
 Operators and load balancers poll it, never players: it listens on its own port
 (``--admin-port``; 127.0.0.1 by default), answers GET only, reads at most one
-small request per connection under a timeout, and closes. ``/healthz`` says the
+small request per connection under a timeout, and closes. It holds a few connections
+at most, per address and in all (``admin_max_per_ip``, ``admin_max_connections``),
+counted as the game port counts its handshakes (server/admission.py) and taken out of
+its file-descriptor budget: a crowd of idle connections here is answered 503, and
+cannot starve the game port or the database of descriptors. ``/healthz`` says the
 process is up; ``/readyz`` says it can serve a game: the store answers a read
 and the engine has a live worker (or AI games are off), and a cluster node has
 joined the bus (the port opens before it joins: 503 ``bus: not joined yet`` until
@@ -14,6 +18,7 @@ from its own state (nothing is counted on the per-move path for it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,13 +28,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from server.admission import Admission, Refused
+from server.transport import storms
+
 if TYPE_CHECKING:
     from server.app import GameServer
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 8192  # request line and headers; a longer request is answered 431
-REQUEST_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 5.0  # to read the request, and again to send the answer
 READY_CHECK_TIMEOUT_S = 2.0
 
 Check = Callable[[], Awaitable[None]]
@@ -100,6 +108,15 @@ class AdminServer:
 
     def __init__(self, game_server: GameServer) -> None:
         self.game_server = game_server
+        settings = game_server.settings
+        # Every admin connection stays at the first stage (a request in progress) until it
+        # closes: capped per address and, through max_sockets, in all.
+        self.admission = Admission(
+            max_open=0,
+            max_open_per_address=0,
+            max_handshakes_per_address=settings.admin_max_per_ip,
+            max_sockets=settings.admin_max_connections,
+        )
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(ServerCollector(game_server))
         self.checks: dict[str, Check] = {
@@ -111,7 +128,13 @@ class AdminServer:
             self.checks["bus"] = self._check_bus
 
     async def start(self, host: str, port: int) -> asyncio.Server:
-        return await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST_BYTES)
+        return await asyncio.start_server(
+            self._serve,
+            host,
+            port,
+            limit=MAX_REQUEST_BYTES,
+            backlog=self.game_server.settings.listen_backlog,  # (accepted in one turn at most)
+        )
 
     async def _check_drain(self) -> None:
         """Stopping (SIGTERM): a load balancer sends no new client; /healthz stays 200."""
@@ -158,35 +181,44 @@ class AdminServer:
         return verdicts
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else None
         try:
-            status, content_type, body = await asyncio.wait_for(
-                self._respond(reader), REQUEST_TIMEOUT_S
+            ticket = self.admission.arrive(host)
+        except Refused:
+            settings = self.game_server.settings
+            storms.warning(
+                "admin refused", "refusing an admin connection from %s: over its caps", host
             )
-        except TimeoutError:
-            status, content_type, body = "408 Request Timeout", "text/plain", b"timeout\n"
-        except (asyncio.LimitOverrunError, ValueError):
-            status, content_type, body = (
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                b"request too large\n",
+            reason = (
+                f"too_many: the admin port holds at most {settings.admin_max_per_ip} "
+                f"connections per address and {settings.admin_max_connections} in all\n"
             )
-        except (ConnectionError, asyncio.IncompleteReadError):
-            writer.close()
+            await _answer(writer, "503 Service Unavailable", "text/plain", reason.encode())
             return
-        head = (
-            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        )
         try:
-            writer.write(head.encode() + body)
-            await writer.drain()
-        except ConnectionError:
-            pass
+            try:
+                status, content_type, body = await self._respond(reader)
+            except TimeoutError:
+                status, content_type, body = "408 Request Timeout", "text/plain", b"timeout\n"
+            except (asyncio.LimitOverrunError, ValueError):
+                status, content_type, body = (
+                    "431 Request Header Fields Too Large",
+                    "text/plain",
+                    b"request too large\n",
+                )
+            except (ConnectionError, asyncio.IncompleteReadError):
+                writer.transport.abort()
+                await _closed(writer)
+                return
+            await _answer(writer, status, content_type, body)
         finally:
-            writer.close()
+            self.admission.leave(ticket)  # (its socket is closed: the descriptor is free)
 
     async def _respond(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
-        head = await reader.readuntil(b"\r\n\r\n")
+        """The answer to the connection's one request, read within REQUEST_TIMEOUT_S (the
+        readiness checks then have their own bounds)."""
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
         request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = request_line.split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -208,3 +240,29 @@ class AdminServer:
                 generate_latest(self.registry),
             )
         return "404 Not Found", "text/plain", b"not found: /healthz, /readyz, /metrics\n"
+
+
+async def _answer(
+    writer: asyncio.StreamWriter, status: str, content_type: str, body: bytes
+) -> None:
+    """Send one HTTP answer and close; returns once the socket is closed."""
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    await _closed(writer)
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    """Close the socket once its answer is sent and wait until it is: a client that does
+    not take the answer within REQUEST_TIMEOUT_S is cut."""
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), REQUEST_TIMEOUT_S)
+    except TimeoutError:
+        writer.transport.abort()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+    except (ConnectionError, OSError):
+        return

@@ -282,6 +282,8 @@ async def serve(
     settings = game_server.settings
     admission = game_server.admission
     admission.max_sockets = socket_budget(settings.fd_reserve)
+    if settings.admin_port is not None:  # the admin port's sockets come out of the same budget
+        admission.max_sockets = max(1, admission.max_sockets - settings.admin_max_connections)
     if admission.max_sockets < settings.max_connections + settings.max_handshakes_per_ip:
         log.warning(
             "the file-descriptor limit lets this server hold %d sockets (handshakes "

@@ -111,6 +111,16 @@ class ServerSettings:
     admin_host: str = setting(
         "127.0.0.1", "address of the admin endpoints", flag="admin-host", group=LISTEN
     )
+    # A scrape or a probe is one short request: a few connections are plenty, and they come
+    # out of the game port's file-descriptor budget.
+    admin_max_connections: int = setting(
+        16, "connections the admin port holds at most; more are answered 503", group=LISTEN
+    )
+    admin_max_per_ip: int = setting(
+        4,
+        "connections the admin port holds at most from one address; more are answered 503",
+        group=LISTEN,
+    )
     log_format: str = setting(
         "text",
         "log lines as text, or as one JSON object each (for log collectors)",

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol import CreateGame
+from protocol import CreateGame, Ping, Pong
 from server.admin import MAX_REQUEST_BYTES, AdminServer
-from tests.server.conftest import RunningServer
+from server.pool import EnginePool
+from server.settings import ServerSettings
+from tests.server.conftest import RunningServer, serving
 
 
 @pytest.fixture
@@ -28,8 +30,9 @@ async def admin(server: RunningServer) -> AsyncIterator[tuple[AdminServer, int]]
         await listening.wait_closed()
 
 
-async def _get(port: int, request: bytes) -> tuple[int, str]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def _get(port: int, request: bytes, source: str = "127.0.0.1") -> tuple[int, str]:
+    """The status and body of the answer to ``request``, sent from the address ``source``."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
     writer.write(request)
     await writer.drain()
     response = await asyncio.wait_for(reader.read(), 10)
@@ -79,6 +82,60 @@ async def test_hostile_requests_get_short_answers(admin: tuple[AdminServer, int]
     assert (await _get(port, b"garbage\r\n\r\n"))[0] == 400
     huge = b"GET /healthz HTTP/1.1\r\nX: " + b"a" * MAX_REQUEST_BYTES + b"\r\n\r\n"
     assert (await _get(port, huge))[0] == 431
+
+
+async def test_connections_are_capped_per_address_and_in_all(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """An operator's probe: 1,100 idle connections to the admin port were all held, until
+    the process ran out of file descriptors (its game port and its database with it). Past
+    its caps the admin port answers 503 at once and closes; the game is served throughout,
+    and the admin port again once the idle ones go."""
+    settings = ServerSettings(admin_max_per_ip=2, admin_max_connections=3)
+    async with serving(tmp_path, pool, settings) as server:
+        admin = AdminServer(server.game_server)
+        listening = await admin.start("127.0.0.1", 0)
+        port = next(iter(listening.sockets)).getsockname()[1]
+        idle = []
+        try:
+
+            async def hold(source: str) -> None:
+                idle.append(
+                    await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+                )
+                for _ in range(200):  # until the server has taken it
+                    if admin.admission.sockets == len(idle):
+                        return
+                    await asyncio.sleep(0.02)
+                raise AssertionError(f"{admin.admission.sockets} admin connections held")
+
+            await hold("127.0.0.1")
+            await hold("127.0.0.1")
+            # A third from one address is answered at once, before it asks anything. (One
+            # that asked first may see its connection reset instead: closed unread.)
+            status, body = await _get(port, b"")
+            assert (status, body) == (
+                503,
+                "too_many: the admin port holds at most 2 connections per address and 3 in all\n",
+            )
+            assert await _get(port, _request("/healthz"), "127.0.0.2") == (200, "ok\n")
+            await hold("127.0.0.2")
+            assert (await _get(port, b"", "127.0.0.3"))[0] == 503  # 3 in all
+            ada = await server.connect("ada")  # the game is not the admin port's business
+            assert isinstance(await ada.request(Ping), Pong)
+            await ada.close()
+            for _reader, writer in idle:
+                writer.close()
+            for _ in range(200):
+                if admin.admission.sockets == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert await _get(port, _request("/healthz")) == (200, "ok\n")
+        finally:
+            for _reader, writer in idle:
+                writer.close()
+            listening.close()
+            await listening.wait_closed()
 
 
 def _serve_with_admin(tmp_path: Path, *admin: str) -> subprocess.CompletedProcess[str]:
