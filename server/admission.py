@@ -5,9 +5,12 @@ on every path: first as a handshake in progress (capped per address: half-open
 connections sent by the thousand cannot pile up for the handshake timeout), then, only
 once its websocket handshake is accepted, as an open connection (capped per address and
 in total). A plain HTTP request, a bad handshake or a refused one never becomes open
-and gives its ticket back when its socket closes. All sockets together stay under a
-budget drawn from the process's file-descriptor limit, so that the server refuses a
-connection with an answer instead of running out of descriptors.
+and gives its ticket back when its socket closes. A socket over its address's handshake
+cap is not refused before its request is read while few such are held in all (each for
+a short time): it may be a health check, answered 200 whatever its address does, and is
+answered 503 otherwise. All sockets together stay under a budget drawn from the
+process's file-descriptor limit, so that the server refuses a connection with an answer
+instead of running out of descriptors.
 """
 
 from __future__ import annotations
@@ -88,16 +91,19 @@ def _ip(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
 
 class Stage(enum.Enum):
     HANDSHAKE = "handshake"  # accepted by TCP, websocket handshake in progress
+    HEALTH_ONLY = "health only"  # over its address's handshake cap: a health check or 503
     OPEN = "open"  # websocket handshake accepted
     GONE = "gone"  # socket closed; the ticket holds nothing
 
 
 @dataclass(slots=True, eq=False)
 class Ticket:
-    """One socket's place: its address key and its stage."""
+    """One socket's place: its address key and its stage (``refused``: why a HEALTH_ONLY
+    socket is answered 503 unless it asks for the health check)."""
 
     address: str
     stage: Stage = Stage.HANDSHAKE
+    refused: str = ""
 
 
 class Refused(Exception):
@@ -118,9 +124,12 @@ class Admission:
         max_open_per_address: int,
         max_handshakes_per_address: int,
         max_sockets: int,
+        max_health_only: int = 0,
         proxies: Proxies | None = None,
     ) -> None:
         self.proxies = proxies or Proxies()
+        self.max_health_only = max_health_only
+        self.health_only = 0
         self.max_open = max_open
         self.max_open_per_address = max_open_per_address
         self.max_handshakes_per_address = max_handshakes_per_address
@@ -131,7 +140,8 @@ class Admission:
         self.sockets = 0
 
     def arrive(self, host: str | None) -> Ticket:
-        """A socket was accepted: its handshake starts. Raises Refused over a cap."""
+        """A socket was accepted: its handshake starts; over its address's handshake cap, it
+        is HEALTH_ONLY while fewer than ``max_health_only`` are. Raises Refused over a cap."""
         address = address_key(host)
         if self.sockets >= self.max_sockets:
             raise Refused(
@@ -139,9 +149,12 @@ class Admission:
             )
         trusted = self.proxies.trusts(host)  # a proxy: its clients are counted at the handshake
         if self.handshakes[address] >= self.max_handshakes_per_address and not trusted:
-            raise Refused(
-                f"at most {self.max_handshakes_per_address} handshakes in progress per address"
-            )
+            reason = f"at most {self.max_handshakes_per_address} handshakes in progress per address"
+            if self.health_only >= self.max_health_only:
+                raise Refused(reason)
+            self.health_only += 1
+            self.sockets += 1
+            return Ticket(address, Stage.HEALTH_ONLY, reason)
         self.handshakes[address] += 1
         self.sockets += 1
         return Ticket(address)
@@ -150,6 +163,8 @@ class Admission:
         """The socket's websocket handshake is accepted: it takes an open slot, counted
         under ``client`` (the address a trusted proxy named) if given. Raises Refused over
         a cap (the ticket stays a handshake, to be given back on close)."""
+        if ticket.stage is Stage.HEALTH_ONLY:
+            raise Refused(ticket.refused)
         if ticket.stage is not Stage.HANDSHAKE:
             raise Refused("the connection closed during its handshake")
         address = ticket.address if client is None else address_key(client)
@@ -167,6 +182,8 @@ class Admission:
         """The socket closed: give back whatever it held (idempotent)."""
         if ticket.stage is Stage.HANDSHAKE:
             self._drop(self.handshakes, ticket.address)
+        elif ticket.stage is Stage.HEALTH_ONLY:
+            self.health_only -= 1
         elif ticket.stage is Stage.OPEN:
             self._drop(self.open, ticket.address)
             self.open_total -= 1

@@ -43,7 +43,7 @@ from protocol import (
     Unwatch,
     Watch,
 )
-from server.admission import Refused, socket_budget
+from server.admission import Refused, Stage, socket_budget
 from server.connection import Connection
 from server.errors import BadRequest
 from server.handlers import GameRequests, LobbyRequests, RecordRequests, SessionRequests
@@ -116,12 +116,24 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
 
     def route(self, websocket: ServerConnection, request: Request) -> Response | None:
         """Before the handshake: ``GET /healthz`` is answered 200 (a load balancer's or
-        orchestrator's health check); every other request goes on to the websocket
-        handshake, where websockets answers a plain HTTP request 426, another method 405,
-        a bad handshake 400 and a browser origin not allowed 403."""
+        orchestrator's health check), from any address, its handshake cap reached or not;
+        from an address over it anything else is answered 503. Every other request goes on
+        to the websocket handshake, where websockets answers a plain HTTP request 426,
+        another method 405, a bad handshake 400 and a browser origin not allowed 403."""
         # (websockets before 16 parses GET requests only: no ``method``)
         if request.path == HEALTH_PATH and getattr(request, "method", "GET") == "GET":
             return websocket.respond(HTTPStatus.OK, "ok\n")
+        ticket = cast(GuardedConnection, websocket).ticket  # serve() creates only these
+        if ticket is not None and ticket.stage is Stage.HEALTH_ONLY:
+            storms.warning(
+                "refused at accept",
+                "refusing a connection from %s: %s",
+                ticket.address,
+                ticket.refused,
+            )
+            return websocket.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE, f"too_many: {ticket.refused}\n"
+            )
         return None  # another method: websockets answers 405
 
     def admit(
@@ -297,7 +309,7 @@ async def serve(
         game_server.handler,
         host,
         port,
-        create_connection=guarded_connections(admission),
+        create_connection=guarded_connections(admission, settings.health_only_timeout_s),
         process_request=game_server.route,
         process_response=game_server.admit,
         # Origin: a browser page on another site must not open a connection with its

@@ -87,6 +87,7 @@ class Hub:
             max_open_per_address=self.settings.max_connections_per_ip,
             max_handshakes_per_address=self.settings.max_handshakes_per_ip,
             max_sockets=self.settings.max_connections + self.settings.max_handshakes_per_ip,
+            max_health_only=self.settings.max_health_only,
             proxies=Proxies(self.settings.trusted_proxies),
         )  # its socket budget is set by serve(), from the descriptor limit
         # Players and sessions: who is at each address, new sessions per address, names

@@ -166,6 +166,19 @@ class ServerSettings:
     handshake_timeout_s: float = setting(
         10.0, "seconds a connection may take to complete its websocket handshake", group=ADMISSION
     )
+    # A health check must not fail because one address floods: over its address's handshake
+    # cap a socket is still read, for a GET /healthz, while a few such are held in all.
+    max_health_only: int = setting(
+        64,
+        "connections over their address's handshake cap still read, in all, for a GET "
+        "/healthz (answered 200; any other request 503); past them, answered 503 at once",
+        group=ADMISSION,
+    )
+    health_only_timeout_s: float = setting(
+        2.0,
+        "seconds a connection over its address's handshake cap has to send its GET /healthz",
+        group=ADMISSION,
+    )
     # asyncio accepts up to `backlog` connections each time the listening socket is ready,
     # all in one turn of the event loop: at 100 (its default) a connection flood held every
     # other client up for that whole batch. Measured (bench/attack.py http-flood, 5 s, load

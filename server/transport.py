@@ -37,7 +37,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import Event, State
 from websockets.server import ServerProtocol
 
-from server.admission import Admission, Refused, Ticket
+from server.admission import Admission, Refused, Stage, Ticket
 from server.logs import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -50,11 +50,19 @@ class GuardedConnection(ServerConnection):
     """A server-side websocket that holds an admission ticket and reports incoming pings."""
 
     def __init__(
-        self, protocol: ServerProtocol, server: Server, *, admission: Admission, **kwargs: Any
+        self,
+        protocol: ServerProtocol,
+        server: Server,
+        *,
+        admission: Admission,
+        health_only_timeout_s: float,
+        **kwargs: Any,
     ) -> None:
         super().__init__(protocol, server, **kwargs)
         self.admission = admission
+        self.health_only_timeout_s = health_only_timeout_s
         self.ticket: Ticket | None = None
+        self._health_only_timer: asyncio.TimerHandle | None = None
         # Set by the noughts Connection once the handler runs: called on each ping.
         self.ping_received: Callable[[], None] | None = None
 
@@ -69,8 +77,26 @@ class GuardedConnection(ServerConnection):
                 "refused at accept", "refusing a connection from %s: %s", host, refused.reason
             )
             refuse_at_once(self.transport, refused.reason)
+            return
+        if self.ticket.stage is Stage.HEALTH_ONLY:  # its request is read: GameServer.route
+            self._health_only_timer = asyncio.get_running_loop().call_later(
+                self.health_only_timeout_s, self._health_check_late
+            )
+
+    def _health_check_late(self) -> None:
+        """A socket over its address's handshake cap sent no request in time: refused."""
+        if self.ticket is not None and not self.transport.is_closing():
+            storms.warning(
+                "refused at accept",
+                "refusing a connection from %s: %s",
+                self.ticket.address,
+                self.ticket.refused,
+            )
+            refuse_at_once(self.transport, self.ticket.refused)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._health_only_timer is not None:
+            self._health_only_timer.cancel()
         if self.ticket is not None:
             self.admission.leave(self.ticket)
         super().connection_lost(exc)
@@ -148,12 +174,20 @@ def refuse_at_once(transport: asyncio.Transport, reason: str) -> None:
     transport.close()
 
 
-def guarded_connections(admission: Admission) -> type[ServerConnection]:
+def guarded_connections(
+    admission: Admission, health_only_timeout_s: float
+) -> type[ServerConnection]:
     """The ``create_connection`` websockets' serve() takes: "a wrapper or a subclass" of
     ServerConnection, its documentation says (its annotation names only the class)."""
 
     def create(protocol: ServerProtocol, server: Server, **kwargs: Any) -> GuardedConnection:
-        return GuardedConnection(protocol, server, admission=admission, **kwargs)
+        return GuardedConnection(
+            protocol,
+            server,
+            admission=admission,
+            health_only_timeout_s=health_only_timeout_s,
+            **kwargs,
+        )
 
     return cast(type[ServerConnection], create)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from server.admission import Admission, Refused, address_key
+from server.admission import Admission, Refused, Stage, address_key
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.settings import ServerSettings
@@ -53,7 +53,14 @@ async def _settled(admission: Admission, sockets: int) -> None:
 
 @pytest.fixture
 def settings() -> ServerSettings:
-    return ServerSettings(max_connections_per_ip=5, max_handshakes_per_ip=4)
+    # (A socket over the handshake cap is read for its health check for up to 30 s: one
+    # answered sooner was answered on its request, or at once.)
+    return ServerSettings(
+        max_connections_per_ip=5,
+        max_handshakes_per_ip=4,
+        max_health_only=2,
+        health_only_timeout_s=30,
+    )
 
 
 async def test_the_client_names_the_cap_that_refused_it(server: RunningServer) -> None:
@@ -108,6 +115,68 @@ async def test_the_health_endpoint_answers_and_holds_nothing(server: RunningServ
         await websocket.close()
 
 
+async def test_the_health_check_is_answered_from_an_address_at_its_handshake_cap(
+    server: RunningServer,
+) -> None:
+    """An operator's probe: /healthz was documented as answered 200 whatever the caps, but
+    from an address at its handshake cap it was refused (503) before it was read, so a load
+    balancer behind the same proxy address as one abusive client would mark the server
+    down. The check is answered; everything else from that address is still refused, and
+    only a few sockets over the cap are read at once (max_health_only, here 2)."""
+    admission = server.game_server.admission
+    silent = [await asyncio.open_connection("127.0.0.1", _port(server)) for _ in range(4)]
+    await _settled(admission, 4)
+    answer = await _http(server, HEALTH)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\nok\n"), answer
+    answer = await _http(server, PLAIN_GET)
+    assert answer.startswith(b"HTTP/1.1 503"), answer
+    assert b"too_many: at most 4 handshakes in progress per address" in answer
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await websockets.connect(server.url)
+    assert refused.value.response.status_code == 503
+    await _settled(admission, 4)
+    # Two more silent ones are read, waiting for a request; past them, one is answered at
+    # once, before it sends anything (in under its 30 s), and closed.
+    silent += [await asyncio.open_connection("127.0.0.1", _port(server)) for _ in range(2)]
+    await _settled(admission, 6)
+    assert admission.health_only == 2
+    reader, writer = await asyncio.open_connection("127.0.0.1", _port(server))
+    answer = await asyncio.wait_for(reader.read(), 10)
+    assert answer.startswith(b"HTTP/1.1 503"), answer
+    assert b"too_many: at most 4 handshakes in progress per address" in answer
+    writer.close()
+    for _reader, half_open in silent:
+        half_open.close()
+    await _settled(admission, 0)
+    assert admission.health_only == 0
+
+
+async def test_a_silent_socket_over_the_handshake_cap_is_refused_after_a_while(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """A socket over its address's handshake cap that sends nothing is answered 503 once
+    health_only_timeout_s is over, and closed: it is not held for the handshake timeout."""
+    settings = ServerSettings(
+        max_handshakes_per_ip=1, health_only_timeout_s=0.5, handshake_timeout_s=60
+    )
+    store = SQLiteStore(tmp_path / "games.db")
+    await store.open()
+    game_server = GameServer(store, pool, settings=settings)
+    async with running(game_server) as ws_server:
+        port = next(iter(ws_server.sockets)).getsockname()[1]
+        first = await asyncio.open_connection("127.0.0.1", port)
+        await _settled(game_server.admission, 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answer = await asyncio.wait_for(reader.read(), 30)
+        assert answer.startswith(b"HTTP/1.1 503"), answer
+        assert b"too_many: at most 1 handshakes in progress per address" in answer
+        await _settled(game_server.admission, 1)
+        assert game_server.admission.health_only == 0
+        writer.close()
+        first[1].close()
+    await store.close()
+
+
 async def test_handshakes_in_progress_are_capped_per_address(server: RunningServer) -> None:
     """Finding 8: 3,000 half-open connections were held for the handshake timeout."""
     admission = server.game_server.admission
@@ -116,12 +185,10 @@ async def test_handshakes_in_progress_are_capped_per_address(server: RunningServ
     partial[1].write(PLAIN_GET[:20])  # a request that never ends
     silent.append(partial)
     await _settled(admission, 4)
-    # The fifth is answered at once, before it sends anything, and closed.
-    reader, writer = await asyncio.open_connection("127.0.0.1", _port(server))
-    answer = await asyncio.wait_for(reader.read(), 5)
+    # The fifth is answered 503 on its request, and closed.
+    answer = await _http(server, PLAIN_GET)
     assert answer.startswith(b"HTTP/1.1 503"), answer
     assert b"too_many: at most 4 handshakes in progress per address" in answer
-    writer.close()
     with pytest.raises(websockets.InvalidStatus):
         await websockets.connect(server.url)
     # Once the half-open ones go, the address is served again.
@@ -217,3 +284,28 @@ def test_addresses_are_counted_by_ipv4_address_and_ipv6_slash_64() -> None:
     assert address_key("2001:db8:1:2::1") == address_key("2001:db8:1:2:ffff::9")
     assert address_key("2001:db8:1:2::1") != address_key("2001:db8:1:3::1")
     assert address_key(None) == "?"
+
+
+def test_over_its_handshake_cap_a_socket_is_held_for_its_health_check_only() -> None:
+    admission = Admission(
+        max_open=3,
+        max_open_per_address=2,
+        max_handshakes_per_address=1,
+        max_sockets=4,
+        max_health_only=1,
+    )
+    first = admission.arrive("10.0.0.1")
+    health = admission.arrive("10.0.0.1")  # over the cap: a health check, or refused
+    assert health.stage is Stage.HEALTH_ONLY
+    assert health.refused == "at most 1 handshakes in progress per address"
+    other = admission.arrive("10.0.0.2")
+    with pytest.raises(Refused, match="1 handshakes"):  # over its cap, and one such is held
+        admission.arrive("10.0.0.2")
+    with pytest.raises(Refused, match="1 handshakes"):  # it never opens a websocket
+        admission.open_websocket(health)
+    admission.leave(health)
+    admission.leave(health)  # (idempotent)
+    assert (admission.sockets, admission.health_only) == (2, 0)
+    assert admission.arrive("10.0.0.2").stage is Stage.HEALTH_ONLY  # its place is free again
+    for ticket in (first, other):
+        admission.leave(ticket)
