@@ -41,6 +41,12 @@ def open_store(db: str, max_mb: float | None = None) -> Store:
     return PostgresStore(db) if is_postgres_url(db) else SQLiteStore(db, max_mb=max_mb)
 
 
+def address_url(scheme: str, host: str, port: int) -> str:
+    """The URL of a server listening on ``host`` (an IPv6 literal in brackets, RFC 3986:
+    ws://[::1]:8765, which clients and PATH.lock's readers can parse)."""
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     """The server's TLS context for wss://, or None without a certificate; ValueError with a
     one-line reason when the files are missing or do not match."""
@@ -266,8 +272,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             # allocate later, which keeps their pauses short (Python docs, gc.freeze).
             gc.freeze()
             gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
-            scheme = "wss" if tls else "ws"
-            url = f"{scheme}://{settings.host}:{port}"
+            url = address_url("wss" if tls else "ws", settings.host, port)
             if lock is not None:
                 lock.announce(url)
             # The first line on stdout is the address: the embedded client reads it.
@@ -343,9 +348,8 @@ async def _open_admin(admin: AdminServer, settings: ServerSettings) -> asyncio.S
     except OSError as exc:
         raise ServerError(f"cannot listen on the admin address {where}: {exc}") from exc
     logging.info(
-        "admin endpoints on http://%s:%d/ (healthz, readyz, metrics)",
-        settings.admin_host,
-        next(iter(listening.sockets)).getsockname()[1],
+        "admin endpoints on %s/ (healthz, readyz, metrics)",
+        address_url("http", settings.admin_host, next(iter(listening.sockets)).getsockname()[1]),
     )
     return listening
 

@@ -26,6 +26,17 @@ from server.clock import FIRST_MOVE_S
 ENV_PREFIX = "NOUGHTS_"
 
 
+def listen_address(text: str) -> str:
+    """``--host``/``--admin-host``: an address, never empty (an empty host binds every
+    interface, IPv4 and IPv6: a server made public by a blank variable). Every interface is
+    asked for by name, 0.0.0.0 or ::."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "empty: name the address to listen on (0.0.0.0 or :: for every interface)"
+        )
+    return text
+
+
 def setting(
     default: Any,
     help: str,
@@ -35,11 +46,13 @@ def setting(
     choices: Sequence[Any] | None = None,
     least: int = 0,
     positive: bool = False,
+    convert: Callable[[str], Any] | None = None,
 ) -> Any:
     """A settings field: ``flag`` (without the dashes) makes it a command-line option.
     ``least``: the smallest value the option takes (1 where 0 would lock every player out or
     hang a game, as a cap of 0 connections or of 0 running AI searches would); ``positive``:
-    above 0 (a rate: a token bucket refilled at 0 a second never serves again)."""
+    above 0 (a rate: a token bucket refilled at 0 a second never serves again); ``convert``:
+    a text option's own check (argparse.ArgumentTypeError when it refuses the text)."""
     metadata = {
         "help": help,
         "flag": flag,
@@ -47,6 +60,7 @@ def setting(
         "choices": choices,
         "least": least,
         "positive": positive,
+        "convert": convert,
     }
     return field(default=default, metadata=metadata)
 
@@ -68,7 +82,13 @@ class ServerSettings:
     """A server's settings; every field has a default a public server can run with."""
 
     # --- listening --------------------------------------------------------------------
-    host: str = setting("127.0.0.1", "address to listen on", flag="host", group=LISTEN)
+    host: str = setting(
+        "127.0.0.1",
+        "address to listen on (0.0.0.0 or :: for every interface)",
+        flag="host",
+        group=LISTEN,
+        convert=listen_address,
+    )
     port: int = setting(8765, "port to listen on; 0 picks a free one", flag="port", group=LISTEN)
     processes: int = setting(
         1,
@@ -109,7 +129,11 @@ class ServerSettings:
         group=LISTEN,
     )
     admin_host: str = setting(
-        "127.0.0.1", "address of the admin endpoints", flag="admin-host", group=LISTEN
+        "127.0.0.1",
+        "address of the admin endpoints",
+        flag="admin-host",
+        group=LISTEN,
+        convert=listen_address,
     )
     # A scrape or a probe is one short request: a few connections are plenty, and they come
     # out of the game port's file-descriptor budget.
@@ -656,6 +680,8 @@ def add_arguments(
         if kind in (int, float) and not listed:
             most = 65535 if flag.endswith("port") else None
             convert = bounded(kind, f.metadata["least"], most, f.metadata["positive"])
+        if f.metadata["convert"] is not None:
+            convert = f.metadata["convert"]
         env = _env_name(flag)
         default = f.default
         if env in environ:
