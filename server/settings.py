@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -46,13 +47,15 @@ def setting(
     choices: Sequence[Any] | None = None,
     least: int = 0,
     positive: bool = False,
+    most: int | None = None,
     convert: Callable[[str], Any] | None = None,
 ) -> Any:
     """A settings field: ``flag`` (without the dashes) makes it a command-line option.
     ``least``: the smallest value the option takes (1 where 0 would lock every player out or
     hang a game, as a cap of 0 connections or of 0 running AI searches would); ``positive``:
-    above 0 (a rate: a token bucket refilled at 0 a second never serves again); ``convert``:
-    a text option's own check (argparse.ArgumentTypeError when it refuses the text)."""
+    above 0 (a rate: a token bucket refilled at 0 a second never serves again); ``most``: the
+    largest (a port's is 65535); ``convert``: a text option's own check
+    (argparse.ArgumentTypeError when it refuses the text)."""
     metadata = {
         "help": help,
         "flag": flag,
@@ -60,6 +63,7 @@ def setting(
         "choices": choices,
         "least": least,
         "positive": positive,
+        "most": most,
         "convert": convert,
     }
     return field(default=default, metadata=metadata)
@@ -579,11 +583,15 @@ class ServerSettings:
         flag="db",
         group=STORAGE,
     )
+    # Above 0 (a cap of 0 refuses every write), at most SQLite's largest database: 2**32 - 2
+    # pages of at most 64 KiB (SQLite docs, "Limits"), 2**28 MiB; beyond, a cap means nothing.
     db_max_mb: float | None = setting(
         None,
         "the database's size cap in MiB: past it every write (a move, a new game) fails "
         "with storage_full, as on a full disk, and the games wait (default: no cap)",
         flag="db-max-mb",
+        positive=True,
+        most=2**28,
         group=STORAGE,
     )
     storage_retry_s: float = setting(
@@ -646,16 +654,19 @@ def _parse_bool(text: str) -> bool:
 
 def bounded(kind: type, least: int, most: int | None, positive: bool) -> Callable[[str], Any]:
     """A number no setting takes below ``least`` (0: a count, a size, seconds, a port), nor
-    above ``most``, nor 0 when ``positive``, nor NaN: refused by argparse in one line rather
-    than failing later."""
+    above ``most``, nor 0 when ``positive``, nor NaN or infinity: refused by argparse in one
+    line rather than failing later (--db-max-mb inf: an OverflowError traceback)."""
 
     def convert(text: str) -> Any:
         value = kind(text)
         low = value > least if positive else value >= least
         if not low or (most is not None and value > most):
             bounds = f"{least}..{most}" if most is not None else f"{least} or more"
-            bounds = f"above {least}" if positive else bounds
+            if positive:
+                bounds = f"above {least}" + ("" if most is None else f" and at most {most}")
             raise argparse.ArgumentTypeError(f"must be {bounds}, not {text}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
         return value
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value" names the type
@@ -678,7 +689,7 @@ def add_arguments(
         listed = _is_list(hints[f.name])
         convert: Any = _comma_list if listed else _parse_bool if kind is bool else kind
         if kind in (int, float) and not listed:
-            most = 65535 if flag.endswith("port") else None
+            most = 65535 if flag.endswith("port") else f.metadata["most"]
             convert = bounded(kind, f.metadata["least"], most, f.metadata["positive"])
         if f.metadata["convert"] is not None:
             convert = f.metadata["convert"]

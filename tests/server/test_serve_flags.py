@@ -1,6 +1,6 @@
 """`noughts serve` given careless or hostile option values: a usage error (argparse's usage
 block and one error line, exit 2), never a traceback, a hang, or a server in a silly state.
-Each runs the real command in a subprocess, as a operator does."""
+Each runs the real command in a subprocess, as an operator does."""
 
 from __future__ import annotations
 
@@ -71,6 +71,45 @@ def test_an_ipv6_host_is_announced_in_brackets(tmp_path: Path) -> None:
         listed = noughts("games", "--db", str(db), timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.startswith("No finished games"), listed.stdout
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+
+DB_CAP = "argument --db-max-mb: must be above 0 and at most 268435456"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--db-max-mb", "inf"], f"{DB_CAP}, not inf"),
+        (["--db-max-mb", "1e308"], f"{DB_CAP}, not 1e308"),
+        (["--db-max-mb", "nan"], f"{DB_CAP}, not nan"),
+        (["--db-max-mb", "0"], f"{DB_CAP}, not 0"),
+        (["--grace-s", "inf"], "argument --grace-s: must be a finite number, not inf"),
+        (["--rate", "inf"], "argument --rate: must be a finite number, not inf"),
+    ],
+)
+def test_a_number_that_is_not_finite_or_past_its_bound_is_refused(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    """--db-max-mb inf (or 1e308) ended in an OverflowError traceback from the store; 0 made a
+    server whose every write failed with storage_full; an infinite rate or time is no
+    setting either."""
+    db = tmp_path / "g.db"
+    assert_usage_error(serve("--db", str(db), *args), error)
+    assert not db.exists()
+
+
+def test_the_largest_database_cap_is_taken(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+         "--db-max-mb", str(2**28), "--db", str(tmp_path / "g.db")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("noughts server listening on ws://")
     finally:
         server.terminate()
         server.communicate(timeout=60)
