@@ -123,15 +123,11 @@ async def _acquire(db_path: str, settings: ServerSettings) -> ServerLock | None:
 
 
 async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None) -> int:
-    from server.admin import AdminServer
-    from server.admission import Proxies, raise_open_file_limit
-    from server.app import GameServer, running
+    from server.admission import Proxies
     from server.cluster import new_node_id
     from server.errors import ServerError
     from server.logs import name_node
     from server.pgstore import PostgresStore, is_postgres_url
-    from server.pool import EnginePool
-    from server.remote_engine import RemoteEngine
     from server.supervisor import engine_workers, supervised
 
     if settings.engine == "queue" and not settings.bus:
@@ -195,6 +191,32 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     except ServerError as exc:
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 1
+    try:
+        return await _serve_on(store, settings, node, tls, lock, stop)
+    finally:
+        # However the start-up or the run ends (an unforeseen error too): a SQLite store's
+        # thread would keep the process alive, holding the database's lock, for ever.
+        await store.close()
+
+
+async def _serve_on(
+    store: Store,
+    settings: ServerSettings,
+    node: str | None,
+    tls: ssl.SSLContext | None,
+    lock: ServerLock | None,
+    stop: asyncio.Future[None],
+) -> int:
+    """Serve on an open store (``_serve`` closes it): the engine, the cluster, the port,
+    until ``stop`` (a signal: ``_stop_on_signals``)."""
+    from server.admin import AdminServer
+    from server.admission import raise_open_file_limit
+    from server.app import GameServer, running
+    from server.errors import ServerError
+    from server.pgstore import PostgresStore
+    from server.pool import EnginePool
+    from server.remote_engine import RemoteEngine
+
     # (After the store: a database that cannot be opened is one line and nothing else.)
     # Each connection is a file descriptor: the soft limit (often 1024) goes up to the hard
     # one, as nginx's worker_rlimit_nofile does; serve() keeps the sockets under it.
@@ -208,7 +230,6 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             await pool.start()
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
-            await store.close()
             return 1
         logging.info("AI searches go to the engine queue at %s", settings.bus)
     elif settings.workers != 0:
@@ -219,7 +240,6 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             warm = parse_targets(settings.warm_up)
         except EngineError as exc:
             print(f"noughts serve: --warm-up: {exc}", file=sys.stderr)
-            await store.close()
             return 2
 
         def progress(text: str) -> None:
@@ -238,7 +258,6 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         if not await _unless_stopped(pool.start_async(), stop):
             logging.info("stopped during the engine warm-up")
             pool.close()
-            await store.close()
             return 0
     game_server = GameServer(store, pool, settings=settings)
     admin = None  # open until the process ends: /readyz answers 503 for the whole drain
@@ -259,7 +278,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             print(f"noughts serve: {exc}", file=sys.stderr)
             if admin is not None:
                 admin.close()
-            await store.close()
+            await _close_engine(pool)
             return 1
         logging.info("node %s of the cluster on %s", node, settings.bus)
     try:
@@ -297,12 +316,18 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
             admin.close()
         if game_server.cluster is not None:
             await game_server.cluster.close()
-        await store.close()
-        if isinstance(pool, EnginePool):
-            pool.close()
-        elif pool is not None:
-            await pool.close()
+        await _close_engine(pool)
     return 0
+
+
+async def _close_engine(pool: Any) -> None:
+    """Stop the AI's engine: the local pool's workers, or the queue's connection."""
+    from server.pool import EnginePool
+
+    if isinstance(pool, EnginePool):
+        pool.close()
+    elif pool is not None:
+        await pool.close()
 
 
 def _stop_on_signals() -> asyncio.Future[None]:

@@ -42,7 +42,7 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
-from server.settings import bounded
+from server.settings import bounded, bus_url
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
@@ -273,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--bus",
+        type=bus_url,
         default=os.environ.get("NOUGHTS_BUS"),
         help="the cluster's Redis, redis://HOST:PORT/N ($NOUGHTS_BUS; required)",
     )
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     configure(args.log_level, args.log_format)
     try:
         redis.Redis.from_url(args.bus).ping()
-    except (redis.RedisError, ValueError) as exc:
+    except redis.RedisError as exc:  # (a malformed URL is refused by bus_url)
         print(f"noughts engine-worker: cannot reach {args.bus}: {exc}", file=sys.stderr)
         return 1
     if args.processes == 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 
@@ -18,9 +19,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="noughts migrate",
         description="Create or upgrade the schema of a noughts database, then exit.",
     )
+    from server.settings import database
+
+    # $NOUGHTS_DB as the default text: argparse checks it as it checks the command line's.
     parser.add_argument(
         "--db",
-        default=None,
+        type=database,
+        default=os.environ.get("NOUGHTS_DB"),
         help="a SQLite file or a postgresql:// URL (default: $NOUGHTS_DB or noughts.db in "
         "your user data directory)",
     )
@@ -54,12 +59,10 @@ async def run(db: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     from server.store import default_db_path
 
     args = build_parser().parse_args(argv)
-    db = args.db or os.environ.get("NOUGHTS_DB") or str(default_db_path())
+    db = args.db or str(default_db_path())
     return asyncio.run(run(db))
 
 

@@ -23,6 +23,7 @@ migrate one at a time under an advisory lock.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import re
 from collections.abc import Sequence
@@ -118,6 +119,23 @@ SERVER_LOCK = 0x6E6F7568
 
 def is_postgres_url(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
+
+
+def check_url(url: str) -> None:
+    """ValueError, asyncpg's own, if asyncpg cannot connect by ``url`` as written (a port
+    that is not a number, an unknown sslmode, a query field without a value): read by the
+    parser asyncpg.connect reads it with, connecting nowhere, so that a bad --db is a usage
+    error rather than a traceback from asyncpg. A file the URL names that is missing is left
+    to connecting, which reports it (StorageError)."""
+    from asyncpg import connect_utils
+
+    parse = connect_utils._parse_connect_dsn_and_args
+    # Its other arguments (connect's keywords) vary between asyncpg versions: all unset.
+    unset = dict.fromkeys(inspect.signature(parse).parameters)
+    try:
+        parse(**{**unset, "dsn": url})
+    except OSError:
+        return
 
 
 @functools.lru_cache(maxsize=256)

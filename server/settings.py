@@ -38,6 +38,37 @@ def listen_address(text: str) -> str:
     return text
 
 
+def database(text: str) -> str:
+    """``--db``: a SQLite file, or a PostgreSQL URL asyncpg can read; never empty (an empty
+    --db or $NOUGHTS_DB fell back to the default database without a word)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: a SQLite file or a postgresql:// URL")
+    from server.pgstore import check_url, is_postgres_url
+
+    if is_postgres_url(text):
+        try:
+            check_url(text)
+        except ValueError as exc:
+            reason = " ".join(str(exc).split())  # (asyncpg's hints: a second line)
+            raise argparse.ArgumentTypeError(
+                f"not a PostgreSQL URL postgresql://USER@HOST/DB: {reason}"
+            ) from exc
+    return text
+
+
+def bus_url(text: str) -> str:
+    """``--bus`` (serve's and engine-worker's): a URL redis-py connects by, redis://HOST:PORT/N
+    (or rediss://, unix://), read by redis-py's own parser before anything starts (it raised
+    from deep in the start-up, and the server hung holding its database)."""
+    from redis.asyncio.connection import parse_url
+
+    try:
+        parse_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a Redis URL redis://HOST:PORT/N: {exc}") from exc
+    return text
+
+
 def setting(
     default: Any,
     help: str,
@@ -545,6 +576,7 @@ class ServerSettings:
         "also the engine queue (--engine queue)",
         flag="bus",
         group=CLUSTER,
+        convert=bus_url,
     )
     node: str | None = setting(
         None,
@@ -582,6 +614,7 @@ class ServerSettings:
         "(default: noughts.db in your user data directory)",
         flag="db",
         group=STORAGE,
+        convert=database,
     )
     # Above 0 (a cap of 0 refuses every write), at most SQLite's largest database: 2**32 - 2
     # pages of at most 64 KiB (SQLite docs, "Limits"), 2**28 MiB; beyond, a cap means nothing.

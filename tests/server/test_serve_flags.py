@@ -4,14 +4,19 @@ Each runs the real command in a subprocess, as an operator does."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.client.test_cli import noughts
+from tests.server.cluster_nodes import schema_url
+from tests.services import PG_URL, REDIS_URL
 
 
 def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -113,3 +118,96 @@ def test_the_largest_database_cap_is_taken(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.communicate(timeout=60)
+
+
+NOT_REDIS = (
+    "argument --bus: not a Redis URL redis://HOST:PORT/N: Redis URL must specify one of the "
+    "following schemes (redis://, rediss://, unix://)"
+)
+NOT_POSTGRES = (
+    "argument --db: not a PostgreSQL URL postgresql://USER@HOST/DB: invalid literal for int() "
+    "with base 10: '::'"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--engine", "queue", "--bus", "http://x"], NOT_REDIS),
+        (["--bus", "nonsense", "--db", PG_URL], NOT_REDIS),
+        (["--bus", "redis://127.0.0.1:99999/0", "--db", PG_URL],
+         "argument --bus: not a Redis URL redis://HOST:PORT/N: Port out of range 0-65535"),
+        (["--db", "postgres://:::/"], NOT_POSTGRES),
+        (["--db", "postgresql://ada:secret@dbhost:abc/games"],
+         "argument --db: not a PostgreSQL URL postgresql://USER@HOST/DB: invalid literal for "
+         "int() with base 10: 'abc'"),
+    ],
+)  # fmt: skip
+def test_a_url_that_cannot_be_read_is_refused_before_anything_starts(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    """--engine queue --bus http://x ended in redis-py's ValueError traceback, and then the
+    process hung holding the database's lock until SIGTERM; --bus nonsense with a PostgreSQL
+    --db the same traceback; --db postgres://:::/ asyncpg's ValueError traceback."""
+    result = serve("--db", str(tmp_path / "g.db"), *args)
+    assert_usage_error(result, error)
+    assert "secret" not in result.stderr
+    assert not (tmp_path / "g.db").exists()
+
+
+def test_migrate_and_engine_worker_refuse_such_urls_too() -> None:
+    migrated = noughts("migrate", "--db", "postgres://:::/", timeout=60)
+    assert migrated.returncode == 2 and "Traceback" not in migrated.stderr
+    assert migrated.stderr.strip().splitlines()[-1] == f"noughts migrate: error: {NOT_POSTGRES}"
+    empty = noughts("migrate", env={"NOUGHTS_DB": ""}, timeout=60)
+    assert empty.stderr.strip().splitlines()[-1] == (
+        "noughts migrate: error: argument --db: empty: a SQLite file or a postgresql:// URL"
+    )
+    # (it said "cannot reach http://x: Redis URL must ...", exit 1: the same check now)
+    worker = noughts("engine-worker", "--bus", "http://x", timeout=60)
+    assert worker.returncode == 2
+    assert worker.stderr.strip().splitlines()[-1] == f"noughts engine-worker: error: {NOT_REDIS}"
+
+
+@pytest.mark.parametrize(
+    ("args", "env"), [(["--db", ""], {}), ([], {"NOUGHTS_DB": ""})], ids=["flag", "environment"]
+)
+def test_an_empty_database_is_refused(tmp_path: Path, args: list[str], env: dict[str, str]) -> None:
+    """It fell back to the default database (in the user's data directory) without a word."""
+    result = serve(*args, env={**env, "XDG_DATA_HOME": str(tmp_path)})
+    where = "argument --db" if args else "$NOUGHTS_DB=''"
+    assert_usage_error(result, f"{where}: empty: a SQLite file or a postgresql:// URL")
+    assert not (tmp_path / "noughts").exists()
+
+
+def _holding_a_port() -> socket.socket:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    return holder
+
+
+async def test_a_cluster_node_whose_admin_port_is_in_use_is_one_line(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A node opens its admin port before it joins: a port in use was OSError's traceback
+    (a single server's: tests/server/test_admin.py)."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+    finally:
+        await conn.close()
+    with _holding_a_port() as holder:
+        port = holder.getsockname()[1]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+            "--db", schema_url(pg_schema), "--bus", REDIS_URL, "--bus-prefix", redis_prefix,
+            "--admin-port", str(port), stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1, err.decode()
+    assert "Traceback" not in err.decode()
+    said = err.decode().strip().splitlines()[-1]
+    assert said.startswith(
+        f"noughts serve: cannot listen on the admin address 127.0.0.1:{port}: "
+    ), said
