@@ -507,8 +507,9 @@ class ServerSettings:
     max_ai_searches_per_player: int = setting(
         4,
         "AI searches one player's games may have waiting or running; a new game against the AI "
-        "past it is refused (too_many)",
+        "past it is refused (too_many); --workers 0 is the way to refuse every AI game",
         flag="max-ai-searches",
+        least=1,  # (0 refused every AI game while /readyz said ready)
         group=ENGINE,
     )
     ai_running_per_player: int = setting(
@@ -528,6 +529,7 @@ class ServerSettings:
         "its game is aborted (reason engine_unavailable) and its players get an "
         "engine_unavailable error",
         flag="engine-wait-s",
+        positive=True,  # (0 aborted every AI move queued behind a busy worker)
         group=ENGINE,
     )
     engine_restart_max_s: float = setting(

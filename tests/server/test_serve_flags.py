@@ -93,6 +93,10 @@ DB_CAP = "argument --db-max-mb: must be above 0 and at most 268435456"
         (["--db-max-mb", "0"], f"{DB_CAP}, not 0"),
         (["--grace-s", "inf"], "argument --grace-s: must be a finite number, not inf"),
         (["--rate", "inf"], "argument --rate: must be a finite number, not inf"),
+        # A server that says it is ready and refuses every AI game, or aborts every AI move
+        # queued behind a busy worker ("could not start within 0s"):
+        (["--max-ai-searches", "0"], "argument --max-ai-searches: must be 1 or more, not 0"),
+        (["--engine-wait-s", "0"], "argument --engine-wait-s: must be above 0, not 0"),
     ],
 )
 def test_a_number_that_is_not_finite_or_past_its_bound_is_refused(

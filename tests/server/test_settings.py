@@ -78,6 +78,8 @@ def test_json_log_lines_are_one_object_each() -> None:
         (["--rate", "0"], "argument --rate: must be above 0, not 0"),
         (["--rate", "nan"], "argument --rate: must be above 0, not nan"),
         (["--new-sessions-per-ip", "0"], "argument --new-sessions-per-ip: must be above 0, not 0"),
+        (["--max-ai-searches", "0"], "argument --max-ai-searches: must be 1 or more, not 0"),
+        (["--engine-wait-s", "0"], "argument --engine-wait-s: must be above 0, not 0"),
     ],
 )
 def test_a_number_out_of_bounds_is_a_one_line_error(
@@ -95,22 +97,11 @@ def test_a_number_out_of_bounds_is_a_one_line_error(
 
 
 def test_a_zero_that_means_something_is_still_taken() -> None:
-    """0 engine workers (no AI games), a grace of 0 s, no AI searches per player and no kept
-    trees are operators' choices, not mistakes."""
-    parsed = _parse(
-        ["--workers", "0", "--grace-s", "0", "--max-ai-searches", "0", "--engine-tree-mb", "0"], {}
-    )
-    assert (
-        parsed.workers,
-        parsed.grace_s,
-        parsed.max_ai_searches_per_player,
-        parsed.engine_tree_mb,
-    ) == (
-        0,
-        0.0,
-        0,
-        0,
-    )
+    """0 engine workers (no AI games), a grace of 0 s and no kept trees are operators'
+    choices, not mistakes (0 AI searches per player was one until it refused every AI game
+    while /readyz said ready: --workers 0 says no AI games, and says so)."""
+    parsed = _parse(["--workers", "0", "--grace-s", "0", "--engine-tree-mb", "0"], {})
+    assert (parsed.workers, parsed.grace_s, parsed.engine_tree_mb) == (0, 0.0, 0)
 
 
 def test_an_environment_value_out_of_bounds_names_the_bound(
