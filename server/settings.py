@@ -25,6 +25,15 @@ from typing import Any
 from server.clock import FIRST_MOVE_S
 
 ENV_PREFIX = "NOUGHTS_"
+# The most processes --workers (engine workers) and --processes (server nodes) start on one
+# machine. Each is a process of its own: an engine worker holds numba's compiled code, its
+# kept trees (--engine-tree-mb) and up to ~110 MB more while it searches (engine/mcts.py
+# MAX_NODES), so 128 is past the cores of nearly any one machine (the default is their
+# count) and already ~20 GB at the searches' peak. A fixed bound rather than a multiple of
+# os.cpu_count(): the same on every machine, in --help and in a container whose CPU quota
+# the count does not see. Past it is a typo (--workers 300 spawned ~77 workers before
+# anything else happened, with no end in sight).
+MOST_PROCESSES = 128
 
 
 def listen_address(text: str) -> str:
@@ -131,6 +140,7 @@ class ServerSettings:
         "cluster: needs --db postgresql://... and --bus",
         flag="processes",
         least=1,
+        most=MOST_PROCESSES,
         group=LISTEN,
     )
     reuse_port: bool = setting(
@@ -492,8 +502,10 @@ class ServerSettings:
     )
     workers: int | None = setting(
         None,
-        "engine worker processes for AI moves; 0 disables AI games (default: CPU count)",
+        f"engine worker processes for AI moves, at most {MOST_PROCESSES}; 0 disables AI games "
+        "(default: CPU count)",
         flag="workers",
+        most=MOST_PROCESSES,
         group=ENGINE,
     )
     max_budget_ms: int = setting(

@@ -215,3 +215,15 @@ async def test_a_cluster_node_whose_admin_port_is_in_use_is_one_line(
     assert said.startswith(
         f"noughts serve: cannot listen on the admin address 127.0.0.1:{port}: "
     ), said
+
+
+@pytest.mark.parametrize("option", ["--workers", "--processes"])
+def test_more_processes_than_one_machine_runs_are_refused(tmp_path: Path, option: str) -> None:
+    """--workers 2000 was taken: each worker a process (300 spawned ~77 before anything
+    else happened); --processes the same with server nodes."""
+    db = tmp_path / "g.db"
+    result = serve("--db", str(db), option, "2000")
+    assert_usage_error(
+        result, f"argument {option}: must be {0 if option == '--workers' else 1}..128, not 2000"
+    )
+    assert not db.exists()

@@ -70,7 +70,7 @@ def test_json_log_lines_are_one_object_each() -> None:
         (["--burst", "0"], "argument --burst: must be 1 or more, not 0"),
         (["--max-connections", "0"], "argument --max-connections: must be 1 or more, not 0"),
         (["--max-per-ip", "0"], "argument --max-per-ip: must be 1 or more, not 0"),
-        (["--processes", "0"], "argument --processes: must be 1 or more, not 0"),
+        (["--processes", "0"], "argument --processes: must be 1..128, not 0"),
         (
             ["--ai-running-per-player", "0"],
             "argument --ai-running-per-player: must be 1 or more, not 0",
