@@ -133,6 +133,14 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     if settings.engine == "queue" and not settings.bus:
         print("noughts serve: --engine queue needs --bus redis://HOST:PORT/N", file=sys.stderr)
         return 2
+    if settings.bus and settings.engine != "queue" and not is_postgres_url(db_path):
+        # (it was taken and did nothing: a SQLite server is no node of a cluster)
+        print(
+            "noughts serve: --bus needs --db postgresql://... (a node of the cluster) or "
+            "--engine queue (AI searches on its queue)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         tls = tls_context(settings.tls_cert, settings.tls_key)
         Proxies(settings.trusted_proxies)
@@ -140,7 +148,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         print(f"noughts serve: {exc}", file=sys.stderr)
         return 2
     # With --bus, a server on PostgreSQL is a node of the cluster of every server using
-    # the same database and bus (server/cluster.py); on SQLite, --bus is the engine queue.
+    # the same database and bus (server/cluster.py); on SQLite, --bus is only the engine queue.
     node = None
     if settings.bus and is_postgres_url(db_path):
         node = settings.node or new_node_id()

@@ -227,3 +227,16 @@ def test_more_processes_than_one_machine_runs_are_refused(tmp_path: Path, option
         result, f"argument {option}: must be {0 if option == '--workers' else 1}..128, not 2000"
     )
     assert not db.exists()
+
+
+def test_a_bus_that_would_do_nothing_is_refused(tmp_path: Path) -> None:
+    """--bus with a SQLite --db and the local engine was taken and did nothing: a bus serves
+    a PostgreSQL server's cluster, or --engine queue (README, "Running a cluster")."""
+    db = tmp_path / "g.db"
+    result = serve("--db", str(db), "--bus", REDIS_URL)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "noughts serve: --bus needs --db postgresql://... (a node of the cluster) or "
+        "--engine queue (AI searches on its queue)"
+    ]
+    assert not db.exists()
