@@ -277,3 +277,29 @@ def test_a_malformed_param_or_clock_is_a_usage_error(
     where = ["--plain"] if command == "play" else []
     result = noughts(command, *where, "--server", "ws://127.0.0.1:9", *option, timeout=60)
     assert (result.returncode, result.stderr.strip()) == (2, f"noughts {command}: {said}")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])
+def test_health_refuses_a_timeout_that_is_not_a_positive_number(timeout: str) -> None:
+    """--timeout 0, -1 and nan were taken (and reported any server unhealthy at once)."""
+    result = noughts("health", "--server", "ws://127.0.0.1:9", "--timeout", timeout, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"noughts health: error: argument --timeout: must be seconds above 0, not {timeout}"
+    )
+
+
+def test_health_says_it_timed_out() -> None:
+    """A server that accepts the connection and never answers: it said 'unhealthy: URL: '
+    (a TimeoutError's empty text)."""
+    import socket
+
+    with socket.socket() as silent:  # the kernel accepts; nothing ever answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"ws://127.0.0.1:{silent.getsockname()[1]}"
+        result = noughts("health", "--server", url, "--timeout", "0.5", timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (
+        1,
+        f"unhealthy: {url}: timed out after 0.5 s",
+    )
