@@ -57,8 +57,11 @@ def supervised() -> bool:
 def engine_workers(processes: int) -> int:
     """Engine workers per node when ``--workers`` is not given: the machine's cores shared
     between its ``processes`` nodes (each takes its share of the connections, and so of
-    the AI searches), one at least."""
-    return max(1, (os.cpu_count() or 1) // processes)
+    the AI searches), one at least, and at most what --workers takes (each node is started
+    with --workers this many)."""
+    from server.settings import MOST_PROCESSES
+
+    return min(MOST_PROCESSES, max(1, (os.cpu_count() or 1) // processes))
 
 
 def die_with_supervisor() -> None:
