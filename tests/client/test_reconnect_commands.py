@@ -56,6 +56,20 @@ class Output:
             raise AssertionError(f"no {wanted!r} in: {self.text}") from None
 
 
+async def ada_joins(url: str, game_id: str) -> tuple[asyncio.subprocess.Process, Output]:
+    """ada's plain client joining ``game_id`` (pipes for its input and output), and its
+    output read as it comes."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", url,
+        "--join", game_id, "--name", "ada",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ},
+    )  # fmt: skip
+    assert child.stdin is not None and child.stdout is not None
+    assert child.stderr is not None
+    return child, Output(child.stdout)
+
+
 async def test_the_plain_client_plays_on_across_a_server_restart(
     tmp_path: Path, ui_pool: EnginePool
 ) -> None:
@@ -68,15 +82,7 @@ async def test_the_plain_client_plays_on_across_a_server_restart(
         url = f"ws://127.0.0.1:{port}"
         bob = await ServerConnection.connect(url, name="bob", reconnect=True, backoff=FAST)
         seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "client", "play", "--plain", "--server", url,
-            "--join", seated.game_id, "--name", "ada",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env={**os.environ},
-        )  # fmt: skip
-        assert child.stdin is not None and child.stdout is not None
-        assert child.stderr is not None
-        out = Output(child.stdout)
+        child, out = await ada_joins(url, seated.game_id)
         await out.until("X to move> ")
         child.stdin.write(b"b2\n")
         assert (await next_event(bob, Moved)).action == 4
@@ -112,15 +118,7 @@ async def test_the_plain_client_shows_the_end_of_a_game_that_ended_while_it_was_
         url = f"ws://127.0.0.1:{port}"
         bob = await ServerConnection.connect(url, name="bob")
         seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "client", "play", "--plain", "--server", url,
-            "--join", seated.game_id, "--name", "ada",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env={**os.environ},
-        )  # fmt: skip
-        assert child.stdin is not None and child.stdout is not None
-        assert child.stderr is not None
-        out = Output(child.stdout)
+        child, out = await ada_joins(url, seated.game_id)
         await out.until("X to move> ")
         child.stdin.write(b"b2\n")
         assert (await next_event(bob, Moved)).action == 4
