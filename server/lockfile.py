@@ -3,14 +3,16 @@
 Two servers on one database file would both run the same games (their sequence numbers
 collide, one overwrites the other's seat tokens). So ``noughts serve`` takes an exclusive
 ``fcntl.flock`` on ``<db path>.lock`` before it opens the database and holds it for its
-whole life; the kernel releases it when the process ends, however it ends (kill -9
-included), so a lock is never stale. Once the server listens it writes one JSON line into
-that file, ``{"pid": PID, "url": "ws://HOST:PORT"}``: a second ``noughts serve`` names the
-running one in its refusal, and a client (``noughts play``) finding the lock held reuses
-the running server instead of starting another. The file stays empty while the server
-starts, and the server removes it when it stops, still holding the lock: a process that
-opened the file just before takes the lock on a file no longer there, so a lock is held
-only once the file locked is still the one at the path (else it is opened again).
+whole life, the path being the real file's (``lock_path``: symlinks and ``..`` resolved, so
+that every path to the file names one lock); the kernel releases it when the process ends,
+however it ends (kill -9 included), so a lock is never stale. Once the server listens it
+writes one JSON line into that file, ``{"pid": PID, "url": "ws://HOST:PORT"}``: a second
+``noughts serve`` names the running one in its refusal, and a client (``noughts play``)
+finding the lock held reuses the running server instead of starting another. The file stays
+empty while the server starts, and the server removes it when it stops, still holding the
+lock: a process that opened the file just before takes the lock on a file no longer there,
+so a lock is held only once the file locked is still the one at the path (else it is
+opened again).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def make_db_directory(db_path: str | os.PathLike[str]) -> None:
 
 
 def lock_path(db_path: str | os.PathLike[str]) -> Path:
-    return Path(f"{os.fspath(db_path)}.lock")
+    """The real file's lock, beside it: every path to one file (a symlink, a relative path
+    through ``..``) names the same lock, so two servers cannot each lock a path of their own.
+    (A hard link is a second name no path resolves to; it is not caught.)"""
+    return Path(f"{os.path.realpath(db_path)}.lock")
 
 
 class ServerLock:

@@ -143,6 +143,26 @@ async def test_a_command_that_reads_games_leaves_nothing_beside_the_database(
     assert log.read_text().startswith("a log of the user's\n")
 
 
+async def test_a_command_given_a_symlink_to_a_served_database_uses_its_server(
+    tmp_path: Path,
+) -> None:
+    """An operator's probe: the lock was LINK.lock for a symlink to a served file, so a
+    command given the link started a second server on it. The lock follows the real file:
+    the command uses the running server and leaves nothing beside the link."""
+    where = tmp_path / "data"  # (the test's sessions file is in tmp_path)
+    where.mkdir()
+    db = where / "s1.db"
+    link = where / "link.db"
+    link.symlink_to("s1.db")
+    assert noughts("migrate", "--db", str(db)).returncode == 0
+    async with EmbeddedServer(db, workers=0) as url:
+        found = sorted(os.listdir(where))
+        result = await asyncio.to_thread(noughts, "games", "--db", str(link), timeout=120)
+        assert f"serves {link} on {url}: using that server" in result.stderr, result.stderr
+        assert result.returncode == 0, result.stderr
+        assert sorted(os.listdir(where)) == found
+
+
 def test_a_file_that_is_no_database_is_said_so_in_one_line(tmp_path: Path) -> None:
     """A walk's finding: an empty file was made a database by `games` (which only reads),
     and a text file's "file is not a database" was only in the embedded server's log."""

@@ -69,6 +69,9 @@ async def serving(
         await store.close()
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def _serve_command(db: Path) -> list[str]:
     return [sys.executable, "-m", "server", "--db", str(db), "--port", "0", "--workers", "0"]
 
@@ -155,6 +158,49 @@ async def test_a_second_server_on_the_same_database_is_refused_naming_the_first(
     finally:
         await again.stop()
     assert not (tmp_path / "games.db.lock").exists()  # removed at a clean stop
+
+
+async def test_another_path_to_the_served_database_is_refused_too(tmp_path: Path) -> None:
+    """An operator's probe: a second server given a symlink to the served file (its lock
+    taken on LINK.lock) started beside the first, restored the same games, and its moves
+    met the first's in the table (`unavailable: UNIQUE constraint failed`). The lock is the
+    real file's: a symlink, a relative path through `..`, and migrate through either are
+    refused naming the first server, which serves on."""
+    db = tmp_path / "s1.db"
+    (tmp_path / "link.db").symlink_to("s1.db")
+    (tmp_path / "sub").mkdir()
+    first = EmbeddedServer(db, workers=0)
+    url = await first.start()
+    try:
+        assert first.process is not None
+        lock = (tmp_path / "s1.db.lock").read_text()
+        for other in ["link.db", "sub/../link.db", "sub/../s1.db"]:
+            for command in [
+                _serve_command(Path(other)),
+                [sys.executable, "-m", "client", "migrate", "--db", other],
+            ]:
+                refused = await asyncio.to_thread(
+                    subprocess.run,
+                    command,
+                    capture_output=True,
+                    text=True,
+                    cwd=tmp_path,
+                    env={**_environment(tmp_path), "PYTHONPATH": str(ROOT)},  # (cwd moved)
+                    timeout=120,  # (a second server started would serve on)
+                )
+                assert refused.returncode == 1, (other, refused.stdout, refused.stderr)
+                lines = refused.stderr.strip().splitlines()
+                assert len(lines) == 1, refused.stderr
+                assert f"database {other} is in use by another noughts server" in lines[0]
+                assert f"pid {first.process.pid}" in lines[0] and url in lines[0]
+        assert not (tmp_path / "link.db.lock").exists()
+        assert (tmp_path / "s1.db.lock").read_text() == lock
+        ada = await ServerConnection.connect(url, name="ada")
+        await ada.request(Ping)
+        await ada.close()
+    finally:
+        await first.stop()
+    assert not (tmp_path / "s1.db.lock").exists()
 
 
 async def test_migrate_is_refused_while_a_server_uses_the_database(tmp_path: Path) -> None:
