@@ -276,7 +276,7 @@ async def _serve_on(
 
         assert settings.bus is not None and isinstance(store, PostgresStore)
         bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
-        game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect))
+        game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect_locked))
         try:
             # Open while the node joins (a stalled Redis may hold the join): /readyz answers
             # 503 "bus: not joined yet" until it has.

@@ -52,7 +52,7 @@ from protocol import (
 from server.bus import RedisBus, pack, reraise_cancel, unpack
 from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
-from server.errors import NodeUnavailable, ServerError
+from server.errors import NodeUnavailable, ServerError, StorageError
 from server.limits import TokenBucket
 from server.lobby import Lobby, SeekEntry, game_rank
 from server.session import Player, new_game_id
@@ -106,7 +106,9 @@ return 0
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
-_LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# StorageError: the lock connection refused the database's server lock (a server alone took
+# the database while this node was cut off): no shards until it is gone.
+_LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, StorageError)
 # The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
 # per address ({prefix}:open:p:{player}, {prefix}:open:a:{address}) scored by when each
 # entry expires: the owner adds a game's entries when it is registered (started or

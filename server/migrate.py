@@ -2,8 +2,11 @@
 
 Opening a store migrates it (SQLite and PostgreSQL share one numbered sequence of schema
 versions); this command does only that, for operators who upgrade the schema before they
-start the new servers, as a deploy step. On SQLite it holds the database's server lock
-(server/lockfile.py) meanwhile, so it is refused while a server uses the file.
+start the new servers, as a deploy step. It holds the database's server lock meanwhile, so
+it is refused while a server alone uses the database: on SQLite the file's lock
+(server/lockfile.py); on PostgreSQL the advisory lock held shared, as a cluster's node holds
+it (server/pgstore.py), so it runs beside a cluster's nodes, where a node of the new version
+starting would migrate the schema just the same (a rolling upgrade).
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ async def run(db: str) -> int:
     from server.__main__ import open_store
     from server.errors import ServerError
     from server.lockfile import ServerLock
-    from server.pgstore import is_postgres_url
+    from server.pgstore import PostgresStore, is_postgres_url
 
     lock = None
-    store = open_store(db)
+    store = PostgresStore(db, shared=True) if is_postgres_url(db) else open_store(db)
     try:
-        if not is_postgres_url(db):  # (PostgresStore holds an advisory lock of its own)
+        if not is_postgres_url(db):  # (PostgresStore holds the advisory lock, shared)
             # A server's lock: no schema change under a running server (one still on the
             # old schema would write rows the migration did not see), nor one starting.
             lock = ServerLock.acquire(db)

@@ -111,10 +111,15 @@ PG_MIGRATIONS: list[str] = [
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 MIGRATION_LOCK = 0x6E6F7567  # "noug": the advisory lock nodes migrate under
-# Held by the one server writing to a database (its writer connection holds it): a second
-# server on the same database is refused, as for SQLite, unless the servers form a cluster
-# (--bus), where each game has one owner node by shard locks instead (server/shards.py).
+# The database's server lock (keyed with the schema): a server alone holds it exclusively,
+# so that a second one is refused, as for SQLite; a cluster's nodes (--bus) each hold it
+# shared, and own games by shard locks among themselves (server/shards.py). Either kind
+# refuses the other: a server alone beside nodes would restore and write their games.
 SERVER_LOCK = 0x6E6F7568
+_TRY_LOCK = {
+    False: "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))",
+    True: "SELECT pg_try_advisory_lock_shared($1, hashtext(current_schema()))",
+}
 
 
 def is_postgres_url(db: str) -> bool:
@@ -162,6 +167,7 @@ class PostgresStore(SQLStore):
         schema: str | None = None,
         max_batch: int = 1024,
         node: str | None = None,
+        shared: bool | None = None,
     ) -> None:
         # A cluster's node commits on two connections at once (SQLStore.writers): a move
         # waits for its own commit, not also for the one in progress (issue 13: at 1,000
@@ -170,8 +176,11 @@ class PostgresStore(SQLStore):
         super().__init__(max_batch=max_batch, writers=1 if node is None else 2)
         self.dsn = dsn
         self.schema = schema  # a search_path of its own (tests: one schema per test)
-        # A cluster's node (--bus): no one-server lock, and its name in application_name.
+        # A cluster's node (--bus): its name in application_name, and the server lock shared.
         self.node = node
+        # The server lock held shared (beside a cluster's nodes; noughts migrate too, as a
+        # node starting would migrate), not alone: by default, a node's.
+        self.shared = node is not None if shared is None else shared
         self._pool: asyncpg.Pool | None = None
         self._writer_conn: asyncpg.Connection | None = None
         self._more_conns: list[asyncpg.Connection | None] = [None] * (self.writers - 1)
@@ -189,24 +198,35 @@ class PostgresStore(SQLStore):
         return {"application_name": f"{name} {self.schema}", "search_path": self.schema}
 
     async def connect(self) -> asyncpg.Connection:
-        """A connection of this store's own (its name, its schema): the writer's, and a
-        cluster node's lock connection (server/shards.py)."""
+        """A connection of this store's own (its name, its schema)."""
         return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
 
-    async def _connect_writer(self) -> asyncpg.Connection:
-        """The writer's connection, holding the server lock of the schema it writes to (the
-        one it resolves, whether set here or by the URL's ``search_path``)."""
+    async def connect_locked(self) -> asyncpg.Connection:
+        """A connection holding the server lock of the schema it uses (the one it resolves,
+        whether set here or by the URL's ``search_path``), shared or alone: the writer's,
+        and a cluster node's shard-lock connection (its shards then fenced by it too).
+        StorageError, in one line saying which kind of server holds it, if refused."""
         conn = await self.connect()
-        if self.node is not None:
-            return conn  # a cluster's node: games are owned by shard (server/shards.py)
-        lock = "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))"
-        if not await conn.fetchval(lock, SERVER_LOCK):
+        try:
+            if await conn.fetchval(_TRY_LOCK[self.shared], SERVER_LOCK):
+                return conn
+            # Refused: shared holders let a shared request in, a server alone does not.
+            nodes = not self.shared and await conn.fetchval(_TRY_LOCK[True], SERVER_LOCK)
             await conn.close()
-            raise StorageError(
-                f"another noughts server is using {self.describe()}: one server per database "
-                "until games are shared across nodes"
-            )
-        return conn
+        except BaseException:
+            conn.terminate()
+            raise
+        holder = (
+            "a noughts cluster's nodes (--bus) or noughts migrate are using"
+            if nodes
+            else "a noughts server alone (no --bus) is using"
+        )
+        advice = (
+            "stop it first"  # (noughts migrate: a server alone migrates nothing beside it)
+            if self.node is None and self.shared
+            else "several servers on one database must be the nodes of one cluster (--bus)"
+        )
+        raise StorageError(f"{holder} {self.describe()}: {advice}")
 
     async def open(self) -> None:
         try:
@@ -217,7 +237,7 @@ class PostgresStore(SQLStore):
                 await self._pool.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             # The server lock before the migration: no schema change under a running server
             # (one on the old schema would write rows the migration did not see).
-            self._writer_conn = await self._connect_writer()
+            self._writer_conn = await self.connect_locked()
             await self.migrate()
             for index in range(len(self._more_conns)):
                 self._more_conns[index] = await self.connect()
@@ -299,7 +319,7 @@ class PostgresStore(SQLStore):
                 conn = self._more_conns[writer - 1] = await self.connect()  # the last was lost
         else:
             if self._writer_conn is None or self._writer_conn.is_closed():
-                self._writer_conn = await self._connect_writer()  # the last one was lost
+                self._writer_conn = await self.connect_locked()  # the last one was lost
             conn = self._writer_conn
         try:
             if len(runs) == 1:

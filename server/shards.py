@@ -7,7 +7,10 @@ drains), and another node's ``pg_try_advisory_lock`` then succeeds. The lock is 
 only proof of ownership; Redis presence only says where to forward requests. A node
 whose lock connection is lost stops owning every shard at once (fencing: at once when
 PostgreSQL closes the connection, else at the next claim's query); the primary keys of
-moves and events refuse a second writer of the same ply or seq meanwhile.
+moves and events refuse a second writer of the same ply or seq meanwhile. The lock
+connection also holds the database's server lock, shared with the other nodes
+(``PostgresStore.connect_locked``): one opened while a server alone (no ``--bus``) holds
+the database is refused, so such a node claims no shard beside it.
 """
 
 from __future__ import annotations

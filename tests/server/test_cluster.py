@@ -1500,3 +1500,62 @@ async def test_a_rematch_between_players_of_two_nodes(two_nodes: Cluster, first:
     assert (await _heard(ada, 0)).action == 12
     await ada.close()
     await bo.close()
+
+
+async def _refused(*args: str) -> list[str]:
+    """`noughts serve ARGS` expected to refuse to start: its stderr's lines (exit 1)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "server", "--port", "0", "--workers", "0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"noughts serve {' '.join(args)} started (not refused)") from None
+    assert (process.returncode, out) == (1, b""), err
+    return err.decode().splitlines()
+
+
+async def test_a_server_alone_and_a_node_on_one_database_refuse_each_other(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """An operator's probe: a node (--bus) took no server lock, and a server alone looked at
+    no shard lock, so a node started beside a server alone on one database (either order)
+    claimed every shard and restored the other's live games. Each now refuses to start
+    beside the other in one line saying which kind holds the database; the one running
+    serves on."""
+    from tests.server.cluster_nodes import schema_url
+
+    db = schema_url(pg_schema)
+    cluster_only = "several servers on one database must be the nodes of one cluster (--bus)"
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")}
+        alone = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server", "--port", "0", "--workers", "0", "--db", db,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+        try:
+            assert alone.stdout is not None
+            line = (await asyncio.wait_for(alone.stdout.readline(), 60)).decode()
+            assert line.startswith("noughts server listening on "), line
+            node_args = ["--db", db, "--bus", REDIS_URL, "--bus-prefix", redis_prefix]
+            assert await _refused(*node_args, "--node", f"x-{redis_prefix}") == [
+                f"noughts serve: a noughts server alone (no --bus) is using {db}: {cluster_only}"
+            ]
+            ada = await ServerConnection.connect(line.split()[4], name="ada")
+            await ada.request(Ping)
+            await ada.close()
+        finally:
+            alone.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(alone.wait(), 60) == 0
+        a, b = await cluster.start_pair()
+        assert await _refused("--db", db) == [
+            f"noughts serve: a noughts cluster's nodes (--bus) or noughts migrate are using "
+            f"{db}: {cluster_only}"
+        ]
+        await cluster.wait_balanced()
+        for node in (a, b):
+            assert await node.stop() == 0

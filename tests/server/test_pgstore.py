@@ -80,6 +80,47 @@ async def test_noughts_migrate_on_postgresql_takes_no_file_lock(pg_schema: str, 
     await store.close()
 
 
+async def test_noughts_migrate_runs_beside_a_clusters_nodes_not_beside_a_server_alone(
+    pg_schema: str,
+) -> None:
+    """The deploy step on PostgreSQL: noughts migrate holds the server lock as a node does,
+    shared. Beside a cluster's nodes it runs (a node of the new version starting there would
+    migrate too: README, rolling upgrades); beside a server alone it is refused in one line
+    and migrates nothing under it (as on SQLite)."""
+    url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}search_path={pg_schema}"
+    command = [sys.executable, "-m", "client", "migrate", "--db", url]
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+    try:
+        async with _two_nodes(pg_schema):
+            result = await asyncio.to_thread(
+                subprocess.run, command, capture_output=True, text=True
+            )
+            assert result.returncode == 0, result.stderr  # (before: refused by the nodes)
+            assert result.stdout.strip() == f"{url}: schema up to date"
+        alone = PostgresStore(PG_URL, schema=pg_schema)
+        await alone.open()
+        try:
+            await conn.execute("DELETE FROM noughts_schema WHERE version = $1", PG_SCHEMA_VERSION)
+            result = await asyncio.to_thread(
+                subprocess.run, command, capture_output=True, text=True
+            )
+            assert result.returncode == 1
+            assert result.stderr.splitlines() == [
+                f"noughts migrate: a noughts server alone (no --bus) is using "
+                f"{PostgresStore(url).describe()}: stop it first"
+            ]
+            assert await conn.fetchval("SELECT max(version) FROM noughts_schema") == (
+                PG_SCHEMA_VERSION - 1
+            )
+            await conn.execute(
+                "INSERT INTO noughts_schema (version) VALUES ($1)", PG_SCHEMA_VERSION
+            )
+        finally:
+            await alone.close()
+    finally:
+        await conn.close()
+
+
 async def test_moves_end_and_sessions_read_back(pg_schema: str) -> None:
     store = PostgresStore(PG_URL, schema=pg_schema)
     await store.open()
@@ -173,7 +214,7 @@ async def test_a_second_server_on_the_same_database_is_refused(pg_schema: str) -
     # behind stays so under the running server.
     conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
     await conn.execute("DELETE FROM noughts_schema WHERE version = $1", PG_SCHEMA_VERSION)
-    with pytest.raises(StorageError, match="another noughts server is using"):
+    with pytest.raises(StorageError, match=r"a noughts server alone \(no --bus\) is using"):
         await PostgresStore(PG_URL, schema=pg_schema).open()
     assert await conn.fetchval("SELECT max(version) FROM noughts_schema") == PG_SCHEMA_VERSION - 1
     await conn.execute("INSERT INTO noughts_schema (version) VALUES ($1)", PG_SCHEMA_VERSION)
@@ -182,6 +223,45 @@ async def test_a_second_server_on_the_same_database_is_refused(pg_schema: str) -
     second = PostgresStore(PG_URL, schema=pg_schema)  # the first one is gone: now it may
     await second.open()
     await second.close()
+
+
+async def test_a_server_alone_and_a_clusters_nodes_refuse_each_other(pg_schema: str) -> None:
+    """An operator's probe: a cluster's node took no server lock and a server alone looked
+    at no shard lock, so a node started beside a server alone (either order) claimed every
+    shard and restored its live games. The nodes hold the server lock shared, a server alone
+    holds it exclusively: each is refused beside the other, in one line saying who holds it
+    (before it migrates), and nodes share it. A node's shard-lock connection holds it too,
+    so a node cut off while a server alone took the database claims nothing."""
+    from server.shards import ShardLocks
+
+    alone = "a noughts server alone (no --bus) is using"
+    nodes = "a noughts cluster's nodes (--bus) or noughts migrate are using"
+    cluster = "several servers on one database must be the nodes of one cluster (--bus)"
+    where = PostgresStore(PG_URL).describe()
+    first = PostgresStore(PG_URL, schema=pg_schema)
+    await first.open()
+    try:
+        with pytest.raises(StorageError) as refused:
+            await PostgresStore(PG_URL, schema=pg_schema, node="n1").open()
+        assert str(refused.value) == f"{alone} {where}: {cluster}"
+        locks = ShardLocks(PostgresStore(PG_URL, schema=pg_schema, node="n1").connect_locked)
+        with pytest.raises(StorageError) as refused:
+            await locks.open()
+        assert str(refused.value) == f"{alone} {where}: {cluster}"
+        assert not locks.connected
+    finally:
+        await first.close()
+    async with _two_nodes(pg_schema) as both:  # nodes share it
+        locks = ShardLocks(both[0].connect_locked)
+        await locks.open()
+        assert await locks.try_claim(3)
+        await locks.close()
+        with pytest.raises(StorageError) as refused:
+            await PostgresStore(PG_URL, schema=pg_schema).open()
+        assert str(refused.value) == f"{nodes} {where}: {cluster}"
+    again = PostgresStore(PG_URL, schema=pg_schema)  # the nodes are gone: now it may
+    await again.open()
+    await again.close()
 
 
 async def test_names_sessions_and_a_corrupt_row_as_in_sqlite(pg_schema: str) -> None:
