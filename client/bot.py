@@ -155,13 +155,16 @@ class Bot:
         color: str = "random",
         concurrency: int = 1,
         on_result: Callable[[GameResult], None] | None = None,
+        warm: Callable[[], Awaitable[object]] | None = None,
     ) -> list[GameResult]:
         """Play ``games`` games (None: until cancelled), up to ``concurrency`` at once,
         posting seeks (for the seat ``color``: x, o or random; one at a time, while there
         is room) or accepting them. With ``sessions``, the games an earlier run left
         unfinished come first, counted among ``games``: the server counts a returning
         player's seats as held again, so a game left aside would keep its opponent
-        waiting (as lichess-bot plays its ongoing games when it starts)."""
+        waiting (as lichess-bot plays its ongoing games when it starts). ``warm`` (the
+        engine's warm-up) is awaited once connected, before the first game: a server that
+        cannot be reached is said at once, not after it."""
         if (seek is None) == (accept is None):
             raise ValueError("a bot either posts seeks (seek=GAME) or accepts them (accept=...)")
         if accept not in (None, "seeks", "challenges"):
@@ -179,6 +182,12 @@ class Bot:
         else:
             connection = await connect_with_session(self.sessions, self.url, self.url, **options)
         self.connection = connection
+        if warm is not None:
+            try:
+                await warm()
+            except BaseException:
+                await connection.close()
+                raise
         # This run's queues (an asyncio.Queue belongs to the loop that first waits on it: a
         # Bot may play again under another asyncio.run).
         self.playing, self._started, self._other = {}, asyncio.Queue(), asyncio.Queue()

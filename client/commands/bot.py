@@ -139,8 +139,9 @@ async def _run_bot(
     from client.connection import ConnectionLost, RequestFailed
     from client.sessions import SessionInUse, SessionStore
 
-    print(f"{args.name}: loading the engine...", file=sys.stderr)
-    await asyncio.to_thread(engine.warm_up)
+    async def warm() -> None:
+        print(f"{args.name}: loading the engine...", file=sys.stderr)
+        await asyncio.to_thread(engine.warm_up)
 
     def report(result: GameResult) -> None:
         tally[result.outcome] += 1
@@ -179,6 +180,7 @@ async def _run_bot(
             accept=accept,
             concurrency=args.concurrency,
             on_result=report,
+            warm=warm,
         )
     except RequestFailed as exc:
         print(f"noughts bot: the server refused: {exc.message}", file=sys.stderr)

@@ -304,8 +304,10 @@ async def test_ctrl_c_while_the_bot_loads_the_engine_prints_the_tally(
     )  # fmt: skip
     assert bot.stderr is not None
     try:
-        line = await asyncio.wait_for(bot.stderr.readline(), 120)
-        assert line == b"robo: loading the engine...\n"
+        line = b""
+        while line != b"robo: loading the engine...\n":  # (once connected)
+            line = await asyncio.wait_for(bot.stderr.readline(), 120)
+            assert line, "the bot ended before loading its engine"
         bot.send_signal(signal.SIGINT)
         out, _ = await asyncio.wait_for(bot.communicate(), 120)
         assert bot.returncode == 130
