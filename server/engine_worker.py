@@ -42,7 +42,7 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
-from server.settings import bounded, bus_url
+from server.settings import MOST_PROCESSES, bounded, bus_url
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
@@ -291,9 +291,10 @@ def build_parser() -> argparse.ArgumentParser:
     # command line's, so a bad value is a usage error naming the option, not a traceback.
     parser.add_argument(
         "--processes",
-        type=bounded(int, 1, None, positive=False),
+        type=bounded(int, 1, MOST_PROCESSES, positive=False),
         default=os.environ.get("NOUGHTS_PROCESSES", "1"),
-        help="worker processes, one search each at a time (default: 1; $NOUGHTS_PROCESSES)",
+        help="worker processes, one search each at a time (default: 1, at most "
+        f"{MOST_PROCESSES}; $NOUGHTS_PROCESSES)",
     )
     parser.add_argument(
         "--heartbeat-s",

@@ -229,6 +229,15 @@ def test_more_processes_than_one_machine_runs_are_refused(tmp_path: Path, option
     assert not db.exists()
 
 
+def test_an_engine_worker_of_more_processes_than_one_machine_runs_is_refused() -> None:
+    """noughts engine-worker --processes had no upper bound (serve's: 128)."""
+    result = noughts("engine-worker", "--processes", "2000", timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "noughts engine-worker: error: argument --processes: must be 1..128, not 2000"
+    )
+
+
 def test_a_bus_that_would_do_nothing_is_refused(tmp_path: Path) -> None:
     """--bus with a SQLite --db and the local engine was taken and did nothing: a bus serves
     a PostgreSQL server's cluster, or --engine queue (README, "Running a cluster")."""
