@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # walked again: bench/load.py throughput, three alternating runs each (load 2-4), server
 # CPU per move 123.0 us (122.4-124.5) at 700, 114.1 us (104.9-114.7) at 10,000.
 GC_YOUNG = 10_000
+# Set once this process listens: a supervised node failing before exits BOOT_ERROR
+# (server/supervisor.py), which its supervisor does not restart for ever.
+_listened = False
 NODE_NAME = r"[A-Za-z0-9-]{1,32}"  # a cluster node's name (--node)
 
 
@@ -299,6 +302,8 @@ async def _serve_on(
             # allocate later, which keeps their pauses short (Python docs, gc.freeze).
             gc.freeze()
             gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+            global _listened
+            _listened = True
             url = address_url("wss" if tls else "ws", settings.host, port)
             if lock is not None:
                 lock.announce(url)
@@ -409,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     from server.logs import configure
 
     configure(args.log_level, args.log_format)
-    from server.supervisor import die_with_supervisor
+    from server.supervisor import die_with_supervisor, supervised
 
     die_with_supervisor()  # (a node of another's --processes: it ends with it)
     if args.log_level != "DEBUG":
@@ -422,8 +427,14 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("noughts serve: uvloop is not installed (pip install uvloop)", file=sys.stderr)
             return 2
-        return int(uvloop.run(run(args)))
-    return asyncio.run(run(args))
+        code = int(uvloop.run(run(args)))
+    else:
+        code = asyncio.run(run(args))
+    if code != 0 and not _listened and supervised():
+        from server.supervisor import BOOT_ERROR
+
+        return BOOT_ERROR
+    return code
 
 
 if __name__ == "__main__":

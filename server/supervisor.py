@@ -4,7 +4,11 @@ The first process is a node itself and the others' supervisor, as gunicorn's arb
 workers': each other node is ``python -m server`` with the same options on the same port
 (SO_REUSEPORT: the kernel spreads new connections over them). A node that dies is logged
 and started again after ``PAUSE_S``, a pause that doubles (up to ``PAUSE_MAX_S``) while it
-keeps dying within ``YOUNG_S`` of its start (a crash loop). SIGTERM to the supervisor
+keeps dying within ``YOUNG_S`` of its start (a crash loop). A node that fails before it
+listens exits with ``BOOT_ERROR`` (gunicorn's WORKER_BOOT_ERROR); after ``BOOT_TRIES`` such
+starts in a row it is not started again (gunicorn halts its arbiter; here the other nodes
+go on serving): its cause (an admin port another program holds, say) is not one a pause
+mends, and a restart of the server tries again. SIGTERM to the supervisor
 drains them all. A node started so dies with its supervisor: on Linux it asks the kernel
 for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``), so a supervisor killed
 -9 leaves no node behind, each draining as on SIGTERM. The nodes share the machine's cores
@@ -27,6 +31,8 @@ PARENT_ENV = "NOUGHTS_SUPERVISOR_PID"  # set for a supervised node: its supervis
 PAUSE_S = 0.5  # before starting a dead node again
 PAUSE_MAX_S = 30.0
 YOUNG_S = 10.0  # a node dying younger than this is crash-looping: the pause doubles
+BOOT_ERROR = 3  # a supervised node's exit status when it failed before listening
+BOOT_TRIES = 3  # starts in a row that fail so, before a node is left stopped
 
 
 def exit_text(code: int) -> str:
@@ -38,6 +44,8 @@ def exit_text(code: int) -> str:
         except ValueError:
             name = f"signal {-code}"
         return f"was killed by {name}"
+    if code == BOOT_ERROR:
+        return f"failed to start (exit status {code})"
     return f"exited with status {code}"
 
 
@@ -108,11 +116,20 @@ class Nodes:
 
     async def _watch(self, index: int) -> None:
         pause: float | None = None
+        failed_boots = 0
         while True:
             process = self._processes[index]
             started = time.monotonic()
             code = await process.wait()
             if self._stopping:
+                return
+            failed_boots = failed_boots + 1 if code == BOOT_ERROR else 0
+            if failed_boots >= BOOT_TRIES:
+                log.error(
+                    "node %s failed to start %d times in a row (its error above); it is not "
+                    "started again: restart the server to try again",
+                    self._names[index], failed_boots,
+                )  # fmt: skip
                 return
             pause = next_pause(pause, time.monotonic() - started)
             log.warning(

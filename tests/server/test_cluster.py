@@ -1389,6 +1389,52 @@ async def test_processes_a_node_that_dies_is_started_again_and_ends_with_its_sup
                     os.kill(pid, signal.SIGKILL)
 
 
+def _two_ports_second_taken() -> tuple[int, socket.socket]:
+    """A free port P whose next, P + 1, a socket of this test listens on (returned)."""
+    for _ in range(50):
+        taker = socket.socket()
+        taker.bind(("127.0.0.1", 0))
+        taker.listen()
+        port = taker.getsockname()[1] - 1
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                taker.close()
+                continue
+        return port, taker
+    raise AssertionError("no free port below a taken one")
+
+
+async def test_processes_a_node_that_cannot_start_is_not_started_again_for_ever(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """``--processes 2 --admin-port P`` with P + 1 held by another program: the second node
+    fails before it listens at every start; after BOOT_TRIES starts in a row it is left
+    stopped, said once as an error, and the first node serves on. (It was started again
+    every 30 s for ever, a warning each time.)"""
+    from server.supervisor import BOOT_TRIES
+
+    admin, taker = _two_ports_second_taken()
+    with taker:
+        async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+            node = await cluster.start("a", "--processes", "2", "--admin-port", str(admin))
+            other = f"{node.name}-1"
+            gave_up = f"node {other} failed to start {BOOT_TRIES} times in a row"
+            async with asyncio.timeout(60):
+                while gave_up not in node.log.read_text():
+                    await asyncio.sleep(0.1)
+            log = node.log.read_text()
+            assert f"cannot listen on the admin address 127.0.0.1:{admin + 1}" in log
+            assert len(re.findall(rf"node {re.escape(other)} started \(pid", log)) == BOOT_TRIES
+            assert re.search(rf"node {re.escape(other)} \(pid \d+\) failed to start", log)
+            ada = await node.connect("ada")
+            created = await ada.request(CreateGame, game="5x5", opponent="human", seat=0)
+            assert created.game_id
+            await ada.close()
+            assert await node.stop() == 0
+
+
 async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
