@@ -280,17 +280,22 @@ async def _serve_on(
         assert settings.bus is not None and isinstance(store, PostgresStore)
         bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
         game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect_locked))
+        failed: int | None = None  # the exit status of a start that ends here
         try:
             # Open while the node joins (a stalled Redis may hold the join): /readyz answers
-            # 503 "bus: not joined yet" until it has.
+            # 503 "bus: not joined yet" until it has, and a signal stops the join.
             admin = await _open_admin(AdminServer(game_server), settings)
-            await game_server.cluster.start()
+            if not await _unless_stopped(game_server.cluster.start(), stop):
+                logging.info("stopped while joining the cluster")
+                failed = 0
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
+            failed = 1
+        if failed is not None:
             if admin is not None:
                 admin.close()
             await _close_engine(pool)
-            return 1
+            return failed
         logging.info("node %s of the cluster on %s", node, settings.bus)
     try:
         async with running(game_server, settings.host, settings.port, tls) as ws_server:

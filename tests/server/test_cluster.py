@@ -58,7 +58,7 @@ from protocol import (
     decode_server,
 )
 from server.bus import pack, unpack
-from tests.server.cluster_nodes import Cluster, Node, cluster_of
+from tests.server.cluster_nodes import Cluster, Node, cluster_of, schema_url
 from tests.server.conftest import RawClient, admin_get, http_get, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
@@ -1460,6 +1460,42 @@ async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
                 await asyncio.sleep(0.1)
         assert "bus: ok\n" in answer[1], answer
         assert await node.stop() == 0
+
+
+async def test_a_signal_while_a_stalled_redis_holds_the_join_stops_the_node(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """SIGTERM to a node whose join waits on a stalled Redis: it stops at once, exit 0,
+    without listening. (It waited for the join to end, for as long as Redis stalled.)"""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        assert redis.process is not None
+        redis.process.send_signal(signal.SIGSTOP)
+        log = tmp_path / "joining.log"
+        try:
+            with log.open("wb") as stderr:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+                    "--db", schema_url(cluster.schema), "--bus", cluster.bus,
+                    "--bus-prefix", cluster.prefix, "--node", f"j-{cluster.prefix}",
+                    "--admin-port", "0", "--log-level", "INFO",
+                    stdout=asyncio.subprocess.PIPE, stderr=stderr,
+                    env={k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")},
+                )  # fmt: skip
+            try:
+                port = await _admin_port_of(log)
+                status, body = await admin_get(port, "/readyz")
+                assert status == 503 and "bus: not joined yet\n" in body, body
+                process.send_signal(signal.SIGTERM)
+                stdout, _ = await asyncio.wait_for(process.communicate(), 30)
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+        finally:
+            redis.process.send_signal(signal.SIGCONT)
+        assert process.returncode == 0, log.read_text()
+        assert b"listening" not in stdout
+        assert "stopped while joining the cluster" in log.read_text()
 
 
 async def _admin_port(node: Node) -> int:
