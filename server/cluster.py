@@ -204,6 +204,7 @@ class Cluster:
         self.node = bus.node
         settings = server.settings
         self.claim_s = settings.claim_s
+        self._lock_trouble: str | None = None  # why the lock connection last failed, if it did
         self.heartbeat_s = settings.heartbeat_s
         self.presence_ttl_s = settings.presence_ttl_s
         self.forward_timeout_s = settings.forward_timeout_s
@@ -346,6 +347,9 @@ class Cluster:
                     if self.locks.held:  # closed under us (the server cut it, say)
                         self._lose_all(ConnectionError("the lock connection closed"))
                     await self.locks.open(self._lock_lost)
+                    if self._lock_trouble is not None:
+                        log.info("cluster: the lock connection is back; claiming shards")
+                        self._lock_trouble = None
                 await self._claim()
             except _LOCK_ERRORS as exc:
                 reraise_cancel(exc)
@@ -463,7 +467,14 @@ class Cluster:
         memory at once; the claim loop reconnects and claims again."""
         lost = set(self.locks.held)
         self.locks.abandon()
-        log.error("cluster: lost the lock connection (%s); dropping %d shards", exc, len(lost))
+        # Said once for as long as it fails the same way with nothing to drop (a server alone
+        # holding the database: each claim period, 0.5 s, would say it again).
+        said = not lost and str(exc) == self._lock_trouble
+        self._lock_trouble = str(exc)
+        log.log(
+            logging.DEBUG if said else logging.ERROR,
+            "cluster: lost the lock connection (%s); dropping %d shards", exc, len(lost),
+        )  # fmt: skip
         for game_id in [g for g in self.server.games if shard_of(g) in lost]:
             seq = self.server.unload(game_id)
             if seq is not None and self.server.subscribers.get(game_id):

@@ -58,6 +58,7 @@ from protocol import (
     decode_server,
 )
 from server.bus import pack, unpack
+from server.settings import ServerSettings
 from tests.server.cluster_nodes import Cluster, Node, cluster_of, schema_url
 from tests.server.conftest import RawClient, admin_get, http_get, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -1459,6 +1460,48 @@ async def test_readyz_says_not_joined_until_the_node_has_joined_the_bus(
             while (answer := await admin_get(port, "/readyz"))[0] != 200:
                 await asyncio.sleep(0.1)
         assert "bus: ok\n" in answer[1], answer
+        assert await node.stop() == 0
+
+
+async def test_a_node_refused_its_lock_connection_says_so_once_not_each_claim_period(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A node's connections cut while a server alone takes the database (its exclusive
+    server lock, held here by the test): the node's lock connection is refused at each claim
+    (0.5 s) for as long as that lasts. It said so as an error each time; now once, and once
+    more when the lock connection is back and it claims again."""
+    from server.pgstore import SERVER_LOCK
+
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        node = await cluster.start("a")
+        await cluster.wait_balanced()
+        holder = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+        try:
+            async with asyncio.timeout(30):  # the cut, then the lock before the node is back
+                while True:
+                    await holder.fetchval(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE application_name = $1",
+                        f"noughts {node.name}",
+                    )
+                    if await holder.fetchval(
+                        "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))", SERVER_LOCK
+                    ):
+                        break
+                    await asyncio.sleep(0.05)
+            refused = "a noughts server alone (no --bus) is using"
+            async with asyncio.timeout(30):
+                while refused not in node.log.read_text():
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(10 * ServerSettings().claim_s)  # ten claims refused
+            said = re.findall(r"ERROR .*lost the lock connection \((.*)\)", node.log.read_text())
+            assert sum(refused in reason for reason in said) == 1, said
+        finally:
+            await holder.close()  # the server alone is gone
+        async with asyncio.timeout(30):
+            while "the lock connection is back" not in node.log.read_text():
+                await asyncio.sleep(0.05)
+        await cluster.wait_balanced()
         assert await node.stop() == 0
 
 
