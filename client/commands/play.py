@@ -101,7 +101,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="post a seek in the lobby (--game, --clock, --seat for your colour) and wait",
     )
     pairing.add_argument(
-        "--challenge", metavar="PLAYER", help="challenge one player or bot online, by name or id"
+        "--challenge",
+        metavar="PLAYER",
+        help="challenge one player or bot by name or id (online or not: it sees it when it comes)",
     )
     pairing.add_argument("--accept", metavar="SEEK_ID", help="accept a seek from the lobby")
     parser.add_argument(
