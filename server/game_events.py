@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import engine
@@ -306,12 +306,24 @@ class GameEvents(LobbyFeed):
         self,
         session: GameSession,
         seated: Iterable[tuple[Connection, int, int | None]],
+        named: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Store a new game whose seats are all taken, tell each seated connection its seat
-        (``rid`` if it asked), and start it: the start snapshot goes to everyone seated."""
+        (``rid`` if it asked), and start it: the start snapshot goes to everyone seated.
+        ``named`` runs once the game is stored, before anyone is told of it (a rematch: the
+        old game's accept event names it, committed then). If that raises StorageError, the
+        new game, stored but named nowhere, is aborted (or, that refused too, leaves memory:
+        a restart withdraws it, its players away)."""
         self._register(session)
         async with self._lock(session.id):
             await self._create(session)
+            if named is not None:
+                try:
+                    await named()
+                except StorageError:
+                    if not await self._commit_quietly(session, session.abort(0, self.clock())):
+                        self._evict(session.id)
+                    raise
             for connection, seat, rid in seated:
                 self._subscribe(session.id, connection)
                 token = session.tokens[seat]

@@ -45,6 +45,7 @@ from server.game_events import GameEvents
 from server.hub import UNFINISHED
 from server.rows import GameRecord
 from server.session import (
+    Emitted,
     GameSession,
     ai_draw_answer,
     ended_event,
@@ -266,54 +267,67 @@ class GameRequests(GameEvents):
             connection.send(Ok(rid=request.rid))
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
-        async def act(session: GameSession, seat: int) -> tuple[GameSession | None]:
+        async def act(session: GameSession, seat: int) -> None:
             now = self.clock()
+            opponent = session.players[1 - seat]
+            against_ai = opponent is not None and opponent.is_ai
             if request.answer != "decline":
                 # A rematch is a new game for both: each under its cap of unfinished games
                 # (two players at theirs could rematch past it, game after game).
                 await self._check_open_games(self._me(connection))
-                opponent = session.players[1 - seat]
-                if opponent is not None and not opponent.is_ai:
+                if opponent is not None and not against_ai:
                     other = self._player_session(opponent)
                     await self._check_open_games(other, whose="your opponent")
-            emitted, agreed = session.rematch(seat, request.answer, now)
+            if against_ai and request.answer == "offer" and session.offers.get("rematch") == seat:
+                # Its offer stands, the rematch the AI agreed to not stored (or the server
+                # stopped in between): the AI agrees again.
+                emitted: list[Emitted] = []
+                agreed = False
+            else:
+                emitted, agreed = session.rematch(seat, request.answer, now)
             await self._commit(session, emitted)
             if connection.node is not None and request.answer != "decline":
                 # Through another node of a cluster: the rematch seats this player there.
                 self._rematch_askers.setdefault(session.id, {})[seat] = connection
             accepter = seat
-            opponent = session.players[1 - seat]
-            if not agreed and request.answer == "offer" and opponent is not None and opponent.is_ai:
+            if not agreed and request.answer == "offer" and against_ai:
                 emitted, agreed = session.rematch(1 - seat, "accept", now)
                 accepter = 1 - seat
             if not agreed:
-                return (None,)
+                connection.send(Ok(rid=request.rid))
+                return
             rematch = self._rematch_of(session)
-            await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
-            return (rematch,)
 
-        done = await self._game_request(connection, request, act)
-        if done is None:
-            return
-        connection.send(Ok(rid=request.rid))
-        (rematch,) = done
-        if rematch is None:
-            return
-        # Each player's connections that follow the old game here; in a cluster, a player
-        # on another node is reached through its request: this one, or its offer's.
-        askers = self._rematch_askers.pop(request.game_id, {})
-        seated_now = []
+            async def named() -> None:
+                # Durability: the accept event names a game already stored; the offer
+                # stands until then (a retry works if the new game was refused).
+                await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
+                self._rematch_askers.pop(session.id, None)
+                connection.send(Ok(rid=request.rid))
+
+            await self._start_game(rematch, self._rematch_seated(session, rematch), named)
+
+        await self._game_request(connection, request, act)
+
+    def _rematch_seated(
+        self, session: GameSession, rematch: GameSession
+    ) -> list[tuple[Connection, int, int | None]]:
+        """Who takes a seat of ``rematch`` now: each player's connections that follow the
+        old game here; in a cluster, a player on another node is reached through its
+        request: the one that agreed, or its offer's (``_rematch_askers``)."""
+        askers = self._rematch_askers.get(session.id, {})
+        seated: list[tuple[Connection, int, int | None]] = []
         for new_seat, player in enumerate(rematch.players):
             if player is None or player.is_ai:
                 continue
             online = self.players.get(player.player_id or "")
             connections = online.connections if online else ()
-            targets = [c for c in connections if request.game_id in c.games]
+            targets = [c for c in connections if session.id in c.games]
             asker = askers.get(1 - new_seat)  # (its seat in the old game)
             if asker is not None and asker.node is not None and not asker.closed:
                 targets.append(asker)
-            seated_now += [(c, new_seat, None) for c in targets]
-        await self._start_game(rematch, seated_now)
+            seated += [(c, new_seat, None) for c in targets]
+        return seated
 
     def _rematch_of(self, session: GameSession) -> GameSession:
         rematch = GameSession.new(

@@ -41,6 +41,7 @@ from protocol import (
     Message,
     Move,
     Moved,
+    Offer,
     Ok,
     Ping,
     Presence,
@@ -1632,6 +1633,49 @@ async def test_a_rematch_between_players_of_two_nodes(two_nodes: Cluster, first:
     moved = await bo.request(Move, game_id=start.game_id, action=12)
     assert isinstance(moved, Moved) and moved.seat == 0
     assert (await _heard(ada, 0)).action == 12
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_rematch_whose_game_the_database_refuses_is_named_nowhere(
+    two_nodes: Cluster,
+) -> None:
+    """Durability in a cluster: the rematch's new game is stored before the accept event
+    naming it and the ok go out. bo, on the other node, offers; ada's accept, on the owner,
+    finds the new game refused by PostgreSQL: ada gets the error, nobody hears of a game,
+    bo's offer stands; accepted again, it seats bo through that offer."""
+    ada, bo, game_id, ada_token, bo_token = await _two_player_game(two_nodes)
+    assert await two_nodes.owner_of(game_id) == two_nodes.nodes[0].name  # ada's node
+    await ada.request(Resign, game_id=game_id, token=ada_token)
+    await bo.request(Rematch, game_id=game_id, token=bo_token)
+    for client in (ada, bo):
+        offer = await next_event(client, Offer)
+        assert (offer.kind, offer.answer, offer.seat) == ("rematch", "offer", 1)
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": two_nodes.schema})
+    try:
+        await conn.execute(
+            "CREATE FUNCTION refuse_rematch() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'no new games here'; END $$;"
+            " CREATE TRIGGER refuse_rematches BEFORE INSERT ON games FOR EACH ROW"
+            " WHEN (NEW.rematch_of IS NOT NULL) EXECUTE FUNCTION refuse_rematch()"
+        )
+        with pytest.raises(RequestFailed, match="no new games here"):
+            await ada.request(Rematch, game_id=game_id, token=ada_token, answer="accept")
+        assert await conn.fetch("SELECT id FROM games WHERE rematch_of = $1", game_id) == []
+        await conn.execute("DROP TRIGGER refuse_rematches ON games")
+        ok = await ada.request(Rematch, game_id=game_id, token=ada_token, answer="accept")
+        assert isinstance(ok, Ok)
+        for client in (ada, bo):
+            agreed = await next_event(client, Offer)  # nothing since the offer: this
+            assert (agreed.kind, agreed.answer, agreed.seat) == ("rematch", "accept", 0)
+            stored = await conn.fetch("SELECT id FROM games WHERE id = $1", agreed.next_game)
+            assert [row["id"] for row in stored] == [agreed.next_game]
+    finally:
+        await conn.close()
+    for client, seat in ((ada, 1), (bo, 0)):  # colours swapped
+        start = await next_event(client, Snapshot)
+        assert (start.game_id, start.status) == (agreed.next_game, "live")
+        assert client.seats[start.game_id][0] == seat
     await ada.close()
     await bo.close()
 

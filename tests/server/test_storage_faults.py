@@ -29,6 +29,7 @@ from client.connection import RequestFailed, ServerConnection
 from client.embedded import EmbeddedServer
 from protocol import (
     CreateGame,
+    Ended,
     GameList,
     GetGame,
     JoinGame,
@@ -37,8 +38,11 @@ from protocol import (
     LobbySubscribe,
     Move,
     Moved,
+    Offer,
+    Ok,
     Ping,
     Pong,
+    Rematch,
     Resign,
     Snapshot,
     Watch,
@@ -49,7 +53,7 @@ from server.pool import EnginePool
 from server.session import GameSession, Player
 from server.settings import ServerSettings
 from server.store import GameRecord, SQLiteStore
-from tests.server.conftest import RunningServer, next_event_where
+from tests.server.conftest import RunningServer, human_game, next_event, next_event_where
 
 
 @contextlib.asynccontextmanager
@@ -453,6 +457,140 @@ async def test_a_full_filesystem_refuses_the_move_clearly_and_the_game_resumes(
         ada, bo, game_id = await _two_players(server, game="gomoku")
         fill()
         await _check_full_then_room(server, ada, bo, game_id, filler.unlink)
+
+
+# --- a rematch the store refuses -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _refusing(db: Path, table: str, when: str) -> Iterator[None]:
+    """Another connection makes the database refuse the new rows of ``table`` for which
+    ``when`` holds (an SQL condition on NEW): a real SQLite error on those writes, the
+    others stored as usual."""
+
+    def run(sql: str) -> None:
+        connection = sqlite3.connect(db, isolation_level=None)
+        try:
+            connection.execute("PRAGMA busy_timeout=5000")
+            connection.execute(sql)
+        finally:
+            connection.close()
+
+    run(
+        f"CREATE TRIGGER refuse BEFORE INSERT ON {table} WHEN {when}"
+        " BEGIN SELECT RAISE(ABORT, 'no new games here'); END"
+    )
+    try:
+        yield
+    finally:
+        run("DROP TRIGGER refuse")
+
+
+A_REMATCH = ("games", "NEW.rematch_of IS NOT NULL")  # its new game
+ITS_ACCEPT = ("events", "NEW.data LIKE '%next_game%'")  # the event naming it
+
+
+async def _rematch_offered(server: RunningServer) -> tuple[Any, Any, Any, Any]:
+    """``human_game``, over (ada resigned), and ada's rematch offer standing."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    await ada.request(Resign, game_id=a.game_id, token=a.token)
+    await next_event(ada, Ended)
+    await ada.request(Rematch, game_id=a.game_id, token=a.token)
+    offer = await next_event(ada, Offer)
+    assert (offer.kind, offer.answer) == ("rematch", "offer")
+    return ada, bo, a, b
+
+
+def _offer_stands(server: RunningServer, game_id: str) -> None:
+    """The old game's last stored event is still the rematch offer."""
+    kind, data = server.query(
+        "SELECT kind, data FROM events WHERE game_id = ? ORDER BY seq DESC LIMIT 1", game_id
+    )[0]
+    assert (kind, json.loads(data)["kind"], json.loads(data)["answer"]) == (
+        "offer", "rematch", "offer"
+    )  # fmt: skip
+
+
+async def _accepted_into_a_stored_game(
+    server: RunningServer, client: ServerConnection, game_id: str
+) -> str:
+    """The rematch's accept event, as ``client`` gets it (no offer event since the offer),
+    the game it names in the database the moment it comes, then that game's start."""
+    agreed = await next_event(client, Offer)
+    assert (agreed.kind, agreed.answer, agreed.game_id) == ("rematch", "accept", game_id)
+    assert server.query("SELECT id FROM games WHERE id = ?", agreed.next_game) == [
+        (agreed.next_game,)
+    ]
+    start = await next_event(client, Snapshot)
+    assert (start.game_id, start.status) == (agreed.next_game, "live")
+    assert server.query("SELECT id FROM games WHERE rematch_of = ?", game_id) == [
+        (agreed.next_game,)
+    ]
+    return str(agreed.next_game)
+
+
+async def test_a_rematch_whose_game_is_not_stored_is_refused_and_named_nowhere(
+    server: RunningServer,
+) -> None:
+    """Durability: the accept event naming a rematch's game, and its ok, went out before the
+    game was stored; a store refusing the game left both players told of a game that never
+    existed (and the old game naming it). Now the game is stored first: refused, the
+    accepter gets the error, the offer still stands, and the accept sent again works."""
+    ada, bo, a, b = await _rematch_offered(server)
+    with _refusing(server.db_path, *A_REMATCH):
+        with pytest.raises(RequestFailed, match="no new games here") as refused:
+            await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+    assert refused.value.code == "unavailable"
+    assert server.query("SELECT id FROM games WHERE rematch_of = ?", a.game_id) == []
+    _offer_stands(server, a.game_id)
+    ok = await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+    assert isinstance(ok, Ok)
+    await _accepted_into_a_stored_game(server, ada, a.game_id)
+
+
+async def test_a_rematch_whose_accept_is_not_stored_leaves_no_game_waiting(
+    server: RunningServer,
+) -> None:
+    """The new game stored, the accept event naming it refused: nobody was told of the
+    game, so it ends (aborted) rather than wait, seats taken, for players who never come;
+    the offer still stands and the accept sent again makes another game."""
+    ada, bo, a, b = await _rematch_offered(server)
+    with _refusing(server.db_path, *ITS_ACCEPT):
+        with pytest.raises(RequestFailed, match="no new games here"):
+            await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+    rows = server.query("SELECT id, status FROM games WHERE rematch_of = ?", a.game_id)
+    assert [status for _, status in rows] == ["aborted"]
+    _offer_stands(server, a.game_id)
+    ok = await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+    assert isinstance(ok, Ok)
+    agreed = await next_event(ada, Offer)  # the refused accept was never sent
+    assert agreed.answer == "accept" and agreed.next_game != rows[0][0]
+    start = await next_event(ada, Snapshot)
+    assert (start.game_id, start.status) == (agreed.next_game, "live")
+
+
+async def test_a_rematch_with_the_ai_not_stored_is_offered_again(server: RunningServer) -> None:
+    """The same against the AI, which accepts at once: refused, the player's offer stands
+    (stored before the AI answered it), and offering again is not 'already offered': the AI
+    accepts again, and this time the game is stored before anyone is told of it."""
+    ada = await server.connect("ada")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=0, algorithm="alphabeta", budget_ms=10
+    )
+    gid = seated.game_id
+    await ada.request(Resign, game_id=gid, token=seated.token)
+    await next_event(ada, Ended)
+    with _refusing(server.db_path, *A_REMATCH):
+        with pytest.raises(RequestFailed, match="no new games here"):
+            await ada.request(Rematch, game_id=gid, token=seated.token)
+    offer = await next_event(ada, Offer)
+    assert (offer.kind, offer.answer, offer.seat) == ("rematch", "offer", 0)
+    assert server.query("SELECT id FROM games WHERE rematch_of = ?", gid) == []
+    _offer_stands(server, gid)
+    ok = await ada.request(Rematch, game_id=gid, token=seated.token)
+    assert isinstance(ok, Ok)
+    next_game = await _accepted_into_a_stored_game(server, ada, gid)
+    assert ada.seats[next_game][0] == 1
 
 
 # --- corrupt rows ----------------------------------------------------------------------------
