@@ -29,10 +29,15 @@ from server.errors import ServerError
 
 
 class DatabaseInUse(ServerError):
-    """Another server holds the database's lock: ``pid`` and ``url`` once it listens."""
+    """Another server holds the database's lock: ``holder`` says which (its pid and
+    address, or that it is still starting); ``pid`` and ``url`` once it listens. The
+    message is for ``noughts serve``; ``noughts migrate`` says its own."""
 
-    def __init__(self, message: str, pid: int | None = None, url: str | None = None) -> None:
+    def __init__(
+        self, message: str, holder: str, pid: int | None = None, url: str | None = None
+    ) -> None:
         super().__init__(message)
+        self.holder = holder
         self.pid = pid
         self.url = url
 
@@ -111,6 +116,7 @@ class ServerLock:
             raise DatabaseInUse(
                 f"database {db_path} is in use by another noughts server ({who}); "
                 "connect to that one, or stop it first",
+                who,
                 pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None,
                 url=url if isinstance(url, str) and url else None,
             ) from None

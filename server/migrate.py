@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 async def run(db: str) -> int:
     from server.__main__ import open_store
     from server.errors import ServerError
-    from server.lockfile import ServerLock
+    from server.lockfile import DatabaseInUse, ServerLock
     from server.pgstore import PostgresStore, is_postgres_url
 
     lock = None
@@ -49,6 +49,13 @@ async def run(db: str) -> int:
             # old schema would write rows the migration did not see), nor one starting.
             lock = ServerLock.acquire(db)
         await store.open()
+    except DatabaseInUse as exc:
+        print(
+            f"noughts migrate: database {db} is being served by a noughts server "
+            f"({exc.holder}); stop it, then migrate: a schema must not change under its server",
+            file=sys.stderr,
+        )
+        return 1
     except ServerError as exc:
         print(f"noughts migrate: {exc}", file=sys.stderr)
         return 1

@@ -195,7 +195,8 @@ async def test_another_path_to_the_served_database_is_refused_too(tmp_path: Path
                 assert refused.returncode == 1, (other, refused.stdout, refused.stderr)
                 lines = refused.stderr.strip().splitlines()
                 assert len(lines) == 1, refused.stderr
-                assert f"database {other} is in use by another noughts server" in lines[0]
+                said = "being served by a" if "migrate" in command else "in use by another"
+                assert f"database {other} is {said} noughts server" in lines[0]
                 assert f"pid {first.process.pid}" in lines[0] and url in lines[0]
         assert not (tmp_path / "link.db.lock").exists()
         assert (tmp_path / "s1.db.lock").read_text() == lock
@@ -226,8 +227,11 @@ async def test_migrate_is_refused_while_a_server_uses_the_database(tmp_path: Pat
         assert refused.stdout == ""
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1, refused.stderr
-        assert lines[0].startswith("noughts migrate: database ")
-        assert f"pid {first.process.pid}" in lines[0] and url in lines[0]
+        assert lines == [
+            f"noughts migrate: database {db} is being served by a noughts server "
+            f"(pid {first.process.pid}, listening on {url}); stop it, then migrate: "
+            "a schema must not change under its server"
+        ]  # (not serve's "connect to that one")
         assert (tmp_path / "games.db.lock").read_text() == lock
         ada = await ServerConnection.connect(url, name="ada")
         await ada.request(Ping)
