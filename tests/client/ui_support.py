@@ -19,6 +19,7 @@ from protocol import Message
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
+from tests.server.conftest import next_event as server_next_event
 
 FIXED_TIME = 1_800_000_000.0  # 2027-01-15 08:00 UTC: the server's clock in snapshot tests
 
@@ -87,11 +88,9 @@ async def until(pilot, predicate: Callable[[], object], what: str, limit_s: floa
 
 
 async def next_event(connection: ServerConnection, kind: type, timeout: float = 30) -> Any:
-    """The other client's next game event of ``kind``, skipping others."""
-    while True:
-        event = await connection.next_event(timeout=timeout)
-        if isinstance(event, kind):
-            return event
+    """The other client's next game event of ``kind``, skipping others: the server tests'
+    ``next_event``, with the UI tests' longer default wait."""
+    return await server_next_event(connection, kind, timeout)
 
 
 class ArrivalLock(asyncio.Lock):
