@@ -540,6 +540,7 @@ class Cluster:
         else:
             gone |= self._unseen - set(present)
             self._unseen = set()
+            gone.discard(self.node)  # its own beats lapsed: its entries are its live ones
             if gone:
                 self._forget_seeks_of(gone)
         if changed:
@@ -1066,11 +1067,20 @@ class Cluster:
             log.warning("cluster: cannot remove seek %s (%s)", seek_id, exc)
 
     async def _load_seeks(self) -> None:
-        entries = await self.bus.client.hgetall(self._seeks_key)
-        for data in entries.values():
-            seek = unpack(data if isinstance(data, bytes) else data.encode())
-            if seek.get("node") in self.present and seek.get("node") != self.node:
-                self._add_seek(seek)
+        """The other live nodes' seeks, in this node's lobby. The seeks and quick entries
+        of this node's name are its earlier life's (killed, then started again, maybe
+        before its presence expired): they go now. Those of nodes not present go if they
+        are still missing after presence_ttl_s (``_unseen``, as after a bus outage: they
+        may only not have beaten yet; or they died with nobody left to see it)."""
+        named: set[str] = set()
+        for data in await self._entries():
+            node = str(data.get("node"))
+            named.add(node)
+            if node in self.present and node != self.node and not data.get("quick"):
+                self._add_seek(data)
+        await self._drop_entries_of({self.node})
+        self._unseen |= named - set(self.present) - {self.node}
+        self._unseen_until = max(self._unseen_until, time.monotonic() + self.presence_ttl_s)
 
     # --- the caps on unfinished games, cluster-wide --------------------------------------
 
@@ -1328,7 +1338,11 @@ class Cluster:
         """The entry's queue (one list per game, parameters and clock: ``SeekEntry.key``)
         and the hash of every queued entry's data, by id."""
         key = hashlib.sha1(repr(entry.key).encode()).hexdigest()[:20]
-        return [f"{self.bus.prefix}:quick:{key}", f"{self.bus.prefix}:quick-entries"]
+        return [f"{self.bus.prefix}:quick:{key}", self._quick_key]
+
+    @property
+    def _quick_key(self) -> str:
+        return f"{self.bus.prefix}:quick-entries"
 
     async def quick_pair(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
         """The longest-waiting quick entry of another player with ``entry``'s key, on any
@@ -1424,11 +1438,43 @@ class Cluster:
                 return
 
     def _forget_seeks_of(self, nodes: set[str]) -> None:
-        """Nodes gone without a word (killed): their seeks leave every lobby."""
+        """Nodes gone without a word (killed: their presence expired): their seeks leave
+        every lobby, and their seeks and quick entries leave Redis."""
         for seek in list(self.server.lobby.seeks.values()):
             if seek.owner_connection.node in nodes:
                 self.server._remove_seek(seek)
-                self.server._spawn(self._delete_seek(seek.id))
+        self.server._spawn(self._drop_entries_of(nodes))
+
+    async def _entries(self) -> list[dict[str, Any]]:
+        """The data of every seek and quick entry in Redis (``_seek_data``)."""
+        client = self.bus.client
+        hashes = [await client.hgetall(self._seeks_key), await client.hgetall(self._quick_key)]
+        return [
+            unpack(data if isinstance(data, bytes) else data.encode())
+            for entries in hashes
+            for data in entries.values()
+        ]
+
+    async def _drop_entries_of(self, nodes: set[str]) -> None:
+        """The seeks and quick entries of ``nodes`` leave Redis (and the seeks every lobby:
+        the node whose HDEL wins tells the others). A node that is present again once they
+        are read keeps them (started again under its name: they are its new life's; it
+        announced itself before posting any), except this node at its start."""
+        try:
+            entries = await self._entries()
+            others = nodes - {self.node}
+            if others:
+                nodes = nodes - (others & set(await self.bus.nodes()))
+            for data in entries:
+                if data.get("node") not in nodes:
+                    continue
+                if data.get("quick"):
+                    await self.claim_quick(self._remote_seek(data))
+                elif await self.bus.client.hdel(self._seeks_key, data["id"]):
+                    message = {"op": "remove", "id": data["id"], "from": self.node}
+                    self._publish(self.bus.lobby_channel, message)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot drop the seeks of %s (%s)", sorted(nodes), exc)
 
 
 def _names(members: list[Any]) -> set[str]:

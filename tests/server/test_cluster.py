@@ -953,6 +953,96 @@ async def test_the_seeks_of_a_killed_node_leave_the_other_nodes_lobbies(
         await client.close()
 
 
+async def _lobby_keys(redis: aioredis.Redis, prefix: str) -> set[str]:
+    """The cluster's quick-pairing keys (a queue per game, parameters and clock, and the
+    entries' data) and its seeks' hash, as they are in Redis now."""
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:quick*")]
+    keys += [k async for k in redis.scan_iter(match=f"{prefix}:seeks")]
+    return {k.decode() for k in keys}
+
+
+async def _until_no_lobby_keys(redis: aioredis.Redis, prefix: str) -> None:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 10
+    while keys := await _lobby_keys(redis, prefix):
+        assert loop.time() < give_up, f"still in Redis 10 s after the node died: {keys}"
+        await asyncio.sleep(0.05)
+
+
+def _clock(initial_s: int) -> dict[str, int]:
+    return {"initial_ms": initial_s * 1000, "increment_ms": 0}
+
+
+async def test_the_quick_entries_of_a_killed_node_leave_redis_and_pair_nobody(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """A node killed -9 leaves its quick-pairing entries in Redis: they go once its
+    presence expired (presence_ttl_s), as its seeks do, and a player asking later, with
+    the node started again under its name, is queued, not seated against a player who is
+    gone. A probe found every entry in Redis for good (a clock nobody else asks for keeps
+    its queue), and a later player seated against the dead entry's player."""
+    a, b = two_nodes.nodes
+    ada = await a.connect("ada")
+    for initial_s in (61, 62):  # two queues
+        await ada.request(QuickPair, game="tictactoe", clock=_clock(initial_s), ai_after_s=0)
+    redis = aioredis.from_url(REDIS_URL)
+    try:
+        assert len(await _lobby_keys(redis, redis_prefix)) == 3  # the queues, the entries
+        a.kill()
+        await _until_no_lobby_keys(redis, redis_prefix)
+        assert not await redis.exists(f"{redis_prefix}:presence:{a.name}")
+    finally:
+        await redis.aclose()
+    await a.process.wait()
+    again = await two_nodes.start("a")
+    await two_nodes.wait_balanced()
+    # b forwards to the new a (a join of a game of a's): b holds a among the live nodes.
+    cy, dee = await again.connect("cy"), await b.connect("dee")
+    created = await cy.request(CreateGame, game="tictactoe", opponent="human")
+    await dee.request(JoinGame, game_id=created.game_id)
+    bo = await b.connect("bo")
+    posted = await bo.request(QuickPair, game="tictactoe", clock=_clock(61), ai_after_s=0)
+    assert isinstance(posted, SeekPosted)
+    await bo.request(Ping)  # answered after the seated a pairing would have sent
+    assert not bo.seats
+    for client in (ada, bo, cy, dee):
+        await client.close()
+
+
+async def test_a_node_started_again_under_its_name_drops_what_its_earlier_life_left(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A lone node killed -9 (nobody saw its presence expire) and started again under its
+    name drops the seeks and quick entries its earlier life left in Redis as it joins;
+    and a node starting when nobody of the cluster is left drops what the dead left once
+    their presence expired. Both stayed in Redis for good."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a = await cluster.start("a")
+        ada = await a.connect("ada")
+        await ada.request(QuickPair, game="tictactoe", clock=_clock(61), ai_after_s=0)
+        await ada.request(Seek, game="tictactoe")
+        redis = aioredis.from_url(REDIS_URL)
+        try:
+            assert len(await _lobby_keys(redis, redis_prefix)) == 3
+            a.kill()
+            await a.process.wait()
+            a = await cluster.start("a")
+            assert await _lobby_keys(redis, redis_prefix) == set()  # gone as it joined
+            bo = await a.connect("bo")
+            await bo.request(QuickPair, game="tictactoe", clock=_clock(61), ai_after_s=0)
+            await bo.request(Ping)
+            assert not bo.seats  # queued
+            await bo.request(Seek, game="tictactoe")
+            a.kill()
+            await a.process.wait()
+            await cluster.start("b")
+            await _until_no_lobby_keys(redis, redis_prefix)
+        finally:
+            await redis.aclose()
+        for client in (ada, bo):
+            await client.close()
+
+
 async def _seated(client: ServerConnection) -> Seated:
     """The ``seated`` a client gets without asking (its seek accepted)."""
     while True:
