@@ -277,8 +277,13 @@ class Hub:
                 f"({connection.bucket.describe()}); retry later"
             )
 
-    def _send_charged(self, connection: Connection, frame: bytes) -> None:
-        """Send an expensive reply and charge its size (``cost_per_kib``), owed if need be."""
-        connection.post(frame)
-        cost = len(frame) / 1024 * self.settings.cost_per_kib
+    def _send_charged(self, connection: Connection, *frames: bytes) -> None:
+        """Send a reply that may be large (a record, a page, a resume's events) and charge
+        its size (``cost_per_kib``), owed if need be. A connection on another node of a
+        cluster owes it there too (its node charges what the request spent here), and its
+        next requests wait there until the debt is paid: what one client makes this node
+        publish to the bus is bounded by its rate, as what it is sent."""
+        for frame in frames:
+            connection.post(frame)
+        cost = sum(map(len, frames)) / 1024 * self.settings.cost_per_kib
         connection.bucket.charge(time.monotonic(), cost, owe=True)

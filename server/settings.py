@@ -350,8 +350,8 @@ class ServerSettings:
     )
     cost_per_kib: float = setting(
         1.0,
-        "tokens each KiB of a get, list or lobby reply takes, on top of the request's cost "
-        "(charged after the reply is sent: a client may owe tokens)",
+        "tokens each KiB of a get, resume, watch, list or lobby reply takes, on top of the "
+        "request's cost (charged after the reply is sent: a client may owe tokens)",
         group=RATES,
     )
     record_cache_bytes: int = setting(

@@ -364,7 +364,8 @@ class GameRequests(GameEvents):
             connection.watching.add(session.id)
             self._subscribe(session.id, connection)
             if request.since is None:
-                connection.send(session.snapshot(self.clock(), rid=request.rid))
+                snapshot = session.snapshot(self.clock(), rid=request.rid)
+                self._send_charged(connection, encode(snapshot))
             else:
                 self._send_since(connection, session, request.since)
                 connection.send(Resumed(rid=request.rid, game_id=session.id, seq=session.seq))
@@ -377,12 +378,12 @@ class GameRequests(GameEvents):
         connection.send(Ok(rid=request.rid))
 
     def _send_since(self, connection: Connection, session: GameSession, since: int) -> None:
+        """The events after ``since`` (or a snapshot), charged by their size: up to
+        MAX_LOG events, many KiB, for one request."""
         frames = session.events_since(since) if since > 0 else None
         if frames is None:
-            connection.send(session.snapshot(self.clock()))
-        else:
-            for frame in frames:
-                connection.post(frame)
+            frames = [encode(session.snapshot(self.clock()))]
+        self._send_charged(connection, *frames)
 
     async def on_resume(self, connection: Connection, request: Resume) -> None:
         me = self._me(connection)

@@ -114,6 +114,21 @@ class RawClient:
         frame = await asyncio.wait_for(self.websocket.recv(), timeout)
         return decode_server(frame)
 
+    async def answers(self, rids: set[int], timeout: float = 10) -> tuple[dict[int, Message], int]:
+        """Read until each of ``rids`` is answered (requests sent pipelined): each rid's
+        answer (the frame carrying it: ``resumed``, an ``error``, ...), and the bytes of
+        every frame read meanwhile, the events without ``rid`` included."""
+        answers: dict[int, Message] = {}
+        received = 0
+        while not rids <= answers.keys():
+            frame = await asyncio.wait_for(self.websocket.recv(), timeout)
+            received += len(frame)
+            message = decode_server(frame)
+            rid = getattr(message, "rid", None)
+            if rid in rids:
+                answers[rid] = message
+        return answers, received
+
     async def close(self) -> None:
         await self.websocket.close()
 

@@ -29,6 +29,7 @@ from protocol import (
     Rematch,
     Resign,
     Resume,
+    Resumed,
     Watch,
 )
 from server.limits import TokenBucket
@@ -189,6 +190,39 @@ async def test_resume_is_capped_like_watch(server: RunningServer) -> None:
     await carol.request(Resume, game_id=games[0])  # already followed: no new slot
     for game_id in games:  # the seats a player holds are not capped by this
         await ada.request(Resume, game_id=game_id)
+
+
+@pytest.mark.parametrize("request_type", [Resume, Watch])
+async def test_resumes_of_a_long_game_in_memory_are_charged_by_their_size(
+    server: RunningServer, request_type: type[Resume] | type[Watch]
+) -> None:
+    """A `resume` (or `watch` with `since`) of a game in memory cost one token whatever its
+    reply: 150 resumes of a 380-move game sent 4.4 MB in 0.9 s, none refused. Each KiB of
+    the reply is charged, as a `get`'s is."""
+    ada, bo, a, b = await human_game(server, game="mnk", params={"m": 10, "n": 10, "k": 10})
+    for ply in range(60):  # cells 0..59 in order: no row, column or diagonal of 10
+        client, seated = (ada, a) if ply % 2 == 0 else (bo, b)
+        await client.request(Move, game_id=a.game_id, token=seated.token, action=ply)
+    settings = server.game_server.settings
+    settings.rate_per_s, settings.burst = 0.5, 60  # for connections opened from now on
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    eve = await RawClient.connect(server.url)
+    await eve.send_message(request_type(rid=1, game_id=a.game_id, since=1))
+    answers, reply_bytes = await eve.answers({1})
+    assert isinstance(answers[1], Resumed)
+    reply_kib = reply_bytes / 1024
+    assert reply_kib > 4  # 60 moves' events
+    rids = set(range(2, 32))
+    for rid in sorted(rids):
+        await eve.send_message(request_type(rid=rid, game_id=a.game_id, since=1))
+    answers, _ = await eve.answers(rids)
+    elapsed = loop.time() - started
+    served = 1 + sum(isinstance(m, Resumed) for m in answers.values())
+    refused = [m for m in answers.values() if isinstance(m, Error)]
+    assert refused and {m.code for m in refused} == {"rate_limited"}
+    # What the bucket held (a burst, and its refill), and the last reply's debt.
+    assert served * reply_kib <= settings.burst + settings.rate_per_s * elapsed + reply_kib
 
 
 def test_the_token_bucket_charges_costs_and_bounds_a_debt() -> None:
