@@ -102,6 +102,16 @@ for i = 1, #ARGV, 2 do
 end
 return 0
 """
+# A page of the open games' index (KEYS: the games by age, their summaries; ARGV: how
+# many): the summaries of the oldest, nil for one removed meanwhile. One bounded read,
+# however many games the cluster holds open.
+_OPEN_PAGE = """
+local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then
+  return {}
+end
+return redis.call('HMGET', KEYS[2], unpack(ids))
+"""
 # Summaries per index update and lobby message (a few hundred bytes each: a message stays
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
@@ -232,13 +242,12 @@ class Cluster:
         # sent before anything else this node publishes, so that nothing overtakes them.
         self._held: dict[RemoteConnection, None] = {}
         self._flush_soon: asyncio.Handle | None = None
-        self._quick: Any = None  # the quick-pairing script, registered once
+        self._scripts: dict[str, Any] = {}  # Lua source -> the script, registered once
         # Live public games owned by other nodes, as their owners announced them: rank
         # (server/lobby.py game_rank) and summary, for the lobby and ``list``.
         self.listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         # This node's public live games in the index, and the ply their entry shows.
         self._indexed_ply: dict[str, int] = {}
-        self._reindex: Any = None  # the script, registered once
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
         # Nodes missing from presence while the bus was coming back (until _unseen_until):
         # their seeks are forgotten only if they are still missing after that.
@@ -425,6 +434,8 @@ class Cluster:
                 ]
                 if stale[key]:
                     await self.bus.client.hdel(key, *stale[key])
+            if stale[self._open_key]:
+                await self.bus.client.zrem(self._open_by_age_key, *stale[self._open_key])
         except (RedisError, OSError) as exc:
             log.warning("cluster: cannot sweep the games' indexes (%s)", exc)
             return
@@ -1188,6 +1199,11 @@ class Cluster:
     def _open_key(self) -> str:
         return f"{self.bus.prefix}:open-games"
 
+    @property
+    def _open_by_age_key(self) -> str:
+        """The open games' ids, scored by their creation (``list open`` pages it)."""
+        return f"{self.bus.prefix}:open-games:by-age"
+
     def game_listed(self, session: GameSession, live: bool) -> None:
         """A public game of this node started (``live``) or ended: in the cluster's index
         of live games, and in every node's lobby; out of the index of open games."""
@@ -1226,9 +1242,7 @@ class Cluster:
         self._publish(self.bus.lobby_channel, {"op": "games~", "games": changed, "from": self.node})
 
     async def _write_plies(self, changed: dict[str, dict[str, Any]]) -> None:
-        script = self._reindex
-        if script is None:
-            script = self._reindex = self.bus.client.register_script(_REINDEX)
+        script = self._script(_REINDEX)
         entries = [x for game_id, data in changed.items() for x in (game_id, pack(data))]
         try:
             await script(keys=[self._live_key], args=entries)
@@ -1238,30 +1252,46 @@ class Cluster:
     def open_listed(self, session: GameSession) -> None:
         """A public game of this node waits for its opponent (created, or restored): in
         the cluster's index of open games (``list open``) until it starts or ends."""
-        self.server._spawn(self._index_game(session.id, pack(session.summary()), self._open_key))
 
-    async def open_elsewhere(self) -> list[dict[str, Any]]:
-        """The open public games of the other nodes, from the index."""
+        async def index() -> None:
+            try:
+                async with self.bus.client.pipeline(transaction=False) as pipe:
+                    pipe.hset(self._open_key, session.id, pack(session.summary()))
+                    pipe.zadd(self._open_by_age_key, {session.id: session.created_at})
+                    await pipe.execute()
+            except (RedisError, OSError) as exc:
+                log.warning("cluster: cannot index game %s (%s)", session.id, exc)
+
+        self.server._spawn(index())
+
+    async def open_elsewhere(self, count: int) -> list[dict[str, Any]]:
+        """The open public games of the other nodes among the ``count`` oldest of the
+        index. The index's games of this node are its open public games, which ``list``
+        takes from memory first: a page of ``count`` needs no more of the index than that,
+        however many games the cluster holds open (it read the whole index: 17 kB a
+        request for a page of one, with 100 games open on another node)."""
+        script = self._script(_OPEN_PAGE)
         try:
-            entries = await self.bus.client.hgetall(self._open_key)
+            entries = await script(keys=[self._open_by_age_key, self._open_key], args=[count])
         except (RedisError, OSError) as exc:
             log.warning("cluster: cannot read the open games' index (%s)", exc)
             return []
-        return [
+        summaries = [
             unpack(data if isinstance(data, bytes) else data.encode())
-            for game_id, data in entries.items()
-            if _names([game_id]).pop() not in self.server.games
+            for data in entries
+            if data is not None
         ]
+        return [s for s in summaries if s["game_id"] not in self.server.games]
 
-    async def _index_game(self, game_id: str, data: bytes | None, key: str | None = None) -> None:
-        """``data`` for the game in ``key`` (the live games by default, then out of the
-        open ones); None: out of both."""
+    async def _index_game(self, game_id: str, data: bytes | None) -> None:
+        """``data`` for the game in the live games' index, and out of the open games';
+        None: out of both."""
         try:
             async with self.bus.client.pipeline(transaction=False) as pipe:
                 if data is not None:
-                    pipe.hset(key or self._live_key, game_id, data)
-                if data is None or key is None:
-                    pipe.hdel(self._open_key, game_id)
+                    pipe.hset(self._live_key, game_id, data)
+                pipe.hdel(self._open_key, game_id)
+                pipe.zrem(self._open_by_age_key, game_id)
                 if data is None:
                     pipe.hdel(self._live_key, game_id)
                 await pipe.execute()
@@ -1355,7 +1385,7 @@ class Cluster:
         keys = self._quick_keys(entry)
         while True:
             try:
-                raw = await self._quick_script(
+                raw = await self._script(_QUICK_TAKE)(
                     keys=keys, args=[player.player_id, entry.id, pack(data), _QUICK_SCAN]
                 )
             except (RedisError, OSError) as exc:
@@ -1398,11 +1428,11 @@ class Cluster:
 
         self.server._spawn(remove())
 
-    @property
-    def _quick_script(self) -> Any:
-        script = self._quick
+    def _script(self, source: str) -> Any:
+        """A Lua script on the bus's Redis, registered once (run by its SHA1 after)."""
+        script = self._scripts.get(source)
         if script is None:
-            script = self._quick = self.bus.client.register_script(_QUICK_TAKE)
+            script = self._scripts[source] = self.bus.client.register_script(source)
         return script
 
     async def _repost_seeks(self) -> None:

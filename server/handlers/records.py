@@ -25,7 +25,7 @@ class RecordRequests(GameEvents):
                 games += [listed[g][1] for g in listed if g not in self.games]
                 games = games[: request.limit]
             elif self.cluster is not None and len(games) < request.limit:  # open elsewhere
-                games += await self.cluster.open_elsewhere()
+                games += await self.cluster.open_elsewhere(request.limit)
                 games = games[: request.limit]
         else:
             rows = await self.store.list_games(request.status, request.limit)

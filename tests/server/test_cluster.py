@@ -941,6 +941,44 @@ async def test_resumes_through_another_node_are_charged_by_size_and_bound_the_bu
         await eve.close()
 
 
+async def test_list_open_reads_from_redis_what_its_page_needs(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """`list open limit=1` on a node holding no open game read the whole cluster's index
+    of open games from Redis (16.9 kB a request with 100 games on another node), its cost
+    growing with every open game, unseen by the rate limit. It reads what its page needs."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, b = await cluster.start_pair()
+        posters = [await b.connect(f"poster{i}") for i in range(3)]
+        created = {
+            (await poster.request(CreateGame, game="gomoku", opponent="human")).game_id
+            for poster in posters
+            for _ in range(20)
+        }
+        index = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            while await index.hlen(f"{redis_prefix}:open-games") < len(created):
+                await asyncio.sleep(0.05)  # indexed by their owner just after their creation
+            index_bytes = sum(
+                map(len, (await index.hgetall(f"{redis_prefix}:open-games")).values())
+            )
+        finally:
+            await index.aclose()
+        carol = await a.connect("carol")
+        everything = await carol.request(ListGames, status="open", limit=100)
+        assert {g["game_id"] for g in everything.games} == created
+        requests = 20
+        sent = await _redis_stat(redis.port, "total_net_output_bytes")
+        for _ in range(requests):
+            page = await carol.request(ListGames, status="open", limit=1)
+            assert len(page.games) == 1 and page.games[0]["game_id"] in created
+        sent = await _redis_stat(redis.port, "total_net_output_bytes") - sent
+        # A page of one game, not the index's 60 (and the nodes' heartbeats meanwhile).
+        assert sent < requests * index_bytes / 5, (sent, index_bytes)
+        for client in (*posters, carol):
+            await client.close()
+
+
 async def _sees_seek(client: ServerConnection, seek_id: str) -> None:
     """Wait until ``client``'s lobby lists ``seek_id`` (it subscribed before)."""
     while True:
