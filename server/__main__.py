@@ -67,9 +67,10 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from protocol.command_line import CommandParser
     from server.settings import add_arguments
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="noughts serve",
         description="Run the noughts game server: websocket + msgpack, games logged to SQLite. "
         "Every option can also be set in the environment as NOUGHTS_<OPTION> "

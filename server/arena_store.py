@@ -21,7 +21,6 @@ does not replay to its stated result is refused, and nothing of the match is wri
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -29,6 +28,7 @@ import time
 from typing import Any
 
 import engine
+from protocol.command_line import CommandParser
 from server.errors import StorageError
 from server.rows import GameEnd, GameRow, MoveRow
 from server.session import RESULTS, new_game_id
@@ -148,9 +148,7 @@ async def store_match(path: str, document: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m server.arena_store", description=__doc__.splitlines()[0]
-    )
+    parser = CommandParser(prog="python -m server.arena_store", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--db", default=None, help="SQLite file (default: $NOUGHTS_DB, else the server's default)"
     )

@@ -32,6 +32,7 @@ import redis
 from engine.search import Searcher
 from engine.warmup import warm_up
 from engine.worker import run
+from protocol.command_line import CommandParser
 from server.logs import configure
 from server.remote_engine import (
     GROUP,
@@ -266,7 +267,7 @@ def _supervise(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="noughts engine-worker",
         description="Run engine workers that take AI searches from a noughts cluster's Redis "
         "queue. Every option can also be set as NOUGHTS_<OPTION>.",

@@ -18,7 +18,9 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from protocol.command_line import CommandParser
+
+    parser = CommandParser(
         prog="noughts migrate",
         description="Create or upgrade the schema of a noughts database, then exit.",
     )
