@@ -32,16 +32,20 @@ DEFAULT_MAX_TREE_BYTES = 256 << 20
 class Searcher:
     """Runs searches and keeps per-game state between them (tree reuse), keyed by
     ``game_key``, within ``max_tree_bytes``. One per worker process; ``clock`` is injected
-    (seconds, monotonic)."""
+    (seconds, monotonic): deadlines are read on it. ``timer``: the clock a search's elapsed
+    time is read on, ``clock`` unless that one jumps ahead to stop a search
+    (engine.worker.stopping_clock: a stopped search's time was a jump of 10^9 s)."""
 
     def __init__(
         self,
         clock: Callable[[], float] = time.perf_counter,
         max_tree_bytes: int = DEFAULT_MAX_TREE_BYTES,
+        timer: Callable[[], float] | None = None,
     ) -> None:
         if isinstance(max_tree_bytes, bool) or not isinstance(max_tree_bytes, int):
             raise EngineError(f"max_tree_bytes is a number of bytes, not {max_tree_bytes!r}")
         self.clock = clock
+        self.timer = clock if timer is None else timer
         self.max_tree_bytes = max(0, max_tree_bytes)
         self._caches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._sizes: dict[str, int] = {}
@@ -56,6 +60,7 @@ class Searcher:
         game_key: str | None = None,
         options: Options | Mapping[str, Any] | None = None,
     ) -> SearchResult:
+        started = self.timer()
         start = self.clock()
         entry = algorithm_entry(algorithm)
         typed = parse_options(entry.options, options, algorithm)
@@ -77,7 +82,7 @@ class Searcher:
             options=typed,
             cache=cache,
         )
-        elapsed_ms = (self.clock() - start) * 1000.0
+        elapsed_ms = (self.timer() - started) * 1000.0
         if game_key is not None:
             self._keep(game_key, cache)
         return replace(

@@ -31,7 +31,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.games import replay
@@ -88,7 +88,7 @@ def stopping_clock(stopped: Callable[[], bool]) -> Callable[[], float]:
     ``_FAR_FUTURE_S`` on, past every deadline, even one computed from an earlier stopped
     reading (a stop that came before the search read its start time). Every search reads
     its injected clock between chunks of work (the compiled kernels too), so this stops any
-    of them."""
+    of them. Its readings are no durations: a Searcher times its searches on a ``timer``."""
     perf_counter = time.perf_counter
     jumps = 0
 
@@ -120,11 +120,8 @@ def serve(conn: Any, searcher: Searcher, running: list[int] | None = None) -> No
             if kind == "search":
                 _, request_id, request = message
                 running[0] = request_id
-                started = time.perf_counter()
                 try:
                     result = run(searcher, request)
-                    if searcher.clock() > time.perf_counter() + 1.0:  # stopped: real time
-                        result = replace(result, elapsed_ms=(time.perf_counter() - started) * 1e3)
                     reply: tuple[Any, ...] = ("result", request_id, result)
                 except Exception as exc:  # reported to the caller; the worker carries on
                     reply = ("error", request_id, f"{type(exc).__name__}: {exc}")
@@ -165,7 +162,7 @@ def main(
         return
     running = [NO_SEARCH]
     clock = time.perf_counter if stop_word is None else stoppable_clock(stop_word, running)
-    serve(conn, Searcher(clock, max_tree_bytes=max_tree_bytes), running)
+    serve(conn, Searcher(clock, max_tree_bytes, timer=time.perf_counter), running)
 
 
 class WorkerProcess:

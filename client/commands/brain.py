@@ -239,7 +239,7 @@ def serve(
     lines = Arrivals(stdin, started)
     # The search's clock runs past every deadline once END has come (Piskvork: the brain
     # ends "as soon as possible"; a 30 s search went on to its end, END unread).
-    searcher = engine.Searcher(clock=stopping_clock(lines.end_read.is_set))
+    searcher = engine.Searcher(clock=stopping_clock(lines.end_read.is_set), timer=time.perf_counter)
     ready = threading.Event()
     warming: threading.Thread | None = None
 

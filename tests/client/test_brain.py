@@ -138,6 +138,23 @@ def test_end_stops_a_search_under_way(brains: list[Brain]) -> None:
     assert brain.process.wait(timeout=15) == 0  # before: about 27 s
 
 
+@pytest.mark.parametrize("info", [[], ["INFO timeout_turn 1000"]], ids=["default", "info"])
+def test_a_search_stopped_by_end_says_the_time_it_took(info: list[str]) -> None:
+    """START, BEGIN and END in one write, as a manager ending a match at once: END stops the
+    search BEGIN asked for, and its MESSAGE said "16 nodes in 6000000000000 ms", the stopped
+    search's clock (it jumps past every deadline) read as its time. No more than the run's."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "client", "brain"],
+        input="".join(f"{line}\n" for line in ["START 15", *info, "BEGIN", "END"]),
+        capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    ran_ms = (time.monotonic() - started) * 1000.0
+    assert done.returncode == 0, done.stderr
+    (said,) = re.findall(r"nodes in (\d+) ms", done.stdout)
+    assert int(said) <= ran_ms, done.stdout
+
+
 def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
     brain = Brain()
     brains.append(brain)
@@ -423,7 +440,9 @@ def test_a_turn_is_timed_from_when_it_arrived() -> None:
 
 def test_a_gomocup_turn_long_after_the_info_lines_gets_its_whole_time() -> None:
     """The second player's first TURN comes long after START's INFO lines: its clock runs
-    from the TURN (a new burst of lines), not from the INFO lines before it."""
+    from the TURN (a new burst of lines), not from the INFO lines before it. (The input ends
+    after the TURN, no END: END stops the search, whose time was said as 10^9 s, at least
+    1,000 ms, until that was fixed.)"""
     read_end, write_end = os.pipe()
     writer = os.fdopen(write_end, "w")
 
@@ -431,7 +450,7 @@ def test_a_gomocup_turn_long_after_the_info_lines_gets_its_whole_time() -> None:
         writer.write("START 15\nINFO timeout_match 1000000\nINFO timeout_turn 2000\n")
         writer.flush()
         time.sleep(1.5)  # the first player thinks
-        writer.write("TURN 7,7\nEND\n")
+        writer.write("TURN 7,7\n")
         writer.close()
 
     out, err = io.StringIO(), io.StringIO()
