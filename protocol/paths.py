@@ -41,3 +41,15 @@ def is_data_dir(directory: str | os.PathLike[str]) -> bool:
     database's writer makes when it is missing (the server, and the client for the log of
     the server it embeds; this module does no I/O)."""
     return Path(directory).absolute() == data_dir().absolute()
+
+
+def no_database(db_path: str | os.PathLike[str]) -> str | None:
+    """Why a SQLite path holds no database (no file, or an empty one: SQLite takes either
+    for a new database, which opening it would make), or None: for the commands that only
+    read or upgrade one (``noughts games``, ``noughts migrate``). A stat, no change."""
+    path = Path(db_path)
+    if path.is_file() and path.stat().st_size > 0:
+        return None
+    return f"no database at {os.fspath(db_path)}" + (
+        " (the file is empty)" if path.is_file() else ""
+    )

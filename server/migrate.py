@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = CommandParser(
         prog="noughts migrate",
-        description="Create or upgrade the schema of a noughts database, then exit.",
+        description="Create or upgrade the schema of a noughts database, then exit. A SQLite "
+        "file must hold a database already (noughts serve makes one).",
     )
     from server.settings import database
 
@@ -38,11 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def run(db: str) -> int:
+    from protocol.paths import no_database
     from server.__main__ import open_store
     from server.errors import ServerError
     from server.lockfile import DatabaseInUse, ServerLock
     from server.pgstore import PostgresStore, is_postgres_url
 
+    if not is_postgres_url(db) and (missing := no_database(db)):
+        # (opening it made a new database there: a mistyped path was "up to date")
+        print(f"noughts migrate: {missing}: nothing to migrate", file=sys.stderr)
+        return 1
     lock = None
     store = PostgresStore(db, shared=True) if is_postgres_url(db) else open_store(db)
     try:

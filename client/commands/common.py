@@ -18,7 +18,7 @@ from client.sessions import (
     connect_with_session,
     embedded_session_key,
 )
-from protocol.paths import DB_ENV, default_db_path
+from protocol.paths import DB_ENV, default_db_path, no_database
 
 SERVER_ENV = "NOUGHTS_SERVER"
 
@@ -122,10 +122,8 @@ async def connect(
             await connection.close()
         return
     db = Path(args.db) if args.db else default_db_path()
-    if reads_only and args.db and (not db.is_file() or db.stat().st_size == 0):
-        # (SQLite takes an empty file for a new database: the server would make one)
-        empty = " (the file is empty)" if db.is_file() else ""
-        raise FileNotFoundError(f"no database at {db}{empty}")
+    if reads_only and args.db and (missing := no_database(db)):
+        raise FileNotFoundError(missing)
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(
         db,

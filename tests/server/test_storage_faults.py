@@ -244,6 +244,26 @@ async def test_migrate_is_refused_while_a_server_uses_the_database(tmp_path: Pat
     assert not (tmp_path / "games.db.lock").exists()
 
 
+@pytest.mark.parametrize("given", ["missing", "empty", "default"])
+def test_migrate_where_there_is_no_database_is_refused(tmp_path: Path, given: str) -> None:
+    """noughts migrate --db PATH with nothing at PATH made a new database there and said
+    "schema up to date" (a mistyped path was a new empty database, the real one unmigrated).
+    Nothing to migrate: one line, exit 1, no file made (nor the data directory, by default)."""
+    db = tmp_path / ("data/noughts/noughts.db" if given == "default" else "games.db")
+    if given == "empty":
+        db.touch()
+    command = [sys.executable, "-m", "client", "migrate"]
+    command += [] if given == "default" else ["--db", str(db)]
+    environment = {k: v for k, v in _environment(tmp_path).items() if k != "NOUGHTS_DB"}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=60)
+    empty = " (the file is empty)" if given == "empty" else ""
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"noughts migrate: no database at {db}{empty}: nothing to migrate\n"
+    )  # fmt: skip
+    assert sorted(tmp_path.iterdir()) == ([db] if given == "empty" else [])
+    assert db.stat().st_size == 0 if given == "empty" else not db.exists()
+
+
 def test_reuse_running_waits_for_the_holder_then_prints_its_address(tmp_path: Path) -> None:
     """Issue 12, defect 4: with --reuse-running (what noughts play passes), a server finding
     the lock held waits while the holder starts, then prints the holder's address as its
