@@ -634,8 +634,9 @@ class ServerSettings:
     # pages of at most 64 KiB (SQLite docs, "Limits"), 2**28 MiB; beyond, a cap means nothing.
     db_max_mb: float | None = setting(
         None,
-        "the database's size cap in MiB: past it every write (a move, a new game) fails "
-        "with storage_full, as on a full disk, and the games wait (default: no cap)",
+        "the database's size cap in MiB, its write-ahead log included (a quarter of it at "
+        "most, the file the rest): past it every write (a move, a new game) fails with "
+        "storage_full naming the cap, and the games wait (default: no cap)",
         flag="db-max-mb",
         positive=True,
         most=2**28,

@@ -15,12 +15,15 @@ the log without fsync; what does fsync, the checkpoint that copies the log into
 the database, runs on a third connection in the background (PASSIVE: alongside
 the writer), so neither writes nor reads wait for it. A checkpoint that runs
 alongside a busy writer never quite catches up, and the log is rewound to its
-start only after one that did: so once the log passes WAL_RESET_FRAMES the
-writer waits for one checkpoint (its writes queue meanwhile and commit together
-after it), and the log starts over.
+start only after one that did: so once the log file passes its limit (WAL_RESET_FRAMES
+pages, or WAL_SHARE of the size cap) the writer waits for one checkpoint (its writes
+queue meanwhile and commit together after it), and the log starts over, its file cut
+back to that limit (``journal_size_limit``). Under the operator's size cap
+(``db_max_mb``) the database file holds the rest of the cap (``max_page_count``): the
+two together pass it by one transaction's pages at most.
 
-Faults are translated once, here: a full disk (or the operator's size cap,
-``db_max_mb``) is ``StorageFull``, any other failure ``StorageError``, and a
+Faults are translated once, here: a full disk, or the size cap reached (named so), is
+``StorageFull``, any other failure ``StorageError``, and a
 stored row that cannot be decoded quarantines its game (status ``quarantined``,
 with a log line) instead of failing the read that met it.
 
@@ -37,6 +40,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -249,6 +253,9 @@ CHECKPOINT_S = 0.5
 # Frames (pages) in the log past which the writer pauses for a checkpoint: 16 MiB of 4 KiB
 # pages, a few seconds of writes at full speed.
 WAL_RESET_FRAMES = 4096
+# Under a size cap, the share of it the log may take before it starts over (when that is
+# less than WAL_RESET_FRAMES): the database file is capped at the rest.
+WAL_SHARE = 0.25
 # How long a write waits for another process's lock (noughts arena --db on the same file,
 # say) before it fails. The writer waits on its own thread, never on the event loop.
 BUSY_WAIT_MS = 5000
@@ -274,13 +281,24 @@ async def _cancel(task: asyncio.Task[None]) -> None:
         await task
 
 
-def storage_error(exc: BaseException, doing: str) -> StorageError:
-    """The store's error for a failed sqlite3 call: StorageFull when the disk (or the
-    database's size cap) is full, StorageError otherwise."""
+def is_full(exc: BaseException) -> bool:
+    """A failed sqlite3 call's SQLITE_FULL: a full disk, or max_page_count reached."""
     code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None and code & 0xFF == sqlite3.SQLITE_FULL:
-        return StorageFull(f"the server's disk is full: {doing} failed, nothing was stored")
-    return StorageError(f"{doing} failed: {exc}")
+    return code is not None and code & 0xFF == sqlite3.SQLITE_FULL
+
+
+def storage_error(exc: BaseException, doing: str, cap_mb: float | None = None) -> StorageError:
+    """The store's error for a failed sqlite3 call: StorageFull when the disk is full, or
+    the size cap ``cap_mb`` (settings.db_max_mb) when that is what was reached; StorageError
+    otherwise."""
+    if not is_full(exc):
+        return StorageError(f"{doing} failed: {exc}")
+    if cap_mb is not None:
+        return StorageFull(
+            f"the database reached its size cap (--db-max-mb {cap_mb:g}): {doing} failed, "
+            "nothing was stored"
+        )
+    return StorageFull(f"the server's disk is full: {doing} failed, nothing was stored")
 
 
 def _run_transaction(db: sqlite3.Connection, runs: _Runs) -> None:
@@ -828,6 +846,11 @@ class SQLiteStore(SQLStore):
         super().__init__(max_batch=max_batch)
         self.path = Path(path)
         self.max_mb = max_mb  # the database's size cap; past it writes fail with StorageFull
+        self.max_pages: int | None = None  # the database file's share of it (max_page_count)
+        self.wal_limit = 0  # bytes of log file past which it starts over (set at open)
+        # SQLite keeps the log beside the real file, a symlink's target.
+        self._wal_path = f"{os.path.realpath(self.path)}-wal"
+        self._page_size = 4096
         self._db: aiosqlite.Connection | None = None
         self._write_db: sqlite3.Connection | None = None  # used on the writer thread only
         self._write_thread: ThreadPoolExecutor | None = None
@@ -892,11 +915,16 @@ class SQLiteStore(SQLStore):
             db.execute("PRAGMA foreign_keys=ON")
             # Checkpoints fsync: _checkpoint_loop runs them on their own connection instead.
             db.execute("PRAGMA wal_autocheckpoint=0")
+            page_size = self._page_size = db.execute("PRAGMA page_size").fetchone()[0]
+            self.wal_limit = WAL_RESET_FRAMES * page_size
             if self.max_mb is not None:
-                page_size = db.execute("PRAGMA page_size").fetchone()[0]
-                pages = max(1, int(self.max_mb * 1024 * 1024) // page_size)
+                cap = int(self.max_mb * 2**20)
+                self.wal_limit = min(self.wal_limit, max(page_size, int(cap * WAL_SHARE)))
+                self.max_pages = max(1, (cap - self.wal_limit) // page_size)
                 # Past this many pages a write fails with SQLITE_FULL, as on a full disk.
-                db.execute(f"PRAGMA max_page_count={pages}")
+                db.execute(f"PRAGMA max_page_count={self.max_pages}")
+            # The first commit after the log starts over cuts its file back to this.
+            db.execute(f"PRAGMA journal_size_limit={self.wal_limit}")
         except sqlite3.Error:
             db.close()
             raise
@@ -919,21 +947,20 @@ class SQLiteStore(SQLStore):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), CHECKPOINT_S)
                 return
-            if await self._checkpoint() > WAL_RESET_FRAMES:
-                self._wal_reset_due = True
+            await self._checkpoint()
 
-    async def _checkpoint(self, *, always: bool = False) -> int:
-        """One PASSIVE checkpoint; returns the frames in the log (0 if none ran)."""
+    async def _checkpoint(self, *, always: bool = False) -> None:
+        """One PASSIVE checkpoint (if something was committed since the last, or ``always``)."""
         async with self._checkpointing:
             db = self._checkpoint_db
             if db is None or (self.commits == self._checkpointed_at and not always):
-                return 0
+                return
             self._checkpointed_at = self.commits
             work = asyncio.ensure_future(
                 asyncio.to_thread(lambda: db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
             )
             try:
-                row = await asyncio.shield(work)
+                await asyncio.shield(work)
             except asyncio.CancelledError:
                 # The thread runs on whatever happens to this task: hold the lock (and so
                 # the connection) until it has finished.
@@ -942,8 +969,6 @@ class SQLiteStore(SQLStore):
                 raise
             except sqlite3.Error as exc:  # busy, say: the next round tries again
                 log.warning("checkpoint of %s failed: %s", self.path, exc)
-                return 0
-            return int(row[1]) if row else 0
 
     def _migrate(self) -> None:
         """Upgrade the schema to SCHEMA_VERSION (at open, before anything is served)."""
@@ -994,15 +1019,44 @@ class SQLiteStore(SQLStore):
             self.wal_resets += 1
 
     def _write_error(self, exc: Exception) -> StorageError:
-        return storage_error(exc, "a database write")
+        # (a StorageFull naming the size cap comes from the writer's thread: _transaction)
+        return exc if isinstance(exc, StorageError) else storage_error(exc, "a database write")
 
     async def _commit(self, runs: _Runs, writer: int = 0) -> None:
         if self._write_db is None or self._write_thread is None:
             raise StorageError("the store is not open")
         # The whole transaction on the writer's thread (see the module's docstring).
-        await asyncio.get_running_loop().run_in_executor(
-            self._write_thread, _run_transaction, self._write_db, runs
+        log_bytes = await asyncio.get_running_loop().run_in_executor(
+            self._write_thread, self._transaction, self._write_db, runs
         )
+        if log_bytes > self.wal_limit:
+            self._wal_reset_due = True
+
+    def _transaction(self, db: sqlite3.Connection, runs: _Runs) -> int:
+        """``_run_transaction`` on the writer's thread; the log file's size after it. A
+        SQLITE_FULL under the size cap is StorageFull naming the cap when the disk has more
+        room than the cap has left (the cap, not the disk, is what is full)."""
+        try:
+            _run_transaction(db, runs)
+        except sqlite3.Error as exc:
+            cap = self.max_pages
+            if cap is not None and is_full(exc) and self._cap_reached(db, cap):
+                raise storage_error(exc, "a database write", self.max_mb) from exc
+            raise
+        try:
+            return os.stat(self._wal_path).st_size
+        except OSError:
+            return 0
+
+    def _cap_reached(self, db: sqlite3.Connection, max_pages: int) -> bool:
+        """Whether the size cap (``max_pages``) has less room left than the disk has (on
+        the writer's thread)."""
+        try:
+            pages = db.execute("PRAGMA page_count").fetchone()[0]
+            free = shutil.disk_usage(os.path.dirname(self._wal_path)).free
+        except (sqlite3.Error, OSError):
+            return False
+        return (max_pages - pages) * self._page_size < free
 
 
 class CorruptRow(ValueError):

@@ -421,10 +421,12 @@ async def _check_full_then_room(
     bo: ServerConnection,
     game_id: str,
     make_room: Any,
+    full: str,
 ) -> None:
+    """``full``: what the refusal says is full."""
     acknowledged, mover, action, refused = await _play_until_full(ada, bo, game_id)
     assert refused.code == "storage_full", refused.message
-    assert "disk is full" in refused.message
+    assert full in refused.message
     opponent = bo if mover is ada else ada
     told = await asyncio.wait_for(opponent.errors.get(), 10)
     assert told.code == "storage_full" and told.game_id == game_id
@@ -455,7 +457,42 @@ async def test_a_full_database_refuses_the_move_clearly_and_the_game_resumes(
     async with serving(db, settings=ServerSettings(db_max_mb=1.0)) as server:
         ada, bo, game_id = await _two_players(server, game="gomoku")
         _fill(db, 1.0)
-        await _check_full_then_room(server, ada, bo, game_id, lambda: _make_room(db))
+        await _check_full_then_room(
+            server, ada, bo, game_id, lambda: _make_room(db), "reached its size cap (--db-max-mb 1)"
+        )
+
+
+async def test_the_size_cap_bounds_the_database_and_its_log_and_is_named(tmp_path: Path) -> None:
+    """--db-max-mb 0.3 capped the database file only: storage_full came after 628 new games,
+    and the write-ahead log beside it had grown to 8.5 MB (rewound past 16 MiB only, and never
+    cut back); and the refusal said the disk was full. The file and its log together stay
+    within the cap, past it by one transaction's pages at most, however many writes are then
+    refused; and the refusal names the cap."""
+    cap_mb, margin = 0.3, 64 * 1024  # (a transaction here: one new game, a few pages)
+    db = tmp_path / "games.db"
+    settings = ServerSettings(
+        db_max_mb=cap_mb, rate_per_s=1e6, burst=10**6,
+        max_open_games_per_player=10**4, max_open_games_per_ip=10**4,
+    )  # fmt: skip
+    largest = 0
+    async with serving(db, settings=settings) as server:
+        ada = await server.connect("ada")
+        refused: list[RequestFailed] = []
+        for _ in range(5000):
+            try:
+                await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+            except RequestFailed as exc:
+                refused.append(exc)
+            sizes = [path.stat().st_size for path in (db, db.with_name("games.db-wal"))
+                     if path.exists()]  # fmt: skip
+            largest = max(largest, sum(sizes))
+            if len(refused) == 300:
+                break
+        await ada.close()
+    assert len(refused) == 300, "the cap was never reached"
+    assert {exc.code for exc in refused} == {"storage_full"}
+    assert "--db-max-mb 0.3" in refused[0].message and "disk" not in refused[0].message
+    assert largest <= cap_mb * 2**20 + margin, largest
 
 
 @pytest.mark.slow
@@ -480,7 +517,7 @@ async def test_a_full_filesystem_refuses_the_move_clearly_and_the_game_resumes(
     async with serving(db) as server:
         ada, bo, game_id = await _two_players(server, game="gomoku")
         fill()
-        await _check_full_then_room(server, ada, bo, game_id, filler.unlink)
+        await _check_full_then_room(server, ada, bo, game_id, filler.unlink, "disk is full")
 
 
 # --- a rematch the store refuses -------------------------------------------------------------
