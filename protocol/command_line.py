@@ -27,11 +27,16 @@ class CommandParser(argparse.ArgumentParser):
             self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extra)}")
         return parsed
 
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """As argparse's; the action is kept, to find the subcommand's parser (``_chosen``)."""
+        self._subcommands: argparse.Action = super().add_subparsers(**kwargs)
+        return self._subcommands
+
     def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
         """The parser of the subcommand ``parsed`` names, else this one."""
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                chosen = action.choices.get(str(getattr(parsed, action.dest, "")))
-                if chosen is not None:
-                    return chosen
+        action = getattr(self, "_subcommands", None)
+        if action is not None and isinstance(action.choices, dict):
+            chosen = action.choices.get(str(getattr(parsed, action.dest, "")))
+            if isinstance(chosen, argparse.ArgumentParser):
+                return chosen
         return self
