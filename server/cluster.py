@@ -1437,9 +1437,11 @@ class Cluster:
 
     async def _repost_seeks(self) -> None:
         """After the bus came back (Redis restarted, maybe without its data): this node's
-        seeks, quick entries and live games are posted again where they are missing."""
+        seeks, quick entries, open and live games are posted again where they are missing."""
         for session in list(self.server.games.values()):
-            if session.status == "live" and not session.private:
+            if session.status == "open" and not session.private and session.open_seat() is not None:
+                self.open_listed(session)  # (``list open`` on the other nodes)
+            elif session.status == "live" and not session.private:
                 entry = {"rank": list(game_rank(session)), "summary": session.summary()}
                 try:
                     await self.bus.client.hsetnx(self._live_key, session.id, pack(entry))

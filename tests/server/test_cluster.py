@@ -1207,6 +1207,15 @@ async def _cluster_on_own_redis(
         await redis.stop()
 
 
+async def _until_open_listed(client: ServerConnection, game_id: str) -> None:
+    """Until ``client``'s node lists the open game (10 s at most)."""
+    async with asyncio.timeout(10):
+        while game_id not in {
+            game["game_id"] for game in (await client.request(ListGames, status="open")).games
+        }:
+            await asyncio.sleep(0.2)  # (a list costs 10 tokens: under the rate limit)
+
+
 async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -1226,6 +1235,9 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
         await bo.request(LobbySubscribe)
         posted = await ada.request(Seek, game="tictactoe")
         await _sees_seek(bo, posted.seek_id)
+        # And an open game of ada's node, in bo's node's list of open games.
+        waiting = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await _until_open_listed(bo, waiting.game_id)
         await redis.stop()
         # Redis is down: the owner's player moves (stored, acknowledged, not published).
         mover, token = players[local]
@@ -1248,7 +1260,9 @@ async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(
                 await asyncio.sleep(0.02)
         finally:
             await client.aclose()
-        # bo's node learns of it through the bus, a moment after Redis has it.
+        # The open game is posted again too: bo's node lists it (it did not).
+        await _until_open_listed(bo, waiting.game_id)
+        # bo's node learns of the seek through the bus, a moment after Redis has it.
         give_up = asyncio.get_running_loop().time() + 10
         while True:
             try:
