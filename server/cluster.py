@@ -112,6 +112,35 @@ if #ids == 0 then
 end
 return redis.call('HMGET', KEYS[2], unpack(ids))
 """
+# The caps on unfinished games, checked and taken at once (KEYS: a player's set of open
+# games, and an address's or none; ARGV: now, a new entry's expiry, the sets' TTL in ms, the
+# game being made ('' for a check alone), then for each key its cap, n and n games this
+# node counts there, which Redis may have lost in a restart): {i}, refused at the i-th
+# key; or {0, then 1 for each key that the game is a new entry of, else 0}. The game being
+# made is not counted against itself (a game two players of an address share counts once).
+_RESERVE_OPEN = """
+local now, game = tonumber(ARGV[1]), ARGV[4]
+local at = 5
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local count = redis.call('ZCARD', key)
+  if game ~= '' and redis.call('ZSCORE', key, game) then count = count - 1 end
+  local n = tonumber(ARGV[at + 1])
+  for j = at + 2, at + 1 + n do
+    if not redis.call('ZSCORE', key, ARGV[j]) then count = count + 1 end
+  end
+  if count >= tonumber(ARGV[at]) then return {i} end
+  at = at + 2 + n
+end
+local added = {0}
+if game ~= '' then
+  for _, key in ipairs(KEYS) do
+    added[#added + 1] = redis.call('ZADD', key, ARGV[2], game)
+    redis.call('PEXPIRE', key, ARGV[3])
+  end
+end
+return added
+"""
 # Summaries per index update and lobby message (a few hundred bytes each: a message stays
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
@@ -121,9 +150,10 @@ _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player'
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, StorageError)
 # The caps on unfinished games count, cluster-wide, sorted sets of game ids per player and
 # per address ({prefix}:open:p:{player}, {prefix}:open:a:{address}) scored by when each
-# entry expires: the owner adds a game's entries when it is registered (started or
-# restored), refreshes them every third of this, and removes them when the game ends, so
-# an owner that dies leaves nothing counted longer than this.
+# entry expires: a game's entries are added when it is admitted (_RESERVE_OPEN, before it
+# is made) and when it is registered (started or restored); its owner refreshes them every
+# third of this, and removes them when the game ends (or is not made after all), so an
+# owner that dies leaves nothing counted longer than this.
 OPEN_TTL_S = 30.0
 
 
@@ -249,6 +279,10 @@ class Cluster:
         # This node's public live games in the index, and the ply their entry shows.
         self._indexed_ply: dict[str, int] = {}
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
+        # This node's writes to the sets of open games (_write_open: tasks, which start in
+        # the order spawned), one at a time in that order: a game's removal is never
+        # overtaken by its addition (on two connections of the pool).
+        self._open_writes = asyncio.Lock()
         # Nodes missing from presence while the bus was coming back (until _unseen_until):
         # their seeks are forgotten only if they are still missing after that.
         self._unseen: set[str] = set()
@@ -1105,9 +1139,14 @@ class Cluster:
         """An unfinished game of this node counts in its players' and addresses' caps."""
         self.server._spawn(self._write_open({game_id: self._open_keys(players, addresses)}))
 
-    def closed_game(self, game_id: str, players: Iterable[str], addresses: Iterable[str]) -> None:
-        """A game of this node ended (or its start was undone): it no longer counts."""
-        self.server._spawn(self._write_open({}, {game_id: self._open_keys(players, addresses)}))
+    def closed_game(
+        self, game_id: str, players: Iterable[str], addresses: Iterable[str]
+    ) -> asyncio.Task[None]:
+        """A game of this node ended (or was not made after all): it no longer counts. The
+        write, after every one asked before it, is done when the task returned is."""
+        return self.server._spawn(
+            self._write_open({}, {game_id: self._open_keys(players, addresses)})
+        )
 
     async def _write_open(
         self, add: dict[str, list[str]], remove: dict[str, list[str]] | None = None
@@ -1119,7 +1158,7 @@ class Cluster:
             for key in game_keys:
                 keys.setdefault(key, {})[game_id] = expires
         try:
-            async with self.bus.client.pipeline(transaction=False) as pipe:
+            async with self._open_writes, self.bus.client.pipeline(transaction=False) as pipe:
                 for key, members in keys.items():
                     pipe.zremrangebyscore(key, "-inf", now)  # a dead owner's entries
                     pipe.zadd(key, members)
@@ -1131,26 +1170,55 @@ class Cluster:
         except (RedisError, OSError) as exc:
             log.warning("cluster: cannot count open games (%s)", exc)
 
-    async def open_games_of(self, player_id: str, address: str) -> tuple[set[str], set[str]]:
-        """The unfinished games of a player and of an address on every node (entries not
-        expired); empty sets when Redis does not answer (the node's own count holds)."""
+    async def reserve_open(
+        self,
+        game_id: str | None,
+        player: tuple[str, int, set[str]],
+        address: tuple[str, int, set[str]] | None,
+    ) -> tuple[str | None, set[str]]:
+        """The caps on unfinished games of a player and of an address (each its id, its cap
+        and the games this node counts there) over every node's games, checked and, for
+        ``game_id`` (None: a check alone), taken in one script run (_RESERVE_OPEN): of
+        requests at once on any nodes, those past the cap see the others' games. Returns
+        the cap refused ("player", "address") or None, and where the game is a new entry
+        (in "player", "address"); when Redis does not answer, None (the node's own count
+        holds)."""
+        holders = [("player", player)] + ([] if address is None else [("address", address)])
+        keys = self._open_keys([player[0]], [] if address is None else [address[0]])
+        now = time.time()
+        args: list[Any] = [now, now + OPEN_TTL_S, int(OPEN_TTL_S * 1000), game_id or ""]
+        for _, (_, cap, counted) in holders:
+            args += [cap, len(counted), *counted]
+        try:
+            answer = await self._script(_RESERVE_OPEN)(keys=keys, args=args)
+        except (RedisError, OSError) as exc:
+            log.warning("cluster: cannot count the open games (%s)", exc)
+            return None, set()
+        if answer[0]:
+            return holders[int(answer[0]) - 1][0], set()
+        if game_id is None:
+            return None, set()
+        return None, {kind for (kind, _), new in zip(holders, answer[1:], strict=True) if new}
+
+    async def open_games_of(self, player_id: str) -> set[str]:
+        """The unfinished games of a player on every node (entries not expired); none when
+        Redis does not answer."""
         now = time.time()
         try:
-            async with self.bus.client.pipeline(transaction=False) as pipe:
-                for key in self._open_keys([player_id], [address]):
-                    pipe.zrangebyscore(key, now, "+inf")
-                by_player, by_address = await pipe.execute()
+            games = await self.bus.client.zrangebyscore(
+                self._open_keys([player_id], [])[0], now, "+inf"
+            )
         except (RedisError, OSError) as exc:
             log.warning("cluster: cannot read the open games (%s)", exc)
-            return set(), set()
-        return _names(by_player), _names(by_address)
+            return set()
+        return _names(games)
 
     async def remote_seats(self, player_id: str, here: set[str]) -> list[dict[str, Any]]:
         """``welcome.games`` from other nodes: the player's seats in unfinished games
         owned elsewhere (found in its open-games set), asked of their owners at once; a
         game whose owner does not answer within forward_timeout_s is left out (the
         client resumes it by id)."""
-        games, _ = await self.open_games_of(player_id, "")
+        games = await self.open_games_of(player_id)
         by_owner: dict[str, list[str]] = {}
         for game_id in sorted(games - here):
             owner = self.owner_of(game_id)

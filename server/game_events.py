@@ -314,7 +314,8 @@ class GameEvents(LobbyFeed):
         old game's accept event names it, committed then). If that raises StorageError, the
         new game, stored but named nowhere, is aborted (or, that refused too, leaves memory:
         a restart withdraws it, its players away)."""
-        self._register(session)
+        seated = list(seated)
+        self._register(session, [connection for connection, _, _ in seated])
         async with self._lock(session.id):
             await self._create(session)
             if named is not None:

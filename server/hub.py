@@ -10,9 +10,11 @@ sessions).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from protocol.version import software_version
@@ -35,6 +37,19 @@ log = logging.getLogger(__name__)
 
 VERSION = f"noughts/{software_version()}"  # welcome.server
 UNFINISHED = ("open", "live")
+
+
+@dataclass
+class Reservation:
+    """A game being made, counted in its players' caps on unfinished games from the check
+    that admits each of them (Hub._check_open_games) until it is registered (then its seats
+    count) or given up (then nothing): requests at once cannot all pass the check."""
+
+    game_id: str
+    held: list[tuple[str, str]] = field(default_factory=list)  # (player id, address) here
+    # In a cluster: the players and addresses in whose sets in Redis it is a new entry.
+    added_players: set[str] = field(default_factory=set)
+    added_addresses: set[str] = field(default_factory=set)
 
 
 class Hub:
@@ -67,6 +82,9 @@ class Hub:
         # In a cluster: the addresses of each game's seated players when they took their
         # seats, for the caps counted cluster-wide (server/cluster.py OPEN_TTL_S).
         self._seat_addresses: dict[str, set[str]] = {}
+        # The games being made (Reservation), by player id and by address, counted as theirs.
+        self._reserved_by_player: dict[str, set[str]] = {}
+        self._reserved_by_address: dict[str, set[str]] = {}
         self.lobby = Lobby()
         self.lobby_connections = Subscriptions()
         self._lobby_timer: asyncio.TimerHandle | None = None
@@ -220,41 +238,120 @@ class Hub:
                 if not seats:
                     del self.seats[player_id]
 
-    async def _check_open_games(self, me: PlayerSession, *, whose: str = "") -> None:
+    async def _check_open_games(
+        self, me: PlayerSession, *, whose: str = "", reservation: Reservation | None = None
+    ) -> None:
         """Caps on unfinished games: per player, and per address over all its players
         (a client opening a session per connection is still one address); in a cluster,
         over every node's games. Checked for every game that starts, of each player it
-        seats; ``whose``: ``me`` is not the requester but the other player (the seek's
-        poster, the rematch's opponent), named so in the refusal."""
-        whose = f" ({whose} has as many)" if whose else ""
-        cap = self.settings.max_open_games_per_player
-        held = self._unfinished(me.player_id)
-        elsewhere: set[str] = set()
-        if self.cluster is not None:
-            mine, elsewhere = await self.cluster.open_games_of(me.player_id, me.address)
-            held |= mine
-        if len(held) >= cap:
-            raise LimitExceeded(f"limit: at most {cap} unfinished games per player{whose}")
+        seats, with the game's ``reservation``: the check and the game's place in the
+        counts are one step of the event loop (in a cluster, also one script run in Redis,
+        Cluster.reserve_open), so requests at once cannot all pass it; without one, a check
+        alone (a seek: no game yet). ``whose``: ``me`` is not the requester but the other
+        player (the seek's poster, the rematch's opponent), named so in the refusal."""
+        game_id = None if reservation is None else reservation.game_id
+        held = self._unfinished(me.player_id) | self._reserved_by_player.get(me.player_id, set())
+        held.discard(game_id)
+        player_cap = self.settings.max_open_games_per_player
+        if len(held) >= player_cap:
+            raise self._over_cap("player", whose)
+        # "": not known here (a rematch's opponent offline): its player's cap only (no
+        # connection has "": address_key says "?" for none).
+        address = me.address
+        at_address = self._held_at(address, held, game_id) if address else set()
+        if address and len(at_address) >= self.settings.max_open_games_per_ip:
+            raise self._over_cap("address", whose)
+        if reservation is not None:
+            self._hold(reservation, me.player_id, address)
+        if self.cluster is None:
+            return
+        shared = address if address not in ("", "?") else None  # as _open_holders counts
+        refused, added = await self.cluster.reserve_open(
+            game_id,
+            (me.player_id, player_cap, held),
+            None if shared is None else (shared, self.settings.max_open_games_per_ip, at_address),
+        )
+        if refused is not None:
+            if reservation is not None:
+                self._unhold(reservation, me.player_id, address)
+            raise self._over_cap(refused, whose)
+        if reservation is not None and "player" in added:
+            reservation.added_players.add(me.player_id)
+        if reservation is not None and shared is not None and "address" in added:
+            reservation.added_addresses.add(shared)
+
+    def _held_at(self, address: str, held: set[str], game_id: str | None) -> set[str]:
+        """The unfinished games (and the games being made) of ``address``'s players here,
+        with ``held`` (its player's), but ``game_id`` (the game being made: a game two of
+        its players share counts once), as far as the cap needs: no more once at the cap
+        (or, on a lone server, below it for sure)."""
         cap = self.settings.max_open_games_per_ip
-        if not me.address:  # (no connection has "": address_key says "?" for none)
-            return  # not known here (a rematch's opponent offline): its player's cap only
-        if len(self.games) + len(elsewhere) < cap:
-            return  # (no address holds more games than there are)
+        counted = held | self._reserved_by_address.get(address, set())
+        counted.discard(game_id)
+        if self.cluster is None and len(self.games) + len(counted) < cap:
+            return counted  # (no address holds more games than there are)
         # Every game start runs this over every player of the address (a NAT, or the
         # load harness's 400 players on 127.0.0.1): one pass, no set per player.
         games, seats = self.games, self._open_seats
-        counted = elsewhere | held
-        for other in self._address_players.get(me.address, ()):
-            for game_id in seats.get(other, ()):
-                game = games.get(game_id)
-                if game is not None and game.status in UNFINISHED:
-                    counted.add(game_id)
+        for other in self._address_players.get(address, ()):
+            for held_id in seats.get(other, ()):
+                game = games.get(held_id)
+                if game is not None and game.status in UNFINISHED and held_id != game_id:
+                    counted.add(held_id)
             if len(counted) >= cap:
                 break
-        if len(counted) >= cap:
-            raise LimitExceeded(
-                f"limit: at most {cap} unfinished games per address{whose}; finish or abort some"
-            )
+        return counted
+
+    def _over_cap(self, which: str, whose: str) -> LimitExceeded:
+        whose = f" ({whose} has as many)" if whose else ""
+        if which == "player":
+            cap = self.settings.max_open_games_per_player
+            return LimitExceeded(f"limit: at most {cap} unfinished games per player{whose}")
+        cap = self.settings.max_open_games_per_ip
+        return LimitExceeded(
+            f"limit: at most {cap} unfinished games per address{whose}; finish or abort some"
+        )
+
+    @contextlib.asynccontextmanager
+    async def _reserving(self, game_id: str) -> AsyncIterator[Reservation]:
+        """A reservation for the game ``game_id`` being made in this block, given up at its
+        end: the game registered by then counts by its seats, one not made nowhere (in a
+        cluster, its new entries in Redis are removed, after any write this node asked
+        before, and before the block's request is over: a create tried again right after
+        one refused finds its place free)."""
+        reservation = Reservation(game_id)
+        try:
+            yield reservation
+        finally:
+            for player_id, address in list(reservation.held):
+                self._unhold(reservation, player_id, address)
+            if self.cluster is not None:
+                session = self.games.get(game_id)
+                kept: tuple[list[str], list[str]] = ([], [])
+                if session is not None and session.status in UNFINISHED:
+                    kept = self._open_holders(session)
+                players = reservation.added_players - set(kept[0])
+                addresses = reservation.added_addresses - set(kept[1])
+                if players or addresses:
+                    await asyncio.shield(self.cluster.closed_game(game_id, players, addresses))
+
+    def _hold(self, reservation: Reservation, player_id: str, address: str) -> None:
+        reservation.held.append((player_id, address))
+        self._reserved_by_player.setdefault(player_id, set()).add(reservation.game_id)
+        if address:
+            self._reserved_by_address.setdefault(address, set()).add(reservation.game_id)
+
+    def _unhold(self, reservation: Reservation, player_id: str, address: str) -> None:
+        reservation.held.remove((player_id, address))
+        places = [(self._reserved_by_player, player_id)]
+        if address and all(a != address for _, a in reservation.held):
+            places.append((self._reserved_by_address, address))  # (no other seat there)
+        for reserved, key in places:
+            games = reserved.get(key)
+            if games is not None:
+                games.discard(reservation.game_id)
+                if not games:
+                    del reserved[key]
 
     def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coroutine)

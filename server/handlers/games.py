@@ -42,7 +42,7 @@ from server.errors import (
     UnknownGame,
 )
 from server.game_events import GameEvents
-from server.hub import UNFINISHED
+from server.hub import UNFINISHED, Reservation
 from server.rows import GameRecord
 from server.session import (
     Emitted,
@@ -66,23 +66,24 @@ class GameRequests(GameEvents):
 
     async def on_create(self, connection: Connection, request: CreateGame) -> None:
         me = self._me(connection)
-        await self._check_open_games(me)
         session = self._new_session(
             request.game, request.params, request.clock, private=request.private
         )
-        seat = request.seat if request.seat >= 0 else secrets.randbelow(2)
-        if request.opponent == "ai":
-            session.players[1 - seat] = self._ai_player(
-                request.algorithm, request.budget_ms, request.game, request.params, me.player_id
-            )
-            session.take_seat(seat, me.as_player())
-            await self._start_game(session, [(connection, seat, request.rid)])
-            return
-        self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
-        token = session.take_seat(seat, me.as_player())
-        self._register(session, [connection])
-        async with self._lock(session.id):
-            await self._create(session)
+        async with self._reserving(session.id) as reservation:
+            await self._check_open_games(me, reservation=reservation)
+            seat = request.seat if request.seat >= 0 else secrets.randbelow(2)
+            if request.opponent == "ai":
+                session.players[1 - seat] = self._ai_player(
+                    request.algorithm, request.budget_ms, request.game, request.params, me.player_id
+                )
+                session.take_seat(seat, me.as_player())
+                await self._start_game(session, [(connection, seat, request.rid)])
+                return
+            self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
+            token = session.take_seat(seat, me.as_player())
+            self._register(session, [connection])
+            async with self._lock(session.id):
+                await self._create(session)
         self._subscribe(session.id, connection)
         connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
         connection.send(session.snapshot(self.clock()))
@@ -96,9 +97,10 @@ class GameRequests(GameEvents):
                 raise SeatTaken(f"game {session.id} has no open seat", session.id)
             if session.seat_of_player(me.player_id) is not None:
                 raise NotAllowed(f"you already hold a seat in game {session.id}", session.id)
-            await self._check_open_games(me)
-            token = session.take_seat(seat, me.as_player())
-            self._register(session, [connection])
+            async with self._reserving(session.id) as reservation:
+                await self._check_open_games(me, reservation=reservation)
+                token = session.take_seat(seat, me.as_player())
+                self._register(session, [connection])
             self._subscribe(session.id, connection)
             connection.send(Seated(rid=request.rid, game_id=session.id, seat=seat, token=token))
             await self._commit(session, [session.start(self.clock())])
@@ -267,17 +269,30 @@ class GameRequests(GameEvents):
             connection.send(Ok(rid=request.rid))
 
     async def on_rematch(self, connection: Connection, request: Rematch) -> None:
+        if request.answer == "decline":
+            await self._rematch(connection, request, None)
+            return
+        # A rematch is a new game for both: each under its cap of unfinished games (two
+        # players at theirs could rematch past it, game after game), from the offer on.
+        async with self._reserving(self._new_game_id()) as reservation:
+            await self._rematch(connection, request, reservation)
+
+    async def _rematch(
+        self, connection: Connection, request: Rematch, reservation: Reservation | None
+    ) -> None:
+        """A rematch offer or answer; agreed, the new game (``reservation``'s) starts."""
+
         async def act(session: GameSession, seat: int) -> None:
             now = self.clock()
             opponent = session.players[1 - seat]
             against_ai = opponent is not None and opponent.is_ai
-            if request.answer != "decline":
-                # A rematch is a new game for both: each under its cap of unfinished games
-                # (two players at theirs could rematch past it, game after game).
-                await self._check_open_games(self._me(connection))
+            if reservation is not None:
+                await self._check_open_games(self._me(connection), reservation=reservation)
                 if opponent is not None and not against_ai:
                     other = self._player_session(opponent)
-                    await self._check_open_games(other, whose="your opponent")
+                    await self._check_open_games(
+                        other, whose="your opponent", reservation=reservation
+                    )
             if against_ai and request.answer == "offer" and session.offers.get("rematch") == seat:
                 # Its offer stands, the rematch the AI agreed to not stored (or the server
                 # stopped in between): the AI agrees again.
@@ -293,10 +308,10 @@ class GameRequests(GameEvents):
             if not agreed and request.answer == "offer" and against_ai:
                 emitted, agreed = session.rematch(1 - seat, "accept", now)
                 accepter = 1 - seat
-            if not agreed:
+            if not agreed or reservation is None:
                 connection.send(Ok(rid=request.rid))
                 return
-            rematch = self._rematch_of(session)
+            rematch = self._rematch_of(session, reservation.game_id)
 
             async def named() -> None:
                 # Durability: the accept event names a game already stored; the offer
@@ -329,14 +344,14 @@ class GameRequests(GameEvents):
             seated += [(c, new_seat, None) for c in targets]
         return seated
 
-    def _rematch_of(self, session: GameSession) -> GameSession:
+    def _rematch_of(self, session: GameSession, game_id: str) -> GameSession:
         rematch = GameSession.new(
             session.game.name,
             dict(session.game.params),
             self.clock(),
             control=session.control,
             rematch_of=session.id,
-            game_id=self._new_game_id(),
+            game_id=game_id,
             private=session.private,  # a private game's rematch is private too
         )
         for seat, player in enumerate(session.players):

@@ -27,6 +27,7 @@ from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
 from server.errors import BadRequest, LimitExceeded, NotAllowed, ServerError, UnknownSeek
 from server.game_events import GameEvents
+from server.hub import Reservation
 from server.lobby import SeekEntry, Subscription, new_seek_id
 from server.session import GameSession
 
@@ -153,22 +154,26 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that is your own seek")
         if seek.opponents == "humans" and me.bot:
             raise NotAllowed("that seek is for human players only")
-        await self._check_open_games(me)
-        if seek.owner_connection.player is not None:
-            await self._check_open_games(seek.owner_connection.player, whose="the seek's poster")
-        game_id = self._new_game_id()
-        await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
-        owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
-        session = self._session_of(seek, game_id)
-        session.take_seat(owner_seat, seek.owner)
-        session.take_seat(1 - owner_seat, me.as_player())
-        await self._start_game(
-            session,
-            [
-                (seek.owner_connection, owner_seat, None),
-                (connection, 1 - owner_seat, request.rid),
-            ],
-        )
+        async with self._reserving(self._new_game_id()) as reservation:
+            await self._check_open_games(me, reservation=reservation)
+            if seek.owner_connection.player is not None:
+                await self._check_open_games(
+                    seek.owner_connection.player,
+                    whose="the seek's poster",
+                    reservation=reservation,
+                )
+            await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
+            owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
+            session = self._session_of(seek, reservation.game_id)
+            session.take_seat(owner_seat, seek.owner)
+            session.take_seat(1 - owner_seat, me.as_player())
+            await self._start_game(
+                session,
+                [
+                    (seek.owner_connection, owner_seat, None),
+                    (connection, 1 - owner_seat, request.rid),
+                ],
+            )
 
     async def on_decline(self, connection: Connection, request: DeclineSeek) -> None:
         """A challenge declined by the player it names: gone from the lobby (every node's),
@@ -189,40 +194,44 @@ class LobbyRequests(GameEvents):
     async def on_quick(self, connection: Connection, request: QuickPair) -> None:
         me = self._me(connection)
         self._check_seeks(connection)
-        await self._check_open_games(me)
-        self._check_game(request.game, dict(request.params))
-        if request.ai_after_s:  # refuse a bad fallback now
-            self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
-        else:
-            self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
-        entry = self._seek_entry(
-            connection,
-            request,
-            quick=True,
-            ai_after_s=request.ai_after_s,
-            algorithm=request.algorithm,
-            budget_ms=request.budget_ms,
-        )
-        partner = await self._quick_partner(entry, connection)
-        connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
-        if partner is None:
-            self.lobby.add(entry)
-            if entry.ai_after_s:
-                loop = asyncio.get_running_loop()
-                self._quick_timers[entry.id] = loop.call_later(
-                    entry.ai_after_s, lambda: self._spawn(self._quick_ai(entry.id))
-                )
-            return
-        self._remove_seek(partner)
-        seat = secrets.randbelow(2)
-        session = self._session_of(entry, self._new_game_id())
-        session.take_seat(seat, partner.owner)
-        session.take_seat(1 - seat, entry.owner)
-        await self._start_game(
-            session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
-        )
+        # The game it may be paired into at once (else, waiting, it holds no place).
+        async with self._reserving(self._new_game_id()) as reservation:
+            await self._check_open_games(me, reservation=reservation)
+            self._check_game(request.game, dict(request.params))
+            if request.ai_after_s:  # refuse a bad fallback now
+                self._ai_player(request.algorithm, request.budget_ms, request.game, request.params)
+            else:
+                self._check_ai(request.algorithm, request.budget_ms, request.game, request.params)
+            entry = self._seek_entry(
+                connection,
+                request,
+                quick=True,
+                ai_after_s=request.ai_after_s,
+                algorithm=request.algorithm,
+                budget_ms=request.budget_ms,
+            )
+            partner = await self._quick_partner(entry, connection, reservation)
+            connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
+            if partner is None:
+                self.lobby.add(entry)
+                if entry.ai_after_s:
+                    loop = asyncio.get_running_loop()
+                    self._quick_timers[entry.id] = loop.call_later(
+                        entry.ai_after_s, lambda: self._spawn(self._quick_ai(entry.id))
+                    )
+                return
+            self._remove_seek(partner)
+            seat = secrets.randbelow(2)
+            session = self._session_of(entry, reservation.game_id)
+            session.take_seat(seat, partner.owner)
+            session.take_seat(1 - seat, entry.owner)
+            await self._start_game(
+                session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
+            )
 
-    async def _quick_partner(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
+    async def _quick_partner(
+        self, entry: SeekEntry, connection: Connection, reservation: Reservation
+    ) -> SeekEntry | None:
         """The waiting quick entry ``entry`` pairs with, taken from the queue (this node's,
         or in a cluster the cluster's one queue), or None. A partner whose owner is leaving,
         or has no room for a game, leaves the queue and the next one is tried."""
@@ -232,20 +241,21 @@ class LobbyRequests(GameEvents):
             else:
                 partner = self.lobby.quick_partner(entry)
             if partner is None or (
-                not partner.owner_connection.closed and await self._under_cap(partner)
+                not partner.owner_connection.closed and await self._under_cap(partner, reservation)
             ):
                 return partner
             self._remove_seek(partner)
 
-    async def _under_cap(self, entry: SeekEntry) -> bool:
-        """Whether a waiting quick-pairing entry's player still has room for a game (it
-        may have reached its cap of unfinished games since it queued); if not, it is told
-        why, and the caller takes the entry out of the queue."""
+    async def _under_cap(self, entry: SeekEntry, reservation: Reservation) -> bool:
+        """Whether a waiting quick-pairing entry's player still has room for the game of
+        ``reservation`` (it may have reached its cap of unfinished games since it queued):
+        then the game holds its place; if not, it is told why, and the caller takes the
+        entry out of the queue."""
         owner = entry.owner_connection.player
         if owner is None:
             return True
         try:
-            await self._check_open_games(owner)
+            await self._check_open_games(owner, reservation=reservation)
         except LimitExceeded as exc:
             entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
             return False
@@ -281,15 +291,18 @@ class LobbyRequests(GameEvents):
         if self.cluster is not None and not await self.cluster.claim_quick(entry):
             return  # paired on another node meanwhile (its notice removes the entry)
         entry = self.lobby.remove(seek_id)
-        if entry is None or entry.owner_connection.closed or not await self._under_cap(entry):
+        if entry is None or entry.owner_connection.closed:
             return
-        seat = secrets.randbelow(2)
-        session = self._session_of(entry, self._new_game_id())
-        try:
-            ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
-        except ServerError as exc:  # no engine now: the waiting player is told, not left waiting
-            entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
-            return
-        session.players[1 - seat] = ai
-        session.take_seat(seat, entry.owner)
-        await self._start_game(session, [(entry.owner_connection, seat, None)])
+        async with self._reserving(self._new_game_id()) as reservation:
+            if not await self._under_cap(entry, reservation):
+                return
+            seat = secrets.randbelow(2)
+            session = self._session_of(entry, reservation.game_id)
+            try:
+                ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
+            except ServerError as exc:  # no engine now: the player is told, not left waiting
+                entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
+                return
+            session.players[1 - seat] = ai
+            session.take_seat(seat, entry.owner)
+            await self._start_game(session, [(entry.owner_connection, seat, None)])

@@ -1184,6 +1184,14 @@ class OwnRedis:
     async def start(self) -> None:
         self.process = await _redis_server(self.port, self.directory)
 
+    async def pause_writes(self, ms: int) -> None:
+        """Hold every write (a script too) for ``ms`` (CLIENT PAUSE WRITE); reads go on."""
+        client = aioredis.Redis(host="127.0.0.1", port=self.port)
+        try:
+            await client.client_pause(ms, all=False)
+        finally:
+            await client.aclose()
+
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
             self.process.kill()
@@ -1214,6 +1222,79 @@ async def _until_open_listed(client: ServerConnection, game_id: str) -> None:
             game["game_id"] for game in (await client.request(ListGames, status="open")).games
         }:
             await asyncio.sleep(0.2)  # (a list costs 10 tokens: under the rate limit)
+
+
+async def _creates_at_once(clients: list[ServerConnection], each: int) -> tuple[set[str], set[str]]:
+    """``each`` creates from every client, all sent at once: the games seated, and the
+    refusals (every other answer fails)."""
+    answers = await asyncio.gather(
+        *(
+            client.request(CreateGame, game="tictactoe", opponent="human", private=True)
+            for client in clients
+            for _ in range(each)
+        ),
+        return_exceptions=True,
+    )
+    seated = {a.game_id for a in answers if isinstance(a, Seated)}
+    refused = {a.message for a in answers if isinstance(a, RequestFailed) and a.code == "too_many"}
+    assert all(isinstance(a, Seated | RequestFailed) for a in answers), answers
+    assert all(isinstance(a, Seated) or a.code == "too_many" for a in answers), answers
+    return seated, refused
+
+
+async def _open_in_redis(url: str, prefix: str, key: str) -> set[str]:
+    """The games a cap's sorted set in Redis counts (``key``: ``p:PLAYER``, ``a:ADDRESS``)."""
+    redis = aioredis.from_url(url)
+    try:
+        return {g.decode() for g in await redis.zrange(f"{prefix}:open:{key}", 0, -1)}
+    finally:
+        await redis.aclose()
+
+
+async def test_one_sessions_creates_sent_at_once_to_two_nodes_stop_at_its_cap(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A probe's finding: a node read the counts in Redis, and a new game was counted only
+    once created, so creates at once all passed the check (one session's 10 connections on
+    two nodes held 22 unfinished games of 20). The check and the new game's place in the
+    counts are one script run in Redis now. Redis holds its writes for a second (as one
+    slow to answer would) while one session's creates are sent at once through 16
+    connections on both nodes: the cap held, the rest refused, and Redis counts exactly
+    the games seated (a refused create left nothing there, nor one refused after the
+    check, against an AI that these nodes have no engine for)."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, b = await cluster.start_pair("--max-games-per-player", "3")
+        ada = await a.connect("ada")
+        with pytest.raises(RequestFailed, match="engine_unavailable"):
+            await ada.request(CreateGame, game="tictactoe", opponent="ai")
+        clients = [ada] + [
+            await (a, b)[i % 2].connect("ada", session=ada.session) for i in range(15)
+        ]
+        await redis.pause_writes(1000)
+        seated, refused = await _creates_at_once(clients, 2)
+        assert len(seated) == 3 and refused == {"limit: at most 3 unfinished games per player"}
+        assert ada.welcome is not None
+        held = await _open_in_redis(cluster.bus, redis_prefix, f"p:{ada.welcome.player_id}")
+        assert held == seated
+        for client in clients:
+            await client.close()
+
+
+async def test_an_addresss_creates_sent_at_once_to_two_nodes_stop_at_its_cap(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """The same per address (a probe held 107 unfinished games of 100 on 127.0.0.1): 20
+    players of one address on both nodes, their creates sent at once."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, b = await cluster.start_pair("--max-games-per-ip", "5")
+        clients = [await (a, b)[i % 2].connect(f"p{i}") for i in range(20)]
+        await redis.pause_writes(1000)
+        seated, refused = await _creates_at_once(clients, 2)
+        assert len(seated) == 5, seated
+        assert refused == {"limit: at most 5 unfinished games per address; finish or abort some"}
+        assert await _open_in_redis(cluster.bus, redis_prefix, "a:127.0.0.1") == seated
+        for client in clients:
+            await client.close()
 
 
 async def test_redis_restarted_mid_game_what_it_lost_is_recovered_by_seq(

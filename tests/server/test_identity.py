@@ -25,6 +25,7 @@ from protocol import (
     JoinGame,
     LobbyState,
     LobbySubscribe,
+    Ping,
     QuickPair,
     Rematch,
     Resign,
@@ -229,6 +230,68 @@ async def test_rematches_and_quick_pairing_do_not_carry_a_player_past_its_cap(
     assert told.code == "too_many", told
     assert not dan.seats and len(carol.seats) == 3
     for client in (ada, bo, carol, dan):
+        await client.close()
+
+
+async def _answers_at_once(requests: list[Any]) -> tuple[int, set[str]]:
+    """Requests sent at once (each a coroutine): how many succeeded, and the refusals'
+    messages (every other answer fails)."""
+    answers = await asyncio.gather(*requests, return_exceptions=True)
+    refused = [a for a in answers if isinstance(a, RequestFailed)]
+    assert all(a.code == "too_many" for a in refused), answers
+    assert not any(isinstance(a, BaseException) and a not in refused for a in answers), answers
+    return len(answers) - len(refused), {a.message for a in refused}
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=100, max_open_games_per_player=3)], indirect=True
+)
+async def test_creates_sent_at_once_through_many_connections_stop_at_the_cap(
+    server: RunningServer,
+) -> None:
+    """A cluster's caps overshot under requests at once (test_cluster.py); on one node a
+    create's check and its game's count are one step of the event loop: 8 connections of
+    one session, 2 creates each at once, hold the cap."""
+    ada = await server.connect("ada")
+    clients = [ada] + [await server.connect("ada", session=ada.session) for _ in range(7)]
+    creates = [
+        c.request(CreateGame, game="tictactoe", opponent="human") for c in clients for _ in (0, 1)
+    ]
+    made, refused = await _answers_at_once(creates)
+    assert made == 3 and refused == {"limit: at most 3 unfinished games per player"}
+    assert server.query("SELECT count(*) FROM games WHERE status IN ('open', 'live')") == [(3,)]
+    for client in clients:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "settings", [dict(max_open_games_per_ip=100, max_open_games_per_player=3)], indirect=True
+)
+async def test_rematches_accepted_at_once_stop_at_the_cap(server: RunningServer) -> None:
+    """On one node too, a rematch's check came before the store's write of its start, and
+    the new game was counted only after: ada, accepting 6 rematches at once through 6
+    connections, held 6 unfinished games of 3."""
+    ada = await server.connect("ada")
+    rivals, seats = [], []
+    for i in range(6):
+        rival = await server.connect(f"rival{i}")
+        mine = await ada.request(CreateGame, game="tictactoe", opponent="human")
+        theirs = await rival.request(JoinGame, game_id=mine.game_id)
+        await ada.request(Resign, game_id=mine.game_id, token=mine.token)
+        await rival.request(Rematch, game_id=theirs.game_id, token=theirs.token)
+        rivals.append(rival)
+        seats.append(mine)
+    clients = [await server.connect("ada", session=ada.session) for _ in seats]
+    accepts = [
+        client.request(Rematch, game_id=seat.game_id, token=seat.token, answer="accept")
+        for client, seat in zip(clients, seats, strict=True)
+    ]
+    made, refused = await _answers_at_once(accepts)
+    assert made == 3 and refused == {"limit: at most 3 unfinished games per player"}
+    for client in clients:
+        await client.request(Ping)  # served after its rematch's start
+    assert server.query("SELECT count(*) FROM games WHERE status IN ('open', 'live')") == [(3,)]
+    for client in [ada, *clients, *rivals]:
         await client.close()
 
 
