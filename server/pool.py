@@ -17,7 +17,8 @@ Fair and self-healing (issue 11, findings 3 and 4):
   at its next clock check (every 2 ms at most) and the worker is free again, warm.
 - Addresses, then their players, are served in turn (the one served longest ago first),
   each player with at most ``ai_running_per_player`` searches running, so no one player
-  holds every worker and no one address's many sessions crowd out the others.
+  holds every worker and no one address's many sessions crowd out the others (the turn
+  order of server/turns.py, which the engine queue shares).
 - A search waits its turn for as long as the workers make progress (one is idle, or runs
   a search inside its budget); one that has waited ``wait_s`` while they did not (every
   worker down, restarting or overrunning) fails with ``EngineUnavailable``
@@ -43,7 +44,7 @@ import os
 import threading
 import time
 import zlib
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -56,6 +57,7 @@ from engine.search import DEFAULT_MAX_TREE_BYTES
 from engine.warmup import all_targets, is_warm, warm_up_in_background
 from server.errors import EngineUnavailable
 from server.settings import ServerSettings
+from server.turns import TurnOrder
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,6 @@ class _Search:
     request: SearchRequest
     future: asyncio.Future[SearchResult]
     loop: asyncio.AbstractEventLoop
-    order: int  # arrival; ties in the queue go to the earliest
     wait_s: float | None  # fails after waiting this long while the pool is stalled
     queued_at: float  # monotonic: when it joined the queue (again, after its worker died)
     started_at: float | None = None
@@ -146,6 +147,14 @@ class _Search:
     stopped_at: float | None = None  # told to stop (its game ended, or it overran)
     dropped: bool = False  # nobody wants the answer any more
     hung: bool = False  # its worker was killed for overrunning
+
+    @property
+    def owner(self) -> str | None:
+        return self.request.owner
+
+    @property
+    def address(self) -> str | None:
+        return self.request.address
 
 
 @dataclass(slots=True, eq=False)
@@ -191,18 +200,12 @@ class EnginePool:
         self.max_tree_bytes = max_tree_bytes
         self.progress = progress
         self._background: Any = None
-        self.running_per_owner = max(1, settings.ai_running_per_player)
         self.restart_max_s = settings.engine_restart_max_s
         self._context = multiprocessing.get_context(start_method)
         self._slots: list[_Slot] = []
-        self._queue: list[_Search] = []
+        # The searches waiting, in their turn order (server/turns.py).
+        self._turns: TurnOrder[_Search] = TurnOrder(settings.ai_running_per_player)
         self._ids = itertools.count(1)
-        self._turns = itertools.count(1)
-        self._running: Counter[str | None] = Counter()  # searches running, per owner
-        self._held: Counter[str | None] = Counter()  # searches waiting or running, per owner
-        self._last_turn: dict[str | None, int] = {}  # when each owner was last served
-        self._address_held: Counter[str | None] = Counter()  # as _held, per address
-        self._address_turn: dict[str | None, int] = {}  # when each address was last served
         self._stalled_since: float | None = None  # no worker free or in its budget since
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -330,9 +333,9 @@ class EnginePool:
             self._background.kill()  # what it compiled so far stays in the cache
             self._background.join(timeout=2)
         with self._lock:
-            for search in self._queue:
+            for search in self._turns.waiting:
                 self._settle(search, "exception", EngineUnavailable("the engine pool is closed"))
-            self._queue.clear()
+            self._turns.waiting.clear()
             for slot in self._slots:
                 if slot.state in (SlotState.IDLE, SlotState.BUSY):
                     self._send(slot, ("stop",))
@@ -377,7 +380,7 @@ class EnginePool:
     def pending(self) -> int:
         """Searches waiting for a worker or running in one."""
         with self._lock:
-            return len(self._queue) + self.busy
+            return len(self._turns.waiting) + self.busy
 
     @property
     def busy(self) -> int:
@@ -395,7 +398,7 @@ class EnginePool:
     def searches_of(self, owner: str) -> int:
         """Searches run for ``owner`` that are waiting or running now."""
         with self._lock:
-            return self._held[owner]
+            return self._turns.held(owner)
 
     def worker_for(self, game_key: str | None) -> int:
         """The worker a game's searches prefer: the same one every time, for tree reuse."""
@@ -420,14 +423,11 @@ class EnginePool:
             request=request,
             future=loop.create_future(),
             loop=loop,
-            order=next(self._turns),
             wait_s=wait_s,
             queued_at=now,
         )
         with self._lock:
-            self._queue.append(search)
-            self._held[request.owner] += 1
-            self._address_held[request.address] += 1
+            self._turns.join(search)
             self._dispatch()
         try:
             return await search.future
@@ -441,9 +441,7 @@ class EnginePool:
             if search.dropped:
                 return
             search.dropped = True
-            if search in self._queue:
-                self._queue.remove(search)
-                self._release(search)
+            if self._turns.withdraw(search):
                 return
             for slot in self._slots:
                 if slot.search is search:
@@ -462,46 +460,23 @@ class EnginePool:
     # --- scheduling (all under self._lock) -------------------------------------------------
 
     def _dispatch(self) -> None:
-        """Hand waiting searches to idle workers: players in turn, each under its cap."""
+        """Hand waiting searches to idle workers, in their turn order (server/turns.py)."""
         while not self.closed:
             idle = [slot for slot in self._slots if slot.state is SlotState.IDLE]
             if not idle:
                 return
-            search = self._next()
+            search = self._turns.next()
             if search is None:
                 return
-            self._queue.remove(search)
             preferred = self.worker_for(search.request.game_key)
             slot = next((s for s in idle if s.index == preferred), idle[0])
             self._begin(slot, search)
 
-    def _next(self) -> _Search | None:
-        """The waiting search to run next: of the address served longest ago (never served
-        first), then of its player served longest ago, among those under their running cap;
-        in arrival order within a player. By address first, so that sessions opened by the
-        dozen from one address take one turn among the others, not one each."""
-        best: _Search | None = None
-        best_key: tuple[int, int, int] = (0, 0, 0)
-        for search in self._queue:
-            owner = search.request.owner
-            if owner is not None and self._running[owner] >= self.running_per_owner:
-                continue
-            key = (
-                self._address_turn.get(search.request.address, 0),
-                self._last_turn.get(owner, 0),
-                search.order,
-            )
-            if best is None or key < best_key:
-                best, best_key = search, key
-        return best
-
     def _begin(self, slot: _Slot, search: _Search) -> None:
-        owner = search.request.owner
+        self._turns.begin(search)
         slot.state, slot.search = SlotState.BUSY, search
         search.started_at = time.monotonic()
         search.attempts += 1
-        self._running[owner] += 1
-        self._last_turn[owner] = self._address_turn[search.request.address] = next(self._turns)
         key = search.request.game_key
         if key is not None:
             slot.keys[key] = None
@@ -514,23 +489,8 @@ class EnginePool:
         """Take the running search off a slot (it answered, or the worker died)."""
         search, slot.search = slot.search, None
         if search is not None:
-            self._running[search.request.owner] -= 1
-            if self._running[search.request.owner] <= 0:
-                del self._running[search.request.owner]
+            self._turns.end(search)
         return search
-
-    def _release(self, search: _Search) -> None:
-        """A search is over for good: it no longer counts for its player."""
-        owner = search.request.owner
-        self._held[owner] -= 1
-        if self._held[owner] <= 0:
-            del self._held[owner]
-            self._last_turn.pop(owner, None)
-        address = search.request.address
-        self._address_held[address] -= 1
-        if self._address_held[address] <= 0:
-            del self._address_held[address]
-            self._address_turn.pop(address, None)
 
     def _stop(self, slot: _Slot, search: _Search) -> None:
         if search.stopped_at is None:
@@ -584,7 +544,7 @@ class EnginePool:
                 if search is None or search.id != message[1]:
                     continue
                 self._clear(slot)
-                self._release(search)
+                self._turns.release(search)
                 slot.state = SlotState.IDLE
                 slot.failures = 0
                 self._flush(slot)
@@ -602,16 +562,16 @@ class EnginePool:
             search = self._clear(slot)
             if search is not None:
                 if search.dropped:
-                    self._release(search)
+                    self._turns.release(search)
                 elif search.hung or search.attempts >= 2:
-                    self._release(search)
+                    self._turns.release(search)
                     why = "overran its budget" if search.hung else "killed its worker twice"
                     error = EngineUnavailable(f"the AI's search {why}")
                     self._settle(search, "exception", error)
                 else:  # first in the queue again, with its whole budget
                     search.started_at = search.stopped_at = None
                     search.queued_at = now
-                    self._queue.insert(0, search)
+                    self._turns.wait_again(search)
                     self._dispatch()
         log.warning(
             "engine worker %d (pid %s) died%s; restarting it",
@@ -680,12 +640,11 @@ class EnginePool:
                 stalled = 0.0 if self._stalled_since is None else now - self._stalled_since
                 expired = [
                     s
-                    for s in self._queue
+                    for s in self._turns.waiting
                     if s.wait_s is not None and min(now - s.queued_at, stalled) >= s.wait_s
                 ]
                 for search in expired:
-                    self._queue.remove(search)
-                    self._release(search)
+                    self._turns.withdraw(search)
                     self._settle(search, "exception", self._unavailable(search))
                 doomed = [(s.index, s.process) for s in self._slots if self._stuck(s, now)]
             for index, process in doomed:
