@@ -237,7 +237,7 @@ async def _serve_on(
 
     pool: Any = None
     if settings.engine == "queue" and settings.bus:
-        pool = RemoteEngine(settings.bus, prefix=settings.bus_prefix)
+        pool = RemoteEngine(settings.bus, prefix=settings.bus_prefix, settings=settings)
         try:
             await pool.start()
         except ServerError as exc:

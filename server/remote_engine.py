@@ -18,10 +18,18 @@ Lichess's fishnet clients share its job API:
 The node counts the live heartbeat keys every ``COUNT_S`` (``alive``, for the admin
 port's readiness and metrics): with none, a new game against the AI is refused at once,
 as it is when a server's own engine workers are all down, rather than started to end
-without a move. A job's budget starts when a worker starts it: time spent waiting in the
-queue is nobody's budget, nor its deadline's: a search that no worker answers within its
-budget plus ``REPLY_GRACE_S`` (the server: ``engine_wait_s``) of a worker taking it, or
-while no worker is alive, fails with ``engine_unavailable``.
+without a move.
+
+The stream serves its jobs in the order they come, so the node keeps its searches waiting
+by itself and puts one on the stream only while fewer of its jobs are unanswered than
+workers are alive (at least one), the next in the turn order of the server's own pool
+(server/turns.py: addresses, then their players, in turn, each player with at most
+``ai_running_per_player`` jobs unanswered): one address's many sessions take one turn
+among the others' instead of a place each ahead of them. A job's budget starts when a
+worker starts it: time spent waiting at the node or in the stream is nobody's budget, nor
+its deadline's: a search that no worker answers within its budget plus ``REPLY_GRACE_S``
+(the server: ``engine_wait_s``) of a worker taking it, or while no worker is alive, fails
+with ``engine_unavailable``.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ from engine.result import SearchResult
 from server.bus import redis_client, reraise_cancel
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
+from server.settings import ServerSettings
+from server.turns import TurnOrder
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +77,8 @@ def replies_key(prefix: str, node: str) -> str:
 
 def encode_request(request: SearchRequest) -> bytes:
     fields = asdict(request)
-    # Not sent: the queue serves its jobs in order (one stream); and so the workers of a
-    # version before it still read the request.
+    # Not sent: the node orders its jobs itself (RemoteEngine._dispatch); and so the workers
+    # of a version before it still read the request.
     del fields["address"]
     fields["actions"] = list(request.actions)
     return msgpack.packb(fields, use_bin_type=True)
@@ -91,16 +101,26 @@ class RemoteEngine:
 
     Offers what the game server uses of the local ``EnginePool``: ``search``,
     ``forget`` (a remote worker keeps no tree between jobs), ``alive``, ``pending``,
-    ``replaced``, ``available``, ``closed``, ``searches_of`` and ``close``.
+    ``replaced``, ``available``, ``closed``, ``searches_of`` and ``close``. ``settings``
+    gives the per-player running cap (``ai_running_per_player``).
     """
 
-    def __init__(self, url: str, *, prefix: str = "noughts", node: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "noughts",
+        node: str | None = None,
+        settings: ServerSettings | None = None,
+    ) -> None:
+        settings = settings or ServerSettings()
         self.url = url
         self.prefix = prefix
         self.node = node or secrets.token_hex(6)
         self.replaced = 0
         self._client: aioredis.Redis | None = None
-        self._jobs: dict[str, _Job] = {}  # the jobs whose answer is awaited, by id
+        self._jobs: dict[str, _Job] = {}  # the jobs waiting at the node or unanswered, by id
+        self._turns: TurnOrder[_Job] = TurnOrder(settings.ai_running_per_player)
         self._reader: asyncio.Task[None] | None = None
         self._counter: asyncio.Task[None] | None = None
         self._closing = False
@@ -108,6 +128,7 @@ class RemoteEngine:
 
     @property
     def pending(self) -> int:
+        """Searches waiting at the node, or on the stream and unanswered."""
         return len(self._jobs)
 
     @property
@@ -127,12 +148,13 @@ class RemoteEngine:
         self._counter = asyncio.create_task(self._count_workers(), name="engine-workers")
 
     async def refresh(self) -> int:
-        """Count the workers whose heartbeat key is alive."""
+        """Count the workers whose heartbeat key is alive (more: more jobs go out)."""
         assert self._client is not None
         count = 0
         async for _ in self._client.scan_iter(match=worker_key(self.prefix, "*"), count=100):
             count += 1
         self._alive = count
+        self._dispatch()
         return count
 
     async def _count_workers(self) -> None:
@@ -160,6 +182,8 @@ class RemoteEngine:
         self._reader = self._counter = None
         for job in self._jobs.values():
             job.answer(EngineUnavailable("the engine queue is closed"))
+            if job.timer is not None:
+                job.timer.cancel()
         self._jobs.clear()
         if self._client is not None:
             await self._client.aclose()
@@ -183,27 +207,31 @@ class RemoteEngine:
 
     def searches_of(self, owner: str) -> int:
         """Searches run for ``owner`` that are waiting for their answer."""
-        return sum(1 for job in self._jobs.values() if job.owner == owner)
+        return self._turns.held(owner)
 
     async def search(self, request: SearchRequest, *, wait_s: float | None = None) -> SearchResult:
         """Queue one search; EngineUnavailable if no worker answers within its budget plus
         ``wait_s`` (default REPLY_GRACE_S) of a worker taking it, or of its submission
-        while no worker is alive: waiting in the queue behind live workers counts for
-        nothing.
+        while no worker is alive: waiting at the node or in the stream behind live workers
+        counts for nothing.
 
-        Redis may lose the job (restarted without its data, or down for a moment): while
-        the answer is due, the job is submitted again whenever it is no longer in the
-        stream, and a failed submission is retried every ``RESUBMIT_S``. An answer that
-        comes twice is taken once."""
+        It waits at the node for its turn (``_dispatch``). Redis may lose the job
+        (restarted without its data, or down for a moment): while the answer is due, the
+        job is submitted again whenever it is no longer in the stream, and a failed
+        submission is retried every ``RESUBMIT_S``. An answer that comes twice is taken
+        once. Cancelled, a search waiting at the node is forgotten; one on the stream keeps
+        its place (a worker may be running it) until its answer or its deadline."""
         if self._client is None:
             raise EngineUnavailable("the engine queue is not running")
         client = self._client
         job_id = secrets.token_hex(8)
         loop = asyncio.get_running_loop()
-        job = self._jobs[job_id] = _Job(request.owner)
+        job = self._jobs[job_id] = _Job(request)
         budget_s = (request.budget_ms or 1000.0) / 1000
         total_s = budget_s + (REPLY_GRACE_S if wait_s is None else wait_s)
         deadline = loop.time() + total_s
+        self._turns.join(job)
+        self._dispatch()
         stream = jobs_key(self.prefix)
         fields: dict[Any, Any] = {
             "job": job_id,
@@ -212,44 +240,86 @@ class RemoteEngine:
         }
         entry: Any = None  # the job's id in the stream, once submitted
         taken = False  # a worker has it (in the group's pending list)
+        sent = False  # it was put on the stream, or may have been
         # Checked every RESUBMIT_S while no worker has it; once one has, the first wait
         # covers the search.
         wait = RESUBMIT_S
         failure = ""
         try:
             while True:
+                if not job.started and self._alive > 0:
+                    # Waiting at the node behind live workers' searches: its time has not
+                    # started (as in the server's own pool).
+                    deadline = loop.time() + total_s
                 left = deadline - loop.time()
                 if left <= 0:
                     why = f" ({failure})" if failure else ""
                     raise EngineUnavailable(f"no engine worker answered within {total_s:g} s{why}")
-                try:
-                    if entry is None or not await client.xrange(stream, entry, entry):
-                        if entry is not None:
-                            log.warning(
-                                "engine job %s was lost by the queue: submitting it", job_id
+                if job.started:  # (until then, its turn wakes it: ``_dispatch``)
+                    try:
+                        if entry is None or not await client.xrange(stream, entry, entry):
+                            if entry is not None:
+                                log.warning(
+                                    "engine job %s was lost by the queue: submitting it", job_id
+                                )
+                            sent = True
+                            entry = await client.xadd(stream, fields)
+                            taken, wait = False, RESUBMIT_S
+                        elif not taken:
+                            pending = await client.xpending_range(
+                                stream, GROUP, min=entry, max=entry, count=1
                             )
-                        entry, taken, wait = await client.xadd(stream, fields), False, RESUBMIT_S
-                    elif not taken:
-                        pending = await client.xpending_range(
-                            stream, GROUP, min=entry, max=entry, count=1
-                        )
-                        if pending:  # a worker started it about now: its time starts
-                            taken, deadline = True, loop.time() + total_s
-                            wait = budget_s + RESUBMIT_S
-                        elif self._alive > 0:
-                            # Queued behind live workers' searches: its time has not started
-                            # (as in the server's own pool).
-                            deadline = loop.time() + total_s
-                except (RedisError, OSError) as exc:
-                    failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
+                            if pending:  # a worker started it about now: its time starts
+                                taken, deadline = True, loop.time() + total_s
+                                wait = budget_s + RESUBMIT_S
+                            elif self._alive > 0:
+                                # Queued behind live workers' searches: its time has not started
+                                # (as in the server's own pool).
+                                deadline = loop.time() + total_s
+                    except (RedisError, OSError) as exc:
+                        failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
                 answer = await job.wait(min(wait, left))
                 if answer is not None:
                     if isinstance(answer, EngineUnavailable):
                         raise answer
                     return answer
                 wait = RESUBMIT_S  # then: is the job still queued or running? every second
+        except asyncio.CancelledError:
+            if sent and job.result is None:
+                # Nobody waits for its answer, but a worker may be running it: it holds its
+                # place until then (``_settle``), or its deadline.
+                job.timer = loop.call_later(max(0.0, deadline - loop.time()), self._done, job_id)
+            raise
         finally:
-            self._jobs.pop(job_id, None)
+            if job.timer is None:
+                self._done(job_id)
+
+    def _dispatch(self) -> None:
+        """Put waiting searches on the stream (their ``search`` does), in their turn order
+        (server/turns.py), while fewer of this node's are unanswered than workers are alive:
+        a job put on the stream finds a worker free (if no other node's are ahead of it), so
+        the next is chosen when a worker is free, as the server's own pool chooses. One
+        goes while none is alive, to be told within its deadline that none answers."""
+        while not self._closing and self._turns.running < max(1, self._alive):
+            job = self._turns.next()
+            if job is None:
+                return
+            self._turns.begin(job)
+            job.start()
+
+    def _done(self, job_id: str) -> None:
+        """A search is over (answered, failed or given up): it frees its place."""
+        job = self._jobs.pop(job_id, None)
+        if job is None:
+            return
+        if job.timer is not None:
+            job.timer.cancel()
+        if job.started:
+            self._turns.end(job)
+            self._turns.release(job)
+        else:
+            self._turns.withdraw(job)
+        self._dispatch()
 
     async def _read_replies(self) -> None:
         assert self._client is not None
@@ -274,9 +344,13 @@ class RemoteEngine:
             await asyncio.sleep(0)
 
     def _settle(self, fields: dict[bytes, bytes]) -> None:
-        job = self._jobs.get(fields[b"job"].decode())
+        job_id = fields[b"job"].decode()
+        job = self._jobs.get(job_id)
         if job is None:
             return  # a late answer: its search has given up, or was answered already
+        if job.timer is not None:  # its search was cancelled: nobody reads the answer
+            self._done(job_id)
+            return
         reply = msgpack.unpackb(fields[b"reply"], raw=False)
         if reply.get("error"):
             job.answer(EngineUnavailable(f"search failed: {reply['error']}"))
@@ -285,23 +359,41 @@ class RemoteEngine:
 
 
 class _Job:
-    """A submitted search's answer, and the future its ``search`` sleeps on. The first
+    """A search's turn and answer, and the future its ``search`` sleeps on. The first
     answer is kept (a re-run of a job already answered answers twice). Waiting costs one
-    wake-up of the search's task: ``wait`` awaits its own future, which an answer or a
-    timer completes (``asyncio.wait_for`` on a shielded future would be three)."""
+    wake-up of the search's task: ``wait`` awaits its own future, which its turn, an
+    answer or a timer completes (``asyncio.wait_for`` on a shielded future would be
+    three)."""
 
-    __slots__ = ("owner", "result", "_wake")
+    __slots__ = ("request", "started", "timer", "result", "_wake")
 
-    def __init__(self, owner: str | None) -> None:
-        self.owner = owner  # the player it runs for
+    def __init__(self, request: SearchRequest) -> None:
+        self.request = request
+        self.started = False  # its turn came: it goes on the stream (``_dispatch``)
+        self.timer: asyncio.TimerHandle | None = None  # cancelled on the stream: its end
         self.result: SearchResult | EngineUnavailable | None = None
         self._wake: asyncio.Future[None] | None = None
+
+    @property
+    def owner(self) -> str | None:
+        return self.request.owner  # the player it runs for
+
+    @property
+    def address(self) -> str | None:
+        return self.request.address
+
+    def start(self) -> None:
+        self.started = True
+        self._wake_up()
 
     def answer(self, result: SearchResult | EngineUnavailable) -> None:
         if self.result is None:
             self.result = result
-            if self._wake is not None and not self._wake.done():
-                self._wake.set_result(None)
+            self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     async def wait(self, timeout_s: float) -> SearchResult | EngineUnavailable | None:
         """The answer, once there; None if none came within ``timeout_s``."""

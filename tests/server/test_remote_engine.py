@@ -14,7 +14,9 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 import redis.asyncio as aioredis
@@ -27,7 +29,14 @@ from server.app import GameServer, running
 from server.engine_worker import build_parser
 from server.errors import EngineUnavailable
 from server.pool import SearchRequest
-from server.remote_engine import COUNT_S, GROUP, RemoteEngine, jobs_key
+from server.remote_engine import (
+    COUNT_S,
+    GROUP,
+    RemoteEngine,
+    decode_request,
+    jobs_key,
+    replies_key,
+)
 from server.store import SQLiteStore
 from tests.server.conftest import admin_get, next_event
 from tests.services import REDIS_SERVER_HINT, REDIS_URL
@@ -119,6 +128,128 @@ async def test_a_search_queued_behind_a_busy_worker_waits_its_turn(
     searches = [remote.search(_request("uttt", 2500), wait_s=1.0) for _ in range(2)]
     results = await asyncio.wait_for(asyncio.gather(*searches), 60)
     assert all(r.algorithm == "mcts" for r in results)
+
+
+class Put(NamedTuple):
+    owner: str | None
+    noted: Any  # what the test's ``note()`` said as the job was seen
+    entry: bytes  # its id in the stream (Redis's clock in ms, then a sequence number)
+
+
+@contextlib.asynccontextmanager
+async def jobs_put(prefix: str, note: Callable[[], Any]) -> AsyncIterator[list[Put]]:
+    """While inside: each job put on the stream, as soon as it is there, in the stream's
+    order (the order workers take them in): a plain XREAD, beside the workers' group."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    seen: list[Put] = []
+
+    async def watch() -> None:
+        last: Any = "0-0"
+        while True:
+            replies: Any = await client.xread({jobs_key(prefix): last}, block=1000)
+            for _, entries in replies or []:
+                for entry_id, fields in entries:
+                    last = entry_id
+                    seen.append(Put(decode_request(fields[b"request"]).owner, note(), entry_id))
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield seen
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await client.aclose()
+
+
+def _search_of(queue: RemoteEngine, owner: str, address: str) -> asyncio.Task[engine.SearchResult]:
+    request = replace(_request("uttt", 300), owner=owner, address=address)
+    return asyncio.create_task(queue.search(request))
+
+
+async def test_an_address_with_many_players_takes_one_turn_among_the_others(
+    remote: RemoteEngine, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    """The queue served its jobs in the order they came: one address's many players, each
+    with an AI game, put theirs all ahead of another address's player (a probe: 150 s of
+    waiting for an AI move, 30 sessions on 2 workers). As in the server's own pool,
+    addresses take turns: the node puts a job on the stream only while fewer of its own
+    are unanswered than workers are alive, the next in the turn order (server/turns.py)."""
+    workers = 2
+    for _ in range(workers):
+        await spawn_worker()
+    assert await remote.refresh() == workers
+    searches: list[asyncio.Task[engine.SearchResult]] = []
+    async with jobs_put(redis_prefix, lambda: sum(s.done() for s in searches)) as put:
+        searches += [_search_of(remote, f"a{i}", "10.0.0.1") for i in range(8)]
+        searches.append(_search_of(remote, "b", "10.0.0.2"))
+        results = await asyncio.wait_for(asyncio.gather(*searches), 120)
+        while len(put) < len(searches):
+            await asyncio.sleep(0.01)
+    assert all(r.algorithm == "mcts" for r in results)
+    owners = [p.owner for p in put]
+    assert sorted(map(str, owners)) == sorted([f"a{i}" for i in range(8)] + ["b"])
+    # At most a job per worker unanswered (before: all nine put at once) ...
+    assert all(i + 1 - p.noted <= workers for i, p in enumerate(put)), put
+    # ... and b's the first put once a place is free (one more of a's may go before it,
+    # freed by an answer that came with the first).
+    assert owners.index("b") <= workers + 1, put
+    assert remote.pending == 0
+
+
+async def test_through_the_queue_a_players_searches_run_one_at_a_time(
+    remote: RemoteEngine, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    """As in the pool, ``ai_running_per_player`` (1) of a player's searches run at once, the
+    rest waiting at the node, counted for the player's cap (``searches_of``) until answered;
+    one cancelled while it waits (its game ended) never reaches the queue."""
+    for _ in range(2):
+        await spawn_worker()
+    assert await remote.refresh() == 2
+    ada: list[asyncio.Task[engine.SearchResult]] = []
+    async with jobs_put(redis_prefix, lambda: ada[0].done()) as put:
+        ada += [_search_of(remote, "ada", "10.0.0.1") for _ in range(3)]
+        bo = _search_of(remote, "bo", "10.0.0.1")
+        await asyncio.sleep(0)  # every search has joined
+        assert remote.searches_of("ada") == 3 and remote.pending == 4
+        ada[1].cancel()  # waiting: a worker is free, but ada's first search runs
+        await asyncio.wait_for(asyncio.gather(ada[0], ada[2], bo), 60)
+        while len(put) < 3:
+            await asyncio.sleep(0.01)
+    assert ada[1].cancelled()
+    # ada's first and bo's at once (in either order), ada's next once her first is answered.
+    # Before: all four at once.
+    seen = [(p.owner, p.noted) for p in put]
+    assert sorted(seen[:2]) == [("ada", False), ("bo", False)], put
+    assert seen[2:] == [("ada", True)], put
+    assert remote.searches_of("ada") == 0 and remote.pending == 0
+
+
+async def test_a_search_cancelled_on_the_queue_keeps_its_place_until_answered(
+    remote: RemoteEngine, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    """A search whose game ends once its job is on the stream is not stopped there: its
+    worker runs it to its budget, so the next job goes only once it has answered, not into
+    the stream behind it (where the turn order no longer holds)."""
+    await spawn_worker()
+    assert await remote.refresh() == 1
+    async with jobs_put(redis_prefix, lambda: None) as put:
+        first = _search_of(remote, "ada", "10.0.0.1")
+        while not put:
+            await asyncio.sleep(0.01)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        assert remote.pending == 1  # (its place)
+        second = await asyncio.wait_for(_search_of(remote, "bo", "10.0.0.2"), 60)
+    assert second.algorithm == "mcts" and remote.pending == 0
+    client = aioredis.Redis.from_url(REDIS_URL)
+    (answer, _), *_ = await client.xrange(replies_key(redis_prefix, remote.node), count=1)
+    await client.aclose()
+    # The first one's answer, then bo's job, by Redis's clock (ms). Before: bo's job went
+    # while the first one ran.
+    assert [p.owner for p in put] == ["ada", "bo"]
+    assert int(put[1].entry.split(b"-")[0]) >= int(answer.split(b"-")[0]), (put, answer)
 
 
 async def test_no_worker_is_a_clear_engine_unavailable(
