@@ -40,7 +40,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of ``command`` alone when it is one of them: a
     command's run then imports only its own module (the others cost a bot's or a brain's
     start-up about 0.1 s of imports)."""
-    from protocol.command_line import CommandParser
+    from engine.command_line import CommandParser
 
     parser = CommandParser(
         prog="noughts",

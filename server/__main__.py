@@ -67,7 +67,7 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from protocol.command_line import CommandParser
+    from engine.command_line import CommandParser
     from server.settings import add_arguments
 
     parser = CommandParser(

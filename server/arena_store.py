@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 import engine
-from protocol.command_line import CommandParser
+from engine.command_line import CommandParser
 from server.errors import StorageError
 from server.rows import GameEnd, GameRow, MoveRow
 from server.session import RESULTS, new_game_id

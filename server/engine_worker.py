@@ -29,10 +29,10 @@ from typing import Any
 import msgpack
 import redis
 
+from engine.command_line import CommandParser
 from engine.search import Searcher
 from engine.warmup import warm_up
 from engine.worker import run
-from protocol.command_line import CommandParser
 from server.logs import configure
 from server.remote_engine import (
     GROUP,

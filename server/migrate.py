@@ -18,7 +18,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from protocol.command_line import CommandParser
+    from engine.command_line import CommandParser
 
     parser = CommandParser(
         prog="noughts migrate",
