@@ -379,7 +379,9 @@ class NoughtsApp(App[None]):
     # --- what the screens ask for (messages up) ------------------------------------------------
 
     def on_send_request(self, message: SendRequest) -> None:
-        self.request(message.kind, message.on_reply, message.on_error, **message.fields)
+        self.request(
+            message.kind, message.on_reply, message.on_error, message.on_lost, **message.fields
+        )
 
     def on_open_game(self, message: OpenGame) -> None:
         opening = {"resume": self.resume_game, "watch": self.watch_game, "replay": self.open_replay}
@@ -418,9 +420,13 @@ class NoughtsApp(App[None]):
         kind: type[Message],
         on_reply: Callable[[Any], object] | None = None,
         on_error: Callable[[RequestFailed], object] | None = None,
+        on_lost: Callable[[ConnectionLost], object] | None = None,
         **fields: Any,
     ) -> None:
-        """Send a request from a worker; errors become notifications unless ``on_error``.
+        """Send a request from a worker. Every request sent is settled by exactly one of
+        ``on_reply``, ``on_error`` (refused) and ``on_lost`` (no answer: the connection
+        dropped, or was down), so that nothing waits for an answer that will never come;
+        a refusal or a loss without its callback becomes a notification.
         A game request other than a move (resign, draw, abort, claim, rematch) made while
         offline waits and is sent once reconnected, with the ``seq`` seen when it was made, so
         it is never applied twice (PROTOCOL.md, "A request sent again"); a move is not sent
@@ -447,7 +453,10 @@ class NoughtsApp(App[None]):
                 self.call_later(refused, exc)
                 return
             except ConnectionLost as exc:
-                self.notify(str(exc), title="Offline", severity="warning")
+                if on_lost is not None:
+                    on_lost(exc)
+                else:
+                    self.notify(str(exc), title="Offline", severity="warning")
                 return
             if on_reply is not None:
                 on_reply(reply)

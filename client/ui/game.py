@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 import engine
-from client.connection import RequestFailed
+from client.connection import ConnectionLost, RequestFailed
 from client.game_view import (
     SYMBOLS,
     GameModel,
@@ -428,6 +428,13 @@ class GameScreen(RequestingScreen):
             return
         if self.sending:
             return
+        if self.link_state[0] != "online":
+            self.notify(
+                "Offline: the move can be played once the connection is back.",
+                title="Offline",
+                severity="warning",
+            )
+            return
         self.sending = True
 
         def done(_: Any = None) -> None:
@@ -438,10 +445,23 @@ class GameScreen(RequestingScreen):
             if not model.said_by_the_end(exc.code):
                 self.notify(exc.message, title="The server refused that move", severity="error")
 
+        def lost(exc: ConnectionLost) -> None:
+            # Not sent again blindly (as the plain client): once reconnected, the resumed
+            # game says whether it was played, and if it is still our turn we play again.
+            self.sending = False
+            self.notify(
+                f"The connection dropped before the server answered your move ({exc}): once "
+                "back online, the game shows whether it was played.",
+                title="Offline",
+                severity="warning",
+                timeout=10,
+            )
+
         self.request(
             Move,
             on_reply=done,
             on_error=refused,
+            on_lost=lost,
             game_id=model.game_id,
             action=action,
             ply=state.ply(),

@@ -15,29 +15,33 @@ from typing import Any
 from textual.message import Message as TextualMessage
 from textual.screen import Screen
 
-from client.connection import RequestFailed
+from client.connection import ConnectionLost, RequestFailed
 from protocol import Message
 
 OnError = Callable[[RequestFailed], object]
+OnLost = Callable[[ConnectionLost], object]
 
 # --- up: a screen asks the app ---------------------------------------------------------------
 
 
 class SendRequest(TextualMessage):
     """Send ``kind`` with ``fields``; the reply goes to ``on_reply``, a refusal to
-    ``on_error`` (a notification without it)."""
+    ``on_error``, the request's loss with the connection to ``on_lost`` (a notification
+    without them): exactly one of the three settles it."""
 
     def __init__(
         self,
         kind: type[Message],
         on_reply: Callable[[Any], object] | None = None,
         on_error: OnError | None = None,
+        on_lost: OnLost | None = None,
         **fields: Any,
     ) -> None:
         super().__init__()
         self.kind = kind
         self.on_reply = on_reply
         self.on_error = on_error
+        self.on_lost = on_lost
         self.fields = fields
 
 
@@ -60,9 +64,10 @@ class RequestingScreen(Screen[None]):
         kind: type[Message],
         on_reply: Callable[[Any], object] | None = None,
         on_error: OnError | None = None,
+        on_lost: OnLost | None = None,
         **fields: Any,
     ) -> None:
-        self.post_message(SendRequest(kind, on_reply, on_error, **fields))
+        self.post_message(SendRequest(kind, on_reply, on_error, on_lost, **fields))
 
 
 class OpenGame(TextualMessage):

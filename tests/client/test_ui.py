@@ -205,6 +205,38 @@ async def test_a_dropped_connection_comes_back_with_the_seat_and_the_missed_move
         await until(pilot, lambda: len(model.moves) == 3, "a move after the reconnection")
 
 
+async def test_a_move_cut_off_by_a_drop_leaves_the_next_moves_playable(
+    ui_server: UIServer,
+) -> None:
+    """A probe's finding: a move in flight when the connection dropped got neither a reply
+    nor a refusal, so the screen waited for one for ever and ignored every later move. The
+    game's lock holds ada's move at the server while her connection drops; it is played
+    there all the same, bob answers, and once back ada's next move goes through."""
+    from tests.client.ui_support import ArrivalLock
+
+    async with ada_against_bob(ui_server) as (app, pilot, model, bob_moves):
+        await bob_moves(0, 1)
+        await until(pilot, lambda: model.my_turn, "our second move")
+        lock = ui_server.game_server._locks[model.game_id] = ArrivalLock()
+        async with lock:
+            await lock.arrivals.get()  # the test's own
+            await pilot.press("8", "enter")
+            await lock.arrivals.get()  # ada's move waits for the game
+            url = await go_offline(pilot, app)
+        await until(
+            pilot,
+            lambda: any("before the server answered" in n.message for n in app._notifications),
+            "the move said cut off",
+        )
+        await bob_moves(1, 3)  # behind ada's move, played meanwhile
+        app.link.url = url
+        await until(pilot, lambda: len(model.moves) == 4, "the moves made meanwhile")
+        assert model.my_turn and model.state is not None
+        assert model.state.history() == [4, 0, 8, 1]
+        await pilot.press("2", "enter")
+        await until(pilot, lambda: len(model.moves) == 5, "a move after the reconnection")
+
+
 async def test_a_resignation_made_offline_is_sent_once_the_connection_is_back(
     ui_server: UIServer,
 ) -> None:
