@@ -209,8 +209,9 @@ class NoughtsApp(App[None]):
             await self.subscribe_lobby()
         if not self.started:
             self.started = True
-            if self.resumable and self.start.kind != "lobby":
-                count = len(self.resumable)
+            others = set(self.resumable) - {self.start.game_id}  # (--join takes one back)
+            if others and self.start.kind != "lobby":
+                count = len(others)
                 self.notify(
                     f"You have {count} unfinished game{'s' if count > 1 else ''} on this "
                     "server: the lobby (Esc) lists them under Your games.",
@@ -224,6 +225,10 @@ class NoughtsApp(App[None]):
         try:
             if start.kind == "ai":
                 await self.link.request(CreateGame, **start.fields)
+            elif start.kind == "join" and start.game_id in self.link.seats:
+                # A seat of ours (the plain client's leaving line names --join to take it
+                # back): resumed, as from the lobby's Your games.
+                await self.resume_game(start.game_id)
             elif start.kind == "join" and start.game_id:
                 from protocol import JoinGame
 

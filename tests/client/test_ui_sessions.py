@@ -177,3 +177,46 @@ async def test_a_seat_that_arrives_as_the_app_closes_is_kept_without_a_screen(
     model = app.games["6hfrtd5v"]
     assert model.seat == 1  # its token: the session core's
     assert not app.screen_stack
+
+
+async def test_join_takes_back_a_seat_of_ours_as_the_plain_clients_leaving_line_says(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """A probe's finding: ``noughts play --join GAME_ID``, which the plain client names to
+    take a game back, sent ``join`` for a game of ours and was told it has no open seat,
+    left in the lobby. A seat of the session is taken back (resumed), as from the lobby."""
+    sessions = SessionStore(tmp_path / "sessions.json")
+    bob = await ui_server.connect("bob")
+    try:
+        seated = await bob.request(CreateGame, game="5x5", opponent="human", seat=1)
+        game_id = seated.game_id
+        start = Start("join", game_id=game_id)
+        first = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
+        async with first.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(first.screen, GameScreen), "the game")
+            model = first.screen.model
+            await until(pilot, lambda: model.my_turn, "our turn")
+            await pilot.press("1", "2", "enter")
+            await until(pilot, lambda: len(model.moves) == 1, "our move")
+        await bob.request(Move, game_id=game_id, token=seated.token, action=0, ply=1)
+        again = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
+        async with again.run_test(size=SIZE) as pilot:
+            await until(
+                pilot,
+                lambda: (
+                    isinstance(again.screen, GameScreen)
+                    or any("refused" in note for note in notes(again))
+                ),
+                "the game, or a refusal",
+            )
+            assert isinstance(again.screen, GameScreen), notes(again)
+            model = again.screen.model
+            await until(pilot, lambda: model.state is not None, "the game's snapshot")
+            # Nor told of the one game of ours as another to find in the lobby.
+            assert not any("Welcome back" in note for note in notes(again))
+            assert (model.game_id, model.seat) == (game_id, 0)
+            assert model.state is not None and model.state.history() == [12, 0]
+            await pilot.press("6", "enter")
+            await until(pilot, lambda: len(model.moves) == 3, "our move in the game taken back")
+    finally:
+        await bob.close()
