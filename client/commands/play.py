@@ -262,10 +262,9 @@ async def _play_ui(args: argparse.Namespace) -> int:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1
     if args.server:
-        await NoughtsApp(
-            args.server, name=name, start=start, sessions=sessions, bell=args.bell
-        ).run_async()
-        return 0
+        app = NoughtsApp(args.server, name=name, start=start, sessions=sessions, bell=args.bell)
+        await app.run_async()
+        return app.return_code or 0  # 1: the server refused us (the app said why)
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
     status = StatusLine(prefix="noughts: ")
@@ -285,7 +284,7 @@ async def _play_ui(args: argparse.Namespace) -> int:
     except (EmbeddedServerError, OSError) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return app.return_code or 0
 
 
 async def _play(args: argparse.Namespace) -> int:

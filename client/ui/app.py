@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich.text import Text
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message as TextualMessage
@@ -79,12 +80,13 @@ class ServerMessage(TextualMessage):
 
 class LinkState(TextualMessage):
     """The link connected, dropped or is trying again: ``state`` is "connecting", "online"
-    or "offline"."""
+    or "offline"; ``final``: closed for good (the server refused the greeting)."""
 
-    def __init__(self, state: str, detail: str) -> None:
+    def __init__(self, state: str, detail: str, final: bool = False) -> None:
         super().__init__()
         self.state = state
         self.detail = detail
+        self.final = final
 
 
 class Connected(TextualMessage):
@@ -149,6 +151,7 @@ class NoughtsApp(App[None]):
         self.session_key = session_key or url
         self.challenges_seen: set[str] = set()
         self.bell_on = bell  # the terminal bell: the opponent moved, a game began, time is short
+        self.closing = False  # the app is closing (and closes the link)
         saved = self._saved_session()
         self.link = ServerConnection(
             url,
@@ -158,7 +161,7 @@ class NoughtsApp(App[None]):
             reconnect_for_s=None,  # for as long as the app runs
             deliver=lambda message: self.post_message(ServerMessage(message)),
             on_status=lambda status, detail: self.post_message(
-                LinkState(LINK_STATES[status], detail)
+                LinkState(LINK_STATES[status], detail, final=status == "closed")
             ),
             on_welcome=lambda welcome, again: self.post_message(Connected(welcome, again)),
         )
@@ -189,6 +192,7 @@ class NoughtsApp(App[None]):
         self.link.start()
 
     async def on_unmount(self) -> None:
+        self.closing = True
         await self.link.close()
 
     def on_connected(self, message: Connected) -> None:
@@ -261,6 +265,12 @@ class NoughtsApp(App[None]):
             model.seat = resumed.seat
 
     def on_link_state(self, message: LinkState) -> None:
+        if message.final and not self.closing:
+            # The link retries for as long as the app runs, so it closes only when the server
+            # refused us (a name, the protocol's version): nothing left to do but say why, in
+            # full, and end with status 1, as the plain client does.
+            self.exit(return_code=1, message=Text(f"noughts: {message.detail}"))
+            return
         self.link_state = (message.state, message.detail)
         for screen in self._screens(RequestingScreen):
             screen.link_changed(message.state, message.detail)

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import DataTable, Static
 
 from client.sessions import SessionStore
@@ -220,3 +221,17 @@ async def test_join_takes_back_a_seat_of_ours_as_the_plain_clients_leaving_line_
             await until(pilot, lambda: len(model.moves) == 3, "our move in the game taken back")
     finally:
         await bob.close()
+
+
+async def test_a_name_the_server_refuses_ends_the_app_saying_why(
+    ui_server: UIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A probe's finding: the app stayed in an offline lobby, with no notice and the header
+    cut to "offline: the server refused" at 80 columns. As the plain client, it ends (exit
+    status 1) and says the server's reason in full."""
+    app = NoughtsApp(ui_server.url, name="x" * 25, start=Start("lobby"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.return_code is not None, "the app's end")
+    assert app.return_code == 1
+    said = " ".join(capsys.readouterr().err.split())  # (wrapped at the console's width)
+    assert "the server refused us: name refused: a name holds 2 to 20 characters, not 25" in said
