@@ -118,7 +118,9 @@ class ReplayScreen(Screen[None]):
         ply = self.ply
         self._fill_table()
         note = self.query_one("#verdict-note", Static)
-        if not verdicts or all(v is None for v in verdicts):
+        if not verdicts:  # no move: nothing to judge, whatever the board's size
+            note.update(Text("No move was played: nothing to judge.", "dim"))
+        elif all(v is None for v in verdicts):
             note.update(
                 Text("This board is too large for the perfect solver: moves are not judged.", "dim")
             )

@@ -102,6 +102,23 @@ async def test_a_replay_scrubbed_forwards_and_back(ui_server: UIServer) -> None:
         assert "Move 4 of 7" in str(screen.query_one("#replay-move").render())
 
 
+async def test_the_replay_of_a_game_without_moves_does_not_call_its_board_too_large(
+    ui_server: UIServer,
+) -> None:
+    """A probe's finding: a 3x3 game with no moves said "This board is too large for the
+    perfect solver" (no verdicts at all read as none the solver could give)."""
+    record = await play_humans(ui_server, "tictactoe", [])
+    app = NoughtsApp(ui_server.url, name="viewer", start=Start("replay", game_id=record["id"]))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
+        screen = app.screen
+        assert isinstance(screen, ReplayScreen)
+        await until(pilot, lambda: screen.verdicts is not None, "the verdicts")
+        note = str(screen.query_one("#verdict-note").render())
+        assert "too large" not in note and "No move was played" in note, note
+        assert "Position 0 of 0" in str(screen.query_one("#replay-move").render())
+
+
 async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_the_game(
     ui_server: UIServer,
 ) -> None:
