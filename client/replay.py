@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -144,8 +145,12 @@ async def step_through(
             cursor.go(0)
         elif command in ("l", "last"):
             cursor.go(cursor.last)
-        elif command.isdigit():
-            cursor.go(int(command))
+        elif re.fullmatch(r"[+-]?[0-9]+", command):
+            number = int(command)
+            if not 0 <= number <= cursor.last:
+                write(f"There is no move {number}: give 0 (the start) to {cursor.last}.")
+                continue
+            cursor.go(number)
         else:
             write(HELP)
             continue

@@ -255,6 +255,34 @@ def test_the_replay_header_of_a_game_in_progress() -> None:
     assert ReplayCursor(record).header().endswith(", 5 moves, result 1-0 (line)")
 
 
+def test_replay_names_the_moves_there_are_for_a_number_out_of_range() -> None:
+    """A probe's finding: 99 went to the last move as if it were asked for, and -1 printed
+    the help line; neither said which numbers there are."""
+    from client.replay import HELP, ReplayCursor, step_through
+
+    record = {
+        "id": "g1", "game": "tictactoe", "params": {}, "created_at": 0.0,
+        "players": [{"name": "ada"}, {"name": "bob"}], "status": "finished",
+        "result": "1-0", "reason": "line",
+        "moves": [{"action": a, "seat": i % 2} for i, a in enumerate([4, 0, 8, 2, 6])],
+    }  # fmt: skip
+    lines = iter(["2", "99", "-1", "+-1", "5", "0"])
+    said: list[str] = []
+
+    async def read_line(prompt: str) -> str | None:
+        return next(lines, None)
+
+    asyncio.run(step_through(ReplayCursor(record), read_line, said.append, prompt=said.append))
+    positions = [line.split(":")[0] for line in said if line.startswith(("Move", "Position"))]
+    assert positions == ["Position 0 of 5", "Move 2 of 5", "Move 5 of 5", "Position 0 of 5"]
+    out_of_range = [line for line in said if "no move" in line]
+    assert out_of_range == [
+        "There is no move 99: give 0 (the start) to 5.",
+        "There is no move -1: give 0 (the start) to 5.",
+    ], said
+    assert said.count(HELP) == 2  # at the start, and for "+-1" (not a number)
+
+
 def test_games_checks_its_limit_before_asking() -> None:
     """A walk's finding: --limit 0 came back as the server's bad_field error."""
     result = noughts("games", "--limit", "0", "--server", "ws://127.0.0.1:9", timeout=60)
