@@ -12,7 +12,8 @@
 
 A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``, or
 only those addressed to it: ``accept="challenges"``), plays up to ``concurrency`` games at
-once (lichess-bot's ``concurrency``; 1 by default), and stops after ``games`` games (or
+once (lichess-bot's ``concurrency``; 1 by default; the seeks it has no room for, those open
+when it connects included, wait their turn, oldest first), and stops after ``games`` games (or
 runs until cancelled). Its connection reconnects by itself and resumes the games it was
 playing. If the opponent leaves and does not come back within the server's grace period,
 the bot claims the game. An opponent's rematch offer, while the bot has a game to spare and
@@ -63,7 +64,7 @@ from protocol import (
 log = logging.getLogger(__name__)
 
 CLAIM_MARGIN_S = 0.5
-MAX_DEFERRED = 64  # lobby messages that may hold a seek for us, kept while the bot is full
+MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
 # The local engine's searches (``engine_player``, ``engine_draw``) take turns: a Searcher is
 # not shared between threads, and its numba kernels hold the GIL all the same. Games played
 # at once each keep their budget; a move may wait for another game's search.
@@ -212,7 +213,10 @@ class Bot:
         def room() -> bool:
             return free() > 0
 
-        deferred: list[Message] = []  # lobby messages that came while the bot had no room
+        # The seeks open to us, oldest first: the lobby's list when subscribed, then its news
+        # (added, withdrawn or taken); a free slot takes the first (lichess-bot's queue of
+        # challenges).
+        backlog: list[dict[str, Any]] = []
 
         try:
             if connection.welcome:
@@ -232,9 +236,11 @@ class Bot:
                         Seek, game=seek, params=params or {}, clock=clock or {}, color=color
                     )
                     posted = seeking.seek_id
-                while deferred and room():  # (a challenge made while full waits its turn)
-                    await self._accept_into(deferred.pop(0), accepted, accept, free())
-                if accept is not None and lobby is None and room():
+                while backlog and room():
+                    taken = await self._accept(backlog.pop(0))
+                    if taken is not None and taken not in self.playing:
+                        accepted.add(taken)  # (not begun yet: counted in room)
+                if accept is not None and lobby is None:
                     lobby = asyncio.ensure_future(connection.lobby_events.get())
                 if started is None:
                     started = asyncio.ensure_future(self._started.get())
@@ -271,12 +277,9 @@ class Bot:
                         await self._answer_rematch(message, room())
                 if lobby is not None and lobby.done():
                     message, lobby = lobby.result(), None
-                    if room():
-                        await self._accept_into(message, accepted, accept, free())
-                    elif isinstance(message, LobbyState) or (
-                        isinstance(message, LobbyEvent) and message.kind == "seek_added"
-                    ):
-                        deferred = [*deferred[-(MAX_DEFERRED - 1) :], message]
+                    backlog = await self._open_seeks(
+                        backlog, message, challenges_only=accept == "challenges"
+                    )
             return results
         finally:
             for future in (lobby, started, other, *tasks, router):
@@ -324,14 +327,6 @@ class Bot:
         except (RequestFailed, ConnectionLost) as exc:
             log.info("rematch of %s not answered (%s): %s", offer.game_id, answer, exc)
 
-    async def _accept_into(
-        self, message: Message, accepted: set[str], accept: str | None, most: int
-    ) -> None:
-        """Accept up to ``most`` seeks of a lobby message; the games not begun yet go to
-        ``accepted`` (the bot's room counts them)."""
-        seated = await self._accept_from(message, challenges_only=accept == "challenges", most=most)
-        accepted.update(game_id for game_id in seated if game_id not in self.playing)
-
     async def _cancel_seek(self, seek_id: str) -> None:
         assert self.connection is not None
         try:
@@ -339,40 +334,51 @@ class Bot:
         except (RequestFailed, ConnectionLost) as exc:  # accepted meanwhile: that game waits
             log.info("seek %s not cancelled: %s", seek_id, exc)
 
-    async def _accept_from(
-        self, message: Message, *, challenges_only: bool, most: int = 1
-    ) -> list[str]:
-        """Accept up to ``most`` seeks of this lobby message that are open to us: the
-        games' ids."""
+    async def _open_seeks(
+        self, backlog: list[dict[str, Any]], message: Message, *, challenges_only: bool
+    ) -> list[dict[str, Any]]:
+        """The seeks open to us (``backlog``, oldest first) once this lobby message is
+        heard: a lobby_state lists them all (its challenges to us first, then the public
+        seeks, each oldest first), seek_added adds one, seek_removed takes one away. Our
+        own, those for humans only and, with ``challenges_only``, those not addressed to us
+        are left out; a challenge to us that ``plays`` refuses is declined at once (its
+        challenger is told, not left waiting)."""
         assert self.connection is not None
         me = self.connection.welcome.player_id if self.connection.welcome else None
         if isinstance(message, LobbyState):
-            candidates = list(message.seeks)
-        elif isinstance(message, LobbyEvent) and message.kind == "seek_added":
-            candidates = [message.seek] if message.seek else []
+            backlog, added = [], list(message.seeks)
+        elif isinstance(message, LobbyEvent) and message.kind == "seek_added" and message.seek:
+            added = [message.seek]
+        elif isinstance(message, LobbyEvent) and message.kind == "seek_removed":
+            return [seek for seek in backlog if seek["seek_id"] != message.seek_id]
         else:
-            return []
-        games: list[str] = []
-        for seek in candidates:
-            if len(games) >= most:
-                break
+            return backlog
+        known = {seek["seek_id"] for seek in backlog}
+        for seek in added:
+            if seek["seek_id"] in known or len(backlog) >= MAX_BACKLOG:
+                continue
             if seek["player"].get("player_id") == me or seek["opponents"] == "humans":
                 continue
             if challenges_only and seek.get("to") != me:
                 continue
             if self.plays is not None and not self.plays(seek["game"], seek.get("params") or {}):
-                if seek.get("to") == me:  # its challenger is told, not left waiting
+                if seek.get("to") == me:
                     with contextlib.suppress(RequestFailed, ConnectionLost):
                         await self.connection.request(DeclineSeek, seek_id=seek["seek_id"])
                 continue
-            try:
-                seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
-            except RequestFailed as exc:
-                log.info("seek %s: %s", seek["seek_id"], exc.message)
-                continue
-            games.append(str(seated.game_id))
-        return games
-        return None
+            backlog.append(seek)
+            known.add(seek["seek_id"])
+        return backlog
+
+    async def _accept(self, seek: dict[str, Any]) -> str | None:
+        """Accept a seek: its game's id, or None if it is gone (withdrawn, or taken)."""
+        assert self.connection is not None
+        try:
+            seated = await self.connection.request(AcceptSeek, seek_id=seek["seek_id"])
+        except RequestFailed as exc:
+            log.info("seek %s: %s", seek["seek_id"], exc.message)
+            return None
+        return str(seated.game_id)
 
     # --- playing a game ---------------------------------------------------------------------
 

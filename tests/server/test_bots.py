@@ -17,6 +17,7 @@ import engine
 from client.bot import Bot, GameResult, Turn, engine_draw, engine_player, engine_plays
 from protocol import (
     AcceptSeek,
+    CancelSeek,
     Draw,
     LobbySubscribe,
     Move,
@@ -194,6 +195,33 @@ async def test_a_bot_takes_as_many_waiting_seeks_as_it_has_room_for(
         await _resign(person, start.game_id)
     results = await asyncio.wait_for(playing, 30)
     assert [r.outcome for r in results] == ["win", "win"]
+    for person in people:
+        await person.close()
+
+
+async def test_a_bot_takes_the_seeks_open_when_it_came_as_its_slots_free(
+    server: RunningServer,
+) -> None:
+    """A probe's finding: with three seeks open, `bot --accept seeks --games 3` played one
+    and idled with two still open (it took only as many of the lobby's list as it had room
+    for, and waited for news of others). The list is now kept, oldest first, as later seeks
+    are: a freed slot takes the next, skipping one withdrawn meanwhile."""
+    people = [await server.connect(name) for name in ("ada", "bo", "cy")]
+    seeks = [await person.request(Seek, game="5x5", color="x") for person in people]
+    rng = random.Random(13)
+    bot = Bot(server.url, lambda turn: rng.choice(turn.state.legal_actions()), name="solo")
+    playing = asyncio.create_task(bot.play(games=2, accept="seeks"))
+    ada, bo, cy = people
+    first = await next_event(ada, Snapshot)  # the oldest first
+    await bo.request(CancelSeek, seek_id=seeks[1].seek_id)
+    await _resign(ada, first.game_id)
+    second = await next_event(cy, Snapshot, timeout=30)
+    assert second.status == "live"
+    await _resign(cy, second.game_id)
+    results = await asyncio.wait_for(playing, 30)
+    assert [(r.game_id, r.opponent, r.outcome) for r in results] == [
+        (first.game_id, "ada", "win"), (second.game_id, "cy", "win")
+    ]  # fmt: skip
     for person in people:
         await person.close()
 
