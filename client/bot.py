@@ -42,6 +42,7 @@ import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel
 from client.sessions import SessionStore, connect_with_session
+from engine.time_control import TimeControl
 from protocol import (
     AcceptSeek,
     CancelSeek,
@@ -64,6 +65,12 @@ from protocol import (
 log = logging.getLogger(__name__)
 
 CLAIM_MARGIN_S = 0.5
+# A search under a clock leaves this much more of it for the move's round trip to the server
+# and the bot's own part of the move (the clocks are read when an event arrives, after the
+# server sent it). Each side's first move has FIRST_MOVE_MS, its clock not yet running
+# (PROTOCOL.md, Clocks).
+ROUND_TRIP_MS = 200.0
+FIRST_MOVE_MS = 30_000
 MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
 # The local engine's searches (``engine_player``, ``engine_draw``) take turns: a Searcher is
 # not shared between threads, and its numba kernels hold the GIL all the same. Games played
@@ -80,6 +87,31 @@ class Turn:
     state: engine.State
     players: list[dict[str, Any] | None]
     clocks: list[int] | None = None  # ms left per seat when the turn began, if timed
+    control: dict[str, int] = field(default_factory=dict)  # the time control (protocol's map)
+    began: float = field(default_factory=time.monotonic)  # when the turn began
+
+    def budget_ms(self, wanted_ms: float, now: float) -> float:
+        """A search's time for this move at ``now`` (``time.monotonic``): ``wanted_ms``,
+        capped in a game with a clock by the rule of engine.time_control (a fixed time per
+        move: 90% of what is left of it; Fischer: what is left over the moves expected
+        still to play, plus the increment; each less a margin for the round trip), so that
+        the bot never loses on time while it has a move to play (lichess-bot's way)."""
+        if not self.control or self.clocks is None or self.seat not in (0, 1):
+            return wanted_ms
+        left = int(self.clocks[self.seat] - (now - self.began) * 1000)
+        ply = self.state.ply()
+        first = ply < 2  # (our first move: within FIRST_MOVE_MS, whatever the clock says)
+        if "move_ms" in self.control:
+            timing = TimeControl(min(left, FIRST_MOVE_MS) if first else left, 0)
+        else:
+            timing = TimeControl(
+                FIRST_MOVE_MS if first else 0,
+                self.control.get("initial_ms", 0),
+                left,
+                self.control.get("increment_ms", 0),
+            )
+        timing.overhead_ms = ROUND_TRIP_MS
+        return min(wanted_ms, timing.budget_ms(ply))
 
 
 @dataclass(slots=True)
@@ -425,7 +457,7 @@ class Bot:
                     and event.seat != seat
                 )
                 if offered and model.state is not None:
-                    turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+                    turn = _turn(game_id, seat, model, loop.time())
                     if await self._answer_draw(game_id, turn):
                         continue  # the game ends by agreement
             # Our turn, once caught up with what came: a draw offer made with the opponent's
@@ -433,7 +465,7 @@ class Bot:
             # our move, as the server's AI seats do.
             if not (model.my_turn and model.state is not None and events.empty()):
                 continue
-            turn = Turn(game_id, seat, model.state.clone(), model.players, model.clocks)
+            turn = _turn(game_id, seat, model, loop.time())
             ply = turn.state.ply()
             if chosen is None or chosen[0] != ply:
                 chosen = (ply, await self._choose(turn))
@@ -505,17 +537,26 @@ class Bot:
             log.info("claim in game %s refused: %s", game_id, exc)
 
 
+def _turn(game_id: str, seat: int, model: GameModel, now: float) -> Turn:
+    """The bot's view of ``model`` at loop time ``now``: its clocks as they stand then."""
+    assert model.state is not None
+    clocks = None
+    if model.clocks is not None:
+        clocks = [round(model.remaining_ms(side, now) or 0.0) for side in (0, 1)]
+    return Turn(game_id, seat, model.state.clone(), model.players, clocks, dict(model.clock))
+
+
 def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], int]:
     """An ``on_turn`` that searches with the local engine (tree reuse within a game):
-    ``algorithm``, or each game's own (``engine.default_ai``)."""
+    ``algorithm``, or each game's own (``engine.default_ai``), for ``budget_ms`` or what
+    the clock leaves (``Turn.budget_ms``, counted once its turn to search comes)."""
     searcher = engine.Searcher()
 
     def on_turn(turn: Turn) -> int:
         search = algorithm or engine.default_ai(turn.state.game)
         with SEARCHING:
-            result = searcher.search(
-                turn.state, search, engine.Budget(time_ms=budget_ms), game_key=turn.game_id
-            )
+            budget = engine.Budget(time_ms=turn.budget_ms(budget_ms, time.monotonic()))
+            result = searcher.search(turn.state, search, budget, game_key=turn.game_id)
         return int(result.action)
 
     return on_turn
@@ -539,12 +580,13 @@ def engine_plays(algorithm: str | None = None) -> Callable[[str, dict[str, int]]
 def engine_draw(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], bool]:
     """An ``on_draw`` that searches the position with the local engine and accepts when it
     sees nothing better than a draw for the bot (a value of 0 or less for it: the rule of
-    the server's AI seats, PROTOCOL.md, draw)."""
+    the server's AI seats, PROTOCOL.md, draw), within what the clock leaves as ``engine_player``."""
 
     def on_draw(turn: Turn) -> bool:
         search = algorithm or engine.default_ai(turn.state.game)
         with SEARCHING:
-            result = engine.search(turn.state, search, engine.Budget(time_ms=budget_ms))
+            budget = engine.Budget(time_ms=turn.budget_ms(budget_ms, time.monotonic()))
+            result = engine.search(turn.state, search, budget)
         ours = turn.state.current_player() == turn.seat
         return (result.value if ours else -result.value) <= 0.0
 

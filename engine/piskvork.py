@@ -33,6 +33,7 @@ from engine.games import make_game
 from engine.mnk import MNKGame, MNKState
 from engine.result import SearchResult
 from engine.think import Think
+from engine.time_control import TimeControl
 
 __all__ = [
     "MAX_SIZE",
@@ -65,41 +66,6 @@ OPENINGS = (
     ((0, 0), (2, 0), (0, 3)),
     ((0, 0), (-1, 1), (3, -2)),
 )
-
-
-@dataclass(slots=True)
-class TimeControl:
-    """What the manager said about time (INFO, milliseconds): the protocol's defaults until it
-    says otherwise. ``budget_ms`` is one move's search time."""
-
-    timeout_turn: int = 30_000  # per move; 0 = play as fast as possible
-    timeout_match: int = 0  # per game; 0 = no limit
-    time_left: int | None = None  # left of timeout_match, sent before each move
-
-    # A move spends at most 1/N of what is left of the match, N the moves it expects still to
-    # play: MOVES_AHEAD on the empty board, one fewer every STONES_PER_MOVE stones, never fewer
-    # than MIN_MOVES_AHEAD (so the budget shrinks geometrically and the clock never runs
-    # out, and the middle game, where games are decided, gets more than the opening); within
-    # a turn less its safety margin: MARGIN_FRACTION of the turn plus MARGIN_MS for the
-    # pipes, the process and Python's part of the move.
-    MOVES_AHEAD = 20
-    STONES_PER_MOVE = 4
-    MIN_MOVES_AHEAD = 8
-    MARGIN_FRACTION = 0.1
-    MARGIN_MS = 50.0
-    MIN_MS = 5.0
-
-    def moves_ahead(self, stones: int) -> int:
-        """The brain's moves expected still to play with ``stones`` on the board."""
-        return max(self.MIN_MOVES_AHEAD, self.MOVES_AHEAD - stones // self.STONES_PER_MOVE)
-
-    def budget_ms(self, stones: int = 0) -> float:
-        turn = float(self.timeout_turn) if self.timeout_turn > 0 else 0.0
-        budget = turn * (1.0 - self.MARGIN_FRACTION) - self.MARGIN_MS
-        if self.timeout_match > 0 and self.time_left is not None:
-            share = self.time_left / self.moves_ahead(stones) - self.MARGIN_MS
-            budget = min(budget, share) if turn > 0 else share
-        return max(self.MIN_MS, budget)
 
 
 Reply = str | Think

@@ -50,7 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{', '.join(f'{name} {game.ai}' for name, game in GAMES.items())})",
     )
     parser.add_argument(
-        "--budget-ms", type=int, default=100, help="time per move (default: %(default)s)"
+        "--budget-ms",
+        type=int,
+        default=100,
+        help="search time per move (default: %(default)s); in a game with a clock, at most "
+        "what the clock leaves: 90%% of a fixed time per move, or, with Fischer, the time "
+        "left over the moves expected still to play (20 at the start, at least 8) plus the "
+        "increment, each less 250 ms for the round trip; a first move within 30 s",
     )
     parser.add_argument("--games", type=int, default=None, help="games to play (default: no end)")
     parser.add_argument(

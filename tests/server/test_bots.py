@@ -14,11 +14,20 @@ from typing import Any
 import pytest
 
 import engine
-from client.bot import Bot, GameResult, Turn, engine_draw, engine_player, engine_plays
+from client.bot import (
+    ROUND_TRIP_MS,
+    Bot,
+    GameResult,
+    Turn,
+    engine_draw,
+    engine_player,
+    engine_plays,
+)
 from protocol import (
     AcceptSeek,
     CancelSeek,
     Draw,
+    Ended,
     LobbySubscribe,
     Move,
     Moved,
@@ -450,6 +459,65 @@ async def test_a_draw_offered_with_the_opponents_move_is_answered_before_the_bot
     (result,) = await asyncio.wait_for(playing, 60)
     assert (result.outcome, result.reason, result.plies) == ("draw", "agreement", 1)
     await ada.close()
+
+
+async def test_an_engine_bot_moves_within_its_clock(server: RunningServer) -> None:
+    """A probe's finding: `bot --clock 5s --budget-ms 6000` lost on time at ply 2 (its
+    engine searched its whole budget whatever the clock said). Each search is now capped by
+    the time its clock leaves: here 1 s a move against 3 s of budget, and ada, who moves at
+    once, resigns once the bot has played three moves, two of them on its running clock."""
+    bot = Bot(server.url, engine_player("mcts", 3000), name="clocky")
+    playing = asyncio.create_task(bot.play(games=1, accept="challenges", warm=_warm))
+    ada = await server.connect("ada")
+    while "clocky" not in {p.name for p in server.game_server.players.values()}:
+        await asyncio.sleep(0.05)
+    await ada.request(Seek, game="uttt", to="clocky", color="x", clock={"move_ms": 1000})
+    start = await next_event(ada, Snapshot, timeout=30)
+    state = engine.replay(("uttt", {}), start.actions)
+    event: Any = None
+    while not isinstance(event, Ended):
+        if state.ply() == 6:  # the bot has moved three times
+            await _resign(ada, start.game_id)
+        elif state.current_player() == 0:
+            action = state.legal_actions()[0]
+            await ada.request(Move, game_id=start.game_id, action=action, ply=state.ply())
+        event = await next_event(ada, (Moved, Ended), timeout=30)
+        if isinstance(event, Moved):
+            state.apply_action(event.action)
+    (result,) = await asyncio.wait_for(playing, 60)
+    assert (result.outcome, result.reason, result.plies) == ("win", "resign", 6)
+    await ada.close()
+
+
+def test_a_bots_search_time_under_a_clock() -> None:
+    """Turn.budget_ms, the rule of engine.time_control: a fixed time per move caps each
+    search at 90% of it less the margins; Fischer spends a share of what is left plus the
+    increment, so a whole game of ultimate tic-tac-toe at 1+0 with a 3 s budget (the
+    probe's, lost on time in both games) ends with time left; a first move within 30 s."""
+    uttt = engine.make_game("uttt").new_initial_state()
+    per_move = Turn("g", 1, uttt.clone(), [None, None], [5000, 5000], {"move_ms": 5000}, 0.0)
+    assert per_move.budget_ms(6000, now=0.0) == 5000 * 0.9 - 50 - ROUND_TRIP_MS
+    assert per_move.budget_ms(6000, now=1.0) == 4000 * 0.9 - 50 - ROUND_TRIP_MS  # a second on
+    assert per_move.budget_ms(100, now=0.0) == 100  # within the clock: the bot's own budget
+    untimed = Turn("g", 1, uttt.clone(), [None, None])
+    assert untimed.budget_ms(6000, now=100.0) == 6000
+    slow = Turn("g", 0, uttt.clone(), [None, None], [1_800_000] * 2, {"initial_ms": 1_800_000})
+    assert slow.budget_ms(60_000, now=slow.began) < 30_000  # the first move's 30 s
+    rng = random.Random(3)
+    state, left = uttt.clone(), 60_000.0
+    while not state.is_terminal():
+        if state.current_player() == 0:
+            clocks = [round(left), 60_000]
+            turn = Turn("g", 0, state.clone(), [None, None], clocks, {"initial_ms": 60_000})
+            spent = turn.budget_ms(3000, now=turn.began) + ROUND_TRIP_MS  # (the round trip)
+            assert spent < left
+            left -= spent
+        state.apply_action(rng.choice(state.legal_actions()))
+    assert left > 0
+
+
+async def _warm() -> None:
+    await asyncio.to_thread(engine.warm_up)
 
 
 async def test_a_bot_whose_server_goes_for_good_says_so(tmp_path: Path, pool: EnginePool) -> None:
