@@ -13,13 +13,14 @@
 A bot posts seeks (``seek=``) or accepts them from the lobby (``accept="seeks"``, or
 only those addressed to it: ``accept="challenges"``), plays up to ``concurrency`` games at
 once (lichess-bot's ``concurrency``; 1 by default; the seeks it has no room for, those open
-when it connects included, wait their turn, oldest first), and stops after ``games`` games (or
-runs until cancelled). Its connection reconnects by itself and resumes the games it was
-playing. If the opponent leaves and does not come back within the server's grace period,
-the bot claims the game. An opponent's rematch offer, while the bot has a game to spare and
-room for it, is accepted (lichess-bot takes a rematch as any challenge), else declined; the
-rematch counts among ``games``. An opponent's draw offer is answered at once: by
-``on_draw`` (``engine_draw``: the local engine's judgement), else declined.
+when it connects included, wait their turn, oldest first), and stops after ``games`` games
+(or runs until cancelled; ``stop()`` ends its games in play, then its run). Its connection
+reconnects by itself and resumes the games it was playing. If the opponent leaves and does
+not come back within the server's grace period, the bot claims the game. An opponent's
+rematch offer, while the bot has a game to spare and room for it, is accepted (lichess-bot
+takes a rematch as any challenge), else declined; the rematch counts among ``games``. An
+opponent's draw offer is answered at once: by ``on_draw`` (``engine_draw``: the local
+engine's judgement), else declined.
 
 One connection carries every game: a router hands each game's events to its own queue,
 and the events of no game in play (a rematch offer after a game) to the bot's.
@@ -44,12 +45,14 @@ from client.game_view import GameModel
 from client.sessions import SessionStore, connect_with_session
 from engine.time_control import TimeControl
 from protocol import (
+    Abort,
     AcceptSeek,
     CancelSeek,
     Claim,
     DeclineSeek,
     Draw,
     Ended,
+    ErrorCode,
     LobbyEvent,
     LobbyState,
     LobbySubscribe,
@@ -57,6 +60,7 @@ from protocol import (
     Move,
     Offer,
     Rematch,
+    Resign,
     Resume,
     Seek,
     Snapshot,
@@ -176,6 +180,23 @@ class Bot:
     playing: dict[str, asyncio.Queue[Message]] = field(default_factory=dict, init=False)
     _started: asyncio.Queue[str] = field(default_factory=asyncio.Queue, init=False)
     _other: asyncio.Queue[Message] = field(default_factory=asyncio.Queue, init=False)
+    _halt: asyncio.Event | None = field(default=None, init=False)  # set by ``stop``
+
+    def stop(self) -> bool:
+        """Stop this run, as lichess-bot's first Ctrl-C does but without finishing the games:
+        take no new game (a seek posted is withdrawn, rematches declined) and end those in
+        play, each aborted where the rules allow (PROTOCOL.md, abort: before both sides have
+        moved), else resigned; ``play`` returns once they have ended. False, doing nothing,
+        while the run is not playing yet (connecting, warming up its engine) or already
+        stopping: nothing to end, the caller may cancel it."""
+        if self._halt is None or self._halt.is_set():
+            return False
+        self._halt.set()
+        return True
+
+    @property
+    def stopping(self) -> bool:
+        return self._halt is not None and self._halt.is_set()
 
     async def play(
         self,
@@ -238,6 +259,8 @@ class Bot:
 
         def free() -> int:
             """Games to spare in a free slot, counting those agreed and not begun."""
+            if halt.is_set():
+                return 0
             coming = len(accepted) + len(self.rematches)
             slots = concurrency - len(tasks) - coming
             return slots if games is None else min(slots, games - begun - coming)
@@ -249,6 +272,14 @@ class Bot:
         # (added, withdrawn or taken); a free slot takes the first (lichess-bot's queue of
         # challenges).
         backlog: list[dict[str, Any]] = []
+        halt = asyncio.Event()
+        halting: asyncio.Future[Any] | None = None
+        ending: set[str] = set()  # games ended by ``stop``
+
+        async def end(game_id: str) -> None:
+            if game_id not in ending:
+                ending.add(game_id)
+                await self._end(game_id)
 
         try:
             if connection.welcome:
@@ -262,6 +293,8 @@ class Bot:
                     log.info("game %s not resumed: %s", game_id, exc.message)
             if accept is not None:
                 await connection.request(LobbySubscribe)
+            self._halt = halt  # (``stop`` before this: nothing to end yet)
+            halting = asyncio.ensure_future(halt.wait())
             while tasks or room() or accepted or self.rematches or not self._started.empty():
                 if seek is not None and posted is None and room():
                     seeking = await connection.request(
@@ -272,7 +305,7 @@ class Bot:
                     taken = await self._accept(backlog.pop(0))
                     if taken is not None and taken not in self.playing:
                         accepted.add(taken)  # (not begun yet: counted in room)
-                if accept is not None and lobby is None:
+                if accept is not None and lobby is None and not halt.is_set():
                     lobby = asyncio.ensure_future(connection.lobby_events.get())
                 if started is None:
                     started = asyncio.ensure_future(self._started.get())
@@ -281,6 +314,8 @@ class Bot:
                 waiting: set[asyncio.Future[Any]] = {started, other, router, *tasks}
                 if lobby is not None:
                     waiting.add(lobby)
+                if halting is not None:
+                    waiting.add(halting)
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if router.done():  # the connection closed for good (ConnectionLost)
                     router.result()
@@ -296,6 +331,8 @@ class Bot:
                     elsewhere = game_id in self.rematches or game_id in resumed
                     self.rematches.discard(game_id)
                     accepted.discard(game_id)
+                    if halt.is_set():
+                        await end(game_id)  # (accepted or agreed before the stop)
                     if posted is not None and not elsewhere:
                         posted = None  # our seek was accepted: this is its game
                     elif posted is not None and not room():
@@ -312,9 +349,17 @@ class Bot:
                     backlog = await self._open_seeks(
                         backlog, message, challenges_only=accept == "challenges"
                     )
+                if halting is not None and halting.done():
+                    halting, backlog = None, []
+                    if posted is not None:
+                        await self._cancel_seek(posted)  # (accepted meanwhile: ended at once)
+                        posted = None
+                    for game_id in list(self.playing):
+                        await end(game_id)
             return results
         finally:
-            for future in (lobby, started, other, *tasks, router):
+            self._halt = None
+            for future in (lobby, started, other, halting, *tasks, router):
                 if future is not None:
                     future.cancel()
             await connection.close()
@@ -358,6 +403,22 @@ class Bot:
             await self.connection.request(Rematch, game_id=offer.game_id, answer=answer)
         except (RequestFailed, ConnectionLost) as exc:
             log.info("rematch of %s not answered (%s): %s", offer.game_id, answer, exc)
+
+    async def _end(self, game_id: str) -> None:
+        """End a game in play for ``stop``: abort it if the rules allow, else resign."""
+        assert self.connection is not None
+        kinds: list[type[Message]] = [Abort, Resign]
+        while kinds:
+            try:
+                await self.connection.request(kinds[0], game_id=game_id)
+                return
+            except RequestFailed as exc:
+                if exc.code != ErrorCode.NOT_ALLOWED:  # (over meanwhile)
+                    log.info("game %s not ended: %s", game_id, exc)
+                    return
+                kinds.pop(0)  # both sides have moved: resign
+            except ConnectionLost:
+                await self.connection.resynced()  # then ask again (gone for good: raised)
 
     async def _cancel_seek(self, seek_id: str) -> None:
         assert self.connection is not None
@@ -463,8 +524,8 @@ class Bot:
             # Our turn, once caught up with what came: a draw offer made with the opponent's
             # move (FIDE 9.1.2.1), also one that came while we searched, is answered before
             # our move, as the server's AI seats do.
-            if not (model.my_turn and model.state is not None and events.empty()):
-                continue
+            if self.stopping or not (model.my_turn and model.state is not None and events.empty()):
+                continue  # (stopping: the game ends, no search begun)
             turn = _turn(game_id, seat, model, loop.time())
             ply = turn.state.ply()
             if chosen is None or chosen[0] != ply:

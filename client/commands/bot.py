@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 
 from client.commands.common import (
@@ -14,6 +15,7 @@ from client.commands.common import (
     parse_params,
     player_name,
 )
+from client.commands.interrupts import INTERRUPTED
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES, GAMES
 
@@ -25,9 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Connect to a server as a bot and play with the local engine: post seeks "
         "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
         "bot: --accept challenges). Plays --games games, up to --concurrency at once, or until "
-        "stopped with Ctrl-C; a rematch its opponent asks for is accepted while it has room, "
-        "and counted; a draw offer is accepted when its engine sees nothing better than a "
-        "draw.",
+        "stopped: Ctrl-C (or SIGTERM) takes no new game and ends those in play, each aborted "
+        "where the rules allow (before both sides have moved), else resigned, and prints the "
+        "tally with them counted; a second Ctrl-C quits at once, leaving them live. A "
+        "rematch its opponent asks for is accepted while it has room, and counted; a draw "
+        "offer is accepted when its engine sees nothing better than a draw.",
     )
     parser.add_argument(
         "--server",
@@ -177,6 +181,21 @@ async def _run_bot(
         f"{args.server}, {how}",
         file=sys.stderr,
     )
+    # The first Ctrl-C or SIGTERM stops the bot (Bot.stop: its games ended, then the tally);
+    # before it plays, or at a second one, it quits at once.
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        if not bot.stop():
+            main.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupt)
     try:
         await bot.play(
             args.games,
@@ -197,4 +216,10 @@ async def _run_bot(
     except (ConnectionLost, OSError) as exc:
         print(f"noughts bot: {exc}", file=sys.stderr)
         return 1
-    return 0
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return INTERRUPTED if interrupted else 0

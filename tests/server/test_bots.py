@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -487,6 +488,58 @@ async def test_an_engine_bot_moves_within_its_clock(server: RunningServer) -> No
     (result,) = await asyncio.wait_for(playing, 60)
     assert (result.outcome, result.reason, result.plies) == ("win", "resign", 6)
     await ada.close()
+
+
+@pytest.mark.parametrize(
+    ("stop", "bot_moves", "ending", "tally"),
+    [
+        (signal.SIGINT, 1, ("*", "abort"), "0 won, 0 drawn, 0 lost, 1 aborted"),
+        (signal.SIGTERM, 2, ("0-1", "resign"), "0 won, 0 drawn, 1 lost"),
+    ],
+    ids=["ctrl-c-aborts", "sigterm-resigns"],
+)
+async def test_a_bot_stopped_mid_game_ends_it(
+    server: RunningServer,
+    stop: signal.Signals,
+    bot_moves: int,
+    ending: tuple[str, str],
+    tally: str,
+) -> None:
+    """A probe's finding: Ctrl-C right after a move left the game live (its opponent told
+    that the bot left, its seat held) and the bot's tally counted nothing. A stopped bot
+    (SIGINT or SIGTERM) now takes no new game and ends those in play: aborted where the
+    rules allow (before both sides have moved), else resigned; its tally counts them."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", server.url, "--name", "robo",
+        "--engine", "random",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    ada = await server.connect("ada")
+    try:
+        while "robo" not in {p.name for p in server.game_server.players.values()}:
+            await asyncio.sleep(0.05)
+        await ada.request(Seek, game="5x5", to="robo", color="o")  # the bot moves first
+        start = await next_event(ada, Snapshot, timeout=60)
+        state = engine.replay(("5x5", {}), start.actions)
+        moved = 0
+        while moved < bot_moves:
+            event = await next_event(ada, Moved, timeout=60)
+            state.apply_action(event.action)
+            if event.seat == 0:
+                moved += 1
+                if moved < bot_moves:
+                    await ada.request(Move, game_id=start.game_id, action=state.legal_actions()[0])
+        bot.send_signal(stop)
+        ended = await next_event(ada, Ended, timeout=60)
+        assert (ended.result, ended.reason) == ending
+        out, err = await asyncio.wait_for(bot.communicate(), 60)
+        assert bot.returncode == 130, err.decode()
+        assert out.decode().endswith(f"robo: {tally}\n"), out.decode()
+    finally:
+        await ada.close()
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
 
 
 def test_a_bots_search_time_under_a_clock() -> None:
