@@ -306,13 +306,16 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
     move, in order (it once queued the snapshot again behind the move and waited for ever)."""
 
     class LateSeeker(Bot):
-        async def _next_game(
-            self, *, accept: str | None, challenges_only: bool
-        ) -> tuple[str, Snapshot | None]:
-            while not server.query("SELECT 1 FROM moves"):  # the opponent has moved
+        async def _play_game(self, game_id: str) -> GameResult:
+            # The game's loop starts once the opponent's move is in its queue, behind the
+            # start snapshot. (This overrode a method the bot no longer had since ea78795,
+            # so the test waited for nothing.)
+            while self.playing[game_id].qsize() < 2:
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)  # its move is in our queue, behind the snapshot
-            return await super()._next_game(accept=accept, challenges_only=challenges_only)
+            waited.append(game_id)
+            return await super()._play_game(game_id)
+
+    waited: list[str] = []
 
     rng = random.Random(1)
 
@@ -325,6 +328,7 @@ async def test_a_bot_whose_opponent_moves_at_once_still_plays(server: RunningSer
     results = await asyncio.wait_for(seeker.play(1, seek="tictactoe", color="o"), 60)
     await asyncio.wait_for(accepting, 60)
     assert len(results) == 1 and results[0].seat == 1 and results[0].plies >= 5
+    assert waited == [results[0].game_id]
 
 
 async def _randy_challenged_by_ada(
