@@ -15,12 +15,12 @@ only those addressed to it: ``accept="challenges"``), plays up to ``concurrency`
 once (lichess-bot's ``concurrency``; 1 by default; the seeks it has no room for, those open
 when it connects included, wait their turn, oldest first), and stops after ``games`` games
 (or runs until cancelled; ``stop()`` ends its games in play, then its run). Its connection
-reconnects by itself and resumes the games it was playing. If the opponent leaves and does
-not come back within the server's grace period, the bot claims the game. An opponent's
-rematch offer, while the bot has a game to spare and room for it, is accepted (lichess-bot
-takes a rematch as any challenge), else declined; the rematch counts among ``games``. An
-opponent's draw offer is answered at once: by ``on_draw`` (``engine_draw``: the local
-engine's judgement), else declined.
+reconnects by itself, resumes the games it was playing and posts its seek again. If the
+opponent leaves and does not come back within the server's grace period, the bot claims
+the game. An opponent's rematch offer, while the bot has a game to spare and room for it,
+is accepted (lichess-bot takes a rematch as any challenge), else declined; the rematch
+counts among ``games``. An opponent's draw offer is answered at once: by ``on_draw``
+(``engine_draw``: the local engine's judgement), else declined.
 
 One connection carries every game: a router hands each game's events to its own queue,
 and the events of no game in play (a rematch offer after a game) to the bot's.
@@ -42,6 +42,7 @@ from typing import Any
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel
+from client.session_core import SeekReposted
 from client.sessions import SessionStore, connect_with_session
 from engine.time_control import TimeControl
 from protocol import (
@@ -253,6 +254,7 @@ class Bot:
         resumed: set[str] = set()
         accepted: set[str] = set()  # seeks we accepted whose game has not begun yet
         lobby: asyncio.Future[Message] | None = None
+        notice: asyncio.Future[SeekReposted] | None = None  # our seek after a reconnection
         started: asyncio.Future[str] | None = None
         other: asyncio.Future[Message] | None = None
         router = asyncio.create_task(self._route(), name="bot-events")
@@ -311,7 +313,9 @@ class Bot:
                     started = asyncio.ensure_future(self._started.get())
                 if other is None:
                     other = asyncio.ensure_future(self._other.get())
-                waiting: set[asyncio.Future[Any]] = {started, other, router, *tasks}
+                if notice is None:
+                    notice = asyncio.ensure_future(connection.seek_notices.get())
+                waiting: set[asyncio.Future[Any]] = {started, other, notice, router, *tasks}
                 if lobby is not None:
                     waiting.add(lobby)
                 if halting is not None:
@@ -344,6 +348,13 @@ class Bot:
                         self.rematches.add(message.next_game)
                     elif isinstance(message, Offer):
                         await self._answer_rematch(message, room())
+                if notice.done():
+                    reposted, notice = notice.result(), None
+                    if reposted.first_id == posted and reposted.error is not None:
+                        # Refused again after a reconnection: posted anew (a refusal ends
+                        # the run, as the first time).
+                        log.warning("seek %s gone: %s", posted, reposted.error.message)
+                        posted = None
                 if lobby is not None and lobby.done():
                     message, lobby = lobby.result(), None
                     backlog = await self._open_seeks(
@@ -359,7 +370,7 @@ class Bot:
             return results
         finally:
             self._halt = None
-            for future in (lobby, started, other, halting, *tasks, router):
+            for future in (lobby, notice, started, other, halting, *tasks, router):
                 if future is not None:
                     future.cancel()
             await connection.close()

@@ -11,9 +11,11 @@ With ``reconnect=True`` a dropped connection is reopened by itself, after waits 
 the one reconnection policy (``Backoff``: exponential, full jitter): hello with the same
 session, then what the core sends again (``resume`` of each game played from the last
 ``seq`` seen, ``watch`` of each game watched, the lobby), so ``events`` carries on
-without a gap or a duplicate. Requests in flight when the connection dropped fail with
-ConnectionLost (the caller may send them again). ``start`` does the same from the first
-connection on (the UI: it waits for a server that is not up yet).
+without a gap or a duplicate; our seeks and quick-pairing entries are posted again, each
+told as a ``SeekReposted`` (its new id, or the refusal) in ``seek_notices``, or to
+``deliver``. Requests in flight when the connection dropped fail with ConnectionLost (the
+caller may send them again). ``start`` does the same from the first connection on (the UI:
+it waits for a server that is not up yet).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from client.session_core import (
     Received,
     Refused,
     Reply,
+    SeekReposted,
     SessionEvent,
     Welcomed,
 )
@@ -149,14 +152,15 @@ class ServerConnection:
         reconnect_for_s: float | None = 300.0,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
-        deliver: Callable[[Message], object] | None = None,
+        deliver: Callable[[Message | SeekReposted], object] | None = None,
         on_status: Callable[[str, str], object] | None = None,
         on_welcome: Callable[[Welcome, bool], object] | None = None,
     ) -> None:
         """``reconnect_for_s``: how long to keep trying after a drop (None: until closed).
-        ``deliver``: called with every message instead of queueing it. ``on_status``:
-        called with each (status, detail); ``on_welcome`` with each welcome and whether it
-        is a reconnection's (the games followed are being followed again)."""
+        ``deliver``: called with every message (and ``SeekReposted``) instead of queueing
+        it. ``on_status``: called with each (status, detail); ``on_welcome`` with each
+        welcome and whether it is a reconnection's (the games followed are being followed
+        again)."""
         self.url = url
         self.core = ClientSession(name=name, bot=bot, client=client, session=session)
         self.reconnect = reconnect
@@ -170,6 +174,7 @@ class ServerConnection:
         self.events: asyncio.Queue[Message] = asyncio.Queue()
         self.lobby_events: asyncio.Queue[Message] = asyncio.Queue()
         self.errors: asyncio.Queue[Error] = asyncio.Queue()  # errors not tied to a request
+        self.seek_notices: asyncio.Queue[SeekReposted] = asyncio.Queue()
         # "connecting", "connected", "reconnecting" or "closed", each change also put on
         # ``status_changes``; ``status_detail`` says why, for a person.
         self.status = "closed"
@@ -373,7 +378,7 @@ class ServerConnection:
         lost = "the connection to the server closed"
         try:
             async for frame in websocket:
-                self.core.receive_frame(frame)
+                self.core.receive_frame(frame, asyncio.get_running_loop().time())
                 with contextlib.suppress(ConnectionLost):
                     await self._flush()  # what the core answers (a resume after a welcome)
                 self._dispatch(self.core.events_received())
@@ -419,6 +424,12 @@ class ServerConnection:
                 self.received(
                     Error(code=error.code, message=error.message, game_id=event.game_id), False
                 )
+            elif isinstance(event, SeekReposted):
+                log.info("seek %s posted again: %s", event.previous_id, event.seek_id or event)
+                if self.deliver is not None:
+                    self.deliver(event)
+                else:
+                    self.seek_notices.put_nowait(event)
 
     def received(self, message: Message, replied: bool) -> None:
         """Every message from the server (duplicates after a reconnection left out), after a

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -131,6 +132,26 @@ async def read_stdin(prompt: str) -> str | None:
         return None
 
 
+def waiting_line(
+    kind: type[Message], fields: dict[str, Any], seek_id: str, *, again: bool = False
+) -> str:
+    """What the user waits for, a seek, a challenge or quick pairing (``fields``: its
+    request's), posted (``again``: after a reconnection) as ``seek_id``."""
+    if kind.TYPE == "quick":  # (its id is nobody's business: no one accepts it)
+        after = fields.get("ai_after_s", 0)
+        ai = f", or the AI after {after} s" if after else ""
+        game = game_title(fields.get("game", ""), fields.get("params", {}))
+        queued = "queued again for" if again else "Waiting for"
+        return f"{queued} another {game} player{ai}; 'q' leaves..."
+    if again:
+        what = f"challenge to {fields['to']}" if fields.get("to") else "seek"
+        return f"your {what} is posted again ({seek_id}); 'q' leaves..."
+    waiting = "someone to accept your seek"
+    if fields.get("to"):
+        waiting = f"{fields['to']} to accept your challenge"
+    return f"Waiting for {waiting} ({seek_id}); 'q' leaves..."
+
+
 class PlainGame:
     """Follows one game's events on a connection, prompting when it is our turn.
 
@@ -187,31 +208,27 @@ class PlainGame:
         if isinstance(reply, Seated):  # accepting a seek seats us at once
             self.game_id, self.seat = reply.game_id, reply.seat
             return True
-        if kind.TYPE == "quick":  # (its id is nobody's business: no one accepts it)
-            after = fields.get("ai_after_s", 0)
-            ai = f", or the AI after {after} s" if after else ""
-            game = game_title(fields.get("game", ""), fields.get("params", {}))
-            self.write(f"Waiting for another {game} player{ai}; 'q' leaves...")
-        else:
-            waiting = "someone to accept your seek"
-            if fields.get("to"):
-                waiting = f"{fields['to']} to accept your challenge"
-            self.write(f"Waiting for {waiting} ({reply.seek_id}); 'q' leaves...")
+        self.write(waiting_line(kind, fields, reply.seek_id))
+        seek_id = reply.seek_id  # its id now: a reconnection posts it again under a new one
         line: asyncio.Future[str | None] | None = None
         try:
             while True:
                 while not self.connection.lobby_events.empty():
                     message = self.connection.lobby_events.get_nowait()
-                    if isinstance(message, SeekDeclined) and message.seek_id == reply.seek_id:
+                    if isinstance(message, SeekDeclined) and message.seek_id == seek_id:
                         self.write(f"{player_name(message.player)} declined your challenge.")
                         return False
+                posted = self._posted_again(kind, fields, reply.seek_id)
+                if posted is None:
+                    return False
+                seek_id = posted or seek_id
                 if line is None and not self.input_ended:
                     line = asyncio.ensure_future(self.lines.get())
                 if line is not None and line.done():
                     typed, line = line.result(), None
                     if typed is not None and typed.strip().lower() in QUIT and not self.typed:
                         with contextlib.suppress(RequestFailed, ConnectionLost):  # (or closing)
-                            await self.connection.request(CancelSeek, seek_id=reply.seek_id)
+                            await self.connection.request(CancelSeek, seek_id=seek_id)
                         self.write("Left: the seek is withdrawn.")
                         return None
                     self._typed(typed)  # for the game (a script's moves)
@@ -222,6 +239,7 @@ class PlainGame:
                     continue  # and look for a refusal, or a line, again
                 held = self.connection.seats.get(getattr(event, "game_id", ""))
                 if isinstance(event, Snapshot) and held is not None and event.status == "live":
+                    self._posted_again(kind, fields, reply.seek_id)  # said before the game
                     self.game_id = event.game_id
                     self.seat = held[0]
                     # run() starts from it. Put back on the queue, it came after the AI's
@@ -232,6 +250,32 @@ class PlainGame:
         finally:
             if line is not None:
                 line.cancel()
+
+    def _posted_again(
+        self, kind: type[Message], fields: dict[str, Any], first_id: str
+    ) -> str | None:
+        """Say what became of the seek or quick-pairing entry first posted as ``first_id``
+        after each reconnection (client/session_core.py posts it again): its id now ("" if
+        none came), or None when the server refused it (gone)."""
+        seek_id = ""
+        while not self.connection.seek_notices.empty():
+            notice = self.connection.seek_notices.get_nowait()
+            if notice.first_id != first_id:
+                continue
+            if notice.seek_id is None:
+                what = "challenge" if fields.get("to") else "seek"
+                if kind.TYPE == "quick":
+                    what = "place in the quick-pairing queue"
+                reason = notice.error.message if notice.error else "refused"
+                self.write(
+                    f"Reconnected, but the server refused your {what} again ({reason}): it is "
+                    "gone. Run the command again for a new one."
+                )
+                return None
+            seek_id = notice.seek_id
+            again = dataclasses.asdict(notice.request)
+            self.write(f"Reconnected: {waiting_line(kind, again, seek_id, again=True)}")
+        return seek_id
 
     async def join(self, game_id: str) -> None:
         """Join ``game_id``, or take back the seat this session holds in it."""

@@ -18,13 +18,22 @@ frame received (``receive_frame``), sends what ``data_to_send`` returns and acts
   (PROTOCOL.md, "A request sent again");
 - what to send again after a reconnection (PROTOCOL.md, resume): ``resume`` for every game
   played or ours, ``watch`` with ``since`` for every game watched (a ``resume`` would leave
-  the server unable to ``unwatch`` it), the lobby subscription.
+  the server unable to ``unwatch`` it), the lobby subscription;
+- our seeks and quick-pairing entries still standing (``standing``): the server drops them
+  with the connection that posted them (PROTOCOL.md, seek), so, as Lichess's clients do, a
+  reconnection posts them again (``SeekReposted``: a new id, or the refusal), a quick
+  entry's AI still due when it first was; a ``cancel_seek`` naming an earlier id cancels
+  the entry as it is now.
+
+Time is passed in (``now``, any monotonic clock), read by no one else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +45,7 @@ from protocol import (
     OLDEST_PROTOCOL_VERSION,
     SEQ_SINCE_VERSION,
     Abort,
+    CancelSeek,
     Claim,
     Draw,
     Ended,
@@ -43,12 +53,17 @@ from protocol import (
     Hello,
     LobbySubscribe,
     Message,
+    Offer,
     ProtocolError,
+    QuickPair,
     Rematch,
     Resign,
     Resume,
     Resumed,
     Seated,
+    Seek,
+    SeekDeclined,
+    SeekPosted,
     Snapshot,
     Unwatch,
     Watch,
@@ -113,7 +128,31 @@ class NotResumed:
     error: Error
 
 
-SessionEvent = Reply | Received | Welcomed | Refused | Failed | NotResumed
+@dataclass(frozen=True, slots=True)
+class SeekReposted:
+    """After a reconnection, a seek or quick-pairing entry of ours (``first_id``: the id its
+    request got; ``previous_id``: its id before the drop) was posted again as ``request`` (a
+    quick entry's ``ai_after_s``: the seconds left of its first wait) and is ``seek_id`` now;
+    or the server refused it (``error``, ``seek_id`` None): it is gone."""
+
+    first_id: str
+    previous_id: str
+    request: Seek | QuickPair
+    seek_id: str | None = None
+    error: Error | None = None
+
+
+SessionEvent = Reply | Received | Welcomed | Refused | Failed | NotResumed | SeekReposted
+
+
+@dataclass(slots=True)
+class Standing:
+    """A seek or quick-pairing entry of ours: the request that posted it last, its id now,
+    and (a quick entry with an AI fallback) when the AI is due, on the caller's clock."""
+
+    request: Seek | QuickPair
+    seek_id: str
+    ai_due: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +204,14 @@ class ClientSession:
         self.seen_seq: dict[str, int] = {}
         self.watching: set[str] = set()  # games followed as a spectator (``watch``)
         self.lobby: dict[str, Any] | None = None  # the fields of the lobby subscription
+        self.standing: dict[str, Standing] = {}  # our seeks and quick entries, by first id
+        self._seek_ids: dict[str, str] = {}  # every id of a standing entry -> its first id
+        self._reposting: dict[int, str] = {}  # rid of a seek posted again -> its first id
+        self._repost_due = False  # greeted again: the standing entries are to be posted
+        # Games seated without a request of ours (a seek of ours accepted, a quick pairing):
+        # their first snapshot says which standing entry each took; reposts wait for it.
+        self._taking: set[str] = set()
+        self._rematches: set[str] = set()  # rematches agreed: seated, but by no entry
         self._rids = itertools.count(1)
         self._pending: dict[int, Message] = {}  # rid -> request awaiting its reply
         self._internal: set[int | None] = set()  # rids of the session's own requests
@@ -184,6 +231,8 @@ class ClientSession:
         """The connection closed: every request in flight fails (a ``Failed`` each)."""
         self.connected = False
         self._hello_rid = None
+        self._reposting.clear()
+        self._repost_due = False
         for rid in list(self._pending):
             if rid not in self._internal:
                 self._events.append(Failed(rid, reason))
@@ -199,6 +248,10 @@ class ClientSession:
             if token is not None:
                 fields["token"] = token
         fields = self.with_seq(kind, fields)
+        if kind is CancelSeek:
+            entry = self._drop(str(fields.get("seek_id")))
+            if entry is not None:  # named by an earlier id: cancel the entry as it is now
+                fields = fields | {"seek_id": entry.seek_id}
         if not self.takes_seq:  # a server of version 1 would refuse it (bad_field)
             fields.pop("seq", None)
         rid = next(self._rids)
@@ -238,13 +291,13 @@ class ClientSession:
         self.last_seq.pop(game_id, None)
         self.watching.discard(game_id)
 
-    def receive_frame(self, frame: bytes | str) -> None:
-        """A frame from the server."""
+    def receive_frame(self, frame: bytes | str, now: float = 0.0) -> None:
+        """A frame from the server, received at ``now``."""
         try:
             message = decode_server(frame)
         except ProtocolError as exc:
             message = unreadable(frame, exc)
-        self.receive(message)
+        self.receive(message, now)
 
     def data_to_send(self) -> list[bytes]:
         """The frames to send, in order (each once)."""
@@ -262,15 +315,24 @@ class ClientSession:
 
     # --- incoming ------------------------------------------------------------------------
 
-    def receive(self, message: Message) -> None:
-        """A decoded message from the server."""
+    def receive(self, message: Message, now: float = 0.0) -> None:
+        """A decoded message from the server, received at ``now``."""
         rid = getattr(message, "rid", None)
         request = self._pending.pop(rid, None) if rid is not None else None
         internal = rid in self._internal
         self._internal.discard(rid)
         if request is not None and rid == self._hello_rid:
-            self._greeted(message)
+            self._greeted(message, now)
             return
+        if request is not None and rid in self._reposting:
+            self._reposted(self._reposting.pop(rid), request, message)
+            return
+        if isinstance(request, Seek | QuickPair) and isinstance(message, SeekPosted):
+            ai_after = request.ai_after_s if isinstance(request, QuickPair) else 0
+            entry = Standing(request, message.seek_id, now + ai_after if ai_after else None)
+            self.standing[message.seek_id] = entry
+            self._seek_ids[message.seek_id] = message.seek_id
+        self._follow_standing(message, request, now)
         if isinstance(message, Seated):
             self.seats[message.game_id] = (message.seat, message.token)
         elif isinstance(message, Resumed) and message.seat is not None and message.token:
@@ -308,6 +370,98 @@ class ClientSession:
             self.forget(request.game_id)
             self._events.append(NotResumed(request.game_id, error))
 
+    # --- our seeks and quick-pairing entries -------------------------------------------------
+
+    def _follow_standing(self, message: Message, request: Message | None, now: float) -> None:
+        """What a message says of our standing entries: one declined (a challenge), or taken
+        by a game that seated us without a request of ours (PROTOCOL.md: seek, quick), which
+        its first snapshot tells (the same game; an AI opponent only for a quick entry); a
+        game of which no snapshot comes (its ``resume`` answered or refused) took none."""
+        if not self.standing:
+            return
+        if isinstance(message, SeekDeclined):
+            self._drop(message.seek_id)
+        elif isinstance(message, Offer | Snapshot) and message.next_game:
+            self._rematches.add(message.next_game)  # (its offer comes before its seat)
+        told = message.game_id if isinstance(message, Snapshot | Resumed) else None
+        if isinstance(request, Resume) and isinstance(message, Error):
+            told = request.game_id
+        if isinstance(message, Seated) and message.rid is None:
+            if message.game_id in self._rematches:
+                self._rematches.discard(message.game_id)
+            elif message.game_id not in self.seats:
+                self._taking.add(message.game_id)
+        elif told in self._taking:
+            self._taking.discard(told)
+            if isinstance(message, Snapshot):
+                self._taken(message)
+            self._repost(now)
+
+    def _taken(self, start: Snapshot) -> None:
+        against_ai = any(p is not None and p.get("kind") == "ai" for p in start.players)
+        seat = self.seats.get(start.game_id, (None, ""))[0]
+
+        def could_be(request: Seek | QuickPair) -> bool:
+            if isinstance(request, QuickPair):
+                return True
+            if against_ai:  # (a seek is taken by a player)
+                return False
+            return seat is None or request.color in ("random", "xo"[seat])
+
+        same = [
+            entry
+            for entry in self.standing.values()
+            if entry.request.game == start.game and could_be(entry.request)
+        ]
+        exact = [e for e in same if dict(e.request.params) == dict(start.params)]
+        for entry in (exact or same)[:1]:
+            self._drop(entry.seek_id)
+
+    def _drop(self, seek_id: str) -> Standing | None:
+        """Forget the standing entry that is or was ``seek_id``; it, if there was one."""
+        first = self._seek_ids.get(seek_id)
+        entry = self.standing.pop(first, None) if first is not None else None
+        if entry is not None:
+            self._seek_ids = {i: f for i, f in self._seek_ids.items() if f != first}
+        if not self.standing:  # nothing left to tell apart
+            self._taking.clear()
+            self._rematches.clear()
+        return entry
+
+    def _repost(self, now: float) -> None:
+        """Once greeted again and no seat given meanwhile is still to be told apart, post
+        every standing entry again (the server dropped them with the connection), a quick
+        entry's AI due when it was (at least a second on: 0 would be never)."""
+        if not self._repost_due or self._taking:
+            return
+        self._repost_due = False
+        for first, entry in self.standing.items():
+            request = entry.request
+            if isinstance(request, QuickPair) and entry.ai_due is not None:
+                request = dataclasses.replace(
+                    request, ai_after_s=max(1, math.ceil(entry.ai_due - now))
+                )
+            fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+            del fields["rid"]
+            self._reposting[self._internal_request(type(request), **fields)] = first
+
+    def _reposted(self, first: str, request: Message, reply: Message) -> None:
+        entry = self.standing.get(first)
+        if entry is None or not isinstance(request, Seek | QuickPair):
+            # Cancelled meanwhile, under its id before: cancelled now.
+            if isinstance(reply, SeekPosted):
+                self._internal_request(CancelSeek, seek_id=reply.seek_id)
+            return
+        previous = entry.seek_id
+        if isinstance(reply, SeekPosted):
+            entry.request, entry.seek_id = request, reply.seek_id
+            self._seek_ids[reply.seek_id] = first
+            self._events.append(SeekReposted(first, previous, request, seek_id=reply.seek_id))
+            return
+        self._drop(first)
+        error = reply if isinstance(reply, Error) else Error(code="bad_reply", message="")
+        self._events.append(SeekReposted(first, previous, request, error=error))
+
     # --- greeting and resuming -------------------------------------------------------------
 
     def _send_hello(self) -> None:
@@ -321,7 +475,7 @@ class ClientSession:
             fields["session"] = self.session
         self._hello_rid = self._internal_request(Hello, **fields)
 
-    def _greeted(self, reply: Message) -> None:
+    def _greeted(self, reply: Message, now: float) -> None:
         self._hello_rid = None
         if isinstance(reply, Error) and reply.code == "bad_token" and self.session is not None:
             # The server no longer knows the session (a new database): start afresh.
@@ -334,12 +488,17 @@ class ClientSession:
             self._events.append(Refused(error))
             return
         self.session, self.welcome = reply.session, reply
+        if self.standing:  # a seat given while away may have taken one (_follow_standing)
+            self._taking.update(g["game_id"] for g in reply.games if g["game_id"] not in self.seats)
+            self._taking -= self._rematches
         for game in reply.games:
             self.seats[game["game_id"]] = (game["seat"], game["token"])
         again = self._welcomes > 0
         self._welcomes += 1
         if again:
             self._resume_all(reply)
+            self._repost_due = bool(self.standing)
+            self._repost(now)
         self._events.append(Welcomed(reply, again))
 
     def _resume_all(self, welcome: Welcome) -> None:
@@ -348,6 +507,7 @@ class ClientSession:
         its start), each from its last seq; then the lobby."""
         played = dict.fromkeys(g for g in self.last_seq if g not in self.watching)
         played.update(dict.fromkeys(g["game_id"] for g in welcome.games))
+        self._taking.intersection_update(played)  # the others tell nothing more
         for game_id in played:
             self._internal_request(Resume, game_id=game_id, since=self.last_seq.get(game_id, 0))
         for game_id in sorted(self.watching):

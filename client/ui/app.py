@@ -26,7 +26,7 @@ from textual.screen import Screen
 
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel, clock_title, game_title, player_name, result_sentence
-from client.session_core import RESENDABLE
+from client.session_core import RESENDABLE, SeekReposted
 from client.sessions import SessionStore
 from client.ui.dialogs import ChallengeDialog
 from client.ui.game import GameScreen
@@ -71,9 +71,10 @@ class Start:
 
 
 class ServerMessage(TextualMessage):
-    """A message from the server, posted to the app by the link's reader."""
+    """A message from the server, posted to the app by the link's reader (or a seek of ours
+    posted again after a reconnection)."""
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message | SeekReposted) -> None:
         super().__init__()
         self.message = message
 
@@ -307,6 +308,17 @@ class NoughtsApp(App[None]):
                 severity="warning",
                 timeout=10,
             )
+        elif isinstance(message, SeekReposted):
+            for lobby in self._screens(LobbyScreen):
+                lobby.reposted(message)
+            if message.error is not None:
+                self.notify(
+                    f"Reconnected, but the server refused it again ({message.error.message}): "
+                    "post a new one from the lobby.",
+                    title="Your seek is gone",
+                    severity="warning",
+                    timeout=20,
+                )
         elif isinstance(message, Error) and message.rid is None:
             where = f"Game {message.game_id}: " if message.game_id else ""
             self.notify(f"{where}{message.message}", title=message.code, severity="error")

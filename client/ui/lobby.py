@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Label, Static
 
 from client.connection import RequestFailed
 from client.game_view import SYMBOLS, GameModel, clock_title, game_title, player_name
+from client.session_core import SeekReposted
 from client.ui.dialogs import NewGameDialog
 from client.ui.messages import OpenGame, RequestingScreen
 from protocol import (
@@ -200,6 +201,24 @@ class LobbyScreen(RequestingScreen):
             self._queued(posted, int(fields.get("ai_after_s", 20)))
         else:
             self._posted(posted)
+
+    def reposted(self, notice: SeekReposted) -> None:
+        """After a reconnection, a seek or quick-pairing entry of ours posted again under a
+        new id, or refused (gone)."""
+        queued = self.queued.pop(notice.previous_id, None) is not None
+        mine = notice.previous_id in self.my_seeks
+        self.my_seeks.discard(notice.previous_id)
+        if not self.is_mounted:
+            return
+        if notice.seek_id is None:
+            self.set_status("Your seek is gone: the server refused it after the reconnection.")
+        elif queued and isinstance(notice.request, QuickPair):
+            self.queued[notice.seek_id] = notice.request.ai_after_s
+            self.set_status("Reconnected: back in the quick-pairing queue (x leaves it).")
+        elif mine:
+            self.my_seeks.add(notice.seek_id)
+            self.set_status("Reconnected: your seek is posted again (x cancels it).")
+        self._show_seeks()
 
     def game_changed(self, model: GameModel, event: Message) -> None:
         """A game event: the row of one of our games follows its moves and its end."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from client.connection import ServerConnection
-from protocol import CreateGame, JoinGame, Snapshot
+from protocol import AcceptSeek, CreateGame, JoinGame, Seek, Snapshot
 from server.pool import EnginePool
 from tests.client.ui_support import UIServer
 
@@ -33,6 +33,29 @@ async def test_a_port_that_is_not_a_websocket_server_is_named_so() -> None:
         await server.wait_closed()
     assert isinstance(caught.value, OSError)  # what the commands catch
     assert str(caught.value).startswith(f"cannot reach ws://127.0.0.1:{port}: not a websocket ")
+
+
+async def test_a_seek_is_posted_again_when_the_connection_drops(ui_server: UIServer) -> None:
+    """The server removes a connection's seeks when it closes (server: disconnected), so a
+    dropped connection lost its seek while the server stayed up. After the reconnection it is
+    posted again (SeekReposted: its new id) and can be accepted."""
+    ada = await ServerConnection.connect(ui_server.url, name="ada", reconnect=True)
+    bob = await ui_server.connect("bob")
+    try:
+        posted = await ada.request(Seek, game="tictactoe", color="x")
+        ada.drop()
+        notice = await asyncio.wait_for(ada.seek_notices.get(), 60)
+        assert (notice.first_id, notice.previous_id) == (posted.seek_id, posted.seek_id)
+        assert notice.seek_id is not None and notice.seek_id != posted.seek_id
+        seated = await bob.request(AcceptSeek, seek_id=notice.seek_id)
+        assert seated.seat == 1
+        while not isinstance(event := await ada.next_event(timeout=30), Snapshot):
+            pass
+        assert event.game_id == seated.game_id and ada.seats[seated.game_id][0] == 0
+        assert not ada.core.standing  # taken: not posted again after another drop
+    finally:
+        await ada.close()
+        await bob.close()
 
 
 async def test_a_game_still_open_when_the_connection_dropped_starts_after_it(

@@ -11,13 +11,30 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from client.bot import Bot
 from client.connection import ServerConnection
 from client.session_core import Backoff
-from protocol import CreateGame, GetGame, Move, Moved, Resign, Resume
+from client.ui import NoughtsApp, Start
+from client.ui.game import GameScreen
+from protocol import (
+    AcceptSeek,
+    CreateGame,
+    Ended,
+    GetGame,
+    LobbyEvent,
+    LobbyState,
+    LobbySubscribe,
+    Move,
+    Moved,
+    Resign,
+    Resume,
+    Seek,
+    Snapshot,
+)
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
-from tests.client.ui_support import next_event
+from tests.client.ui_support import next_event, open_lobby, until
 
 FAST = Backoff(base_s=0.05, cap_s=0.5)
 
@@ -56,18 +73,39 @@ class Output:
             raise AssertionError(f"no {wanted!r} in: {self.text}") from None
 
 
-async def ada_joins(url: str, game_id: str) -> tuple[asyncio.subprocess.Process, Output]:
-    """ada's plain client joining ``game_id`` (pipes for its input and output), and its
-    output read as it comes."""
+async def ada_plays(url: str, *options: str) -> tuple[asyncio.subprocess.Process, Output]:
+    """ada's plain client with ``options`` (pipes for its input and output), and its output
+    read as it comes."""
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "client", "play", "--plain", "--server", url,
-        "--join", game_id, "--name", "ada",
+        sys.executable, "-m", "client", "play", "--plain", "--server", url, "--name", "ada",
+        *options,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**os.environ},
     )  # fmt: skip
     assert child.stdin is not None and child.stdout is not None
     assert child.stderr is not None
     return child, Output(child.stdout)
+
+
+async def ada_joins(url: str, game_id: str) -> tuple[asyncio.subprocess.Process, Output]:
+    """ada's plain client joining ``game_id``."""
+    return await ada_plays(url, "--join", game_id)
+
+
+async def seek_of(connection: ServerConnection, name: str) -> str:
+    """The id of the first seek of player ``name`` in the lobby, as ``connection`` (subscribed
+    to it) is told of it."""
+    while True:
+        message = await connection.next_lobby_event(timeout=60)
+        if isinstance(message, LobbyState):
+            seeks = list(message.seeks)
+        elif isinstance(message, LobbyEvent) and message.seek is not None:
+            seeks = [message.seek]
+        else:
+            continue
+        for seek in seeks:
+            if seek["player"]["name"] == name:
+                return str(seek["seek_id"])
 
 
 async def test_the_plain_client_plays_on_across_a_server_restart(
@@ -156,3 +194,105 @@ async def test_a_read_sent_while_the_server_is_down_is_answered_once_it_is_back(
         record = await asyncio.wait_for(reading, 60)
         assert record.game["id"] == seated.game_id
         await ada.close()
+
+
+async def test_a_plain_clients_seek_is_posted_again_after_a_server_restart(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """A seek lives as long as the connection that posted it (PROTOCOL.md, seek): after a
+    restart `play --seek` waited for ever for a seek no one could see. The session core
+    posts it again once reconnected (client/session_core.py) and the client says its new id;
+    another player accepts it."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        child, out = await ada_plays(url, "--seek", "--game", "tictactoe", "--seat", "x")
+        await out.until("Waiting for someone to accept your seek")
+    async with server_on(db, ui_pool, port):
+        bob = await ServerConnection.connect(url, name="bob")
+        await bob.request(LobbySubscribe)
+        seek_id = await seek_of(bob, "ada")
+        seated = await bob.request(AcceptSeek, seek_id=seek_id)
+        await out.until("You play X.")
+        assert f"posted again ({seek_id})" in out.text, out.text
+        child.stdin.write(b"resign\n")
+        await next_event(bob, Ended)
+        await out.until("Replay it with:")
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+        assert seated.seat == 1
+        await bob.close()
+
+
+async def test_a_quick_pairing_entry_meets_the_ai_after_a_server_restart(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """`play --quick --ai-after N`: the server's queue and its AI timer went with the restart
+    and the client waited for ever. The entry is queued again once reconnected, with the
+    seconds left of its first N (client/session_core.py), and the AI steps in."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        child, out = await ada_plays(url, "--quick", "--game", "tictactoe", "--ai-after", "10")
+        await out.until("Waiting for another")
+    assert "You play" not in out.text  # (the AI came within the 10 s: no restart tested)
+    async with server_on(db, ui_pool, port):
+        await out.until("You play ")
+        assert "queued again" in out.text.split("You play ")[0], out.text
+        child.stdin.write(b"resign\n")
+        await out.until("Replay it with:")
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+
+
+async def test_a_bots_seek_is_posted_again_after_a_server_restart(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """`noughts bot --seek` sat idle after a restart: its seek went with the server. The
+    session core posts it again; bob accepts it and the bot plays the game."""
+    db = tmp_path / "games.db"
+    async with server_on(db, ui_pool) as port:
+        url = f"ws://127.0.0.1:{port}"
+        bot = Bot(url, lambda turn: turn.state.legal_actions()[0], name="robo")
+        playing = asyncio.create_task(bot.play(1, seek="tictactoe", color="x"))
+        cy = await ServerConnection.connect(url, name="cy")
+        await cy.request(LobbySubscribe)
+        before = await seek_of(cy, "robo")
+        await cy.close()
+    async with server_on(db, ui_pool, port):
+        bob = await ServerConnection.connect(url, name="bob")
+        await bob.request(LobbySubscribe)
+        seek_id = await seek_of(bob, "robo")
+        seated = await bob.request(AcceptSeek, seek_id=seek_id)
+        await next_event(bob, Snapshot)
+        await bob.request(Resign, game_id=seated.game_id)
+        [result] = await asyncio.wait_for(playing, 60)
+        assert (result.game_id, result.outcome) == (seated.game_id, "win")
+        assert seek_id != before
+        await bob.close()
+
+
+async def test_the_terminal_interfaces_seek_is_posted_again_after_a_server_restart(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """The lobby said "Seek posted: waiting…" over an empty seek list after a restart. The
+    seek is posted again; the lobby follows its new id and says so; bob accepts it."""
+    db = tmp_path / "games.db"
+    first = server_on(db, ui_pool)
+    port = await first.__aenter__()
+    url = f"ws://127.0.0.1:{port}"
+    app = NoughtsApp(url, name="ada", start=Start("pairing", request=Seek, fields={"game": "5x5"}))
+    async with app.run_test(size=(110, 36)) as pilot:
+        lobby = await open_lobby(pilot, app)
+        await until(pilot, lambda: bool(lobby.my_seeks), "the seek posted")
+        (before,) = lobby.my_seeks
+        await first.__aexit__(None, None, None)
+        async with server_on(db, ui_pool, port):
+            await until(pilot, lambda: lobby.my_seeks and before not in lobby.my_seeks, "again")
+            (seek_id,) = lobby.my_seeks
+            status = str(lobby.query_one("#lobby-status").render())
+            assert "posted again" in status, status
+            bob = await ServerConnection.connect(url, name="bob")
+            await bob.request(LobbySubscribe)
+            assert await seek_of(bob, "ada") == seek_id
+            await bob.request(AcceptSeek, seek_id=seek_id)
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            await bob.close()

@@ -18,11 +18,13 @@ from client.session_core import (
     Received,
     Refused,
     Reply,
+    SeekReposted,
     Welcomed,
 )
 from protocol import (
     OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
+    CancelSeek,
     CreateGame,
     Draw,
     Ended,
@@ -33,10 +35,14 @@ from protocol import (
     Message,
     Move,
     Moved,
+    Offer,
+    QuickPair,
     Resign,
     Resume,
     Resumed,
     Seated,
+    Seek,
+    SeekPosted,
     Snapshot,
     Unwatch,
     Watch,
@@ -65,14 +71,14 @@ def moved(game_id: str, seq: int, rid: int | None = None) -> Moved:
 
 # A step: (what the I/O layer does, the messages the session must send, the events it must
 # report). What it does: "made", ("lost", reason), ("send", kind, fields), a Message
-# received, or ("frame", bytes) received.
+# received, ("at", now, Message) received at ``now``, or ("frame", bytes) received.
 Step = tuple[Any, list[Message], list[Any]]
 
 
 def wire(event: Any) -> Any:
     """An expected event with its message as the codec reads it (lists as tuples)."""
     for name in ("message", "welcome", "error"):
-        if hasattr(event, name):
+        if getattr(event, name, None) is not None:
             return dataclasses.replace(event, **{name: decode_server(encode(getattr(event, name)))})
     return event
 
@@ -90,6 +96,8 @@ def play(session: ClientSession, transcript: list[Step]) -> None:
             session.send_request(action[1], **action[2])
         elif action[0] == "frame":
             session.receive_frame(action[1])
+        elif action[0] == "at":
+            session.receive_frame(encode(action[2]), action[1])
         actual_sent = [decode(frame) for frame in session.data_to_send()]
         assert actual_sent == sent, f"step {number}: {action!r} sent"
         assert session.events_received() == events, f"step {number}: {action!r} reported"
@@ -260,6 +268,76 @@ def test_an_unreadable_frame_answers_its_request_or_is_reported() -> None:
     [event] = session.events_received()
     assert isinstance(event, Received) and isinstance(event.message, Error)
     assert event.message.rid is None and not event.replied
+
+
+def test_a_reconnection_posts_our_seeks_and_quick_entries_again() -> None:
+    """The server drops a connection's seeks and quick-pairing entries with it (PROTOCOL.md,
+    seek): they were lost for good. Now they are posted again once greeted, a quick entry's
+    AI due when it first was; a refusal says it is gone; cancel_seek with the first id
+    cancels the entry as it is now."""
+    session = ClientSession(name="ada")
+    posted = SeekPosted(rid=2, seek_id="s1")
+    queued = SeekPosted(rid=3, seek_id="q1")
+    full = Error(code="too_many", message="at your cap", rid=6)
+    again = Seek(rid=5, game="tictactoe")
+    quick_again = QuickPair(rid=6, game="uttt", ai_after_s=3)  # 10 s from 100.0, at 107.5
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (("send", Seek, {"game": "tictactoe"}), [Seek(rid=2, game="tictactoe")], []),
+        (posted, [], [Reply(2, posted), Received(posted, replied=True)]),
+        (("send", QuickPair, {"game": "uttt", "ai_after_s": 10}),
+         [QuickPair(rid=3, game="uttt", ai_after_s=10)], []),
+        (("at", 100.0, queued), [], [Reply(3, queued), Received(queued, replied=True)]),
+        (("lost", "restart"), [], []),
+        ("made", [Hello(rid=4, session="s1", **HELLO)], []),
+        (("at", 107.5, welcome(4)), [again, quick_again], [Welcomed(welcome(4), again=True)]),
+        (SeekPosted(rid=5, seek_id="s2"), [], [SeekReposted("s1", "s1", again, seek_id="s2")]),
+        (full, [], [SeekReposted("q1", "q1", quick_again, error=full)]),
+        (("send", CancelSeek, {"seek_id": "s1"}), [CancelSeek(rid=7, seek_id="s2")], []),
+        (("lost", "again"), [], [Failed(7, "again")]),
+        ("made", [Hello(rid=8, session="s1", **HELLO)], []),
+        (welcome(8), [], [Welcomed(welcome(8), again=True)]),  # nothing stands
+    ])  # fmt: skip
+    assert session.standing == {}
+
+
+def test_a_seek_a_game_took_is_not_posted_again() -> None:
+    """A seat given without a request of ours took a standing seek: the one its game's first
+    snapshot fits (game, colour), even when that snapshot comes only with the resume after a
+    reconnection (reposts wait for it); a rematch's seat took none."""
+    session = ClientSession(name="ada")
+    mine = {"game_id": "g1", "seat": 1, "token": "t1", "seq": 1}
+    as_x = Seek(rid=6, game="tictactoe", color="x")
+    rematch = Offer(game_id="g1", seq=5, kind="rematch", seat=0, answer="accept", next_game="g2")
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (("send", Seek, {"game": "tictactoe", "color": "x"}),
+         [Seek(rid=2, game="tictactoe", color="x")], []),
+        (SeekPosted(rid=2, seek_id="s1"), [],
+         [Reply(2, SeekPosted(rid=2, seek_id="s1")),
+          Received(SeekPosted(rid=2, seek_id="s1"), replied=True)]),
+        (("send", Seek, {"game": "tictactoe"}), [Seek(rid=3, game="tictactoe")], []),
+        (SeekPosted(rid=3, seek_id="s2"), [],
+         [Reply(3, SeekPosted(rid=3, seek_id="s2")),
+          Received(SeekPosted(rid=3, seek_id="s2"), replied=True)]),
+        # s2 accepted (ada is O: not s1's seat); the connection drops before the snapshot.
+        (Seated(game_id="g1", seat=1, token="t1"), [],
+         [Received(Seated(game_id="g1", seat=1, token="t1"), replied=False)]),
+        (("lost", "gone"), [], []),
+        ("made", [Hello(rid=4, session="s1", **HELLO)], []),
+        (welcome(4, games=[mine]), [Resume(rid=5, game_id="g1", since=0)],
+         [Welcomed(welcome(4, games=[mine]), again=True)]),
+        (snapshot("g1", 1), [as_x], [Received(snapshot("g1", 1), replied=False)]),
+        (SeekPosted(rid=6, seek_id="s3"), [], [SeekReposted("s1", "s1", as_x, seek_id="s3")]),
+        # A rematch of g1 seats ada as X: announced first, it took no seek.
+        (rematch, [], [Received(rematch, replied=False)]),
+        (Seated(game_id="g2", seat=0, token="t2"), [],
+         [Received(Seated(game_id="g2", seat=0, token="t2"), replied=False)]),
+        (snapshot("g2", 1), [], [Received(snapshot("g2", 1), replied=False)]),
+    ])  # fmt: skip
+    assert [(first, e.seek_id) for first, e in session.standing.items()] == [("s1", "s3")]
 
 
 def test_backoff_is_exponential_with_full_jitter_under_a_cap() -> None:
