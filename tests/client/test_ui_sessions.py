@@ -29,6 +29,17 @@ def mine(lobby: LobbyScreen) -> DataTable[Any]:
     return lobby.query_one("#mine", DataTable)
 
 
+async def _the_centre_played(pilot: Any, app: NoughtsApp) -> Any:
+    """Once the app shows its game and it is our turn, the centre of the 5x5 board played:
+    the game's model."""
+    await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+    model = app.screen.model
+    await until(pilot, lambda: model.my_turn, "our turn")
+    await pilot.press("1", "2", "enter")
+    await until(pilot, lambda: len(model.moves) == 1, "our move")
+    return model
+
+
 async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
     ui_server: UIServer, tmp_path: Path
 ) -> None:
@@ -42,11 +53,7 @@ async def test_a_game_started_in_one_run_is_resumed_from_the_lobby_of_the_next(
             ui_server.url, name="ada", start=Start("join", game_id=game_id), sessions=sessions
         )
         async with first.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: isinstance(first.screen, GameScreen), "the game")
-            model = first.screen.model
-            await until(pilot, lambda: model.my_turn, "our turn")
-            await pilot.press("1", "2", "enter")
-            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            model = await _the_centre_played(pilot, first)
             # Esc: the lobby lists it as it stands (a probe's finding: the row kept the
             # record fetched when we were seated, "0 your move", for the rest of the run).
             await pilot.press("escape")
@@ -194,11 +201,7 @@ async def test_join_takes_back_a_seat_of_ours_as_the_plain_clients_leaving_line_
         start = Start("join", game_id=game_id)
         first = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
         async with first.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: isinstance(first.screen, GameScreen), "the game")
-            model = first.screen.model
-            await until(pilot, lambda: model.my_turn, "our turn")
-            await pilot.press("1", "2", "enter")
-            await until(pilot, lambda: len(model.moves) == 1, "our move")
+            model = await _the_centre_played(pilot, first)
         await bob.request(Move, game_id=game_id, token=seated.token, action=0, ply=1)
         again = NoughtsApp(ui_server.url, name="ada", start=start, sessions=sessions)
         async with again.run_test(size=SIZE) as pilot:
