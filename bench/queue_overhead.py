@@ -151,10 +151,25 @@ async def run(args: argparse.Namespace) -> None:
         await engine.close()
         worker.terminate()
         worker.wait(30)
+        _delete_keys(args.bus, prefix)
     if args.split:
         _print_split(rows, json.loads(stamps_file.read_text()), engine.seen)
         stamps_file.unlink()
         stamps_file.parent.rmdir()
+
+
+def _delete_keys(bus: str, prefix: str) -> None:
+    """The run's streams and heartbeat keys, under its own prefix: none left behind (they
+    have no expiry)."""
+    import redis
+
+    client = redis.Redis.from_url(bus)
+    try:
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 def main() -> None:
