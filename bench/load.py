@@ -429,8 +429,6 @@ class EngineWorkers:
             client.close()
 
     def stop(self) -> None:
-        import redis
-
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
@@ -438,13 +436,21 @@ class EngineWorkers:
                 self.process.wait(timeout=20)
             except Exception:
                 os.killpg(self.process.pid, signal.SIGKILL)
-        client = redis.Redis.from_url(self.url)
-        try:
-            keys = list(client.scan_iter(f"{self.prefix}:*"))
-            if keys:
-                client.delete(*keys)
-        finally:
-            client.close()
+        delete_keys(self.url, self.prefix)
+
+
+def delete_keys(url: str, prefix: str) -> None:
+    """Every key under ``prefix`` in the Redis at ``url`` (a run's streams and heartbeat
+    keys, which have no expiry): none left behind."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 def _rss_kb(pid: int) -> int:

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from arguments import positive_int, time_budget  # noqa: E402
+from load import delete_keys  # noqa: E402
 
 from engine.result import SearchResult  # noqa: E402
 from engine.search import Searcher  # noqa: E402
@@ -151,25 +152,11 @@ async def run(args: argparse.Namespace) -> None:
         await engine.close()
         worker.terminate()
         worker.wait(30)
-        _delete_keys(args.bus, prefix)
+        delete_keys(args.bus, prefix)
     if args.split:
         _print_split(rows, json.loads(stamps_file.read_text()), engine.seen)
         stamps_file.unlink()
         stamps_file.parent.rmdir()
-
-
-def _delete_keys(bus: str, prefix: str) -> None:
-    """The run's streams and heartbeat keys, under its own prefix: none left behind (they
-    have no expiry)."""
-    import redis
-
-    client = redis.Redis.from_url(bus)
-    try:
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import pytest
 from client.connection import ServerConnection
 from protocol import AcceptSeek, CreateGame, JoinGame, Seek, Snapshot
 from server.pool import EnginePool
-from tests.client.ui_support import UIServer
+from tests.client.ui_support import UIServer, next_event
 
 
 async def test_a_port_that_is_not_a_websocket_server_is_named_so() -> None:
@@ -49,8 +49,7 @@ async def test_a_seek_is_posted_again_when_the_connection_drops(ui_server: UISer
         assert notice.seek_id is not None and notice.seek_id != posted.seek_id
         seated = await bob.request(AcceptSeek, seek_id=notice.seek_id)
         assert seated.seat == 1
-        while not isinstance(event := await ada.next_event(timeout=30), Snapshot):
-            pass
+        event = await next_event(ada, Snapshot)
         assert event.game_id == seated.game_id and ada.seats[seated.game_id][0] == 0
         assert not ada.core.standing  # taken: not posted again after another drop
     finally:
