@@ -45,6 +45,7 @@ from client.game_view import GameModel
 from client.session_core import SeekReposted
 from client.sessions import SessionStore, connect_with_session
 from engine.time_control import TimeControl
+from engine.worker import stopping_clock
 from protocol import (
     Abort,
     AcceptSeek,
@@ -94,6 +95,9 @@ class Turn:
     clocks: list[int] | None = None  # ms left per seat when the turn began, if timed
     control: dict[str, int] = field(default_factory=dict)  # the time control (protocol's map)
     began: float = field(default_factory=time.monotonic)  # when the turn began
+    # Set when the bot stops (``Bot.stop``): a handler still searching ends its search now
+    # (its move is not played: the game is being ended), as ``engine_player`` does.
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     def budget_ms(self, wanted_ms: float, now: float) -> float:
         """A search's time for this move at ``now`` (``time.monotonic``): ``wanted_ms``,
@@ -182,6 +186,8 @@ class Bot:
     _started: asyncio.Queue[str] = field(default_factory=asyncio.Queue, init=False)
     _other: asyncio.Queue[Message] = field(default_factory=asyncio.Queue, init=False)
     _halt: asyncio.Event | None = field(default=None, init=False)  # set by ``stop``
+    # Set by ``stop`` too, for the handlers' threads (each Turn of this run carries it).
+    _stopped: threading.Event = field(default_factory=threading.Event, init=False)
 
     def stop(self) -> bool:
         """Stop this run, as lichess-bot's first Ctrl-C does but without finishing the games:
@@ -189,10 +195,12 @@ class Bot:
         play, each aborted where the rules allow (PROTOCOL.md, abort: before both sides have
         moved), else resigned; ``play`` returns once they have ended. False, doing nothing,
         while the run is not playing yet (connecting, warming up its engine) or already
-        stopping: nothing to end, the caller may cancel it."""
+        stopping: nothing to end, the caller may cancel it. A search running for a turn
+        is stopped too (``Turn.stopped``), not waited for."""
         if self._halt is None or self._halt.is_set():
             return False
         self._halt.set()
+        self._stopped.set()
         return True
 
     @property
@@ -247,6 +255,7 @@ class Bot:
         # Bot may play again under another asyncio.run).
         self.playing, self._started, self._other = {}, asyncio.Queue(), asyncio.Queue()
         self.rematches = set()  # (one agreed at the end of a run before: a game resumed now)
+        self._stopped = threading.Event()
         results: list[GameResult] = []
         tasks: set[asyncio.Task[GameResult]] = set()
         begun = 0  # games begun (or resumed), counted among ``games``
@@ -529,7 +538,7 @@ class Bot:
                     and event.seat != seat
                 )
                 if offered and model.state is not None:
-                    turn = _turn(game_id, seat, model, loop.time())
+                    turn = _turn(game_id, seat, model, loop.time(), self._stopped)
                     if await self._answer_draw(game_id, turn):
                         continue  # the game ends by agreement
             # Our turn, once caught up with what came: a draw offer made with the opponent's
@@ -537,12 +546,12 @@ class Bot:
             # our move, as the server's AI seats do.
             if self.stopping or not (model.my_turn and model.state is not None and events.empty()):
                 continue  # (stopping: the game ends, no search begun)
-            turn = _turn(game_id, seat, model, loop.time())
+            turn = _turn(game_id, seat, model, loop.time(), self._stopped)
             ply = turn.state.ply()
             if chosen is None or chosen[0] != ply:
                 chosen = (ply, await self._choose(turn))
-                if not events.empty():
-                    continue  # what came while it searched, first
+                if self.stopping or not events.empty():
+                    continue  # (stopped while it searched: no move); what came meanwhile, first
             await self._send_move(game_id, turn, chosen[1], events)
 
     def _finished(self, game_id: str, model: GameModel, event: Message, seat: int) -> GameResult:
@@ -609,26 +618,39 @@ class Bot:
             log.info("claim in game %s refused: %s", game_id, exc)
 
 
-def _turn(game_id: str, seat: int, model: GameModel, now: float) -> Turn:
+def _turn(game_id: str, seat: int, model: GameModel, now: float, stopped: threading.Event) -> Turn:
     """The bot's view of ``model`` at loop time ``now``: its clocks as they stand then."""
     assert model.state is not None
     clocks = None
     if model.clocks is not None:
         clocks = [round(model.remaining_ms(side, now) or 0.0) for side in (0, 1)]
-    return Turn(game_id, seat, model.state.clone(), model.players, clocks, dict(model.clock))
+    state = model.state.clone()
+    return Turn(game_id, seat, state, model.players, clocks, dict(model.clock), stopped=stopped)
+
+
+def _searcher(stopped: Callable[[], bool]) -> engine.Searcher:
+    """A Searcher whose search ends at once, with its best move so far, once ``stopped()``:
+    the brain's way to stop a search at END (engine.worker.stopping_clock)."""
+    return engine.Searcher(clock=stopping_clock(stopped), timer=time.perf_counter)
 
 
 def engine_player(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], int]:
     """An ``on_turn`` that searches with the local engine (tree reuse within a game):
     ``algorithm``, or each game's own (``engine.default_ai``), for ``budget_ms`` or what
-    the clock leaves (``Turn.budget_ms``, counted once its turn to search comes)."""
-    searcher = engine.Searcher()
+    the clock leaves (``Turn.budget_ms``, counted once its turn to search comes); a search
+    ends early when its turn is ``stopped``."""
+    searching: list[Turn] = []  # the turn being searched (SEARCHING: one at a time)
+    searcher = _searcher(lambda: any(turn.stopped.is_set() for turn in searching))
 
     def on_turn(turn: Turn) -> int:
         search = algorithm or engine.default_ai(turn.state.game)
         with SEARCHING:
             budget = engine.Budget(time_ms=turn.budget_ms(budget_ms, time.monotonic()))
-            result = searcher.search(turn.state, search, budget, game_key=turn.game_id)
+            searching.append(turn)
+            try:
+                result = searcher.search(turn.state, search, budget, game_key=turn.game_id)
+            finally:
+                searching.clear()
         return int(result.action)
 
     return on_turn
@@ -652,13 +674,14 @@ def engine_plays(algorithm: str | None = None) -> Callable[[str, dict[str, int]]
 def engine_draw(algorithm: str | None = None, budget_ms: int = 100) -> Callable[[Turn], bool]:
     """An ``on_draw`` that searches the position with the local engine and accepts when it
     sees nothing better than a draw for the bot (a value of 0 or less for it: the rule of
-    the server's AI seats, PROTOCOL.md, draw), within what the clock leaves as ``engine_player``."""
+    the server's AI seats, PROTOCOL.md, draw), within what the clock leaves and stopped with
+    its turn, as ``engine_player``."""
 
     def on_draw(turn: Turn) -> bool:
         search = algorithm or engine.default_ai(turn.state.game)
         with SEARCHING:
             budget = engine.Budget(time_ms=turn.budget_ms(budget_ms, time.monotonic()))
-            result = engine.search(turn.state, search, budget)
+            result = _searcher(turn.stopped.is_set).search(turn.state, search, budget)
         ours = turn.state.current_player() == turn.seat
         return (result.value if ours else -result.value) <= 0.0
 

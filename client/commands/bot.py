@@ -27,9 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Connect to a server as a bot and play with the local engine: post seeks "
         "(--seek GAME) or accept them (--accept seeks, or only challenges addressed to the "
         "bot: --accept challenges). Plays --games games, up to --concurrency at once, or until "
-        "stopped: Ctrl-C (or SIGTERM) takes no new game and ends those in play, each aborted "
-        "where the rules allow (before both sides have moved), else resigned, and prints the "
-        "tally with them counted; a second Ctrl-C quits at once, leaving them live. A "
+        "stopped: Ctrl-C (or SIGTERM) stops its search, takes no new game and ends those in "
+        "play, each aborted where the rules allow (before both sides have moved), else "
+        "resigned, and prints the tally with them counted; a second Ctrl-C quits at once, "
+        "leaving them live. A "
         "rematch its opponent asks for is accepted while it has room, and counted; a draw "
         "offer is accepted when its engine sees nothing better than a draw.",
     )

@@ -4,11 +4,14 @@ Python bot API plays a challenge."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import random
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -544,6 +547,88 @@ async def test_a_bot_stopped_mid_game_ends_it(
         if bot.returncode is None:
             bot.kill()
             await bot.wait()
+
+
+LONG_BUDGET_MS = 20_000
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU time (user and system, seconds) process ``pid`` has used (Linux's /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.asynccontextmanager
+async def _bot_searching(
+    server: RunningServer,
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Any, Snapshot]]:
+    """A `noughts bot` (mcts, LONG_BUDGET_MS a move) searching its first move of a game of
+    ultimate tic-tac-toe against ada: (the bot's process, ada, the game's start). The bot
+    says nothing as it searches: its CPU time since the game began says it is searching
+    (it does nothing else then)."""
+    bot = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", server.url, "--name", "robo",
+        "--engine", "mcts", "--budget-ms", str(LONG_BUDGET_MS),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    ada = await server.connect("ada")
+    try:
+        while "robo" not in {p.name for p in server.game_server.players.values()}:
+            await asyncio.sleep(0.05)
+        await ada.request(Seek, game="uttt", to="robo", color="o")  # the bot moves first
+        start = await next_event(ada, Snapshot, timeout=60)
+        began = _cpu_s(bot.pid)  # (its engine warmed up before it took the challenge)
+        while _cpu_s(bot.pid) - began < 0.5:
+            assert bot.returncode is None
+            await asyncio.sleep(0.05)
+        yield bot, ada, start
+    finally:
+        await ada.close()
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+async def test_a_bot_stopped_while_it_searches_stops_its_search(
+    server: RunningServer, stop: signal.Signals
+) -> None:
+    """A bot stopped while its engine searched went on searching: Ctrl-C (or a container's
+    SIGTERM) waited up to --budget-ms, 20 s here, before the game was ended and the tally
+    printed. Its search now stops with it (Turn.stopped: the brain's END), the move found so
+    far is not played, and the game is aborted at once (a generous bound: half the budget)."""
+    async with _bot_searching(server) as (bot, ada, start):
+        stopped = time.monotonic()
+        bot.send_signal(stop)
+        ended = await next_event(ada, Ended, timeout=60)
+        assert (ended.game_id, ended.result, ended.reason) == (start.game_id, "*", "abort")
+        out, err = await asyncio.wait_for(bot.communicate(), 60)
+        assert time.monotonic() - stopped < LONG_BUDGET_MS / 1000 / 2, err.decode()
+        assert bot.returncode == 130, err.decode()
+        assert out.decode().endswith("robo: 0 won, 0 drawn, 0 lost, 1 aborted\n"), out.decode()
+        assert "Traceback" not in err.decode(), err.decode()
+
+
+async def test_a_second_ctrl_c_while_the_bot_stops_quits_at_once(server: RunningServer) -> None:
+    """The first Ctrl-C ends the games in play; a second one, while the server has not yet
+    answered (the game's lock held here: the abort waits), quits at once as the command's
+    help says, with the tally, status 130 and no traceback (the search stopped too)."""
+    from tests.client.ui_support import ArrivalLock
+
+    async with _bot_searching(server) as (bot, ada, start):
+        lock = server.game_server._locks[start.game_id] = ArrivalLock()
+        async with lock:
+            await lock.arrivals.get()  # the test's own
+            bot.send_signal(signal.SIGINT)
+            await asyncio.wait_for(lock.arrivals.get(), 60)  # the bot's abort waits
+            stopped = time.monotonic()
+            bot.send_signal(signal.SIGINT)
+            out, err = await asyncio.wait_for(bot.communicate(), 60)
+        assert time.monotonic() - stopped < LONG_BUDGET_MS / 1000 / 2, err.decode()
+        assert bot.returncode == 130, err.decode()
+        assert out.decode().endswith("robo: 0 won, 0 drawn, 0 lost\n"), out.decode()
+        assert "Traceback" not in err.decode(), err.decode()
 
 
 def test_a_bots_search_time_under_a_clock() -> None:
