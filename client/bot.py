@@ -73,8 +73,9 @@ log = logging.getLogger(__name__)
 CLAIM_MARGIN_S = 0.5
 # A search under a clock leaves this much more of it for the move's round trip to the server
 # and the bot's own part of the move (the clocks are read when an event arrives, after the
-# server sent it). Each side's first move has FIRST_MOVE_MS, its clock not yet running
-# (PROTOCOL.md, Clocks).
+# server sent it). A fixed margin: the bot measures no round trip, and a ping's would leave
+# out its own part (its searches hold the GIL). Each side's first move has FIRST_MOVE_MS
+# from when its turn began, its clock not yet running (PROTOCOL.md, Clocks).
 ROUND_TRIP_MS = 200.0
 FIRST_MOVE_MS = 30_000
 MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
@@ -94,29 +95,33 @@ class Turn:
     players: list[dict[str, Any] | None]
     clocks: list[int] | None = None  # ms left per seat when the turn began, if timed
     control: dict[str, int] = field(default_factory=dict)  # the time control (protocol's map)
-    began: float = field(default_factory=time.monotonic)  # when the turn began
+    began: float = field(default_factory=time.monotonic)  # when the turn began (monotonic)
     # Set when the bot stops (``Bot.stop``): a handler still searching ends its search now
     # (its move is not played: the game is being ended), as ``engine_player`` does.
     stopped: threading.Event = field(default_factory=threading.Event)
 
     def budget_ms(self, wanted_ms: float, now: float) -> float:
         """A search's time for this move at ``now`` (``time.monotonic``): ``wanted_ms``,
-        capped in a game with a clock by the rule of engine.time_control (a fixed time per
-        move: 90% of what is left of it; Fischer: what is left over the moves expected
-        still to play, plus the increment; each less a margin for the round trip), so that
-        the bot never loses on time while it has a move to play (lichess-bot's way)."""
+        capped in a game with a clock by the rule of engine.time_control, on the server's
+        clocks (PROTOCOL.md, Clocks): each side's first move is a turn of FIRST_MOVE_MS
+        whatever the control, its clock not running; then a fixed time per move is a turn
+        of what is left of it; Fischer spends what is left over the moves expected still to
+        play, plus the increment. A search takes 90% of a turn; each budget is less a margin
+        for the round trip, so that the bot never loses on time while it has a move to play
+        (lichess-bot's way)."""
         if not self.control or self.clocks is None or self.seat not in (0, 1):
             return wanted_ms
-        left = int(self.clocks[self.seat] - (now - self.began) * 1000)
+        spent = int((now - self.began) * 1000)
         ply = self.state.ply()
-        first = ply < 2  # (our first move: within FIRST_MOVE_MS, whatever the clock says)
-        if "move_ms" in self.control:
-            timing = TimeControl(min(left, FIRST_MOVE_MS) if first else left, 0)
+        if ply < 2:  # our first move: the clock starts after it
+            timing = TimeControl(FIRST_MOVE_MS - spent, 0)
+        elif "move_ms" in self.control:
+            timing = TimeControl(self.clocks[self.seat] - spent, 0)
         else:
             timing = TimeControl(
-                FIRST_MOVE_MS if first else 0,
+                0,
                 self.control.get("initial_ms", 0),
-                left,
+                self.clocks[self.seat] - spent,
                 self.control.get("increment_ms", 0),
             )
         timing.overhead_ms = ROUND_TRIP_MS
@@ -538,7 +543,7 @@ class Bot:
                     and event.seat != seat
                 )
                 if offered and model.state is not None:
-                    turn = _turn(game_id, seat, model, loop.time(), self._stopped)
+                    turn = _turn(game_id, seat, model, self._stopped)
                     if await self._answer_draw(game_id, turn):
                         continue  # the game ends by agreement
             # Our turn, once caught up with what came: a draw offer made with the opponent's
@@ -546,7 +551,7 @@ class Bot:
             # our move, as the server's AI seats do.
             if self.stopping or not (model.my_turn and model.state is not None and events.empty()):
                 continue  # (stopping: the game ends, no search begun)
-            turn = _turn(game_id, seat, model, loop.time(), self._stopped)
+            turn = _turn(game_id, seat, model, self._stopped)
             ply = turn.state.ply()
             if chosen is None or chosen[0] != ply:
                 chosen = (ply, await self._choose(turn))
@@ -618,14 +623,15 @@ class Bot:
             log.info("claim in game %s refused: %s", game_id, exc)
 
 
-def _turn(game_id: str, seat: int, model: GameModel, now: float, stopped: threading.Event) -> Turn:
-    """The bot's view of ``model`` at loop time ``now``: its clocks as they stand then."""
+def _turn(game_id: str, seat: int, model: GameModel, stopped: threading.Event) -> Turn:
+    """The bot's view of ``model``: its turn began when the clocks it holds were read (the
+    move or snapshot that gave it the turn; loop time is monotonic): a first move's time
+    runs from then too, also while a draw offer that came with the move was answered."""
     assert model.state is not None
-    clocks = None
-    if model.clocks is not None:
-        clocks = [round(model.remaining_ms(side, now) or 0.0) for side in (0, 1)]
-    state = model.state.clone()
-    return Turn(game_id, seat, state, model.players, clocks, dict(model.clock), stopped=stopped)
+    clocks = None if model.clocks is None else list(model.clocks)
+    state, control = model.state.clone(), dict(model.clock)
+    began = model.clocks_received
+    return Turn(game_id, seat, state, model.players, clocks, control, began, stopped)
 
 
 def _searcher(stopped: Callable[[], bool]) -> engine.Searcher:

@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="search time per move (default: %(default)s); in a game with a clock, at most "
         "what the clock leaves: 90%% of a fixed time per move, or, with Fischer, the time "
         "left over the moves expected still to play (20 at the start, at least 8) plus the "
-        "increment, each less 250 ms for the round trip; a first move within 30 s",
+        "increment, each less 250 ms for the round trip; the bot's first move, whose clock "
+        "does not run, 90%% of the 30 s the server gives it, less the same",
     )
     parser.add_argument("--games", type=int, default=None, help="games to play (default: no end)")
     parser.add_argument(
