@@ -58,6 +58,13 @@ def clock_fields(choice: str) -> dict[str, int]:
     return {"initial_ms": int(initial), "increment_ms": int(increment)}
 
 
+def lost_words(why: str) -> str:
+    """What a person is told of a request lost with the connection (``why``)."""
+    return (
+        f"No answer: the request was lost with the connection ({why}). Try again once reconnected."
+    )
+
+
 class NewGameDialog(ModalScreen[dict[str, Any] | None]):
     """Asks for a game's settings. ``kind``: "ai" (create vs the AI), "seek" or "quick".
     Dismissed with the request's fields, or None when cancelled."""
@@ -72,8 +79,8 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
 
     def __init__(self, kind: str, send: Callable[[dict[str, Any]], None] | None = None) -> None:
         """``send``: asks the server with the chosen fields; the dialog stays open, its
-        choices kept, until it is dismissed (the request taken) or ``refused`` says why
-        not. Without it, the dialog is dismissed with the fields at once."""
+        choices kept, until it is dismissed (the request taken) or ``refused`` or ``lost``
+        says why not. Without it, the dialog is dismissed with the fields at once."""
         super().__init__()
         self.kind = kind
         self.send = send
@@ -180,6 +187,13 @@ class NewGameDialog(ModalScreen[dict[str, Any] | None]):
         self.asking = False
         if self.is_attached:
             self.query_one("#dialog-error", Label).update(f"The server refused: {why}")
+
+    def lost(self, why: str) -> None:
+        """The request got no answer, lost with the connection (``why``): say so, the
+        choices kept, to send again once reconnected."""
+        self.asking = False
+        if self.is_attached:
+            self.query_one("#dialog-error", Label).update(lost_words(why))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "ok":

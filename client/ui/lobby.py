@@ -14,10 +14,10 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Label, Static
 
-from client.connection import RequestFailed
+from client.connection import ConnectionLost, RequestFailed
 from client.game_view import SYMBOLS, GameModel, clock_title, game_title, player_name
 from client.session_core import SeekReposted
-from client.ui.dialogs import NewGameDialog
+from client.ui.dialogs import NewGameDialog, lost_words
 from client.ui.messages import OpenGame, RequestingScreen
 from protocol import (
     AcceptSeek,
@@ -435,13 +435,17 @@ class LobbyScreen(RequestingScreen):
                 dialog.refused(exc.message)
                 self.set_status(f"The server refused: {exc.message}")
 
+            def lost(exc: ConnectionLost) -> None:
+                dialog.lost(str(exc))
+                self.set_status(lost_words(str(exc)))
+
             request, doing = {
                 "ai": (CreateGame, "Starting a game against the AI…"),
                 "seek": (Seek, "Posting the seek…"),
                 "quick": (QuickPair, "Joining the quick-pairing queue…"),
             }[kind]
             self.set_status(doing)
-            self.request(request, on_reply=taken, on_error=refused, **fields)
+            self.request(request, on_reply=taken, on_error=refused, on_lost=lost, **fields)
 
         dialog = NewGameDialog(kind, send)
         self.app.push_screen(dialog)

@@ -151,3 +151,39 @@ async def test_a_refused_new_game_keeps_the_dialog_and_its_choices(ui_server: UI
         await press_ok(pilot, dialog)
         await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
         assert app.screen.model.game == "5x5"  # type: ignore[attr-defined]
+
+
+async def test_a_new_game_lost_with_the_connection_says_so_and_can_be_sent_again(
+    ui_server: UIServer,
+) -> None:
+    """The new-game dialog's request lost with the connection left the dialog "Asking the
+    server…" for ever, taking no second OK, and a toast said only "Offline". The dialog now
+    says the request was lost with the connection and to try again once reconnected, its
+    choices kept; once back online, its OK starts the game."""
+    from textual.widgets import Input, Select
+
+    from client.ui.dialogs import NewGameDialog
+    from client.ui.game import GameScreen
+    from tests.client.test_ui import go_offline
+    from tests.client.ui_support import press_ok
+
+    app = NoughtsApp(ui_server.url, name="ada", start=Start("lobby"))
+    async with app.run_test(size=(110, 36)) as pilot:
+        lobby = await open_lobby(pilot, app)
+        url = await go_offline(pilot, app)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        dialog = app.screen
+        dialog.query_one("#game", Select).value = "5x5"
+        await press_ok(pilot, dialog)
+        error = dialog.query_one("#dialog-error", Label)
+        await until(pilot, lambda: "lost with the connection" in str(error.render()), "the loss")
+        assert "try again once reconnected" in str(error.render()).lower()
+        assert "lost with the connection" in str(lobby.query_one("#lobby-status").render())
+        assert app.screen is dialog and dialog.query_one("#game", Select).value == "5x5"
+        app.link.url = url
+        await until(pilot, lambda: app.link_state[0] == "online", "the connection back")
+        dialog.query_one("#budget", Input).focus()
+        await pilot.press("enter")  # (an Input's Enter is the dialog's OK)
+        await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+        assert app.screen.model.game == "5x5"  # type: ignore[attr-defined]
