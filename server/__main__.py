@@ -279,7 +279,9 @@ async def _serve_on(
         from server.shards import ShardLocks
 
         assert settings.bus is not None and isinstance(store, PostgresStore)
-        bus = RedisBus(settings.bus, prefix=settings.bus_prefix, node=node)
+        bus = RedisBus(
+            settings.bus, prefix=settings.bus_prefix, node=node, timeout_s=settings.bus_timeout_s
+        )
         game_server.cluster = Cluster(game_server, bus, ShardLocks(store.connect_locked))
         failed: int | None = None  # the exit status of a start that ends here
         try:

@@ -44,7 +44,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError
 
 from server.errors import ServerError
 
@@ -81,26 +81,37 @@ def reraise_cancel(exc: BaseException) -> None:
         raise asyncio.CancelledError from exc
 
 
-def redis_client(url: str) -> aioredis.Redis:
-    """A client whose commands are tried again, on a new connection, when the one they
-    were sent on turns out dead (Redis restarted: redis-py's default does not retry)."""
+def redis_client(url: str, *, timeout_s: float) -> aioredis.Redis:
+    """A client whose commands each give up after ``timeout_s`` (to connect, and again to
+    be answered: TimeoutError, a RedisError), so that a Redis alive but answering nothing
+    (stalled, cut off by a partition) fails the request that needs it instead of holding it
+    for ever. A command whose connection turns out dead (Redis restarted: ConnectionError)
+    is tried again on a new one (redis-py's default does not retry); one that timed out is
+    not: it was sent, and may still run when Redis wakes up (the caller undoes it)."""
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=MAX_CONNECTIONS,
         timeout=POOL_WAIT_S,
-        socket_connect_timeout=3,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 2),
-        retry_on_error=[ConnectionError, TimeoutError],
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 2, supported_errors=(ConnectionError,)),
+        retry_on_error=[ConnectionError],
     )
     return aioredis.Redis.from_pool(pool)
 
 
-async def open_raw(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
+async def open_raw(
+    url: str, *, timeout_s: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
     """A connection to the bus's Redis opened by redis-py (TCP or unix socket, TLS for
     ``rediss://`` with the URL's ssl_* options, AUTH, SELECT: exactly what redis-py does
-    with ``url``), then handed over as its raw streams, RESP2, for the bus to speak RESP
-    itself; close it with ``close_raw``. BusUnavailable-free: raises RedisError/OSError."""
-    pool = aioredis.ConnectionPool.from_url(url, socket_connect_timeout=3, protocol=2)
+    with ``url``, each step given ``timeout_s``), then handed over as its raw streams,
+    RESP2, for the bus to speak RESP itself, with no timeout (a subscriber waits for
+    messages as long as none comes); close it with ``close_raw``. BusUnavailable-free:
+    raises RedisError/OSError."""
+    pool = aioredis.ConnectionPool.from_url(
+        url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s, protocol=2
+    )
     connection: AbstractConnection = pool.make_connection()
     await connection.connect()
     # redis-py's asyncio connection keeps its streams here (redis-py 5 to 8, pinned <9).
@@ -182,10 +193,11 @@ class RedisBus:
     (its inbox, the cluster's channels and the channels of the games it follows) and its
     presence key."""
 
-    def __init__(self, url: str, *, prefix: str, node: str) -> None:
+    def __init__(self, url: str, *, prefix: str, node: str, timeout_s: float) -> None:
         self.url = url
         self.prefix = prefix
         self.node = node
+        self.timeout_s = timeout_s  # each command's (--bus-timeout-s): ``client``, connecting
         self._client: aioredis.Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._receiver: Receiver | None = None
@@ -234,7 +246,7 @@ class RedisBus:
         """Connect, subscribe, and start the reader and the publisher; BusUnavailable if
         Redis does not answer."""
         self._receiver = receiver
-        self._client = redis_client(self.url)
+        self._client = redis_client(self.url, timeout_s=self.timeout_s)
         try:
             await self._client.ping()
         except (RedisError, OSError) as exc:
@@ -317,7 +329,7 @@ class RedisBus:
         while True:
             connection = None
             try:
-                reader, writer, connection = await open_raw(self.url)
+                reader, writer, connection = await open_raw(self.url, timeout_s=self.timeout_s)
                 await serve(reader, writer)
             except (RedisError, OSError, hiredis.ProtocolError) as exc:
                 reraise_cancel(exc)

@@ -31,10 +31,13 @@ import logging
 import math
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol import (
     PROTOCOL_VERSION,
@@ -155,6 +158,13 @@ _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutE
 # third of this, and removes them when the game ends (or is not made after all), so an
 # owner that dies leaves nothing counted longer than this.
 OPEN_TTL_S = 30.0
+# A command to Redis that failed this way was not answered: Redis is down, stalled or cut
+# off (any other RedisError is an answer: a refusal).
+_UNANSWERED = (RedisConnectionError, RedisTimeoutError, OSError)
+# A step of a write (Cluster._write): what it writes (a later step of the same name stands
+# for it while both wait for Redis), what it adds to a pipeline, and until when (time.time)
+# it is still worth writing if the write fails: 0, not again; math.inf, until it is written.
+Step = tuple[str, Callable[[Any], object], float]
 
 
 class Host(Protocol):
@@ -279,10 +289,20 @@ class Cluster:
         # This node's public live games in the index, and the ply their entry shows.
         self._indexed_ply: dict[str, int] = {}
         self._open_refreshed = 0.0  # when this node's open-game entries were last refreshed
-        # This node's writes to the sets of open games (_write_open: tasks, which start in
-        # the order spawned), one at a time in that order: a game's removal is never
-        # overtaken by its addition (on two connections of the pool).
+        # This node's writes to the sets of open games and the games' indexes (_write:
+        # tasks, which start in the order spawned), one at a time in that order: a game's
+        # removal is never overtaken by its addition (on two connections of the pool).
         self._open_writes = asyncio.Lock()
+        # Steps of writes that did not get through (Redis did not answer), by name, in
+        # order, written first by the next write that does: an undo is not lost with the
+        # command it undoes, which Redis may still run when it wakes up (a command sent
+        # stays in its socket). One a game, seek or entry: bounded however long Redis is out.
+        self._unwritten: dict[str, Step] = {}
+        # Why the last command to Redis went unanswered (timed out, refused), until a
+        # heartbeat gets through again: meanwhile a request that needs Redis is answered
+        # unavailable at once, instead of each waiting bus_timeout_s with a connection of
+        # the pool held, and this node's writes wait in _unwritten.
+        self.redis_down: str | None = None
         # Nodes missing from presence while the bus was coming back (until _unseen_until):
         # their seeks are forgotten only if they are still missing after that.
         self._unseen: set[str] = set()
@@ -347,6 +367,8 @@ class Cluster:
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(NodeUnavailable("this node is stopping: reconnect"))
+        if self._unwritten and self.redis_down is None:  # a last try (bus_timeout_s at most)
+            await self._write([], "cannot write what waited for Redis")
         await self.bus.close()
 
     # --- ownership ----------------------------------------------------------------------
@@ -560,6 +582,7 @@ class Cluster:
         }
         await self.bus.heartbeat(state, self.presence_ttl_s)
         await self._refresh()
+        self._answered()
 
     async def _refresh(self) -> None:
         present = await self.bus.nodes()
@@ -600,18 +623,66 @@ class Cluster:
                 await self._heartbeat()
             except Exception as exc:
                 reraise_cancel(exc)
-                log.warning("cluster: heartbeat failed (%s)", exc)
+                if isinstance(exc, _UNANSWERED):
+                    self._failed(exc, "heartbeat failed")  # (said once while it lasts)
+                else:
+                    log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
             self._index_plies()
+            if time.monotonic() - self._open_refreshed >= OPEN_TTL_S / 3:
+                self._refresh_open()
             now = time.monotonic()
-            if now - self._open_refreshed >= OPEN_TTL_S / 3:
-                self._open_refreshed = now
-                games = self.server.open_games()
-                add = {g: self._open_keys(*held) for g, held in games.items()}
-                self.server._spawn(self._write_open(add))
             for game_id, asked in list(self._recovering.items()):
                 if now - asked > 2 * self.heartbeat_s:  # the question or its answer was lost
                     self._recover(game_id)
+
+    def _refresh_open(self) -> None:
+        """This node's unfinished games, counted again in the caps' sets (their entries'
+        lives renewed; any lost written again), after what earlier writes left undone."""
+        self._open_refreshed = time.monotonic()
+        games = self.server.open_games()
+        add = {game_id: self._open_keys(*held) for game_id, held in games.items()}
+        self.server._spawn(self._write_open(add))
+
+    # --- Redis not answering ------------------------------------------------------------
+
+    def _failed(self, exc: BaseException, what: str) -> None:
+        """A command to Redis failed (``what`` it was for). Unanswered (``_UNANSWERED``:
+        down, stalled, cut off): said once, and Redis counts as down until a heartbeat gets
+        through (``redis_down``); anything else is said each time."""
+        if not isinstance(exc, _UNANSWERED):
+            log.warning("cluster: %s (%s)", what, exc)
+            return
+        if self.redis_down is None:
+            log.warning(
+                "cluster: Redis does not answer (%s: %s); requests that need it are answered "
+                "unavailable until it does",
+                what,
+                exc,
+            )
+        self.redis_down = str(exc) or type(exc).__name__
+
+    def _answered(self) -> None:
+        """A heartbeat got through: Redis answers again. The writes left undone meanwhile
+        are written, with this node's counts in the caps' sets (any skipped, written)."""
+        if self.redis_down is None:
+            return
+        self.redis_down = None
+        log.info("cluster: Redis answers again")
+        self._refresh_open()
+
+    def _check_answering(self) -> None:
+        """NodeUnavailable at once while Redis does not answer (``redis_down``)."""
+        if self.redis_down is not None:
+            raise NodeUnavailable(
+                f"the cluster's Redis does not answer ({self.redis_down}): retry soon"
+            )
+
+    def _later(self, step: Step, what: str) -> None:
+        """A write that must land: an undo of what a failed command may have written (or
+        may still write, run by Redis when it wakes up), a removal. Written at once if
+        Redis answers, else with the first write that gets through once it does."""
+        self.server._spawn(self._write([step], what))
 
     def _owners_changed(self) -> None:
         """Forwards waiting on a node that died, or whose game another node owns now, are
@@ -1086,30 +1157,33 @@ class Cluster:
         """A seek posted here: in the cluster's seeks (what an accepter claims), and on
         every node's lobby."""
         data = self._seek_data(seek, connection)
+        self._check_answering()
         try:
             await self.bus.client.hset(self._seeks_key, seek.id, pack(data))
         except (RedisError, OSError) as exc:
+            self._failed(exc, f"cannot post seek {seek.id}")
+            self._later(self._unseek(seek.id), f"cannot remove seek {seek.id}")  # (it was sent)
             raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
         self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
     async def claim_seek(self, seek_id: str) -> bool:
         """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
+        self._check_answering()
         try:
             won = await self.bus.client.hdel(self._seeks_key, seek_id)
         except (RedisError, OSError) as exc:
+            self._failed(exc, f"cannot claim seek {seek_id}")
             raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
         return bool(won)
 
     def seek_removed(self, seek_id: str) -> None:
         """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
-        self.server._spawn(self._delete_seek(seek_id))
+        self._later(self._unseek(seek_id), f"cannot remove seek {seek_id}")
         self._publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
 
-    async def _delete_seek(self, seek_id: str) -> None:
-        try:
-            await self.bus.client.hdel(self._seeks_key, seek_id)
-        except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot remove seek %s (%s)", seek_id, exc)
+    def _unseek(self, seek_id: str) -> Step:
+        """The step of a write that takes a seek out of the cluster's seeks."""
+        return f"seek:{seek_id}", lambda pipe: pipe.hdel(self._seeks_key, seek_id), math.inf
 
     async def _load_seeks(self) -> None:
         """The other live nodes' seeks, in this node's lobby. The seeks and quick entries
@@ -1136,7 +1210,8 @@ class Cluster:
         ]
 
     def opened(self, game_id: str, players: Iterable[str], addresses: Iterable[str]) -> None:
-        """An unfinished game of this node counts in its players' and addresses' caps."""
+        """An unfinished game of this node counts in its players' and addresses' caps (if
+        Redis does not answer, from the first refresh once it does)."""
         self.server._spawn(self._write_open({game_id: self._open_keys(players, addresses)}))
 
     def closed_game(
@@ -1148,27 +1223,73 @@ class Cluster:
             self._write_open({}, {game_id: self._open_keys(players, addresses)})
         )
 
+    def not_made(
+        self, game_id: str, players: Iterable[str], addresses: Iterable[str]
+    ) -> asyncio.Task[None]:
+        """A game of this node was not made after all (refused: Redis did not answer, say):
+        it stays in none of the caps' sets. The write, after every one asked before it, is
+        done when the task returned is (or, if Redis does not answer, once it does)."""
+        removed = self._open_keys(players, addresses)
+        return self.server._spawn(self._write_open({}, {game_id: removed}))
+
     async def _write_open(
-        self, add: dict[str, list[str]], remove: dict[str, list[str]] | None = None
+        self,
+        add: dict[str, list[str]],
+        remove: dict[str, list[str]] | None = None,
+        more: list[Step] | None = None,
     ) -> None:
-        now = time.time()
-        expires = now + OPEN_TTL_S
-        keys: dict[str, dict[str, float]] = {}
+        """Count games in the caps' sets (``add``: game -> its keys) and count them no more
+        (``remove``), then ``more`` steps, in one write (``_write``). A count is written
+        again by the next refresh (every third of OPEN_TTL_S) if this write fails; a removal
+        by the next write that gets through, as long as it matters (an entry written late,
+        by Redis waking up, expires at most OPEN_TTL_S after it was sent)."""
+        keys: dict[str, list[str]] = {}
         for game_id, game_keys in add.items():
             for key in game_keys:
-                keys.setdefault(key, {})[game_id] = expires
-        try:
-            async with self._open_writes, self.bus.client.pipeline(transaction=False) as pipe:
-                for key, members in keys.items():
-                    pipe.zremrangebyscore(key, "-inf", now)  # a dead owner's entries
-                    pipe.zadd(key, members)
-                    pipe.pexpire(key, int(OPEN_TTL_S * 1000))
-                for game_id, game_keys in (remove or {}).items():
-                    for key in game_keys:
-                        pipe.zrem(key, game_id)
-                await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot count open games (%s)", exc)
+                keys.setdefault(key, []).append(game_id)
+
+        def count(pipe: Any) -> None:
+            now = time.time()  # when written, not when asked (it may wait for Redis)
+            for key, members in keys.items():
+                pipe.zremrangebyscore(key, "-inf", now)  # a dead owner's entries
+                pipe.zadd(key, dict.fromkeys(members, now + OPEN_TTL_S))
+                pipe.pexpire(key, int(OPEN_TTL_S * 1000))
+
+        steps: list[Step] = [("count", count, 0.0)] if keys else []
+        until = time.time() + OPEN_TTL_S
+        for game_id, game_keys in (remove or {}).items():
+            for key in game_keys:
+                steps.append((f"uncount:{key}:{game_id}", _zrem(key, game_id), until))
+        await self._write([*steps, *(more or ())], "cannot count open games")
+
+    async def _write(self, steps: list[Step], what: str) -> None:
+        """``steps`` in one pipeline, after the writes this node asked before (one at a
+        time, in order), and first the steps earlier writes left undone that still matter.
+        If Redis does not answer (or is down: nothing is sent then), the steps that still
+        matter wait for the next write that gets through (the heartbeat's refresh once Redis
+        answers again: ``_answered``)."""
+        async with self._open_writes:  # (the only place _unwritten changes)
+            now = time.time()
+            waiting = {name: step for name, step in self._unwritten.items() if step[2] > now}
+            self._unwritten = {}
+            for step in steps:
+                waiting.pop(step[0], None)  # (then after the steps asked before it)
+                waiting[step[0]] = step
+            if not waiting:
+                return
+            if self.redis_down is None:
+                try:
+                    async with self.bus.client.pipeline(transaction=False) as pipe:
+                        for _, add, _ in waiting.values():
+                            add(pipe)
+                        await pipe.execute()
+                    return
+                except (RedisError, OSError) as exc:
+                    reraise_cancel(exc)
+                    self._failed(exc, what)
+                    if not isinstance(exc, _UNANSWERED):
+                        return  # refused: written again, it would be refused again
+            self._unwritten = {name: step for name, step in waiting.items() if step[2] > now}
 
     async def reserve_open(
         self,
@@ -1181,9 +1302,12 @@ class Cluster:
         ``game_id`` (None: a check alone), taken in one script run (_RESERVE_OPEN): of
         requests at once on any nodes, those past the cap see the others' games. Returns
         the cap refused ("player", "address") or None, and where the game is a new entry
-        (in "player", "address"); when Redis does not answer, None (the node's own count
-        holds)."""
+        (in "player", "address"); when Redis does not answer (within bus_timeout_s, or is
+        down), None: the node's own count holds, and the game may be a new entry anywhere
+        (the script was sent: Redis may run it when it wakes up)."""
         holders = [("player", player)] + ([] if address is None else [("address", address)])
+        if self.redis_down is not None:
+            return None, set()  # (nothing sent)
         keys = self._open_keys([player[0]], [] if address is None else [address[0]])
         now = time.time()
         args: list[Any] = [now, now + OPEN_TTL_S, int(OPEN_TTL_S * 1000), game_id or ""]
@@ -1192,8 +1316,8 @@ class Cluster:
         try:
             answer = await self._script(_RESERVE_OPEN)(keys=keys, args=args)
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot count the open games (%s)", exc)
-            return None, set()
+            self._failed(exc, "cannot count the open games")
+            return None, set() if game_id is None else {kind for kind, _ in holders}
         if answer[0]:
             return holders[int(answer[0]) - 1][0], set()
         if game_id is None:
@@ -1203,13 +1327,15 @@ class Cluster:
     async def open_games_of(self, player_id: str) -> set[str]:
         """The unfinished games of a player on every node (entries not expired); none when
         Redis does not answer."""
+        if self.redis_down is not None:
+            return set()
         now = time.time()
         try:
             games = await self.bus.client.zrangebyscore(
                 self._open_keys([player_id], [])[0], now, "+inf"
             )
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot read the open games (%s)", exc)
+            self._failed(exc, "cannot read the open games")
             return set()
         return _names(games)
 
@@ -1319,18 +1445,16 @@ class Cluster:
 
     def open_listed(self, session: GameSession) -> None:
         """A public game of this node waits for its opponent (created, or restored): in
-        the cluster's index of open games (``list open``) until it starts or ends."""
+        the cluster's index of open games (``list open``) until it starts or ends (if Redis
+        does not answer, once it does, if it still waits then)."""
 
-        async def index() -> None:
-            try:
-                async with self.bus.client.pipeline(transaction=False) as pipe:
-                    pipe.hset(self._open_key, session.id, pack(session.summary()))
-                    pipe.zadd(self._open_by_age_key, {session.id: session.created_at})
-                    await pipe.execute()
-            except (RedisError, OSError) as exc:
-                log.warning("cluster: cannot index game %s (%s)", session.id, exc)
+        def index(pipe: Any) -> None:
+            if self.server.games.get(session.id) is session and session.status == "open":
+                pipe.hset(self._open_key, session.id, pack(session.summary()))
+                pipe.zadd(self._open_by_age_key, {session.id: session.created_at})
 
-        self.server._spawn(index())
+        step: Step = (f"index:{session.id}", index, math.inf)
+        self.server._spawn(self._write([step], f"cannot index game {session.id}"))
 
     async def open_elsewhere(self, count: int) -> list[dict[str, Any]]:
         """The open public games of the other nodes among the ``count`` oldest of the
@@ -1338,11 +1462,13 @@ class Cluster:
         takes from memory first: a page of ``count`` needs no more of the index than that,
         however many games the cluster holds open (it read the whole index: 17 kB a
         request for a page of one, with 100 games open on another node)."""
+        if self.redis_down is not None:
+            return []
         script = self._script(_OPEN_PAGE)
         try:
             entries = await script(keys=[self._open_by_age_key, self._open_key], args=[count])
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot read the open games' index (%s)", exc)
+            self._failed(exc, "cannot read the open games' index")
             return []
         summaries = [
             unpack(data if isinstance(data, bytes) else data.encode())
@@ -1353,18 +1479,17 @@ class Cluster:
 
     async def _index_game(self, game_id: str, data: bytes | None) -> None:
         """``data`` for the game in the live games' index, and out of the open games';
-        None: out of both."""
-        try:
-            async with self.bus.client.pipeline(transaction=False) as pipe:
-                if data is not None:
-                    pipe.hset(self._live_key, game_id, data)
-                pipe.hdel(self._open_key, game_id)
-                pipe.zrem(self._open_by_age_key, game_id)
-                if data is None:
-                    pipe.hdel(self._live_key, game_id)
-                await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot index game %s (%s)", game_id, exc)
+        None: out of both (if Redis does not answer, once it does)."""
+
+        def index(pipe: Any) -> None:
+            if data is not None:
+                pipe.hset(self._live_key, game_id, data)
+            pipe.hdel(self._open_key, game_id)
+            pipe.zrem(self._open_by_age_key, game_id)
+            if data is None:
+                pipe.hdel(self._live_key, game_id)
+
+        await self._write([(f"index:{game_id}", index, math.inf)], f"cannot index game {game_id}")
 
     def _list_remote(self, game_id: str, data: dict[str, Any] | None) -> None:
         if data is None:
@@ -1451,12 +1576,15 @@ class Cluster:
         player = connection.player
         assert player is not None
         keys = self._quick_keys(entry)
+        self._check_answering()
         while True:
             try:
                 raw = await self._script(_QUICK_TAKE)(
                     keys=keys, args=[player.player_id, entry.id, pack(data), _QUICK_SCAN]
                 )
             except (RedisError, OSError) as exc:
+                self._failed(exc, "cannot pair quickly")
+                self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")  # (it was sent)
                 raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
             if raw is None:
                 return None
@@ -1475,26 +1603,33 @@ class Cluster:
 
     async def claim_quick(self, entry: SeekEntry) -> bool:
         """Take this node's own quick entry out of the queue (its AI fallback is due):
-        False if another node paired it first."""
-        keys = self._quick_keys(entry)
-        player_id = entry.owner.player_id or ""
+        False if another node paired it first. NodeUnavailable if Redis does not answer:
+        the entry leaves the queue once it does (whoever took it meanwhile)."""
+        self._check_answering()
         try:
             pipe = self.bus.client.pipeline(transaction=True)
-            pipe.hdel(keys[1], entry.id)
-            pipe.lrem(keys[0], 1, f"{entry.id} {player_id}")
+            self._unqueue(entry)[1](pipe)
             won, _ = await pipe.execute()
         except (RedisError, OSError) as exc:
-            log.warning("cluster: cannot take quick entry %s (%s)", entry.id, exc)
-            return False
+            self._failed(exc, f"cannot take quick entry {entry.id}")
+            self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")
+            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
         return bool(won)
+
+    def _unqueue(self, entry: SeekEntry) -> Step:
+        """The step of a write that takes this node's quick entry out of its queue."""
+        queue, entries = self._quick_keys(entry)
+        item = f"{entry.id} {entry.owner.player_id or ''}"
+
+        def unqueue(pipe: Any) -> None:
+            pipe.hdel(entries, entry.id)
+            pipe.lrem(queue, 0, item)
+
+        return f"quick:{entry.id}", unqueue, math.inf
 
     def quick_removed(self, entry: SeekEntry) -> None:
         """A quick entry of this node is gone (paired, cancelled, its owner left)."""
-
-        async def remove() -> None:
-            await self.claim_quick(entry)
-
-        self.server._spawn(remove())
+        self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")
 
     def _script(self, source: str) -> Any:
         """A Lua script on the bus's Redis, registered once (run by its SHA1 after)."""
@@ -1569,12 +1704,16 @@ class Cluster:
                 if data.get("node") not in nodes:
                     continue
                 if data.get("quick"):
-                    await self.claim_quick(self._remote_seek(data))
+                    await self.claim_quick(self._remote_seek(data))  # (its queue's item)
                 elif await self.bus.client.hdel(self._seeks_key, data["id"]):
                     message = {"op": "remove", "id": data["id"], "from": self.node}
                     self._publish(self.bus.lobby_channel, message)
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, NodeUnavailable) as exc:
             log.warning("cluster: cannot drop the seeks of %s (%s)", sorted(nodes), exc)
+
+
+def _zrem(key: str, member: str) -> Callable[[Any], object]:
+    return lambda pipe: pipe.zrem(key, member)
 
 
 def _names(members: list[Any]) -> set[str]:

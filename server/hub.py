@@ -315,25 +315,38 @@ class Hub:
     @contextlib.asynccontextmanager
     async def _reserving(self, game_id: str) -> AsyncIterator[Reservation]:
         """A reservation for the game ``game_id`` being made in this block, given up at its
-        end: the game registered by then counts by its seats, one not made nowhere (in a
-        cluster, its new entries in Redis are removed, after any write this node asked
-        before, and before the block's request is over: a create tried again right after
-        one refused finds its place free)."""
+        end: the game registered by then counts by its seats, one not made nowhere. In a
+        cluster, a game not made leaves nothing in the caps' sets in Redis (whatever its
+        reservation's outcome there: Cluster.not_made), and a game made no entry
+        its reservation added for a player not seated; written after any write this node
+        asked before, and before the block's request is over (a create tried again right
+        after one refused finds its place free), unless Redis does not answer within
+        bus_timeout_s: then once it does."""
         reservation = Reservation(game_id)
         try:
             yield reservation
         finally:
-            for player_id, address in list(reservation.held):
+            held = list(reservation.held)
+            for player_id, address in held:
                 self._unhold(reservation, player_id, address)
             if self.cluster is not None:
+                write: asyncio.Task[None] | None = None
                 session = self.games.get(game_id)
-                kept: tuple[list[str], list[str]] = ([], [])
-                if session is not None and session.status in UNFINISHED:
-                    kept = self._open_holders(session)
-                players = reservation.added_players - set(kept[0])
-                addresses = reservation.added_addresses - set(kept[1])
-                if players or addresses:
-                    await asyncio.shield(self.cluster.closed_game(game_id, players, addresses))
+                if session is None:
+                    players = {p for p, _ in held} | reservation.added_players
+                    addresses = {a for _, a in held if a not in ("", "?")}
+                    addresses |= reservation.added_addresses
+                    write = self.cluster.not_made(game_id, players, addresses)
+                else:
+                    kept: tuple[list[str], list[str]] = ([], [])
+                    if session.status in UNFINISHED:
+                        kept = self._open_holders(session)
+                    players = reservation.added_players - set(kept[0])
+                    addresses = reservation.added_addresses - set(kept[1])
+                    if players or addresses:
+                        write = self.cluster.closed_game(game_id, players, addresses)
+                if write is not None:
+                    await asyncio.wait({write}, timeout=self.settings.bus_timeout_s)
 
     def _hold(self, reservation: Reservation, player_id: str, address: str) -> None:
         reservation.held.append((player_id, address))

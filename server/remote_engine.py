@@ -61,6 +61,7 @@ RESUBMIT_S = 1.0  # while an answer is due: how often the job is checked for, an
 COUNT_S = 2.0  # how often a node counts the workers' heartbeat keys (one SCAN)
 QUICK_RETRY_MS = 10.0  # a re-run whose budget is spent still searches this long
 MAX_REPLIES = 10_000  # a reply stream keeps at most about this many entries
+READ_BLOCK_S = 1.0  # how long the replies' reader's XREAD waits for one (then reads again)
 
 
 def jobs_key(prefix: str) -> str:
@@ -115,10 +116,14 @@ class RemoteEngine:
     ) -> None:
         settings = settings or ServerSettings()
         self.url = url
+        self.timeout_s = settings.bus_timeout_s  # each command's, but the replies' XREAD
         self.prefix = prefix
         self.node = node or secrets.token_hex(6)
         self.replaced = 0
         self._client: aioredis.Redis | None = None
+        # The replies' reader's own: its XREAD blocks READ_BLOCK_S on purpose, on top of
+        # the command's time.
+        self._reader_client: aioredis.Redis | None = None
         self._jobs: dict[str, _Job] = {}  # the jobs waiting at the node or unanswered, by id
         self._turns: TurnOrder[_Job] = TurnOrder(settings.ai_running_per_player)
         self._reader: asyncio.Task[None] | None = None
@@ -137,7 +142,8 @@ class RemoteEngine:
         return self._alive
 
     async def start(self) -> None:
-        self._client = redis_client(self.url)
+        self._client = redis_client(self.url, timeout_s=self.timeout_s)
+        self._reader_client = redis_client(self.url, timeout_s=self.timeout_s + READ_BLOCK_S)
         try:
             await ensure_group(self._client, self.prefix)
             await self.refresh()
@@ -185,9 +191,10 @@ class RemoteEngine:
             if job.timer is not None:
                 job.timer.cancel()
         self._jobs.clear()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for client in (self._client, self._reader_client):
+            if client is not None:
+                await client.aclose()
+        self._client = self._reader_client = None
 
     def forget(self, game_key: str) -> None:
         """Nothing to drop: a remote worker keeps no search tree between jobs."""
@@ -322,14 +329,17 @@ class RemoteEngine:
         self._dispatch()
 
     async def _read_replies(self) -> None:
-        assert self._client is not None
+        client = self._reader_client
+        assert client is not None
         stream = replies_key(self.prefix, self.node)
         last = "0"  # the stream is this node's own, new with it: read it all
         # Until closed: redis-py's retry may swallow a cancel that lands in a blocking read
         # on a connection Redis dropped; the next XREAD then ends the loop within its block.
         while not self._closing:
             try:
-                replies: Any = await self._client.xread({stream: last}, block=1000, count=100)
+                replies: Any = await client.xread(
+                    {stream: last}, block=int(READ_BLOCK_S * 1000), count=100
+                )
             except (RedisError, OSError) as exc:
                 reraise_cancel(exc)
                 log.warning("reading engine replies failed: %s; retrying", exc)

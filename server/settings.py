@@ -620,6 +620,18 @@ class ServerSettings:
         flag="bus-prefix",
         group=CLUSTER,
     )
+    # A command is a round trip of well under a millisecond on a LAN: seconds without an
+    # answer is a Redis stalled or cut off, not a slow one.
+    bus_timeout_s: float = setting(
+        2.0,
+        "seconds a command to the cluster's Redis (--bus) may take to connect, and again to be "
+        "answered; then it fails, and a request that needs Redis is answered unavailable "
+        "until Redis answers a heartbeat again (the bus's subscriptions wait for messages "
+        "without a timeout)",
+        flag="bus-timeout-s",
+        group=CLUSTER,
+        positive=True,
+    )
 
     # --- storage -------------------------------------------------------------------------
     db: str | None = setting(

@@ -25,7 +25,14 @@ from protocol import (
 from server import names
 from server.clock import TimeControl
 from server.connection import Connection, PlayerSession
-from server.errors import BadRequest, LimitExceeded, NotAllowed, ServerError, UnknownSeek
+from server.errors import (
+    BadRequest,
+    LimitExceeded,
+    NodeUnavailable,
+    NotAllowed,
+    ServerError,
+    UnknownSeek,
+)
 from server.game_events import GameEvents
 from server.hub import Reservation
 from server.lobby import SeekEntry, Subscription, new_seek_id
@@ -288,8 +295,14 @@ class LobbyRequests(GameEvents):
         entry = self.lobby.seeks.get(seek_id)
         if entry is None:
             return
-        if self.cluster is not None and not await self.cluster.claim_quick(entry):
-            return  # paired on another node meanwhile (its notice removes the entry)
+        if self.cluster is not None:
+            try:
+                if not await self.cluster.claim_quick(entry):
+                    return  # paired on another node meanwhile (its notice removes the entry)
+            except NodeUnavailable as exc:  # (it leaves the queue once Redis answers)
+                if self.lobby.remove(seek_id) is not None:
+                    entry.owner_connection.send(Error(code=exc.code.value, message=exc.message))
+                return
         entry = self.lobby.remove(seek_id)
         if entry is None or entry.owner_connection.closed:
             return

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 
 from server.bus import MAX_CONNECTIONS, RedisBus, pack_publish, redis_client
+from server.settings import ServerSettings
 from tests.services import REDIS_SERVER_HINT, REDIS_URL
+
+TIMEOUT_S = ServerSettings().bus_timeout_s
 
 
 @given(channel=st.text(min_size=1, max_size=80), data=st.binary(max_size=2000))
@@ -47,8 +50,8 @@ class Heard:
 
 async def _two_buses(url: str, prefix: str) -> tuple[RedisBus, RedisBus, Heard]:
     sender, receiver = (
-        RedisBus(url, prefix=prefix, node="a"),
-        RedisBus(url, prefix=prefix, node="b"),
+        RedisBus(url, prefix=prefix, node="a", timeout_s=TIMEOUT_S),
+        RedisBus(url, prefix=prefix, node="b", timeout_s=TIMEOUT_S),
     )
     heard = Heard()
     await sender.start(lambda *_: None)
@@ -116,7 +119,7 @@ async def test_the_publishers_connection_cut_comes_back_with_what_was_held(
 
 
 async def test_the_redis_client_pool_is_capped() -> None:
-    client = redis_client(REDIS_URL)
+    client = redis_client(REDIS_URL, timeout_s=TIMEOUT_S)
     try:
         assert client.connection_pool.max_connections == MAX_CONNECTIONS
     finally:
@@ -141,7 +144,7 @@ async def test_the_bus_speaks_tls_rediss(tmp_path: Path, redis_prefix: str) -> N
     )  # fmt: skip
     url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={cert}"
     try:
-        probe = redis_client(url)
+        probe = redis_client(url, timeout_s=TIMEOUT_S)
         try:
             for _ in range(100):
                 try:

@@ -1192,6 +1192,17 @@ class OwnRedis:
         finally:
             await client.aclose()
 
+    @contextlib.asynccontextmanager
+    async def stalled(self) -> AsyncIterator[None]:
+        """Redis alive but answering nothing in the block (SIGSTOP: a hung host, a network
+        partition); it answers again at its end (SIGCONT), however the block ends."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.process.send_signal(signal.SIGCONT)
+
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
             self.process.kill()
@@ -1374,6 +1385,94 @@ async def _play_retrying(
             if exc.code != "unavailable" or loop.time() > give_up:
                 raise
             await asyncio.sleep(0.1)  # a client's pause before it retries
+
+
+# How long a request may take while Redis stalls, at most: beyond, it is left unanswered.
+# (Each command to Redis gives up after --bus-timeout-s, 2 s; a request makes two at most.)
+STALLED_S = 20
+
+
+async def _lobby_entries(url: str, prefix: str) -> dict[str, set[str]]:
+    """What the cluster's seeks, quick-pairing queues, open games' index and caps' sets
+    hold in Redis: key (without the prefix) -> members, for the keys not empty."""
+    client = aioredis.from_url(url)
+    try:
+        found: dict[str, set[str]] = {}
+        for key in ("seeks", "quick-entries", "open-games"):
+            found[key] = _names(await client.hkeys(f"{prefix}:{key}"))
+        async for name in client.scan_iter(match=f"{prefix}:*"):
+            key = name.decode()[len(prefix) + 1 :]
+            if key.startswith(("open:", "open-games:")):
+                found[key] = _names(await client.zrange(name, 0, -1))
+            elif key.startswith("quick:"):
+                found[key] = _names(await client.lrange(name, 0, -1))
+    finally:
+        await client.aclose()
+    return {key: members for key, members in found.items() if members}
+
+
+async def _until_lobby_entries(url: str, prefix: str, expected: dict[str, set[str]]) -> None:
+    """Until ``_lobby_entries`` is ``expected`` (10 s at most)."""
+    try:
+        async with asyncio.timeout(10):
+            while await _lobby_entries(url, prefix) != expected:
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"{await _lobby_entries(url, prefix)} != {expected}") from None
+
+
+def _names(members: list[bytes]) -> set[str]:
+    return {m.decode() for m in members}
+
+
+async def test_a_stalled_redis_fails_what_needs_it_in_time_and_leaves_nothing_behind(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Redis stalls (alive, answering nothing: SIGSTOP). A request that needs it (a quick
+    pairing, a seek) gets ``unavailable`` with its ``rid`` once its command times out (it
+    waited for ever: the caps check and the queue had no timeout); one that can do
+    without it is served (a move of a game the node owns; a create, counted by the node's
+    own games); the bus survives a stall longer than the commands' timeout. Once Redis
+    answers again, what the failed requests may have written there (a command sent stays
+    in its socket, and Redis runs it when it wakes up) is undone, and the node serves
+    them again by itself."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, _ = await cluster.start_pair()
+        ada, bo, game_id, ada_token, _ = await _two_player_game(cluster)  # ada on a, its owner
+        pat = await a.connect("pat")
+        assert pat.welcome is not None
+        async with redis.stalled():
+            with pytest.raises(RequestFailed) as failed:
+                await asyncio.wait_for(
+                    pat.request(QuickPair, game="tictactoe", ai_after_s=0), STALLED_S
+                )
+            assert failed.value.code == "unavailable" and failed.value.error.rid is not None
+            with pytest.raises(RequestFailed) as failed:
+                await asyncio.wait_for(pat.request(Seek, game="tictactoe"), STALLED_S)
+            assert failed.value.code == "unavailable" and failed.value.error.rid is not None
+            created = await asyncio.wait_for(
+                pat.request(CreateGame, game="tictactoe", opponent="human", private=True),
+                STALLED_S,
+            )
+            await asyncio.wait_for(_play(ada, ada_token, game_id, LONG_GAME[0]), STALLED_S)
+        # The bus's subscriptions lived through it: bo, on b, hears ada's move.
+        await asyncio.wait_for(_heard(bo, 0), STALLED_S)
+        # Of pat's requests, only its game counts (the quick pairing's reserved place, its
+        # queue entry and its seek are gone, not left to expire).
+        assert ada.welcome is not None and bo.welcome is not None
+        counted = {
+            f"open:p:{ada.welcome.player_id}": {game_id},
+            f"open:p:{bo.welcome.player_id}": {game_id},
+            f"open:p:{pat.welcome.player_id}": {created.game_id},
+            "open:a:127.0.0.1": {game_id, created.game_id},
+        }
+        await _until_lobby_entries(cluster.bus, redis_prefix, counted)
+        posted = await pat.request(QuickPair, game="tictactoe", ai_after_s=0)
+        assert isinstance(posted, SeekPosted)
+        await pat.request(Seek, game="tictactoe")
+        assert "Traceback" not in a.log.read_text()
+        for client in (ada, bo, pat):
+            await client.close()
 
 
 async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
@@ -1790,7 +1889,8 @@ async def test_a_signal_while_a_stalled_redis_holds_the_join_stops_the_node(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     """SIGTERM to a node whose join waits on a stalled Redis: it stops at once, exit 0,
-    without listening. (It waited for the join to end, for as long as Redis stalled.)"""
+    without listening. (It waited for the join to end, for as long as Redis stalled.) The
+    join's commands wait a long --bus-timeout-s here (then it would fail, exit 1)."""
     async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
         assert redis.process is not None
         redis.process.send_signal(signal.SIGSTOP)
@@ -1801,7 +1901,7 @@ async def test_a_signal_while_a_stalled_redis_holds_the_join_stops_the_node(
                     sys.executable, "-m", "server", "--port", "0", "--workers", "0",
                     "--db", schema_url(cluster.schema), "--bus", cluster.bus,
                     "--bus-prefix", cluster.prefix, "--node", f"j-{cluster.prefix}",
-                    "--admin-port", "0", "--log-level", "INFO",
+                    "--admin-port", "0", "--log-level", "INFO", "--bus-timeout-s", "60",
                     stdout=asyncio.subprocess.PIPE, stderr=stderr,
                     env={k: v for k, v in os.environ.items() if not k.startswith("NOUGHTS_")},
                 )  # fmt: skip
