@@ -1226,11 +1226,18 @@ class Cluster:
     def not_made(
         self, game_id: str, players: Iterable[str], addresses: Iterable[str]
     ) -> asyncio.Task[None]:
-        """A game of this node was not made after all (refused: Redis did not answer, say):
-        it stays in none of the caps' sets. The write, after every one asked before it, is
-        done when the task returned is (or, if Redis does not answer, once it does)."""
+        """A game of this node was not made after all (the store refused it, say): nothing
+        of it stays in Redis, neither in the caps' sets nor in the open games' index. The
+        write, after every one asked before it, is done when the task returned is (or, if
+        Redis does not answer, once it does)."""
+
+        def unlist(pipe: Any) -> None:
+            pipe.hdel(self._open_key, game_id)
+            pipe.zrem(self._open_by_age_key, game_id)
+
         removed = self._open_keys(players, addresses)
-        return self.server._spawn(self._write_open({}, {game_id: removed}))
+        more: list[Step] = [(f"index:{game_id}", unlist, math.inf)]
+        return self.server._spawn(self._write_open({}, {game_id: removed}, more))
 
     async def _write_open(
         self,

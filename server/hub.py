@@ -316,8 +316,8 @@ class Hub:
     async def _reserving(self, game_id: str) -> AsyncIterator[Reservation]:
         """A reservation for the game ``game_id`` being made in this block, given up at its
         end: the game registered by then counts by its seats, one not made nowhere. In a
-        cluster, a game not made leaves nothing in the caps' sets in Redis (whatever its
-        reservation's outcome there: Cluster.not_made), and a game made no entry
+        cluster, a game not made leaves nothing in Redis (its entries in the caps' sets,
+        its entry in the open games' index: Cluster.not_made), and a game made no entry
         its reservation added for a player not seated; written after any write this node
         asked before, and before the block's request is over (a create tried again right
         after one refused finds its place free), unless Redis does not answer within

@@ -1475,6 +1475,40 @@ async def test_a_stalled_redis_fails_what_needs_it_in_time_and_leaves_nothing_be
             await client.close()
 
 
+async def test_a_create_the_store_refuses_leaves_nothing_in_redis(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A public game the store refuses to create (a trigger of the test's raises) was
+    written to the cluster's index of open games, and stayed listed there on every node
+    (``list open``) with no game behind it: the refusal undoes what it wrote (and the
+    caps' sets count nothing for it), before it is answered."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, b = await cluster.start_pair()
+        ada, bo = await a.connect("ada"), await b.connect("bo")
+        conn = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
+        try:
+            await conn.execute(
+                "CREATE FUNCTION refuse_games() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$"
+            )
+            await conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON games "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_games()"
+            )
+            with pytest.raises(RequestFailed) as failed:
+                await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+            assert failed.value.code == "unavailable", failed.value
+            assert await _lobby_entries(cluster.bus, redis_prefix) == {}
+            assert not (await bo.request(ListGames, status="open")).games
+            await conn.execute("DROP TRIGGER refuse ON games")
+        finally:
+            await conn.close()
+        created = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        await _until_open_listed(bo, created.game_id)
+        for client in (ada, bo):
+            await client.close()
+
+
 async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
     two_nodes: Cluster, pg_schema: str
 ) -> None:
