@@ -74,8 +74,9 @@ CLAIM_MARGIN_S = 0.5
 # A search under a clock leaves this much more of it for the move's round trip to the server
 # and the bot's own part of the move (the clocks are read when an event arrives, after the
 # server sent it). A fixed margin: the bot measures no round trip, and a ping's would leave
-# out its own part (its searches hold the GIL). Each side's first move has FIRST_MOVE_MS
-# from when its turn began, its clock not yet running (PROTOCOL.md, Clocks).
+# out its own part (its searches hold the GIL). Each side's first move has the snapshot's
+# first_move_ms from when its turn began, its clock not yet running (PROTOCOL.md, Clocks);
+# FIRST_MOVE_MS, the server's default, if a snapshot does not say.
 ROUND_TRIP_MS = 200.0
 FIRST_MOVE_MS = 30_000
 MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
@@ -96,6 +97,7 @@ class Turn:
     clocks: list[int] | None = None  # ms left per seat when the turn began, if timed
     control: dict[str, int] = field(default_factory=dict)  # the time control (protocol's map)
     began: float = field(default_factory=time.monotonic)  # when the turn began (monotonic)
+    first_move_ms: int = FIRST_MOVE_MS  # each side's first move's time (the snapshot's)
     # Set when the bot stops (``Bot.stop``): a handler still searching ends its search now
     # (its move is not played: the game is being ended), as ``engine_player`` does.
     stopped: threading.Event = field(default_factory=threading.Event)
@@ -103,7 +105,7 @@ class Turn:
     def budget_ms(self, wanted_ms: float, now: float) -> float:
         """A search's time for this move at ``now`` (``time.monotonic``): ``wanted_ms``,
         capped in a game with a clock by the rule of engine.time_control, on the server's
-        clocks (PROTOCOL.md, Clocks): each side's first move is a turn of FIRST_MOVE_MS
+        clocks (PROTOCOL.md, Clocks): each side's first move is a turn of ``first_move_ms``
         whatever the control, its clock not running; then a fixed time per move is a turn
         of what is left of it; Fischer spends what is left over the moves expected still to
         play, plus the increment. A search takes 90% of a turn; each budget is less a margin
@@ -114,7 +116,7 @@ class Turn:
         spent = int((now - self.began) * 1000)
         ply = self.state.ply()
         if ply < 2:  # our first move: the clock starts after it
-            timing = TimeControl(FIRST_MOVE_MS - spent, 0)
+            timing = TimeControl(self.first_move_ms - spent, 0)
         elif "move_ms" in self.control:
             timing = TimeControl(self.clocks[self.seat] - spent, 0)
         else:
@@ -631,7 +633,8 @@ def _turn(game_id: str, seat: int, model: GameModel, stopped: threading.Event) -
     clocks = None if model.clocks is None else list(model.clocks)
     state, control = model.state.clone(), dict(model.clock)
     began = model.clocks_received
-    return Turn(game_id, seat, state, model.players, clocks, control, began, stopped)
+    first = FIRST_MOVE_MS if model.first_move_ms is None else model.first_move_ms
+    return Turn(game_id, seat, state, model.players, clocks, control, began, first, stopped)
 
 
 def _searcher(stopped: Callable[[], bool]) -> engine.Searcher:

@@ -169,6 +169,7 @@ class GameModel:
     clock: dict[str, int] = field(default_factory=dict)
     clocks: list[int] | None = None
     clocks_received: float = 0.0  # local time the clocks were read at
+    first_move_ms: int | None = None  # a timed game's time for each side's first move
     online: list[bool] = field(default_factory=lambda: [True, True])
     claim_at: list[float | None] = field(default_factory=lambda: [None, None])
     offers: dict[str, int] = field(default_factory=dict)
@@ -283,6 +284,7 @@ class GameModel:
         self.clock = dict(snapshot.clock)
         self.clocks = list(snapshot.clocks) if snapshot.clocks is not None else None
         self.clocks_received = now
+        self.first_move_ms = snapshot.first_move_ms
         self.online = list(snapshot.online)
         self.offers = dict(snapshot.offers)
         self.next_game = snapshot.next_game

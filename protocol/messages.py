@@ -358,6 +358,8 @@ class Snapshot(Message):
     clock: dict[str, int] = _clock()
     # Remaining ms per seat at server time ``at``; the side to move's clock runs from then.
     clocks: list[int] | None = field(default=None, metadata={"min": 0, "max_len": 2})
+    # A timed game's time for each side's first move, its clock not yet running (Clocks).
+    first_move_ms: int | None = _bounded(0, 86_400_000, None)
     at: float = 0.0
     online: list[bool] = field(default=_BOTH_ONLINE, metadata={"max_len": 2})
     offers: dict[str, int] = field(default_factory=dict, metadata={"min": 0, "max": 1})

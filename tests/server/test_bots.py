@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -699,6 +700,11 @@ def test_a_bots_first_move_is_timed_from_the_move_that_gave_it_the_turn() -> Non
     turn = _turn("g", 1, model, threading.Event())
     assert turn.began == 105.0
     assert turn.budget_ms(60_000, now=115.0) == 20_000 * 0.9 - 50 - ROUND_TRIP_MS
+    # A server whose first moves have 12 s says so in its snapshots (first_move_ms).
+    model.apply(dataclasses.replace(start, seq=3, actions=[40], to_move=1, first_move_ms=12_000),
+                105.0)  # fmt: skip
+    turn = _turn("g", 1, model, threading.Event())
+    assert turn.budget_ms(60_000, now=107.0) == 10_000 * 0.9 - 50 - ROUND_TRIP_MS
 
 
 async def _warm() -> None:

@@ -99,7 +99,11 @@ async def test_fischer_clocks_run_after_the_first_moves_and_flag(server: Running
 
 
 async def test_a_timed_game_without_a_first_move_is_aborted(server: RunningServer) -> None:
+    """Within the server's first-move time (first_move_s), which every snapshot of a timed
+    game tells its players (first_move_ms), as it tells the clocks."""
     ada, bo, a, b = await human_game(server, game="5x5", clock={"move_ms": 5000})
+    live = await next_event(bo, Snapshot)
+    assert (live.status, live.first_move_ms) == ("live", 500)
     ended = await next_event(bo, Ended, timeout=10)
     assert (ended.result, ended.reason, ended.winner) == ("*", "no_start", None)
     record = (await bo.request(GetGame, game_id=a.game_id)).game
@@ -108,6 +112,7 @@ async def test_a_timed_game_without_a_first_move_is_aborted(server: RunningServe
 
 async def test_an_untimed_game_waits_for_its_first_move(server: RunningServer) -> None:
     ada, bo, a, b = await human_game(server, game="tictactoe")
+    assert (await next_event(bo, Snapshot)).first_move_ms is None
     await asyncio.sleep(1.0)  # twice the first-move allowance of timed games
     await _move(ada, a.game_id, 4)
 
