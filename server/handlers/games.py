@@ -389,7 +389,11 @@ class GameRequests(GameEvents):
         if request.game_id in connection.watching:
             connection.watching.discard(request.game_id)
             connection.games.discard(request.game_id)
-            self.subscribers.get(request.game_id, set()).discard(connection)
+            followers = self.subscribers.get(request.game_id)
+            if followers is not None:
+                followers.discard(connection)
+                if not followers:  # (a game of another node: nothing else would drop it)
+                    del self.subscribers[request.game_id]
         connection.send(Ok(rid=request.rid))
 
     def _send_since(self, connection: Connection, session: GameSession, since: int) -> None:

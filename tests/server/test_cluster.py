@@ -54,12 +54,17 @@ from protocol import (
     Seek,
     SeekPosted,
     Snapshot,
+    Unwatch,
     Watch,
     Welcome,
     decode_server,
 )
-from server.bus import pack, unpack
+from server.app import GameServer, running
+from server.bus import RedisBus, pack, unpack
+from server.cluster import Cluster as NodeCluster
+from server.pgstore import PostgresStore
 from server.settings import ServerSettings
+from server.shards import ShardLocks
 from tests.server.cluster_nodes import Cluster, Node, cluster_of, schema_url
 from tests.server.conftest import RawClient, admin_get, http_get, next_event
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -2151,3 +2156,54 @@ async def test_a_server_alone_and_a_node_on_one_database_refuse_each_other(
         await cluster.wait_balanced()
         for node in (a, b):
             assert await node.stop() == 0
+
+
+@contextlib.asynccontextmanager
+async def _node_in_process(
+    name: str, schema: str, prefix: str
+) -> AsyncIterator[tuple[GameServer, str]]:
+    """A node of the cluster in this process, as `noughts serve --node NAME` builds it (no
+    engine): its GameServer, whose tables a test reads, and its address."""
+    store = PostgresStore(schema_url(schema), node=name)
+    await store.open()
+    game_server = GameServer(store, None)
+    bus = RedisBus(REDIS_URL, prefix=prefix, node=name)
+    game_server.cluster = NodeCluster(game_server, bus, ShardLocks(store.connect_locked))
+    try:
+        await game_server.cluster.start()
+        async with running(game_server) as ws_server:
+            port = next(iter(ws_server.sockets)).getsockname()[1]
+            yield game_server, f"ws://127.0.0.1:{port}"
+    finally:
+        if game_server.cluster is not None:
+            await game_server.cluster.close()
+        await store.close()
+
+
+async def test_spectators_that_unwatch_a_remote_game_leave_nothing_behind(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A soak probe's finding: a spectator on node b that unwatched a game of node a left
+    an empty set of followers for it in b's table, for ever (b stopped following the
+    game's channel, so the game's end never reached it: 100 cycles, 100 entries)."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
+    finally:
+        await conn.close()
+    async with (
+        _node_in_process(f"a-{redis_prefix}", pg_schema, redis_prefix) as (a, a_url),
+        _node_in_process(f"b-{redis_prefix}", pg_schema, redis_prefix) as (b, b_url),
+    ):
+        ada = await ServerConnection.connect(a_url, name="ada")
+        bo = await ServerConnection.connect(a_url, name="bo")
+        spectator = await ServerConnection.connect(b_url, name="cy")
+        for _ in range(5):
+            created = await ada.request(CreateGame, game="tictactoe", opponent="human")
+            await bo.request(JoinGame, game_id=created.game_id)
+            await spectator.request(Watch, game_id=created.game_id)
+            await spectator.request(Unwatch, game_id=created.game_id)
+            await ada.request(Resign, game_id=created.game_id, token=created.token)
+        assert b.subscribers == {}
+        for client in (ada, bo, spectator):
+            await client.close()
