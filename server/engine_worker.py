@@ -39,6 +39,7 @@ from server.remote_engine import (
     HEARTBEAT_S,
     MAX_REPLIES,
     QUICK_RETRY_MS,
+    REPLIES_TTL_S,
     decode_request,
     jobs_key,
     worker_key,
@@ -194,6 +195,7 @@ class Worker:
             maxlen=MAX_REPLIES,
             approximate=True,
         )
+        self.answers.pexpire(fields[b"reply"], int(REPLIES_TTL_S * 1000))
         self.answers.xack(jobs_key(self.prefix), GROUP, entry_id)
         self.answers.xdel(jobs_key(self.prefix), entry_id)
         self.jobs_done += 1

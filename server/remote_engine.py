@@ -62,6 +62,9 @@ COUNT_S = 2.0  # how often a node counts the workers' heartbeat keys (one SCAN)
 QUICK_RETRY_MS = 10.0  # a re-run whose budget is spent still searches this long
 MAX_REPLIES = 10_000  # a reply stream keeps at most about this many entries
 READ_BLOCK_S = 1.0  # how long the replies' reader's XREAD waits for one (then reads again)
+# A node's reply stream is its own, new with it: deleted when it stops, and given this
+# lifetime by each reply (a node killed leaves it behind, and a late reply may write it again).
+REPLIES_TTL_S = 3600.0
 
 
 def jobs_key(prefix: str) -> str:
@@ -191,6 +194,9 @@ class RemoteEngine:
             if job.timer is not None:
                 job.timer.cancel()
         self._jobs.clear()
+        if self._client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self._client.delete(replies_key(self.prefix, self.node))
         for client in (self._client, self._reader_client):
             if client is not None:
                 await client.aclose()

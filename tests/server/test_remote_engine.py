@@ -91,6 +91,24 @@ async def test_a_worker_answers_a_search(remote: RemoteEngine, spawn_worker: Spa
     assert result.algorithm == "mcts"
 
 
+async def test_a_node_leaves_no_reply_stream_behind(redis_prefix: str, spawn_worker: Spawn) -> None:
+    """A soak probe's finding: each run of a node through the queue left its reply stream
+    (up to MAX_REPLIES answers, no expiry) in Redis for ever: 20 runs, 20 streams. A node
+    that stops deletes it; one killed leaves it with the lifetime each answer gives it."""
+    await spawn_worker()
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        for _ in range(3):
+            queue = RemoteEngine(REDIS_URL, prefix=redis_prefix)
+            await queue.start()
+            await queue.search(_request("tictactoe", 20, (4,)))
+            assert 0 < await client.pttl(replies_key(redis_prefix, queue.node))
+            await queue.close()
+        assert [k async for k in client.scan_iter(match=replies_key(redis_prefix, "*"))] == []
+    finally:
+        await client.aclose()
+
+
 async def test_a_job_of_a_killed_worker_is_rerun_by_another(
     remote: RemoteEngine, spawn_worker: Spawn, redis_prefix: str
 ) -> None:
