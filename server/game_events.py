@@ -224,9 +224,9 @@ class GameEvents(LobbyFeed):
                 held.pop(game_id, None)
                 if not held:
                     del self.seats[player.player_id]
-                    online = self.players.get(player.player_id)
-                    if online is not None and not online.online:
-                        del self.players[player.player_id]
+                    known = self.players.get(player.player_id)
+                    if known is not None and not known.online:
+                        self._forget_player(known)
 
     # --- timers: flags, first moves, abandoned games ----------------------------------------
 

@@ -108,8 +108,8 @@ class Hub:
             max_health_only=self.settings.max_health_only,
             proxies=Proxies(self.settings.trusted_proxies),
         )  # its socket budget is set by serve(), from the descriptor limit
-        # Players and sessions: who is at each address, new sessions per address, names
-        # being claimed by a hello in flight (name key -> player id), the expiry sweep.
+        # Players and sessions: who is at each address (_list_at), new sessions per address,
+        # names being claimed by a hello in flight (name key -> player id), the expiry sweep.
         self._address_players: dict[str, set[str]] = {}
         self._new_sessions: dict[str, TokenBucket] = {}
         self._claiming: dict[str, str] = {}
@@ -154,6 +154,28 @@ class Hub:
         """The address a player online here is connected from (None: not known here)."""
         here = None if player_id is None else self.players.get(player_id)
         return None if here is None or here.address == "?" else here.address
+
+    def _list_at(self, player: PlayerSession, address: str) -> None:
+        """``player`` said hello from ``address``: listed there, and no longer where it said
+        hello before (``_address_players``: the players known here whose latest hello came
+        from each address, as ``PlayerSession.address`` says and the caps count)."""
+        if player.address != address:
+            self._unlist(player)
+        player.address = address
+        self._address_players.setdefault(address, set()).add(player.player_id)
+
+    def _forget_player(self, player: PlayerSession) -> None:
+        """``player`` is known here no more (offline, no seat in a game in memory)."""
+        if self.players.get(player.player_id) is player:
+            del self.players[player.player_id]
+            self._unlist(player)
+
+    def _unlist(self, player: PlayerSession) -> None:
+        listed = self._address_players.get(player.address)
+        if listed is not None:
+            listed.discard(player.player_id)
+            if not listed:
+                del self._address_players[player.address]
 
     def _player_session(self, player: Player) -> PlayerSession:
         """The server's record of a game's human player: online here, or as far as known

@@ -52,8 +52,7 @@ class SessionRequests(GameEvents):
         else:
             session_token = secrets.token_urlsafe(24)
             player = await self._new_player(hello, address, session_token, now.wall)
-        player.address = address
-        self._address_players.setdefault(address, set()).add(player.player_id)
+        self._list_at(player, address)
         self.players[player.player_id] = player
         player.connections.add(connection)
         connection.player = player
@@ -210,10 +209,6 @@ class SessionRequests(GameEvents):
             )
         except StorageError:
             log.exception("the session sweep failed; it runs again later")
-        for address, ids in list(self._address_players.items()):
-            ids.intersection_update(self.players)
-            if not ids:
-                del self._address_players[address]
         self._schedule_sweep()
 
     async def disconnected(self, connection: Connection) -> None:
@@ -244,7 +239,7 @@ class SessionRequests(GameEvents):
             if game.status not in UNFINISHED and not any(game.online[s] for s in game.human_seats):
                 self._evict(game_id)
         if not self.seats.get(player.player_id):
-            self.players.pop(player.player_id, None)
+            self._forget_player(player)
 
 
 def _address(websocket: ServerConnection) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 
 from client.connection import RequestFailed
 from protocol import (
@@ -323,6 +324,48 @@ async def test_the_address_cap_counts_a_shared_game_once_and_no_ended_game(
         await ada.request(CreateGame, game="tictactoe", opponent="human")
     await bo.request(Abort, game_id=third.game_id, token=third.token)  # ended: not counted
     await ada.request(CreateGame, game="tictactoe", opponent="human")
+    for client in (ada, bo):
+        await client.close()
+
+
+async def _hello_from(source: str, server: RunningServer, **fields: Any) -> tuple[RawClient, Any]:
+    """A connection from ``source`` (a loopback address, 127.0.0.x) and its hello's reply."""
+    websocket = await websockets.connect(server.url, local_addr=(source, 0), compression=None)
+    client = RawClient(websocket)
+    await client.send_message(Hello(rid=1, version=PROTOCOL_VERSION, **fields))
+    return client, await client.receive()
+
+
+async def _create(client: RawClient, rid: int) -> Any:
+    await client.send_message(CreateGame(rid=rid, game="tictactoe", opponent="human"))
+    answers, _ = await client.answers({rid})
+    return answers[rid]
+
+
+@pytest.mark.parametrize("settings", [dict(max_open_games_per_ip=2)], indirect=True)
+async def test_a_player_is_listed_at_the_address_of_its_latest_hello_only(
+    server: RunningServer,
+) -> None:
+    """A soak probe's finding: a player stayed listed at every address it had said hello
+    from while the server knew it (online, or seated): one session's hellos from 200 new
+    addresses, 201 entries; and its games counted against each, refusing a newcomer at an
+    address it had left (at most 2 unfinished games per address). A player the server
+    forgets leaves its address's list then, not at the next session sweep."""
+    listed = server.game_server._address_players
+    ada, welcome = await _hello_from("127.0.0.2", server, name="ada")
+    for rid in (2, 3):
+        assert not isinstance(await _create(ada, rid), Error)
+    for last in range(3, 8):  # ada moves on, from one address to the next
+        moved, _ = await _hello_from(f"127.0.0.{last}", server, session=welcome.session)
+        await ada.close()
+        ada = moved
+    assert listed == {"127.0.0.7": {welcome.player_id}}
+    bo, bo_welcome = await _hello_from("127.0.0.2", server, name="bo")
+    assert not isinstance(await _create(bo, 2), Error)  # ada's games count where she is
+    cy, cy_welcome = await _hello_from("127.0.0.8", server, name="cy")
+    await cy.close()  # no seat: the server forgets cy
+    await eventually(lambda: cy_welcome.player_id not in server.game_server.players)
+    assert listed == {"127.0.0.7": {welcome.player_id}, "127.0.0.2": {bo_welcome.player_id}}
     for client in (ada, bo):
         await client.close()
 
