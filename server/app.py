@@ -187,6 +187,9 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
             if not cluster.serves(message.game_id):  # type: ignore[attr-defined]
                 await cluster.forward(connection, message)  # to the game's owner node
                 return
+        game_id = getattr(message, "game_id", None)
+        if game_id in self.waiting and type(message) in FORWARDED:
+            await self._serve_again(game_id)  # it waits for the store: back, or unavailable
         await handler(self, connection, message)
 
     async def on_ping(self, connection: Connection, request: Ping) -> None:

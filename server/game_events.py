@@ -25,14 +25,19 @@ from server.errors import (
     EngineUnavailable,
     LimitExceeded,
     NodeUnavailable,
+    Quarantined,
     ServerError,
     StorageError,
 )
 from server.lobby_feed import LobbyFeed
 from server.pool import SearchRequest
+from server.rows import GameRecord
 from server.session import Emitted, GameSession, Player, ai_draw_answer
 
 log = logging.getLogger(__name__)
+
+# What a request about a game waiting for the store (GameEvents._wait_for_store) is answered.
+_WAITS = "game {} waits for the database ({}): retry"
 
 
 async def _stored() -> None:
@@ -67,7 +72,11 @@ class GameEvents(LobbyFeed):
         first carries ``rid``). Call with the game's lock held. If the store refuses (a
         full disk, say), the game goes back to what is stored and the StorageError is
         raised: the requester gets it, every other follower is told (``_not_stored``).
-        Each event is encoded once, in the session; the requester's copy adds its rid."""
+        Each event is encoded once, in the session; the requester's copy adds its rid.
+        A game waiting for the store (``_wait_for_store``) takes no event: its memory may
+        hold one that was never stored."""
+        if self.waiting.get(session.id) is session:
+            raise StorageError(_WAITS.format(session.id, "the database cannot be read"), session.id)
         for index, event in enumerate(emitted):
             try:
                 await self._store(session, event)
@@ -108,14 +117,19 @@ class GameEvents(LobbyFeed):
         """Storing an event of ``session`` failed: what is in memory but not stored never
         happened. The game goes back to its stored state, in memory and loaded (it goes on
         once the store takes writes again; its timers retry after storage_retry_s), and its
-        followers other than ``requester`` are told. A game never stored leaves memory."""
+        followers other than ``requester`` are told. A game never stored leaves memory; one
+        whose stored state cannot be read either (the database is down) waits for it."""
         log.error("game %s: an event could not be stored (%s); back to its stored state",
                   session.id, exc.message)  # fmt: skip
+        readable = True
         try:
             record = await self.store.get_game(session.id)
-        except StorageError as read_failed:
-            log.error("game %s: cannot read it back (%s); unloading it", session.id, read_failed)
+        except Quarantined:
             record = None
+        except StorageError as read_failed:
+            log.error("game %s: cannot read it back (%s); it waits for the database",
+                      session.id, read_failed.message)  # fmt: skip
+            readable, record = False, None
         notice = Error(
             code=exc.code.value,
             message=f"game {session.id} waits: {exc.message}; it goes on as it was before "
@@ -126,16 +140,94 @@ class GameEvents(LobbyFeed):
         for connection in list(self.subscribers.get(session.id, ())):
             if connection is not requester:
                 connection.post(frame)
-        if record is None:
+        if not readable:
+            self._wait_for_store(session)
+        elif record is None:
             self._evict(session.id)
-            return
+        else:
+            self._revert(session, record)
+            self._schedule(session, retry=True)
+
+    def _revert(self, session: GameSession, record: GameRecord) -> None:
+        """``session`` back as ``record``, what the store holds, says (GameSession.revert);
+        a seat taken by an event not stored is free again."""
         seated = {p.player_id for p in session.players if p is not None and p.player_id}
         session.revert(record)
         for player_id in seated - {p.player_id for p in session.players if p is not None}:
             self._unseat(player_id, session.id, seat=True)  # taken by the event not stored
             if self.cluster is not None:
                 self.cluster.closed_game(session.id, [player_id], [])
-        self._schedule(session, retry=True)
+
+    def _wait_for_store(self, session: GameSession) -> None:
+        """An event of ``session`` was not stored and what is stored cannot be read (the
+        database is down): the game leaves service, its memory kept with its followers,
+        seats and lock, until ``_serve_again`` reads it back: at the next request about it,
+        or after storage_retry_s, again and again (its AI's move and clocks wait for it)."""
+        game_id = session.id
+        self.games.pop(game_id, None)
+        self.waiting[game_id] = session
+        ai_turn = self._ai_tasks.pop(game_id, None)
+        if ai_turn is not None and ai_turn is not asyncio.current_task():
+            ai_turn.cancel()
+        self._retry_serving(game_id)
+
+    def _retry_serving(self, game_id: str) -> None:
+        handle = self._timers.pop(game_id, None)
+        if handle is not None:
+            handle.cancel()
+        if not self._closed:
+            self._timers[game_id] = asyncio.get_running_loop().call_later(
+                self.settings.storage_retry_s,
+                lambda: self._spawn(self._serve_again_quietly(game_id)),
+            )
+
+    async def _serve_again_quietly(self, game_id: str) -> None:
+        try:
+            await self._serve_again(game_id)
+        except StorageError:
+            if game_id in self.waiting:
+                self._retry_serving(game_id)
+
+    async def _serve_again(self, game_id: str) -> None:
+        """A game waiting for the store (``_wait_for_store``) back in service, as stored,
+        its timers and AI going again; StorageError saying it waits if the store still
+        cannot be read. Nothing to do for any other game."""
+        session = self.waiting.get(game_id)
+        if session is None:
+            return
+        async with self._lock(game_id):
+            if self.waiting.get(game_id) is not session:
+                return  # served again meanwhile
+            try:
+                record = await self.store.get_game(game_id)
+            except Quarantined:
+                record = None
+            except StorageError as exc:
+                raise StorageError(_WAITS.format(game_id, exc.message), game_id) from exc
+            del self.waiting[game_id]
+            if game_id in self.games:
+                return  # loaded again meanwhile (a cluster's node took its shard again)
+            self.games[game_id] = session  # (so that it leaves as a loaded game leaves)
+            if record is None:
+                self._evict(game_id)
+                return
+            if self.cluster is not None and not self.cluster.serves(game_id):
+                self.unload(game_id)  # its shard was lost meanwhile: its new owner serves it
+                return
+            self._revert(session, record)
+            log.info("game %s: read back from the database; it goes on", game_id)
+            if self.cluster is None:  # its players who left meanwhile (in a cluster: on the bus)
+                now = self.clock()
+                for seat in session.human_seats:
+                    player = session.players[seat]
+                    here = self.players.get(player.player_id or "") if player else None
+                    if here is None or not here.online:
+                        left = session.set_online(seat, False, now, self.settings.grace_s)
+                        await self._commit_quietly(session, left)
+                if self.waiting.get(game_id) is session:
+                    return  # that was not stored either: it waits again
+            self._schedule(session)
+        self._maybe_ai_turn(session)
 
     def _game_over(self, session: GameSession) -> None:
         ai_turn = self._ai_tasks.pop(session.id, None)

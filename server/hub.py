@@ -73,6 +73,10 @@ class Hub:
         self._wall = wall
         self.version = VERSION
         self.games: dict[str, GameSession] = {}
+        # Games out of service until the store can be read: an event of theirs could not be
+        # stored, nor what is stored read back (the database is down). Their followers,
+        # seats and lock stay; GameEvents._serve_again puts each back as stored.
+        self.waiting: dict[str, GameSession] = {}
         self.subscribers: dict[str, set[Connection]] = {}
         self.players: dict[str, PlayerSession] = {}  # online players
         self.seats: dict[str, dict[str, int]] = {}  # player_id -> {game_id: seat}, in memory

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.services import MISSING, pg_schema, redis_prefix
+from tests.services import MISSING, pg_link, pg_schema, redis_prefix
 
-__all__ = ["pg_schema", "redis_prefix"]
+__all__ = ["pg_link", "pg_schema", "redis_prefix"]
 
 
 @pytest.fixture(autouse=True)

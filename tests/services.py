@@ -3,9 +3,12 @@ the local ``test`` database), a fresh schema per test, dropped afterwards."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -48,6 +51,86 @@ async def pg_schema() -> AsyncIterator[str]:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     finally:
         await conn.close()
+
+
+class PostgresLink:
+    """A TCP relay between a store and the test PostgreSQL (``url`` reaches it through
+    the relay), which a test breaks as PostgreSQL fails: ``cut`` resets every connection
+    and refuses new ones (PostgreSQL stopped), ``stall`` accepts connections and relays
+    nothing (PostgreSQL hung, SIGSTOP); ``restore`` ends either."""
+
+    def __init__(self) -> None:
+        parts = urlsplit(PG_URL)
+        self._target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._parts = parts
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    @property
+    def url(self) -> str:
+        user = self._parts.netloc.rpartition("@")[0]
+        netloc = f"{user}@127.0.0.1:{self.port}" if user else f"127.0.0.1:{self.port}"
+        return urlunsplit(self._parts._replace(netloc=netloc))
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            self._writers.discard(writer)
+            return
+        self._writers.add(up_writer)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    await self._flowing.wait()
+                    sink.write(data)
+                    await sink.drain()
+            sink.transport.abort()
+
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            self._writers.discard(writer)
+            self._writers.discard(up_writer)
+
+    def stall(self) -> None:
+        self._flowing.clear()
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+
+    async def restore(self) -> None:
+        self._flowing.set()
+        if self._server is None:
+            await self.open()  # on the same port
+
+    async def close(self) -> None:
+        await self.cut()
+        self._flowing.set()  # what a stall held goes to the connections cut: they end
+
+
+@pytest.fixture
+async def pg_link() -> AsyncIterator[PostgresLink]:
+    """A relay to the test PostgreSQL, to cut or stall (PostgresLink)."""
+    await require_postgres()
+    link = PostgresLink()
+    await link.open()
+    yield link
+    await link.close()
 
 
 REDIS_URL = os.environ.get("NOUGHTS_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -1,17 +1,24 @@
 """A real server on PostgreSQL: a game against the AI to its end, every move stored before it
-is acknowledged, and a live game restored by the next server on the same database."""
+is acknowledged, a live game restored by the next server on the same database, and games
+that go on by themselves after PostgreSQL went away and came back."""
 
 from __future__ import annotations
 
-import asyncpg
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
-from client.connection import ServerConnection
-from protocol import CreateGame, Ended, JoinGame, Move, Moved, Resume, Resumed
+import asyncpg
+import pytest
+
+from client.connection import RequestFailed, ServerConnection
+from protocol import CreateGame, Ended, JoinGame, Move, Moved, Presence, Resume, Resumed
 from server.app import GameServer, running
 from server.pgstore import PostgresStore
 from server.pool import EnginePool
-from tests.server.conftest import next_event
-from tests.services import PG_URL
+from server.settings import ServerSettings
+from tests.server.conftest import next_event, next_event_where
+from tests.services import PG_URL, PostgresLink
 
 
 async def _count(schema: str, sql: str, *params: object) -> int:
@@ -70,3 +77,91 @@ async def test_a_game_on_postgresql_is_stored_and_restored(
         assert resumed.seq >= 2  # the start and the move
         await ada.close()
     await store.close()
+
+
+@contextlib.asynccontextmanager
+async def _serving_through(link: PostgresLink, schema: str, pool: EnginePool) -> AsyncIterator[str]:
+    """A real server whose store reaches PostgreSQL through ``link``; yields its URL. A
+    failed write's timers try again after 0.05 s."""
+    store = PostgresStore(link.url, schema=schema)
+    await store.open()
+    settings = ServerSettings(storage_retry_s=0.05)
+    try:
+        async with running(GameServer(store, pool, settings=settings)) as ws_server:
+            yield f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+    finally:
+        await store.close()
+
+
+async def _cut(link: PostgresLink, schema: str) -> None:
+    """PostgreSQL goes away for the server (its connections reset, new ones refused), and
+    its sessions are gone from PostgreSQL (the writer's lock with them), as after a stop."""
+    await link.cut()
+    async with asyncio.timeout(30):
+        while await _count(
+            "public",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            f"noughts {schema}",
+        ):
+            await asyncio.sleep(0.02)  # (PostgreSQL tells of no backend's end)
+
+
+async def test_a_move_refused_while_postgresql_is_down_succeeds_once_it_is_back(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe (PostgreSQL stopped under a live game): the move failed with `unavailable`, but
+    the game, which could not be read back, left memory: every request about it answered
+    "no live game" after PostgreSQL was back, until the server restarted. The game waits
+    instead, and goes on as stored once the database answers: the same move then
+    succeeds, its opponent hears of it, and every acknowledged move is stored."""
+    async with _serving_through(pg_link, pg_schema, pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        seat_b = await bo.request(JoinGame, game_id=game.game_id)
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=0)
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=4)
+        await _cut(pg_link, pg_schema)
+        with pytest.raises(RequestFailed) as refused:
+            await ada.request(Move, game_id=game.game_id, token=game.token, action=1)
+        assert refused.value.code == "unavailable"
+        await pg_link.restore()
+        moved = await ada.request(Move, game_id=game.game_id, token=game.token, action=1)
+        assert moved.ply == 2
+        assert (await next_event_where(bo, Moved, lambda e: e.ply == 2)).action == 1
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=3)
+        # bo leaves while the game waits again: ada is told once it goes on.
+        await _cut(pg_link, pg_schema)
+        with pytest.raises(RequestFailed):
+            await ada.request(Move, game_id=game.game_id, token=game.token, action=2)
+        await bo.close()
+        await pg_link.restore()
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=5)
+        left = await next_event(ada, Presence)
+        assert left.seat == 1 and not left.online
+        await ada.close()
+    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
+    assert await _count(pg_schema, stored, game.game_id) == 5
+
+
+async def test_the_ais_move_not_stored_while_postgresql_is_down_is_made_once_it_is_back(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """The AI's move met PostgreSQL gone: the game left memory for good (nobody asks for
+    an AI's move again). It waits, and the AI moves once the database answers."""
+    async with _serving_through(pg_link, pg_schema, pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        game = await ada.request(
+            CreateGame, game="tictactoe", opponent="ai", seat=0, algorithm="mcts", budget_ms=300
+        )
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=4)
+        await _cut(pg_link, pg_schema)  # while the AI thinks (300 ms)
+        notice = await asyncio.wait_for(ada.errors.get(), 30)  # its move was not stored
+        assert notice.code == "unavailable" and notice.game_id == game.game_id
+        await pg_link.restore()
+        ai_move = await next_event_where(ada, Moved, lambda e: e.ply == 1, timeout=30)
+        moved = await ada.request(
+            Move, game_id=game.game_id, token=game.token, action=0 if ai_move.action else 1
+        )
+        assert moved.ply == 2
+        await ada.close()
