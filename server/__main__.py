@@ -35,13 +35,17 @@ _listened = False
 NODE_NAME = r"[A-Za-z0-9-]{1,32}"  # a cluster node's name (--node)
 
 
-def open_store(db: str, max_mb: float | None = None) -> Store:
+def open_store(db: str, max_mb: float | None = None, timeout_s: float | None = None) -> Store:
     """The store a ``--db`` value names: a postgresql:// URL, else a SQLite file path
-    (``max_mb``: its size cap, settings.db_max_mb)."""
+    (``max_mb``: its size cap, settings.db_max_mb; ``timeout_s``: PostgreSQL's,
+    settings.db_timeout_s)."""
     from server.pgstore import PostgresStore, is_postgres_url
+    from server.settings import DB_TIMEOUT_S
     from server.store import SQLiteStore
 
-    return PostgresStore(db) if is_postgres_url(db) else SQLiteStore(db, max_mb=max_mb)
+    if is_postgres_url(db):
+        return PostgresStore(db, timeout_s=DB_TIMEOUT_S if timeout_s is None else timeout_s)
+    return SQLiteStore(db, max_mb=max_mb)
 
 
 def address_url(scheme: str, host: str, port: int) -> str:
@@ -194,9 +198,9 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
     # workers): a signal then stops it, kills its workers and releases the lock.
     stop = _stop_on_signals()
     store = (
-        PostgresStore(db_path, node=node)
+        PostgresStore(db_path, node=node, timeout_s=settings.db_timeout_s)
         if node is not None
-        else open_store(db_path, settings.db_max_mb)
+        else open_store(db_path, settings.db_max_mb, settings.db_timeout_s)
     )
     try:
         await store.open()

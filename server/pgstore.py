@@ -12,7 +12,9 @@ last and in one order, touches and names bound alike, and a sweep locks those it
 deletes in that order first, so that no two transactions deadlock on them); a
 small pool reads. A lost connection fails the writes of that transaction with a
 clear ``StorageError`` and is replaced at the next one, so the server recovers as
-soon as PostgreSQL answers again.
+soon as PostgreSQL answers again; so does one that gives no answer within
+``timeout_s`` (a PostgreSQL hung, or a network dropping packets, would otherwise hold
+the requests waiting on it for ever).
 
 The schema is versioned like SQLite's: ``PG_MIGRATIONS[i]`` upgrades version i to
 i+1, the same versions as ``server.store.MIGRATIONS`` (a test holds the two lists
@@ -22,6 +24,7 @@ migrate one at a time under an advisory lock.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -32,6 +35,7 @@ from typing import Any
 import asyncpg
 
 from server.errors import StorageError
+from server.settings import DB_TIMEOUT_S
 from server.store import SQLStore, _Runs
 
 log = logging.getLogger(__name__)
@@ -168,6 +172,7 @@ class PostgresStore(SQLStore):
         max_batch: int = 1024,
         node: str | None = None,
         shared: bool | None = None,
+        timeout_s: float = DB_TIMEOUT_S,
     ) -> None:
         # A cluster's node commits on two connections at once (SQLStore.writers): a move
         # waits for its own commit, not also for the one in progress (issue 13: at 1,000
@@ -181,6 +186,9 @@ class PostgresStore(SQLStore):
         # The server lock held shared (beside a cluster's nodes; noughts migrate too, as a
         # node starting would migrate), not alone: by default, a node's.
         self.shared = node is not None if shared is None else shared
+        # How long a connection, a read or a commit may wait for PostgreSQL's answer
+        # (settings.db_timeout_s); a migration waits as long as it takes.
+        self.timeout_s = timeout_s
         self._pool: asyncpg.Pool | None = None
         self._writer_conn: asyncpg.Connection | None = None
         self._more_conns: list[asyncpg.Connection | None] = [None] * (self.writers - 1)
@@ -199,7 +207,9 @@ class PostgresStore(SQLStore):
 
     async def connect(self) -> asyncpg.Connection:
         """A connection of this store's own (its name, its schema)."""
-        return await asyncpg.connect(self.dsn, server_settings=self._server_settings(), timeout=10)
+        return await asyncpg.connect(
+            self.dsn, server_settings=self._server_settings(), timeout=self.timeout_s
+        )
 
     async def connect_locked(self) -> asyncpg.Connection:
         """A connection holding the server lock of the schema it uses (the one it resolves,
@@ -310,35 +320,49 @@ class PostgresStore(SQLStore):
         return isinstance(exc, _CONNECTION_LOST)
 
     def _write_error(self, exc: Exception) -> StorageError:
+        if isinstance(exc, TimeoutError):  # (sent, perhaps committed: nobody knows)
+            return StorageError(
+                f"database write failed: {self._no_answer()}: the outcome is unknown"
+            )
         return StorageError(f"database write failed: {exc}")
 
+    def _no_answer(self) -> str:
+        return f"PostgreSQL gave no answer within {self.timeout_s:g} s"
+
     async def _commit(self, runs: _Runs, writer: int = 0) -> None:
+        conn: asyncpg.Connection | None = None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                conn = await self._writer_connection(writer)
+                if len(runs) == 1:
+                    # One statement (a batch of moves, say): executemany is one transaction
+                    # of its own (asyncpg: all rows or none), committed in one round trip
+                    # where BEGIN and COMMIT would add two.
+                    sql, rows = runs[0]
+                    await conn.executemany(_dollar(sql), rows)
+                    return
+                async with conn.transaction():
+                    for sql, rows in runs:
+                        await conn.executemany(_dollar(sql), rows)
+        except _CONNECTION_LOST:  # (a timeout too: TimeoutError is an OSError)
+            if conn is not None:
+                conn.terminate()  # lost, or in a state no close handshake can leave
+                if writer:
+                    self._more_conns[writer - 1] = None
+                else:
+                    self._writer_conn = None
+            raise
+
+    async def _writer_connection(self, writer: int) -> asyncpg.Connection:
+        """Writer ``writer``'s connection, a new one if the last was lost."""
         if writer:
             conn = self._more_conns[writer - 1]
             if conn is None or conn.is_closed():
-                conn = self._more_conns[writer - 1] = await self.connect()  # the last was lost
-        else:
-            if self._writer_conn is None or self._writer_conn.is_closed():
-                self._writer_conn = await self.connect_locked()  # the last one was lost
-            conn = self._writer_conn
-        try:
-            if len(runs) == 1:
-                # One statement (a batch of moves, say): executemany is one transaction of
-                # its own (asyncpg: all rows or none), committed in one round trip where
-                # BEGIN and COMMIT would add two.
-                sql, rows = runs[0]
-                await conn.executemany(_dollar(sql), rows)
-                return
-            async with conn.transaction():
-                for sql, rows in runs:
-                    await conn.executemany(_dollar(sql), rows)
-        except _CONNECTION_LOST:
-            conn.terminate()  # lost, or in a state no close handshake can leave
-            if writer:
-                self._more_conns[writer - 1] = None
-            else:
-                self._writer_conn = None
-            raise
+                conn = self._more_conns[writer - 1] = await self.connect()
+            return conn
+        if self._writer_conn is None or self._writer_conn.is_closed():
+            self._writer_conn = await self.connect_locked()
+        return self._writer_conn
 
     # --- reads ---------------------------------------------------------------------
 
@@ -346,14 +370,15 @@ class PostgresStore(SQLStore):
         if self._pool is None:
             raise StorageError("the store is not open")
         try:
-            async with self._pool.acquire() as conn:
+            async with asyncio.timeout(self.timeout_s), self._pool.acquire() as conn:
                 try:
                     return [tuple(r) for r in await conn.fetch(_dollar(sql), *params)]
-                except _CONNECTION_LOST:
+                except (*_CONNECTION_LOST, asyncio.CancelledError):
                     conn.terminate()  # the pool opens a new one in its place
                     raise
-        except _DB_ERRORS as exc:
-            raise StorageError(f"cannot read from {self.describe()}: {exc}") from exc
+        except _DB_ERRORS as exc:  # (a timeout too: TimeoutError is an OSError)
+            reason = self._no_answer() if isinstance(exc, TimeoutError) else str(exc)
+            raise StorageError(f"cannot read from {self.describe()}: {reason}") from exc
 
 
 _CONNECTION_LOST = (

@@ -119,6 +119,7 @@ ENGINE = "engine"
 STORAGE = "storage"
 CLUSTER = "cluster"
 GROUPS = (LISTEN, ADMISSION, RATES, IDENTITY, LOBBY, GAMES, ENGINE, CLUSTER, STORAGE)
+DB_TIMEOUT_S = 10.0  # db_timeout_s's default (server/pgstore.py's too)
 
 
 @dataclass(slots=True)
@@ -652,6 +653,14 @@ class ServerSettings:
         flag="db-max-mb",
         positive=True,
         most=2**28,
+        group=STORAGE,
+    )
+    db_timeout_s: float = setting(
+        DB_TIMEOUT_S,
+        "seconds the server waits for PostgreSQL to answer (a connection, a read, a commit); "
+        "then the request that needs it fails with unavailable, as if PostgreSQL were down",
+        flag="db-timeout-s",
+        positive=True,
         group=STORAGE,
     )
     storage_retry_s: float = setting(

@@ -12,7 +12,17 @@ import asyncpg
 import pytest
 
 from client.connection import RequestFailed, ServerConnection
-from protocol import CreateGame, Ended, JoinGame, Move, Moved, Presence, Resume, Resumed
+from protocol import (
+    CreateGame,
+    Ended,
+    JoinGame,
+    ListGames,
+    Move,
+    Moved,
+    Presence,
+    Resume,
+    Resumed,
+)
 from server.app import GameServer, running
 from server.pgstore import PostgresStore
 from server.pool import EnginePool
@@ -80,10 +90,12 @@ async def test_a_game_on_postgresql_is_stored_and_restored(
 
 
 @contextlib.asynccontextmanager
-async def _serving_through(link: PostgresLink, schema: str, pool: EnginePool) -> AsyncIterator[str]:
-    """A real server whose store reaches PostgreSQL through ``link``; yields its URL. A
-    failed write's timers try again after 0.05 s."""
-    store = PostgresStore(link.url, schema=schema)
+async def _serving_through(
+    link: PostgresLink, schema: str, pool: EnginePool, timeout_s: float = 10.0
+) -> AsyncIterator[str]:
+    """A real server whose store reaches PostgreSQL through ``link`` (and waits for it
+    ``timeout_s``); yields its URL. A failed write's timers try again after 0.05 s."""
+    store = PostgresStore(link.url, schema=schema, timeout_s=timeout_s)
     await store.open()
     settings = ServerSettings(storage_retry_s=0.05)
     try:
@@ -165,3 +177,39 @@ async def test_the_ais_move_not_stored_while_postgresql_is_down_is_made_once_it_
         )
         assert moved.ply == 2
         await ada.close()
+
+
+async def test_requests_while_postgresql_stalls_fail_after_the_timeout_then_the_game_goes_on(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe (PostgreSQL stopped by SIGSTOP: connections accepted, nothing answered): a
+    move, a list of finished games and every later request of those connections waited
+    for ever, as no read or commit had a time limit. Each now fails with `unavailable`
+    after the store's timeout (db_timeout_s), a write's saying its outcome is unknown (it
+    was sent: PostgreSQL may commit it when it wakes); then the game goes on, the move
+    sent again with its ply acknowledged whether or not that commit happened."""
+    async with _serving_through(pg_link, pg_schema, pool, timeout_s=0.5) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        seat_b = await bo.request(JoinGame, game_id=game.game_id)
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=0)
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=4)
+        pg_link.stall()
+        move = dict(game_id=game.game_id, token=game.token, action=1, ply=2)
+        with pytest.raises(RequestFailed) as refused:
+            await asyncio.wait_for(ada.request(Move, **move), 30)
+        assert refused.value.code == "unavailable"
+        assert "no answer within 0.5 s: the outcome is unknown" in refused.value.message
+        with pytest.raises(RequestFailed) as refused:
+            await asyncio.wait_for(bo.request(ListGames, status="finished"), 30)
+        assert refused.value.code == "unavailable"
+        assert refused.value.message.endswith("PostgreSQL gave no answer within 0.5 s")
+        await pg_link.restore()
+        moved = await asyncio.wait_for(ada.request(Move, **move), 30)
+        assert moved.ply == 2 and moved.action == 1
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=3)
+        await ada.close()
+        await bo.close()
+    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
+    assert await _count(pg_schema, stored, game.game_id) == 4
