@@ -218,10 +218,12 @@ class PostgresStore(SQLStore):
         StorageError, in one line saying which kind of server holds it, if refused."""
         conn = await self.connect()
         try:
-            if await conn.fetchval(_TRY_LOCK[self.shared], SERVER_LOCK):
+            if await conn.fetchval(_TRY_LOCK[self.shared], SERVER_LOCK, timeout=self.timeout_s):
                 return conn
             # Refused: shared holders let a shared request in, a server alone does not.
-            nodes = not self.shared and await conn.fetchval(_TRY_LOCK[True], SERVER_LOCK)
+            nodes = not self.shared and await conn.fetchval(
+                _TRY_LOCK[True], SERVER_LOCK, timeout=self.timeout_s
+            )
             await conn.close()
         except BaseException:
             conn.terminate()
@@ -241,7 +243,11 @@ class PostgresStore(SQLStore):
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=1, max_size=4, server_settings=self._server_settings()
+                self.dsn,
+                min_size=1,
+                max_size=4,
+                server_settings=self._server_settings(),
+                timeout=self.timeout_s,  # (each connection's: asyncpg's own is 60 s)
             )
             if self.schema is not None:
                 await self._pool.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
@@ -256,7 +262,8 @@ class PostgresStore(SQLStore):
             raise
         except (*_DB_ERRORS, TimeoutError) as exc:
             await self._close_connections()
-            raise StorageError(f"cannot open database {self.describe()}: {exc}") from exc
+            reason = self._no_answer() if isinstance(exc, TimeoutError) else str(exc)
+            raise StorageError(f"cannot open database {self.describe()}: {reason}") from exc
         self._start_writer("pg-store-writer")
 
     async def migrate(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -213,3 +214,27 @@ async def test_requests_while_postgresql_stalls_fail_after_the_timeout_then_the_
         await bo.close()
     stored = "SELECT count(*) FROM moves WHERE game_id = $1"
     assert await _count(pg_schema, stored, game.game_id) == 4
+
+
+async def test_a_server_started_while_postgresql_stalls_says_so_in_one_line_and_exits_1(
+    pg_link: PostgresLink,
+) -> None:
+    """Probe (noughts serve on a PostgreSQL stopped by SIGSTOP): it waited 60 s, asyncpg's
+    own connect timeout, then printed "cannot open database URL: " and no reason (a
+    TimeoutError says nothing). It waits --db-timeout-s and says PostgreSQL gave no answer."""
+    pg_link.stall()
+    command = [sys.executable, "-m", "server", "--port", "0", "--workers", "0"]
+    command += ["--db", pg_link.url, "--db-timeout-s", "1"]
+    server = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(server.communicate(), 30)
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+    assert server.returncode == 1
+    assert err.decode().strip().splitlines() == [
+        f"noughts serve: cannot open database {pg_link.url}: PostgreSQL gave no answer within 1 s"
+    ]
