@@ -25,6 +25,7 @@ migrate one at a time under an advisory lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -297,16 +298,23 @@ class PostgresStore(SQLStore):
         await self._close_connections()
 
     async def _close_connections(self) -> None:
-        if self._writer_conn is not None:
-            await self._writer_conn.close()
-            self._writer_conn = None
-        for index, conn in enumerate(self._more_conns):
+        """Close every connection, politely (PostgreSQL told) within timeout_s, else cut
+        (asyncpg cuts one whose close fails): a PostgreSQL that no longer answers must
+        not hold a stopping server."""
+        conns = [self._writer_conn, *self._more_conns]
+        self._writer_conn = None
+        self._more_conns = [None] * len(self._more_conns)
+        for conn in conns:
             if conn is not None:
-                await conn.close()
-                self._more_conns[index] = None
+                with contextlib.suppress(*_DB_ERRORS, TimeoutError):
+                    await conn.close(timeout=self.timeout_s)
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    await pool.close()
+            except (*_DB_ERRORS, TimeoutError):
+                pool.terminate()
 
     # --- group commit ------------------------------------------------------------
 

@@ -66,6 +66,7 @@ class PostgresLink:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._relays: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
 
@@ -80,6 +81,10 @@ class PostgresLink:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        relay = asyncio.current_task()
+        assert relay is not None
+        self._relays.add(relay)
+        relay.add_done_callback(self._relays.discard)
         self._writers.add(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
@@ -121,6 +126,7 @@ class PostgresLink:
     async def close(self) -> None:
         await self.cut()
         self._flowing.set()  # what a stall held goes to the connections cut: they end
+        await asyncio.gather(*self._relays, return_exceptions=True)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import AsyncIterator
 
@@ -238,3 +239,32 @@ async def test_a_server_started_while_postgresql_stalls_says_so_in_one_line_and_
     assert err.decode().strip().splitlines() == [
         f"noughts serve: cannot open database {pg_link.url}: PostgreSQL gave no answer within 1 s"
     ]
+
+
+async def test_a_server_stopped_while_postgresql_stalls_exits(
+    pg_schema: str, pg_link: PostgresLink
+) -> None:
+    """Probe: SIGTERM to a server whose PostgreSQL had stopped answering: it never exited,
+    closing its connections politely (each waits for PostgreSQL's goodbye). They are cut
+    after --db-timeout-s."""
+    url = f"{pg_link.url}?search_path={pg_schema}"
+    conn = await asyncpg.connect(PG_URL)
+    await conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+    await conn.close()
+    command = [sys.executable, "-m", "server", "--port", "0", "--workers", "0"]
+    command += ["--db", url, "--db-timeout-s", "1"]
+    server = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert server.stdout is not None
+        listening = await asyncio.wait_for(server.stdout.readline(), 60)
+        assert listening.startswith(b"noughts server listening on ws://"), listening
+        pg_link.stall()
+        server.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(server.wait(), 30)
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+    assert server.returncode == 0
