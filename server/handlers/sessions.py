@@ -207,8 +207,8 @@ class SessionRequests(GameEvents):
             await self.store.expire_sessions(
                 now - settings.unplayed_session_idle_s, now - settings.session_idle_s
             )
-        except StorageError:
-            log.exception("the session sweep failed; it runs again later")
+        except StorageError as exc:  # (the database is down: one line, not a traceback)
+            log.error("the session sweep failed (%s); it runs again later", exc.message)
         self._schedule_sweep()
 
     async def disconnected(self, connection: Connection) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -268,3 +269,40 @@ async def test_a_server_stopped_while_postgresql_stalls_exits(
             server.kill()
             await server.wait()
     assert server.returncode == 0
+
+
+class _Said(logging.Handler):
+    """A log handler that keeps the records holding ``text`` and sets ``said`` at the first."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.records: list[logging.LogRecord] = []
+        self.said = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.records.append(record)
+            self.said.set()
+
+
+async def test_a_session_sweep_while_postgresql_is_down_is_one_log_line(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: each session sweep (every 60 s) while PostgreSQL was down logged an ERROR
+    with a 20-line traceback for a failure the server expects and handles (it sweeps
+    again later). One line says why."""
+    store = PostgresStore(pg_link.url, schema=pg_schema)
+    await store.open()
+    said = _Said("the session sweep failed")
+    logging.getLogger("server").addHandler(said)
+    try:
+        async with running(GameServer(store, pool, settings=ServerSettings(session_sweep_s=0.05))):
+            await _cut(pg_link, pg_schema)
+            await asyncio.wait_for(said.said.wait(), 30)
+    finally:
+        logging.getLogger("server").removeHandler(said)
+        await store.close()
+    record = said.records[0]
+    assert record.exc_info is None
+    assert record.getMessage().startswith("the session sweep failed (database write failed: ")
