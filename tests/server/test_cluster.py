@@ -2167,9 +2167,10 @@ async def _node_in_process(
     store = PostgresStore(schema_url(schema), node=name)
     await store.open()
     game_server = GameServer(store, None)
-    bus = RedisBus(REDIS_URL, prefix=prefix, node=name)
-    game_server.cluster = NodeCluster(game_server, bus, ShardLocks(store.connect_locked))
     try:
+        timeout_s = ServerSettings().bus_timeout_s
+        bus = RedisBus(REDIS_URL, prefix=prefix, node=name, timeout_s=timeout_s)
+        game_server.cluster = NodeCluster(game_server, bus, ShardLocks(store.connect_locked))
         await game_server.cluster.start()
         async with running(game_server) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]
