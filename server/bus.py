@@ -16,7 +16,8 @@ Channels and keys, all under the cluster's prefix (``--bus-prefix``):
 Everything one node publishes goes out through one Redis connection, in the order it
 was published: a reply routed to a client's node arrives before the game events
 published after it (Redis delivers a connection's publications in order). What is
-lost while Redis is down is recovered by sequence number (server/cluster.py).
+lost while Redis is down, or while the subscriber's connection is (found dead by its
+PING), is recovered once it is back (server/cluster.py).
 
 The hot path (every move crosses it twice when the mover sits on another node) speaks
 RESP itself on two connections of its own: the publisher's, in ``CLIENT REPLY OFF``
@@ -60,6 +61,7 @@ POOL_WAIT_S = 10.0  # how long a command waits for a connection of the capped po
 # next connection (well inside a forwarded request's timeout); older is dropped, counted.
 HOLD_S = 1.0
 CLIENT_REPLY_OFF = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"
+PING = b"*1\r\n$4\r\nPING\r\n"  # answered on a subscribed connection too: [b"pong", b""]
 
 # What the node's reader hands on: (kind, name, payload) with kind "game" (name: the
 # game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage
@@ -106,9 +108,10 @@ async def open_raw(
     """A connection to the bus's Redis opened by redis-py (TCP or unix socket, TLS for
     ``rediss://`` with the URL's ssl_* options, AUTH, SELECT: exactly what redis-py does
     with ``url``, each step given ``timeout_s``), then handed over as its raw streams,
-    RESP2, for the bus to speak RESP itself, with no timeout (a subscriber waits for
-    messages as long as none comes); close it with ``close_raw``. BusUnavailable-free:
-    raises RedisError/OSError."""
+    RESP2, for the bus to speak RESP itself, with no timeout on its reads (a subscriber
+    waits for messages as long as none comes: its PING says whether it is alive,
+    ``RedisBus._watch``); close it with ``close_raw``. BusUnavailable-free: raises
+    RedisError/OSError."""
     pool = aioredis.ConnectionPool.from_url(
         url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s, protocol=2
     )
@@ -166,8 +169,10 @@ class Subscription(asyncio.Protocol):
         self.transport = transport
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.error: Exception = ConnectionError("Redis closed the subscriber's connection")
+        self.received = 0  # reads so far: the connection's sign of life (RedisBus._watch)
 
     def data_received(self, data: bytes) -> None:
+        self.received += 1
         parser = self.parser
         handle = self.handle
         try:
@@ -197,7 +202,8 @@ class RedisBus:
         self.url = url
         self.prefix = prefix
         self.node = node
-        self.timeout_s = timeout_s  # each command's (--bus-timeout-s): ``client``, connecting
+        # Each command's (--bus-timeout-s): ``client``'s, connecting, the subscriber's PING.
+        self.timeout_s = timeout_s
         self._client: aioredis.Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._receiver: Receiver | None = None
@@ -487,7 +493,7 @@ class RedisBus:
             names = [*kinds, *(self.game_channel(g).encode() for g in games)]
             writer.write(pack_command(b"SUBSCRIBE", *names))
             self._subscriber = writer
-            await subscription.ended
+            await self._watch(subscription, writer)
             raise subscription.error
 
         def down() -> None:
@@ -495,6 +501,29 @@ class RedisBus:
             self._subscriber = None
 
         await self._keep_connected("subscribe", subscribed, serve, lambda: self.connected, down)
+
+    async def _watch(self, subscription: Subscription, writer: asyncio.StreamWriter) -> None:
+        """Until the subscriber's connection ends, or is found dead: silent for timeout_s,
+        it is sent a PING; silent for timeout_s more, it is dead and closed. Its end may
+        never arrive (Redis restarted, or cut it, while a partition lost the close): the
+        node would wait for messages on it for ever, hearing nothing of the other nodes."""
+        pinged = False
+        while True:
+            received = subscription.received
+            await asyncio.wait({subscription.ended}, timeout=self.timeout_s)
+            if subscription.ended.done():
+                return
+            if subscription.received != received:
+                pinged = False
+            elif not pinged:
+                writer.write(PING)
+                pinged = True
+            else:
+                subscription.error = ConnectionError(
+                    f"the subscriber's PING went unanswered for {self.timeout_s:g} s"
+                )
+                writer.transport.abort()
+                return
 
     # --- presence ---------------------------------------------------------------------------
 

@@ -307,6 +307,8 @@ class Cluster:
         # their seeks are forgotten only if they are still missing after that.
         self._unseen: set[str] = set()
         self._unseen_until = 0.0
+        # The ids the lobby channel named during each reload of the lobby (_reload_lobby).
+        self._reloading: list[set[str]] = []
 
     # --- life -------------------------------------------------------------------------
 
@@ -959,11 +961,12 @@ class Cluster:
         elif kind == "lobby":
             if payload.get("from") != self.node:
                 self._lobby(payload)
-        elif kind == "reconnected":
+        elif kind == "reconnected":  # (Redis restarted, or the subscriber's connection died)
             self._unseen_until = time.monotonic() + self.presence_ttl_s
             for game_id in list(self._relay_owner):
                 self._recover(game_id)
             self.server._spawn(self._repost_seeks())
+            self.server._spawn(self._reload_lobby())
 
     def _relay(self, game_id: str, payload: list[Any]) -> None:
         """An event of a game owned elsewhere: to this node's followers, in order. The
@@ -1515,8 +1518,45 @@ class Cluster:
             if name not in self.server.games:
                 self._list_remote(name, unpack(data if isinstance(data, bytes) else data.encode()))
 
+    async def _reload_lobby(self) -> None:
+        """After the bus came back: what the lobby channel said while this node heard
+        nothing (the other nodes' seeks posted or taken, their public games started or
+        ended) is read from Redis, and this node's lobby lists what Redis holds of the
+        other nodes'. What the channel says while Redis is read is newer, and stands."""
+        touched: set[str] = set()
+        self._reloading.append(touched)
+        try:
+            seeks = await self.bus.client.hgetall(self._seeks_key)
+            live = await self.bus.client.hgetall(self._live_key)
+        except (RedisError, OSError) as exc:
+            reraise_cancel(exc)
+            self._failed(exc, "cannot read the lobby again")
+            return
+        finally:
+            self._reloading.remove(touched)
+        posted = {_name(seek_id): _unpack(data) for seek_id, data in seeks.items()}
+        for seek in list(self.server.lobby.seeks.values()):
+            remote = seek.owner_connection.node is not None
+            if remote and not seek.quick and seek.id not in posted and seek.id not in touched:
+                self.server._remove_seek(seek)
+        for seek_id, data in posted.items():
+            node = data.get("node")
+            if node in self.present and node != self.node and not data.get("quick"):
+                if seek_id not in touched:
+                    self._add_seek(data)
+        listed = {_name(game_id): data for game_id, data in live.items()}
+        for game_id in list(self.listed):
+            if game_id not in listed and game_id not in touched:
+                self._list_remote(game_id, None)
+        for game_id, data in listed.items():
+            known = game_id in self.server.games or game_id in self.listed
+            if not known and game_id not in touched:
+                self._list_remote(game_id, _unpack(data))
+
     def _lobby(self, payload: dict[str, Any]) -> None:
         op = payload.get("op")
+        for touched in self._reloading:  # (newer than what _reload_lobby reads)
+            touched |= _lobby_ids(payload)
         if op == "game+":
             self._list_remote(payload["id"], payload["data"])
         elif op == "game-":
@@ -1724,7 +1764,25 @@ def _zrem(key: str, member: str) -> Callable[[Any], object]:
 
 
 def _names(members: list[Any]) -> set[str]:
-    return {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+    return {_name(m) for m in members}
+
+
+def _name(member: Any) -> str:
+    return member.decode() if isinstance(member, bytes) else str(member)
+
+
+def _unpack(data: bytes | str) -> Any:
+    """A value of the lobby's hashes, as read by the bus's client (bytes)."""
+    return unpack(data if isinstance(data, bytes) else data.encode())
+
+
+def _lobby_ids(payload: dict[str, Any]) -> set[str]:
+    """The seeks' and games' ids a lobby channel's message names."""
+    if payload.get("op") == "add":
+        return {str(payload["seek"]["id"])}
+    if payload.get("op") == "games~":
+        return set(payload["games"])
+    return {str(payload["id"])} if "id" in payload else set()
 
 
 def _beat_time(state: Any) -> float:

@@ -627,8 +627,8 @@ class ServerSettings:
         2.0,
         "seconds a command to the cluster's Redis (--bus) may take to connect, and again to be "
         "answered; then it fails, and a request that needs Redis is answered unavailable "
-        "until Redis answers a heartbeat again (the bus's subscriptions wait for messages "
-        "without a timeout)",
+        "until Redis answers a heartbeat again; the bus's subscriber, silent this long, is "
+        "sent a PING, and taken for dead (subscribed again) if it is not answered as long",
         flag="bus-timeout-s",
         group=CLUSTER,
         positive=True,

@@ -67,6 +67,7 @@ from server.settings import ServerSettings
 from server.shards import ShardLocks
 from tests.server.cluster_nodes import Cluster, Node, cluster_of, schema_url
 from tests.server.conftest import RawClient, admin_get, http_get, next_event
+from tests.server.redis_proxy import ClosesLosingProxy
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
 
 # Moves of a 5x5 game (four in a row) that never end it early: a long game to kill nodes in.
@@ -1512,6 +1513,45 @@ async def test_a_create_the_store_refuses_leaves_nothing_in_redis(
         await _until_open_listed(bo, created.game_id)
         for client in (ada, bo):
             await client.close()
+
+
+async def test_a_subscriber_whose_close_was_lost_is_found_dead_and_catches_up(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Redis cuts the nodes' subscriptions (CLIENT KILL TYPE pubsub) and the close never
+    reaches them (a partition lost it: the proxy's doing): each node found out only if it
+    wrote on the connection, and heard nothing of the others for ever. Now a silent
+    subscriber is sent a PING, and not answered, the node subscribes again and catches up:
+    bo, on b, hears the move ada made meanwhile on a, and sees the seek ada posted."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        try:
+            cluster.bus = proxy.url
+            await cluster.start_pair()
+            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+            assert await cluster.owner_of(game_id) == cluster.nodes[0].name  # a, ada's node
+            await bo.request(LobbySubscribe)
+            proxy.losing_closes = True
+            admin = aioredis.Redis(host="127.0.0.1", port=redis.port)
+            try:
+                assert await admin.execute_command("CLIENT KILL TYPE pubsub") == 2
+            finally:
+                await admin.aclose()
+            await proxy.until_silent(2)
+            await _play(ada, ada_token, game_id, LONG_GAME[0])
+            posted = await ada.request(Seek, game="tictactoe")
+            await asyncio.wait_for(_heard(bo, 0), STALLED_S)
+            await asyncio.wait_for(_sees_seek(bo, posted.seek_id), STALLED_S)
+            # And the other way: ada hears bo's move (its request reaches a's inbox).
+            await _play_retrying(bo, bo_token, game_id, LONG_GAME[1])
+            await asyncio.wait_for(_heard(ada, 1), STALLED_S)
+            for node in cluster.nodes:
+                assert "PING went unanswered" in node.log.read_text()
+            for client in (ada, bo):
+                await client.close()
+        finally:
+            await proxy.close()
 
 
 async def test_postgresql_connections_cut_clear_errors_then_the_game_goes_on(
