@@ -41,11 +41,13 @@ from typing import Any
 
 import hiredis
 import msgpack
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, RedisError
+from redis.retry import Retry as SyncRetry
 
 from server.errors import ServerError
 
@@ -94,12 +96,29 @@ def redis_client(url: str, *, timeout_s: float) -> aioredis.Redis:
         url,
         max_connections=MAX_CONNECTIONS,
         timeout=POOL_WAIT_S,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), 2, supported_errors=(ConnectionError,)),
         retry_on_error=[ConnectionError],
+        **_timeouts(timeout_s),
     )
     return aioredis.Redis.from_pool(pool)
+
+
+def blocking_redis_client(url: str, *, timeout_s: float) -> redis.Redis:
+    """``redis_client``'s, synchronous (``noughts engine-worker``'s): each command gives up
+    after ``timeout_s``, to connect and again to be answered (a Redis stalled, a connection
+    whose close was lost), and is tried again on a new connection if its own turns out dead,
+    not if it timed out (the caller's loop goes on, its next command on a new connection)."""
+    return redis.Redis.from_url(
+        url,
+        retry=SyncRetry(ExponentialBackoff(cap=0.2, base=0.01), 2, (ConnectionError,)),
+        retry_on_error=[ConnectionError],
+        **_timeouts(timeout_s),
+    )
+
+
+def _timeouts(timeout_s: float) -> dict[str, float]:
+    """A command to the cluster's Redis (--bus-timeout-s): to connect, and to be answered."""
+    return {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s}
 
 
 async def open_raw(
@@ -112,9 +131,7 @@ async def open_raw(
     waits for messages as long as none comes: its PING says whether it is alive,
     ``RedisBus._watch``); close it with ``close_raw``. BusUnavailable-free: raises
     RedisError/OSError."""
-    pool = aioredis.ConnectionPool.from_url(
-        url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s, protocol=2
-    )
+    pool = aioredis.ConnectionPool.from_url(url, protocol=2, **_timeouts(timeout_s))
     connection: AbstractConnection = pool.make_connection()
     await connection.connect()
     # redis-py's asyncio connection keeps its streams here (redis-py 5 to 8, pinned <9).

@@ -33,6 +33,7 @@ from engine.command_line import CommandParser
 from engine.search import Searcher
 from engine.warmup import warm_up
 from engine.worker import run
+from server.bus import blocking_redis_client
 from server.logs import configure
 from server.remote_engine import (
     GROUP,
@@ -44,17 +45,29 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
-from server.settings import MOST_PROCESSES, bounded, bus_url
+from server.settings import MOST_PROCESSES, ServerSettings, bounded, bus_url
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
+
+BUS_TIMEOUT_S = ServerSettings().bus_timeout_s  # noughts serve's --bus-timeout-s default
 
 
 class Worker:
     """One consumer of the jobs stream; ``run`` loops until ``stop`` is set."""
 
-    def __init__(self, url: str, prefix: str, name: str, heartbeat_s: float = HEARTBEAT_S) -> None:
-        self.client = redis.Redis.from_url(url)
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        name: str,
+        heartbeat_s: float = HEARTBEAT_S,
+        timeout_s: float = BUS_TIMEOUT_S,
+    ) -> None:
+        # Each command gives up after timeout_s (--bus-timeout-s); the read of the next job
+        # blocks up to half a heartbeat (``step``) on top, on a client of its own.
+        self.client = blocking_redis_client(url, timeout_s=timeout_s)
+        reader = blocking_redis_client(url, timeout_s=timeout_s + heartbeat_s / 2)
         self.heartbeat_s = heartbeat_s
         self.prefix = prefix
         self.name = name
@@ -64,7 +77,7 @@ class Worker:
         self.alive_until = 0.0  # (monotonic) when this worker's key expires, as last renewed
         self.due = 0.0  # (monotonic) when the next heartbeat and reclaim are due
         # Answers not yet sent: each goes with the read of the next job (``step``).
-        self.answers: Any = self.client.pipeline(transaction=False)
+        self.answers: Any = reader.pipeline(transaction=False)
 
     def heartbeat(self, extra_s: float = 0.0, pipe: Any = None) -> None:
         """Renew this worker's key for two heartbeats (plus ``extra_s``, a search's budget),
@@ -89,27 +102,35 @@ class Worker:
         self.heartbeat()
         log.info("engine worker %s ready", self.name)
         pause = 0.0  # after a failure of the queue: seconds before the next try
+        regroup = False  # the jobs' group is to be made again
         while not self.stop:
             try:
+                if regroup:
+                    self.ensure_group()
+                    regroup = False
                 self.step()
+                if pause:
+                    log.info("engine worker %s: the queue answers again", self.name)
                 pause = 0.0
             except redis.ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
                 # Redis restarted without its data: the stream and group are gone.
                 log.warning("engine worker %s: the jobs' group is gone; creating it", self.name)
-                self.ensure_group()
+                regroup = True
                 self.due = 0.0
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                # Redis is down or restarting: try again, backing off up to 5 s. The job in
-                # hand, if any, is lost with the queue; the asking node submits it again.
+                # Redis is down, restarting, stalled, or the connection died unseen (timed
+                # out: --bus-timeout-s): said once, then tried again on a new connection,
+                # backing off up to 5 s. The job in hand, if any, is lost with the queue;
+                # the asking node submits it again.
+                if not pause:
+                    log.warning(
+                        "engine worker %s: lost the queue (%s); trying again until it answers",
+                        self.name,
+                        exc,
+                    )
                 pause = min(5.0, max(0.1, 2 * pause))
-                log.warning(
-                    "engine worker %s: lost the queue (%s); trying again in %.1f s",
-                    self.name,
-                    exc,
-                    pause,
-                )
                 time.sleep(pause)
                 self.due = 0.0
         with contextlib.suppress(redis.RedisError):
@@ -209,7 +230,7 @@ def _work(args: argparse.Namespace) -> None:
     die_with_supervisor()
     url, prefix, heartbeat_s = args.bus, args.prefix, args.heartbeat_s
     name = f"{socket.gethostname()}-{os.getpid()}"
-    worker = Worker(url, prefix, name, heartbeat_s)
+    worker = Worker(url, prefix, name, heartbeat_s, args.bus_timeout_s)
 
     def stop(signum: int, frame: Any) -> None:
         worker.stop = True
@@ -307,6 +328,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"jobs are re-run (default: {HEARTBEAT_S:g}; $NOUGHTS_HEARTBEAT_S)",
     )
     parser.add_argument(
+        "--bus-timeout-s",
+        type=bounded(float, 0, None, positive=True),
+        default=os.environ.get("NOUGHTS_BUS_TIMEOUT_S", str(BUS_TIMEOUT_S)),
+        help="seconds a command to the queue's Redis may take to connect, and again to be "
+        "answered (the read of the next job: its block on top), as noughts serve's; then it "
+        "fails, and the worker tries again on a new connection until Redis answers "
+        f"(default: {BUS_TIMEOUT_S:g}; $NOUGHTS_BUS_TIMEOUT_S)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("NOUGHTS_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -329,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--bus redis://HOST:PORT/N is required (or set NOUGHTS_BUS)")
     configure(args.log_level, args.log_format)
     try:
-        redis.Redis.from_url(args.bus).ping()
+        blocking_redis_client(args.bus, timeout_s=args.bus_timeout_s).ping()
     except redis.RedisError as exc:  # (a malformed URL is refused by bus_url)
         print(f"noughts engine-worker: cannot reach {args.bus}: {exc}", file=sys.stderr)
         return 1

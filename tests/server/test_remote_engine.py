@@ -49,10 +49,10 @@ async def spawn_worker(redis_prefix: str) -> AsyncIterator[Spawn]:
     """Start `python -m server.engine_worker` processes (a short heartbeat); killed after."""
     started: list[asyncio.subprocess.Process] = []
 
-    async def spawn(url: str = REDIS_URL) -> asyncio.subprocess.Process:
+    async def spawn(url: str = REDIS_URL, *args: str) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "server.engine_worker", "--bus", url,
-            "--bus-prefix", redis_prefix, "--heartbeat-s", "0.5",
+            "--bus-prefix", redis_prefix, "--heartbeat-s", "0.5", *args,
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         started.append(process)
@@ -406,6 +406,49 @@ async def test_a_search_survives_redis_restarting_without_its_data(
         assert again.action in engine.replay(engine.make_game("tictactoe"), [4]).legal_actions()
     finally:
         await queue.close()
+
+
+async def test_a_worker_says_in_one_line_that_redis_stalls_and_goes_on_after(
+    own_redis: OwnRedis, spawn_worker: Spawn, redis_prefix: str
+) -> None:
+    """Redis stalls (alive, answering nothing: SIGSTOP). The worker's commands give up
+    after its --bus-timeout-s (noughts serve's setting; its read of the next job: its block
+    on top): it says so in one line, no traceback, however long the stall, tries again on
+    new connections, and once Redis answers says so and serves the next search. (It had
+    no such setting: redis-py's own timeout, none before redis-py 8, 5 s and three tries
+    since, and a line at each failure of those.)"""
+    worker = await spawn_worker(own_redis.url, "--bus-timeout-s", "0.5")
+    assert worker.stderr is not None and own_redis.process is not None
+    said: list[str] = []
+
+    async def until_said(text: str) -> None:
+        assert worker.stderr is not None
+        async with asyncio.timeout(60):
+            while not said or text not in said[-1]:
+                line = (await worker.stderr.readline()).decode()
+                assert line, f"the worker ended before saying {text!r}: {said}"
+                said.append(line)
+
+    own_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        await until_said("lost the queue")
+        # Long enough for the worker's further tries to fail too (they say nothing more).
+        await asyncio.sleep(3)
+    finally:
+        own_redis.process.send_signal(signal.SIGCONT)
+    await until_said("the queue answers again")
+    queue = RemoteEngine(own_redis.url, prefix=redis_prefix)
+    await queue.start()
+    try:
+        result = await asyncio.wait_for(queue.search(_request("tictactoe", 20, (4,))), 30)
+        assert result.action in engine.replay(engine.make_game("tictactoe"), [4]).legal_actions()
+    finally:
+        await queue.close()
+    worker.send_signal(signal.SIGTERM)
+    _, rest = await asyncio.wait_for(worker.communicate(), 30)
+    log = "".join(said) + rest.decode()
+    assert "Traceback" not in log, log
+    assert log.count("lost the queue") == 1, log
 
 
 async def _stderr_until(process: asyncio.subprocess.Process, pattern: str) -> re.Match[str]:
