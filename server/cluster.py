@@ -144,6 +144,37 @@ if game ~= '' then
 end
 return added
 """
+# A claim of a seek by an accept or a decline (KEYS: the seeks' hash, the claim's own key;
+# ARGV: the seek's id, the claim key's life in ms): the seek taken (of two claimers on any
+# nodes, one wins), its data kept under the claim's key for _UNCLAIM_SEEK; run again (tried
+# again on a new connection), the same answer; called off before it ran, nothing.
+_CLAIM_SEEK = """
+local mine = redis.call('GET', KEYS[2])
+if mine then
+  if mine == '' then return 0 end
+  return 1
+end
+local data = redis.call('HGET', KEYS[1], ARGV[1])
+if not data then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], data, 'PX', ARGV[2])
+return 1
+"""
+# A claim whose answer was lost (it timed out; Redis runs it when it wakes up, or ran it),
+# called off (KEYS: those of _CLAIM_SEEK, and the seek's removal mark; ARGV: the same): the
+# seek it took is put back on offer, unless it was removed since (cancelled: _unseek); if
+# the claim has not run yet, it takes nothing when it does.
+_UNCLAIM_SEEK = """
+local data = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], '', 'PX', ARGV[2])
+if data and data ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('HSETNX', KEYS[1], ARGV[1], data)
+end
+return 0
+"""
+# How long a seek's claim key (_CLAIM_SEEK) and its removal mark (_unseek) last: longer
+# than a claim sent may wait to run, or its calling off to be written, in one outage.
+SEEK_CLAIM_TTL_S = 600.0
 # Summaries per index update and lobby message (a few hundred bytes each: a message stays
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
@@ -1170,13 +1201,27 @@ class Cluster:
         self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
     async def claim_seek(self, seek_id: str) -> bool:
-        """Take a seek for a game (HDEL: of two accepters on any nodes, one wins)."""
+        """Take a seek for a game (_CLAIM_SEEK: of two accepters on any nodes, one wins).
+        NodeUnavailable if Redis does not answer: the claim, which Redis may run when it
+        wakes up, is called off once it answers (_UNCLAIM_SEEK): a seek nobody got is back
+        on offer, not listed on every node with nothing left to accept."""
         self._check_answering()
+        claim = f"{self.bus.prefix}:seek-claim:{secrets.token_hex(8)}"
+        keys, args = [self._seeks_key, claim], [seek_id, int(SEEK_CLAIM_TTL_S * 1000)]
         try:
-            won = await self.bus.client.hdel(self._seeks_key, seek_id)
+            won = await self._script(_CLAIM_SEEK)(keys=keys, args=args)
         except (RedisError, OSError) as exc:
             self._failed(exc, f"cannot claim seek {seek_id}")
+            if isinstance(exc, _UNANSWERED):
+                gone = self._seek_gone_key(seek_id)
+
+                def call_off(pipe: Any) -> None:
+                    pipe.eval(_UNCLAIM_SEEK, 3, *keys, gone, *args)
+
+                self._later((claim, call_off, math.inf), f"cannot call off claim of {seek_id}")
             raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+        if won:  # (its answer came: nothing to give back)
+            self._later((claim, _delete(claim), math.inf), f"cannot forget claim of {seek_id}")
         return bool(won)
 
     def seek_removed(self, seek_id: str) -> None:
@@ -1185,8 +1230,17 @@ class Cluster:
         self._publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
 
     def _unseek(self, seek_id: str) -> Step:
-        """The step of a write that takes a seek out of the cluster's seeks."""
-        return f"seek:{seek_id}", lambda pipe: pipe.hdel(self._seeks_key, seek_id), math.inf
+        """The step of a write that takes a seek out of the cluster's seeks for good (its
+        removal marked: a claim called off does not put it back, _UNCLAIM_SEEK)."""
+
+        def unseek(pipe: Any) -> None:
+            pipe.hdel(self._seeks_key, seek_id)
+            pipe.set(self._seek_gone_key(seek_id), b"1", px=int(SEEK_CLAIM_TTL_S * 1000))
+
+        return f"seek:{seek_id}", unseek, math.inf
+
+    def _seek_gone_key(self, seek_id: str) -> str:
+        return f"{self.bus.prefix}:seek-gone:{seek_id}"
 
     async def _load_seeks(self) -> None:
         """The other live nodes' seeks, in this node's lobby. The seeks and quick entries
@@ -1752,7 +1806,11 @@ class Cluster:
                     continue
                 if data.get("quick"):
                     await self.claim_quick(self._remote_seek(data))  # (its queue's item)
-                elif await self.bus.client.hdel(self._seeks_key, data["id"]):
+                    continue
+                pipe = self.bus.client.pipeline(transaction=True)
+                self._unseek(data["id"])[1](pipe)
+                removed, _ = await pipe.execute()
+                if removed:
                     message = {"op": "remove", "id": data["id"], "from": self.node}
                     self._publish(self.bus.lobby_channel, message)
         except (RedisError, OSError, NodeUnavailable) as exc:
@@ -1761,6 +1819,10 @@ class Cluster:
 
 def _zrem(key: str, member: str) -> Callable[[Any], object]:
     return lambda pipe: pipe.zrem(key, member)
+
+
+def _delete(key: str) -> Callable[[Any], object]:
+    return lambda pipe: pipe.delete(key)
 
 
 def _names(members: list[Any]) -> set[str]:

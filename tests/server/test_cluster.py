@@ -29,6 +29,7 @@ from protocol import (
     Abort,
     AcceptSeek,
     CreateGame,
+    DeclineSeek,
     Draw,
     Ended,
     Error,
@@ -1511,6 +1512,55 @@ async def test_a_create_the_store_refuses_leaves_nothing_in_redis(
             await conn.close()
         created = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
         await _until_open_listed(bo, created.game_id)
+        for client in (ada, bo):
+            await client.close()
+
+
+async def test_a_decline_redis_does_not_answer_in_time_leaves_the_challenge_on_offer(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """bo declines ada's challenge while Redis stalls: ``unavailable``, and the challenge
+    stands. Its claim (an HDEL) ran when Redis woke up: the challenge stayed listed on both
+    nodes with nothing behind it, and bo's accept got ``unknown_seek`` until ada withdrew
+    it. The claim is called off once Redis answers: the challenge is back in Redis, and bo
+    takes it. (a, ada's node, waits long for Redis: its subscriber lives through the stall,
+    so that a does not post the challenge again, as it does after the bus comes back.)"""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        a, b = await cluster.start("a", "--bus-timeout-s", "60"), await cluster.start("b")
+        await cluster.wait_balanced()
+        ada, bo = await a.connect("ada"), await b.connect("bo")
+        await bo.request(LobbySubscribe)
+        # A first challenge declined (Redis learns the claim's script: one sent while it
+        # stalls then runs when it wakes up, as the HDEL did).
+        first = await ada.request(Seek, game="tictactoe", to="bo")
+        await _sees_seek(bo, first.seek_id)
+        assert isinstance(await bo.request(DeclineSeek, seek_id=first.seek_id), Ok)
+        challenge = await ada.request(Seek, game="tictactoe", to="bo")
+        await _sees_seek(bo, challenge.seek_id)
+        async with redis.stalled():
+            with pytest.raises(RequestFailed) as failed:
+                await asyncio.wait_for(
+                    bo.request(DeclineSeek, seek_id=challenge.seek_id), STALLED_S
+                )
+            assert failed.value.code == "unavailable", failed.value
+        seeks = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            async with asyncio.timeout(10):
+                while not await seeks.hexists(f"{redis_prefix}:seeks", challenge.seek_id):
+                    await asyncio.sleep(0.05)
+        finally:
+            await seeks.aclose()
+        refused = 0
+        while True:  # (b refuses at once until its heartbeat gets through)
+            try:
+                seated = await bo.request(AcceptSeek, seek_id=challenge.seek_id)
+                break
+            except RequestFailed as exc:
+                assert exc.code == "unavailable" and refused < 200, exc
+                refused += 1
+                await asyncio.sleep(0.05)  # a client's pause before it retries
+        assert isinstance(seated, Seated)
+        assert (await asyncio.wait_for(_seated(ada), 10)).game_id == seated.game_id
         for client in (ada, bo):
             await client.close()
 
