@@ -179,6 +179,9 @@ SEEK_CLAIM_TTL_S = 600.0
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
 _QUICK_SCAN = 100  # queued entries a pairing looks at (beyond: the same player's)
+# What a client is told when Redis refuses a lobby command (NodeUnavailable): the cause,
+# which names Redis's address, goes to the log (Cluster._failed), never to a client.
+_LOBBY_UNREACHABLE = "the cluster's lobby cannot be reached: retry soon"
 # StorageError: the lock connection refused the database's server lock (a server alone took
 # the database while this node was cut off): no shards until it is gone.
 _LOCK_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, StorageError)
@@ -707,9 +710,7 @@ class Cluster:
     def _check_answering(self) -> None:
         """NodeUnavailable at once while Redis does not answer (``redis_down``)."""
         if self.redis_down is not None:
-            raise NodeUnavailable(
-                f"the cluster's Redis does not answer ({self.redis_down}): retry soon"
-            )
+            raise NodeUnavailable("the cluster's Redis does not answer: retry soon")
 
     def _later(self, step: Step, what: str) -> None:
         """A write that must land: an undo of what a failed command may have written (or
@@ -1197,7 +1198,7 @@ class Cluster:
         except (RedisError, OSError) as exc:
             self._failed(exc, f"cannot post seek {seek.id}")
             self._later(self._unseek(seek.id), f"cannot remove seek {seek.id}")  # (it was sent)
-            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+            raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
         self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
     async def claim_seek(self, seek_id: str) -> bool:
@@ -1219,7 +1220,7 @@ class Cluster:
                     pipe.eval(_UNCLAIM_SEEK, 3, *keys, gone, *args)
 
                 self._later((claim, call_off, math.inf), f"cannot call off claim of {seek_id}")
-            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+            raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
         if won:  # (its answer came: nothing to give back)
             self._later((claim, _delete(claim), math.inf), f"cannot forget claim of {seek_id}")
         return bool(won)
@@ -1686,7 +1687,7 @@ class Cluster:
             except (RedisError, OSError) as exc:
                 self._failed(exc, "cannot pair quickly")
                 self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")  # (it was sent)
-                raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+                raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
             if raw is None:
                 return None
             partner = unpack(raw)
@@ -1714,7 +1715,7 @@ class Cluster:
         except (RedisError, OSError) as exc:
             self._failed(exc, f"cannot take quick entry {entry.id}")
             self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")
-            raise NodeUnavailable(f"the cluster's lobby cannot be reached: {exc}") from exc
+            raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
         return bool(won)
 
     def _unqueue(self, entry: SeekEntry) -> Step:

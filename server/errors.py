@@ -87,9 +87,17 @@ class RateLimited(ServerError):
 
 
 class StorageError(ServerError):
-    """SQLite failed; wraps the sqlite3 error at the store boundary."""
+    """The store failed; wraps the database driver's error at the store boundary.
+    ``message`` is what a client is told: one line that names no path, URL or address
+    (PROTOCOL.md, "Storage"); ``detail`` is the cause, for the server's log only."""
 
     code = ErrorCode.UNAVAILABLE
+
+    def __init__(
+        self, message: str, game_id: str | None = None, *, detail: str | None = None
+    ) -> None:
+        super().__init__(message, game_id)
+        self.detail = message if detail is None else detail
 
 
 class StorageFull(StorageError):

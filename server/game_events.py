@@ -37,7 +37,7 @@ from server.session import Emitted, GameSession, Player, ai_draw_answer
 log = logging.getLogger(__name__)
 
 # What a request about a game waiting for the store (GameEvents._wait_for_store) is answered.
-_WAITS = "game {} waits for the database ({}): retry"
+_WAITS = "game {} waits for the database: retry soon"
 
 
 async def _stored() -> None:
@@ -76,7 +76,7 @@ class GameEvents(LobbyFeed):
         A game waiting for the store (``_wait_for_store``) takes no event: its memory may
         hold one that was never stored."""
         if self.waiting.get(session.id) is session:
-            raise StorageError(_WAITS.format(session.id, "the database cannot be read"), session.id)
+            raise StorageError(_WAITS.format(session.id), session.id)
         for index, event in enumerate(emitted):
             try:
                 await self._store(session, event)
@@ -203,7 +203,7 @@ class GameEvents(LobbyFeed):
             except Quarantined:
                 record = None
             except StorageError as exc:
-                raise StorageError(_WAITS.format(game_id, exc.message), game_id) from exc
+                raise StorageError(_WAITS.format(game_id), game_id, detail=exc.detail) from exc
             del self.waiting[game_id]
             if game_id in self.games:
                 return  # loaded again meanwhile (a cluster's node took its shard again)

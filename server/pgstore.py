@@ -37,7 +37,7 @@ import asyncpg
 
 from server.errors import StorageError
 from server.settings import DB_TIMEOUT_S
-from server.store import SQLStore, _Runs
+from server.store import NOT_READ, NOT_STORED, UNANSWERED, UNCONFIRMED, SQLStore, _Runs
 
 log = logging.getLogger(__name__)
 
@@ -332,17 +332,24 @@ class PostgresStore(SQLStore):
 
     def _batch_lost(self, exc: Exception) -> bool:
         # A lost connection fails the whole transaction's writes, not one of them.
-        return isinstance(exc, _CONNECTION_LOST)
+        return isinstance(exc, _Lost)
 
     def _write_error(self, exc: Exception) -> StorageError:
-        if isinstance(exc, TimeoutError):  # (sent, perhaps committed: nobody knows)
-            return StorageError(
-                f"database write failed: {self._no_answer()}: the outcome is unknown"
-            )
-        return StorageError(f"database write failed: {exc}")
+        if isinstance(exc, _Lost):
+            public = UNCONFIRMED if isinstance(exc.cause, TimeoutError) else UNANSWERED
+            return self._failure("write", public, self._cause(exc.cause), down=True)
+        return self._failure("write", NOT_STORED, self._cause(exc))
 
     def _no_answer(self) -> str:
         return f"PostgreSQL gave no answer within {self.timeout_s:g} s"
+
+    def _cause(self, exc: BaseException) -> str:
+        """What made an operation fail, for the log (a TimeoutError says nothing)."""
+        if isinstance(exc, TimeoutError):
+            return self._no_answer()
+        if isinstance(exc, StorageError):
+            return exc.detail
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
     async def _commit(self, runs: _Runs, writer: int = 0) -> None:
         conn: asyncpg.Connection | None = None
@@ -359,14 +366,14 @@ class PostgresStore(SQLStore):
                 async with conn.transaction():
                     for sql, rows in runs:
                         await conn.executemany(_dollar(sql), rows)
-        except _CONNECTION_LOST:  # (a timeout too: TimeoutError is an OSError)
+        except _CONNECTION_LOST as exc:  # (a timeout too: TimeoutError is an OSError)
             if conn is not None:
                 conn.terminate()  # lost, or in a state no close handshake can leave
                 if writer:
                     self._more_conns[writer - 1] = None
                 else:
                     self._writer_conn = None
-            raise
+            raise _Lost(exc) from exc
 
     async def _writer_connection(self, writer: int) -> asyncpg.Connection:
         """Writer ``writer``'s connection, a new one if the last was lost."""
@@ -387,13 +394,27 @@ class PostgresStore(SQLStore):
         try:
             async with asyncio.timeout(self.timeout_s), self._pool.acquire() as conn:
                 try:
-                    return [tuple(r) for r in await conn.fetch(_dollar(sql), *params)]
+                    rows: list[Sequence[Any]] = [
+                        tuple(r) for r in await conn.fetch(_dollar(sql), *params)
+                    ]
                 except (*_CONNECTION_LOST, asyncio.CancelledError):
                     conn.terminate()  # the pool opens a new one in its place
                     raise
         except _DB_ERRORS as exc:  # (a timeout too: TimeoutError is an OSError)
-            reason = self._no_answer() if isinstance(exc, TimeoutError) else str(exc)
-            raise StorageError(f"cannot read from {self.describe()}: {reason}") from exc
+            down = isinstance(exc, _CONNECTION_LOST)
+            public = UNANSWERED if down else NOT_READ
+            raise self._failure("read", public, self._cause(exc), down=down) from exc
+        self._works()
+        return rows
+
+
+class _Lost(Exception):
+    """A writer's connection was lost, or gave no answer in time (``cause``): the whole
+    transaction failed."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 _CONNECTION_LOST = (

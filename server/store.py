@@ -56,6 +56,7 @@ from protocol.paths import (
 )
 from server.errors import Quarantined, StorageError, StorageFull
 from server.lockfile import make_db_directory
+from server.logs import RateLimitedLog
 from server.rows import (
     EventRow,
     GameEnd,
@@ -287,18 +288,27 @@ def is_full(exc: BaseException) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_FULL
 
 
-def storage_error(exc: BaseException, doing: str, cap_mb: float | None = None) -> StorageError:
-    """The store's error for a failed sqlite3 call: StorageFull when the disk is full, or
-    the size cap ``cap_mb`` (settings.db_max_mb) when that is what was reached; StorageError
-    otherwise."""
-    if not is_full(exc):
-        return StorageError(f"{doing} failed: {exc}")
+def full_error(doing: str, cap_mb: float | None = None) -> StorageFull:
+    """The store's error for a write SQLite refused as full (``is_full``): the size cap
+    ``cap_mb`` (settings.db_max_mb) when that is what was reached, else the disk."""
     if cap_mb is not None:
         return StorageFull(
             f"the database reached its size cap (--db-max-mb {cap_mb:g}): {doing} failed, "
             "nothing was stored"
         )
     return StorageFull(f"the server's disk is full: {doing} failed, nothing was stored")
+
+
+# What a client is told when the store fails (PROTOCOL.md, "Storage"): one line whatever the
+# cause, naming no path, URL or address; the cause goes to the server's log, not once per
+# request (SQLStore._failure).
+UNANSWERED = "the database does not answer: retry soon"
+NOT_READ = "the database could not be read: retry soon"
+NOT_STORED = "the database could not store it, nothing was stored: retry soon"
+UNCONFIRMED = (
+    "the database did not confirm the write: the outcome is unknown (resume the game, or "
+    "send the request again with its ply or seq: it is never applied twice)"
+)
 
 
 def _run_transaction(db: sqlite3.Connection, runs: _Runs) -> None:
@@ -345,6 +355,10 @@ class SQLStore(Store):
         self._committing = 0
         self.commits = 0  # transactions committed (for benchmarks)
         self.writes = 0  # write requests committed
+        # The database does not answer (connections refused or lost, no answer in time),
+        # as logged once (_failure), until a read or a commit works (_works).
+        self.down = False
+        self._said = RateLimitedLog(log, period_s=60.0, burst=1)  # other failures' causes
 
     @abstractmethod
     async def _commit(self, runs: _Runs, writer: int = 0) -> None:
@@ -365,6 +379,29 @@ class SQLStore(Store):
         """Whether ``exc`` fails every write of the batch at once (the store itself
         failed, say: its connection was lost), instead of their being retried one by one."""
         return False
+
+    # --- failures: one line for a client, the cause in the log -----------------------
+
+    def _failure(self, kind: str, public: str, cause: str, *, down: bool = False) -> StorageError:
+        """The StorageError of a ``kind`` ("read" or "write") that failed for ``cause``: its
+        message ``public``, for a client. The cause is logged here, not per request (each
+        request meeting a failed database would repeat it): a database that does not answer
+        (``down``) once, until it answers again (``_works``); any other cause at most once
+        a minute."""
+        if not down:
+            self._said.error(f"{kind} {cause}", "database %s: a %s failed (%s)",
+                             self.describe(), kind, cause)  # fmt: skip
+        elif not self.down:
+            self.down = True
+            log.error("database %s does not answer (%s); requests that need it are answered "
+                      "unavailable until it does", self.describe(), cause)  # fmt: skip
+        return StorageError(public, detail=cause)
+
+    def _works(self) -> None:
+        """A read or a commit worked: a database that did not answer does."""
+        if self.down:
+            self.down = False
+            log.info("database %s answers again", self.describe())
 
     # --- group commit --------------------------------------------------------------
 
@@ -442,6 +479,7 @@ class SQLStore(Store):
             self._resolve([item])
 
     def _resolve(self, batch: list[_Item]) -> None:
+        self._works()
         for _, future in batch:
             if not future.done():
                 future.set_result(None)
@@ -1006,9 +1044,11 @@ class SQLiteStore(SQLStore):
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Sequence[Any]]:
         try:
             async with self.db.execute(sql, params) as cursor:
-                return list(await cursor.fetchall())
+                rows: list[Sequence[Any]] = list(await cursor.fetchall())
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot read {self.path}: {exc}") from exc
+            raise self._failure("read", NOT_READ, str(exc)) from exc
+        self._works()
+        return rows
 
     async def _before_batch(self) -> None:
         if self._wal_reset_due:
@@ -1020,7 +1060,11 @@ class SQLiteStore(SQLStore):
 
     def _write_error(self, exc: Exception) -> StorageError:
         # (a StorageFull naming the size cap comes from the writer's thread: _transaction)
-        return exc if isinstance(exc, StorageError) else storage_error(exc, "a database write")
+        if isinstance(exc, StorageError):
+            return exc
+        if is_full(exc):
+            return full_error("a database write")
+        return self._failure("write", NOT_STORED, str(exc))
 
     async def _commit(self, runs: _Runs, writer: int = 0) -> None:
         if self._write_db is None or self._write_thread is None:
@@ -1041,7 +1085,7 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as exc:
             cap = self.max_pages
             if cap is not None and is_full(exc) and self._cap_reached(db, cap):
-                raise storage_error(exc, "a database write", self.max_mb) from exc
+                raise full_error("a database write", self.max_mb) from exc
             raise
         try:
             return os.stat(self._wal_path).st_size

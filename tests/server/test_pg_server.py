@@ -18,11 +18,13 @@ from client.connection import RequestFailed, ServerConnection
 from protocol import (
     CreateGame,
     Ended,
+    GetGame,
     JoinGame,
     ListGames,
     Move,
     Moved,
     Presence,
+    Resign,
     Resume,
     Resumed,
 )
@@ -203,11 +205,11 @@ async def test_requests_while_postgresql_stalls_fail_after_the_timeout_then_the_
         with pytest.raises(RequestFailed) as refused:
             await asyncio.wait_for(ada.request(Move, **move), 30)
         assert refused.value.code == "unavailable"
-        assert "no answer within 0.5 s: the outcome is unknown" in refused.value.message
+        assert "the outcome is unknown" in refused.value.message
         with pytest.raises(RequestFailed) as refused:
             await asyncio.wait_for(bo.request(ListGames, status="finished"), 30)
         assert refused.value.code == "unavailable"
-        assert refused.value.message.endswith("PostgreSQL gave no answer within 0.5 s")
+        assert refused.value.message == "the database does not answer: retry soon"
         await pg_link.restore()
         moved = await asyncio.wait_for(ada.request(Move, **move), 30)
         assert moved.ply == 2 and moved.action == 1
@@ -305,4 +307,58 @@ async def test_a_session_sweep_while_postgresql_is_down_is_one_log_line(
         await store.close()
     record = said.records[0]
     assert record.exc_info is None
-    assert record.getMessage().startswith("the session sweep failed (database write failed: ")
+    assert record.getMessage().startswith("the session sweep failed (the database does not answer")
+
+
+def _names_the_database(text: str, link: PostgresLink) -> bool:
+    """Whether ``text`` names where the database is: its URL, address or port."""
+    return any(where in text for where in ("postgresql://", "127.0.0.1", str(link.port)))
+
+
+async def test_clients_are_told_a_database_failure_in_one_generic_line_its_cause_logged_once(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: while PostgreSQL was down, the errors sent to clients named the database:
+    "... postgresql://postgres@127.0.0.1:PORT/test: Connect call failed ('127.0.0.1', PORT)".
+    A client is told one generic line (with its request's rid); the cause goes to the
+    server's log, once for the outage however many requests meet it."""
+    said = _Said(str(pg_link.port))
+    logging.getLogger("server").addHandler(said)
+    try:
+        async with _serving_through(pg_link, pg_schema, pool) as url:
+            ada = await ServerConnection.connect(url, name="ada")
+            bo = await ServerConnection.connect(url, name="bo")
+            game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+            await bo.request(JoinGame, game_id=game.game_id)
+            over = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+            await ada.request(Resign, game_id=over.game_id, token=over.token)
+            await _cut(pg_link, pg_schema)
+            refusals = []
+            for request in [
+                ada.request(Move, game_id=game.game_id, token=game.token, action=4),
+                bo.request(ListGames, status="finished"),
+                bo.request(GetGame, game_id=over.game_id),
+                ada.request(CreateGame, game="tictactoe", opponent="human", seat=0),
+                bo.request(ListGames, status="finished"),
+                ada.request(Move, game_id=game.game_id, token=game.token, action=4),
+            ]:
+                with pytest.raises(RequestFailed) as refused:
+                    await asyncio.wait_for(request, 30)
+                refusals.append(refused.value.error)
+            refusals.append(await asyncio.wait_for(bo.errors.get(), 30))  # the game waits
+            during = list(said.records)
+            await pg_link.restore()
+            await ada.request(Move, game_id=game.game_id, token=game.token, action=4)
+            await ada.close()
+            await bo.close()
+    finally:
+        logging.getLogger("server").removeHandler(said)
+    for error in refusals:
+        assert error.code == "unavailable", error
+        assert not _names_the_database(error.message, pg_link), error.message
+        assert "\n" not in error.message
+    assert [e.rid is not None for e in refusals] == [True] * 6 + [False]
+    assert refusals[1].message == "the database does not answer: retry soon"
+    assert len(during) == 1, [r.getMessage() for r in during]
+    assert during[0].getMessage().startswith(f"database {pg_link.url} does not answer (")
+    assert during[0].exc_info is None

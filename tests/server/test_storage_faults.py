@@ -52,7 +52,7 @@ from server.clock import Now, TimeControl
 from server.pool import EnginePool
 from server.session import GameSession, Player
 from server.settings import ServerSettings
-from server.store import GameRecord, SQLiteStore
+from server.store import NOT_READ, NOT_STORED, GameRecord, SQLiteStore
 from tests.server.conftest import RunningServer, human_game, next_event, next_event_where
 
 
@@ -599,7 +599,7 @@ async def test_a_rematch_whose_game_is_not_stored_is_refused_and_named_nowhere(
     accepter gets the error, the offer still stands, and the accept sent again works."""
     ada, bo, a, b = await _rematch_offered(server)
     with _refusing(server.db_path, *A_REMATCH):
-        with pytest.raises(RequestFailed, match="no new games here") as refused:
+        with pytest.raises(RequestFailed, match=NOT_STORED) as refused:
             await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
     assert refused.value.code == "unavailable"
     assert server.query("SELECT id FROM games WHERE rematch_of = ?", a.game_id) == []
@@ -617,7 +617,7 @@ async def test_a_rematch_whose_accept_is_not_stored_leaves_no_game_waiting(
     the offer still stands and the accept sent again makes another game."""
     ada, bo, a, b = await _rematch_offered(server)
     with _refusing(server.db_path, *ITS_ACCEPT):
-        with pytest.raises(RequestFailed, match="no new games here"):
+        with pytest.raises(RequestFailed, match=NOT_STORED):
             await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
     rows = server.query("SELECT id, status FROM games WHERE rematch_of = ?", a.game_id)
     assert [status for _, status in rows] == ["aborted"]
@@ -642,7 +642,7 @@ async def test_a_rematch_with_the_ai_not_stored_is_offered_again(server: Running
     await ada.request(Resign, game_id=gid, token=seated.token)
     await next_event(ada, Ended)
     with _refusing(server.db_path, *A_REMATCH):
-        with pytest.raises(RequestFailed, match="no new games here"):
+        with pytest.raises(RequestFailed, match=NOT_STORED):
             await ada.request(Rematch, game_id=gid, token=seated.token)
     offer = await next_event(ada, Offer)
     assert (offer.kind, offer.answer, offer.seat) == ("rematch", "offer", 0)
@@ -652,6 +652,42 @@ async def test_a_rematch_with_the_ai_not_stored_is_offered_again(server: Running
     assert isinstance(ok, Ok)
     next_game = await _accepted_into_a_stored_game(server, ada, gid)
     assert ada.seats[next_game][0] == 1
+
+
+async def test_a_database_failure_is_one_generic_line_to_clients_its_cause_logged_once(
+    server: RunningServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Probe: a refused write was answered in SQLite's own words, and a read SQLite refused
+    "cannot read /PATH/games.db: no such table: events": the server's file path and schema,
+    to any client. A client is told one generic line; the cause goes to the server's log,
+    not once per request (at most once a minute)."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    over = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+    await ada.request(Resign, game_id=over.game_id, token=over.token)
+    refusals = []
+    with caplog.at_level(logging.ERROR, logger="server.store"):
+        with _refusing(server.db_path, "moves", "1"):
+            for _ in range(2):
+                with pytest.raises(RequestFailed) as refused:
+                    await ada.request(Move, game_id=a.game_id, token=a.token, action=4)
+                refusals.append(refused.value)
+        db = sqlite3.connect(server.db_path, isolation_level=None)
+        db.execute("ALTER TABLE events RENAME TO gone")
+        db.close()
+        for _ in range(2):
+            with pytest.raises(RequestFailed) as refused:
+                await bo.request(GetGame, game_id=over.game_id)
+            refusals.append(refused.value)
+    assert [(r.code, r.message) for r in refusals] == [("unavailable", NOT_STORED)] * 2 + [
+        ("unavailable", NOT_READ)
+    ] * 2
+    said = [r.getMessage() for r in caplog.records if r.name == "server.store"]
+    assert said == [
+        f"database {server.db_path}: a write failed (no new games here)",
+        f"database {server.db_path}: a read failed (no such table: events)",
+    ]
+    await ada.close()
+    await bo.close()
 
 
 # --- corrupt rows ----------------------------------------------------------------------------
