@@ -245,7 +245,12 @@ class PostgresStore(SQLStore):
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn,
-                min_size=1,
+                # No floor: asyncpg (0.32) reconnects a pool's floor connections in the
+                # background, logging a warning with a traceback at every attempt while
+                # PostgreSQL is down. A lost connection is replaced by the next read instead
+                # (its failure is the store's one line, _failure); the migration below
+                # opens the first, and idle ones close after asyncpg's 300 s.
+                min_size=0,
                 max_size=4,
                 server_settings=self._server_settings(),
                 timeout=self.timeout_s,  # (each connection's: asyncpg's own is 60 s)
@@ -398,7 +403,7 @@ class PostgresStore(SQLStore):
                         tuple(r) for r in await conn.fetch(_dollar(sql), *params)
                     ]
                 except (*_CONNECTION_LOST, asyncio.CancelledError):
-                    conn.terminate()  # the pool opens a new one in its place
+                    conn.terminate()  # the next read opens a new one in its place
                     raise
         except _DB_ERRORS as exc:  # (a timeout too: TimeoutError is an OSError)
             down = isinstance(exc, _CONNECTION_LOST)

@@ -362,3 +362,30 @@ async def test_clients_are_told_a_database_failure_in_one_generic_line_its_cause
     assert len(during) == 1, [r.getMessage() for r in during]
     assert during[0].getMessage().startswith(f"database {pg_link.url} does not answer (")
     assert during[0].exc_info is None
+
+
+async def test_a_postgresql_outage_is_one_log_line_from_the_server_and_none_from_asyncpg(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Probe: while PostgreSQL was down, asyncpg logged "Failed to restore the pool
+    connection floor; retrying" with a traceback, again and again: the read pool's
+    min_size=1 made asyncpg reconnect its floor connection in the background. The pool
+    keeps no floor (a lost connection is replaced by the next read): an outage is one
+    line from the server, and one when PostgreSQL answers again."""
+    with caplog.at_level(logging.INFO, logger="server.store"):
+        async with _serving_through(pg_link, pg_schema, pool) as url:
+            ada = await ServerConnection.connect(url, name="ada")
+            await ada.request(ListGames, status="finished")  # a read: the pool is in use
+            caplog.clear()
+            await _cut(pg_link, pg_schema)
+            for _ in range(3):
+                with pytest.raises(RequestFailed):
+                    await ada.request(ListGames, status="finished")
+            await pg_link.restore()
+            await ada.request(ListGames, status="finished")
+            said = list(caplog.records)
+            await ada.close()
+    assert [r.name for r in said] == ["server.store", "server.store"], said
+    assert said[0].getMessage().startswith(f"database {pg_link.url} does not answer (")
+    assert said[1].getMessage() == f"database {pg_link.url} answers again"
+    assert all(r.exc_info is None for r in said)
