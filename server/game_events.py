@@ -132,8 +132,7 @@ class GameEvents(LobbyFeed):
             readable, record = False, None
         notice = Error(
             code=exc.code.value,
-            message=f"game {session.id} waits: {exc.message}; it goes on as it was before "
-            "the event that could not be stored",
+            message=f"game {session.id} waits: {exc.message}; it goes on as the database holds it",
             game_id=session.id,
         )
         frame = encode(notice)

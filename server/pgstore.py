@@ -341,7 +341,7 @@ class PostgresStore(SQLStore):
 
     def _write_error(self, exc: Exception) -> StorageError:
         if isinstance(exc, _Lost):
-            public = UNCONFIRMED if isinstance(exc.cause, TimeoutError) else UNANSWERED
+            public = UNCONFIRMED if exc.sent else UNANSWERED
             return self._failure("write", public, self._cause(exc.cause), down=True)
         return self._failure("write", NOT_STORED, self._cause(exc))
 
@@ -378,7 +378,9 @@ class PostgresStore(SQLStore):
                     self._more_conns[writer - 1] = None
                 else:
                     self._writer_conn = None
-            raise _Lost(exc) from exc
+            # Once the transaction went out on a connection, lost or unanswered, PostgreSQL
+            # may have committed it: nobody knows (a connection never made sent nothing).
+            raise _Lost(exc, sent=conn is not None) from exc
 
     async def _writer_connection(self, writer: int) -> asyncpg.Connection:
         """Writer ``writer``'s connection, a new one if the last was lost."""
@@ -415,11 +417,13 @@ class PostgresStore(SQLStore):
 
 class _Lost(Exception):
     """A writer's connection was lost, or gave no answer in time (``cause``): the whole
-    transaction failed."""
+    transaction failed, and once it went out on the connection (``sent``) its outcome is
+    unknown (PostgreSQL may have committed it, or commit it when it wakes)."""
 
-    def __init__(self, cause: BaseException) -> None:
+    def __init__(self, cause: BaseException, *, sent: bool) -> None:
         super().__init__(str(cause))
         self.cause = cause
+        self.sent = sent
 
 
 _CONNECTION_LOST = (

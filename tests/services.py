@@ -57,7 +57,9 @@ class PostgresLink:
     """A TCP relay between a store and the test PostgreSQL (``url`` reaches it through
     the relay), which a test breaks as PostgreSQL fails: ``cut`` resets every connection
     and refuses new ones (PostgreSQL stopped), ``stall`` accepts connections and relays
-    nothing (PostgreSQL hung, SIGSTOP); ``restore`` ends either."""
+    nothing (PostgreSQL hung, SIGSTOP), ``hold_answers`` relays what the store sends but
+    none of PostgreSQL's answers (a commit done, its answer not back yet); ``restore``
+    ends any of them."""
 
     def __init__(self) -> None:
         parts = urlsplit(PG_URL)
@@ -69,6 +71,8 @@ class PostgresLink:
         self._relays: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._answering = asyncio.Event()  # PostgreSQL's side: held by hold_answers
+        self._answering.set()
 
     @property
     def url(self) -> str:
@@ -94,22 +98,31 @@ class PostgresLink:
             return
         self._writers.add(up_writer)
 
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        async def pipe(
+            source: asyncio.StreamReader, sink: asyncio.StreamWriter, *gates: asyncio.Event
+        ) -> None:
             with contextlib.suppress(OSError):
                 while data := await source.read(65536):
-                    await self._flowing.wait()
+                    for gate in gates:
+                        await gate.wait()
                     sink.write(data)
                     await sink.drain()
             sink.transport.abort()
 
         try:
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+            await asyncio.gather(
+                pipe(reader, up_writer, self._flowing),
+                pipe(up_reader, writer, self._flowing, self._answering),
+            )
         finally:
             self._writers.discard(writer)
             self._writers.discard(up_writer)
 
     def stall(self) -> None:
         self._flowing.clear()
+
+    def hold_answers(self) -> None:
+        self._answering.clear()
 
     async def cut(self) -> None:
         if self._server is not None:
@@ -120,12 +133,14 @@ class PostgresLink:
 
     async def restore(self) -> None:
         self._flowing.set()
+        self._answering.set()
         if self._server is None:
             await self.open()  # on the same port
 
     async def close(self) -> None:
         await self.cut()
         self._flowing.set()  # what a stall held goes to the connections cut: they end
+        self._answering.set()
         await asyncio.gather(*self._relays, return_exceptions=True)
 
 

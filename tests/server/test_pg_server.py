@@ -389,3 +389,46 @@ async def test_a_postgresql_outage_is_one_log_line_from_the_server_and_none_from
     assert said[0].getMessage().startswith(f"database {pg_link.url} does not answer (")
     assert said[1].getMessage() == f"database {pg_link.url} answers again"
     assert all(r.exc_info is None for r in said)
+
+
+async def _until_stored(schema: str, sql: str, *params: object) -> None:
+    """Until PostgreSQL holds what ``sql`` counts (a commit the store awaits the answer of)."""
+    async with asyncio.timeout(30):
+        while not await _count(schema, sql, *params):
+            await asyncio.sleep(0.02)  # (PostgreSQL tells nobody of a commit)
+
+
+async def test_a_move_whose_connection_is_lost_mid_commit_is_told_its_outcome_is_unknown(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: the connection to PostgreSQL was lost while a move's commit waited for its
+    answer (PostgreSQL had committed it): the mover was told "the database does not
+    answer", as if nothing were stored, where the same commit unanswered within
+    --db-timeout-s said its outcome was unknown. Either says so; the move sent again
+    with its ply is acknowledged once the database answers, and stored once."""
+    async with _serving_through(pg_link, pg_schema, pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        seat_b = await bo.request(JoinGame, game_id=game.game_id)
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=0)
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=4)
+        pg_link.hold_answers()
+        move = dict(game_id=game.game_id, token=game.token, action=1, ply=2)
+        sent = asyncio.ensure_future(ada.request(Move, **move))
+        await _until_stored(
+            pg_schema, "SELECT count(*) FROM moves WHERE game_id = $1 AND ply = 2", game.game_id
+        )
+        await _cut(pg_link, pg_schema)
+        with pytest.raises(RequestFailed) as refused:
+            await asyncio.wait_for(sent, 30)
+        assert refused.value.code == "unavailable"
+        assert "the outcome is unknown" in refused.value.message
+        await pg_link.restore()
+        moved = await asyncio.wait_for(ada.request(Move, **move), 30)
+        assert (moved.ply, moved.action) == (2, 1)
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=3)
+        await ada.close()
+        await bo.close()
+    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
+    assert await _count(pg_schema, stored, game.game_id) == 4
