@@ -83,7 +83,7 @@ class GameEvents(LobbyFeed):
             except StorageError as exc:
                 await self._not_stored(session, exc, reply_to if rid is not None else None)
                 raise
-            session.stored()
+            session.stored(getattr(event.message, "seq", session.seq))
             frame = event.frame or encode(event.message)
             reply = None
             if index == 0 and rid is not None and reply_to is not None:
@@ -144,18 +144,35 @@ class GameEvents(LobbyFeed):
         elif record is None:
             self._evict(session.id)
         else:
-            self._revert(session, record)
+            ahead = self._revert(session, record)
             self._schedule(session, retry=True)
+            if ahead:
+                self._maybe_ai_turn(session)  # (a move stored after all: the AI's turn)
 
-    def _revert(self, session: GameSession, record: GameRecord) -> None:
+    def _revert(self, session: GameSession, record: GameRecord) -> bool:
         """``session`` back as ``record``, what the store holds, says (GameSession.revert);
-        a seat taken by an event not stored is free again."""
+        a seat taken by an event not stored is free again. If the store holds events
+        nobody was sent (a write whose outcome was unknown was committed: True), the game's
+        followers get it as stored, a snapshot (as from a node that restored it, PROTOCOL.md),
+        and a game they ended goes through its end (seats freed, unloaded in time)."""
         seated = {p.player_id for p in session.players if p is not None and p.player_id}
-        session.revert(record)
+        ahead = session.revert(record)
         for player_id in seated - {p.player_id for p in session.players if p is not None}:
             self._unseat(player_id, session.id, seat=True)  # taken by the event not stored
             if self.cluster is not None:
                 self.cluster.closed_game(session.id, [player_id], [])
+        if ahead:
+            log.info("game %s: the database holds events nobody was sent (a write whose "
+                     "outcome was unknown): its followers get it as stored",
+                     session.id)  # fmt: skip
+            frame = encode(session.snapshot(self.clock()))
+            for connection in list(self.subscribers.get(session.id, ())):
+                connection.post(frame)
+            if self.cluster is not None:  # (its other nodes' followers catch up by seq)
+                self.cluster.published(session, session.seq, frame, None)
+            if session.over:
+                self._game_over(session)
+        return ahead
 
     def _wait_for_store(self, session: GameSession) -> None:
         """An event of ``session`` was not stored and what is stored cannot be read (the

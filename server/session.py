@@ -183,7 +183,9 @@ class GameSession:
     first_move_s: float = FIRST_MOVE_S  # set by the server from its settings
     abandon_s: float = ABANDON_S  # likewise
     abandon_unstarted_s: float = ABANDON_UNSTARTED_S  # likewise
-    # What is not in the store but ``revert`` needs, as of the last stored event.
+    # What is not in the store but ``revert`` needs, as of the last stored event, and its
+    # seq: the last event the server saw committed (and so sent).
+    stored_seq: int = 0
     stored_turn_since: float = 0.0
     stored_offers: dict[str, int] = field(default_factory=dict)
     stored_next_game: str | None = None
@@ -771,19 +773,25 @@ class GameSession:
             rematch_of=row.rematch_of,
         )
         session.log_start = row.seq + 1
+        session.stored_seq = row.seq
         session.stored_turn_since = now.mono
         session.stored_offers, session.draw_offered_at = _draw_offers(record)
         session.revert(record)
         return session
 
-    def revert(self, record: GameRecord) -> None:
+    def revert(self, record: GameRecord) -> bool:
         """Put the game back as ``record`` (what the store holds) says, in place, so that
         everyone holding this session sees it: storing an event failed, and what is in
         memory but not stored never happened. The side to move's clock runs from when its
         turn began (``stored_turn_since``); who is online is the present, not a stored
         fact, and stays as it is (what the opponent was told of it goes back: a presence
-        event not stored was not sent); plain seat tokens are kept where their hash is stored."""
+        event not stored was not sent); plain seat tokens are kept where their hash is stored.
+
+        True if the store holds events past the last one the server saw committed (a write
+        whose outcome was unknown was committed after all): nobody was sent them, and the
+        event log, which cannot tell them from events never stored, starts after them."""
         row = record.row
+        ahead = row.seq > self.stored_seq
         self.state = engine.replay(self.game, [m.action for m in record.moves])
         self.players = [None if p is None else Player.from_dict(p) for p in row.players]
         self.token_hashes = list(row.tokens)
@@ -795,7 +803,10 @@ class GameSession:
         self.status = row.status
         self.result, self.reason = row.result, row.reason
         self.started_at, self.ended_at = row.started_at, row.ended_at
-        self.turn_since = self.stored_turn_since
+        if ahead:  # (the events the store holds were made in memory: their turn's start)
+            self.stored_offers, self.draw_offered_at = _draw_offers(record)
+        else:
+            self.turn_since = self.stored_turn_since
         self.offers = dict(self.stored_offers)
         self.next_game = self.stored_next_game
         self.announced = list(self.stored_announced)
@@ -814,13 +825,18 @@ class GameSession:
                 self.clock.remaining = list(last)
             if self.state.ply() >= 2 and not self.state.is_terminal():
                 self.clock.start(self.state.current_player(), self.turn_since)
-        # Frames of events that were never stored leave the log (nobody was sent them).
-        self.log = [(seq, frame) for seq, frame in self.log if seq <= self.seq]
-        self.log_start = min(self.log_start, self.seq + 1)
+        if ahead:
+            self.log, self.log_start = [], self.seq + 1  # (a resume before it: a snapshot)
+        else:  # Frames of events that were never stored leave the log (nobody was sent them).
+            self.log = [(seq, frame) for seq, frame in self.log if seq <= self.seq]
+            self.log_start = min(self.log_start, self.seq + 1)
+        self.stored_seq = self.seq
+        return ahead
 
-    def stored(self) -> None:
-        """Everything emitted so far is stored: remember what ``revert`` goes back to
-        that the store does not hold."""
+    def stored(self, seq: int) -> None:
+        """The event ``seq`` is stored, with those before it: remember it, and what
+        ``revert`` goes back to that the store does not hold."""
+        self.stored_seq = seq
         self.stored_turn_since = self.turn_since
         if self.offers or self.stored_offers:
             self.stored_offers = dict(self.offers)

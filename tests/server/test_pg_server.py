@@ -23,12 +23,15 @@ from protocol import (
     ListGames,
     Move,
     Moved,
+    Ping,
     Presence,
     Resign,
     Resume,
     Resumed,
+    Snapshot,
 )
 from server.app import GameServer, running
+from server.hub import UNFINISHED
 from server.pgstore import PostgresStore
 from server.pool import EnginePool
 from server.settings import ServerSettings
@@ -432,3 +435,78 @@ async def test_a_move_whose_connection_is_lost_mid_commit_is_told_its_outcome_is
         await bo.close()
     stored = "SELECT count(*) FROM moves WHERE game_id = $1"
     assert await _count(pg_schema, stored, game.game_id) == 4
+
+
+async def test_a_game_ended_by_a_move_of_unknown_outcome_ends_as_usual_once_read_back(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: the connection was cut while PostgreSQL committed the winning move (the move
+    failed, its outcome unknown; the game waited for the database): once PostgreSQL
+    answered, the game was read back finished, but nobody was told and it never went
+    through its end: its followers waited, and it stayed in memory for good. Its
+    followers now get it as stored (a snapshot, finished), and it ends as a game does:
+    unloaded after keep_finished_s."""
+    store = PostgresStore(pg_link.url, schema=pg_schema)
+    await store.open()
+    settings = ServerSettings(storage_retry_s=0.05, keep_finished_s=0)
+    game_server = GameServer(store, pool, settings=settings)
+    try:
+        async with running(game_server) as ws_server:
+            url = f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+            ada = await ServerConnection.connect(url, name="ada")
+            bo = await ServerConnection.connect(url, name="bo")
+            game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+            seat_b = await bo.request(JoinGame, game_id=game.game_id)
+            for client, token, action in [
+                (ada, game.token, 0), (bo, seat_b.token, 4), (ada, game.token, 1),
+                (bo, seat_b.token, 3),
+            ]:  # fmt: skip
+                await client.request(Move, game_id=game.game_id, token=token, action=action)
+            await _slow_commits_of_ends(pg_schema)
+            sent = asyncio.ensure_future(
+                ada.request(Move, game_id=game.game_id, token=game.token, action=2, ply=4)
+            )
+            await _until_stored(
+                "public",
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+                " AND state = 'active' AND query LIKE 'COMMIT%'",
+                f"noughts {pg_schema}",
+            )
+            await _cut(pg_link, pg_schema)  # (once its backend is gone: the commit is done)
+            finished = "SELECT count(*) FROM games WHERE id = $1 AND status = 'finished'"
+            assert await _count(pg_schema, finished, game.game_id) == 1
+            with pytest.raises(RequestFailed, match="the outcome is unknown"):
+                await asyncio.wait_for(sent, 30)
+            await pg_link.restore()  # the waiting game is read back within 0.05 s
+            for client in (ada, bo):
+                told = await next_event_where(client, Snapshot, _over)
+                assert (told.status, told.result, told.reason) == ("finished", "1-0", "line")
+                assert list(told.actions) == [0, 4, 1, 3, 2]
+            await bo.request(Ping)  # (its unloading, due at once, is done by then)
+            assert game.game_id not in game_server.games
+            assert game.game_id not in game_server.waiting
+            await ada.close()
+            await bo.close()
+    finally:
+        await store.close()
+
+
+def _over(snapshot: Snapshot) -> bool:
+    return snapshot.status not in UNFINISHED
+
+
+async def _slow_commits_of_ends(schema: str) -> None:
+    """A commit that ends a game takes PostgreSQL 1 s from now on (a deferred trigger
+    sleeps in it): long enough to cut the connection while it commits."""
+    conn = await asyncpg.connect(PG_URL, server_settings={"search_path": schema})
+    try:
+        await conn.execute(
+            "CREATE FUNCTION slow_end() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$"
+        )
+        await conn.execute(
+            "CREATE CONSTRAINT TRIGGER slow_end AFTER UPDATE ON games DEFERRABLE INITIALLY "
+            "DEFERRED FOR EACH ROW WHEN (NEW.status = 'finished') EXECUTE FUNCTION slow_end()"
+        )
+    finally:
+        await conn.close()

@@ -878,15 +878,15 @@ def test_revert_puts_the_game_back_as_stored_with_its_clock_running_from_the_tur
     session.take_seat(0, Player("ada", "human", "p-ada"))
     session.take_seat(1, Player("bo", "human", "p-bo"))
     session.start(start)
-    session.stored()
+    session.stored(session.seq)
     moves = []
     for seat, action, at in ((0, 0, 101.0), (1, 1, 102.0)):
         moves.append(session.play(seat, action, Now(at, start.wall + at))[0].move)
-        session.stored()
+        session.stored(session.seq)
     stored = GameRecord(session.to_row(), moves)
     session.draw(1, "offer", Now(103.0, start.wall + 103.0))  # not stored either
     session.play(0, 2, Now(107.0, start.wall + 107.0))  # X thought 5 s: refused by the disk
-    session.revert(stored)
+    assert not session.revert(stored)  # (the store holds nothing the server was not told)
     assert session.state.history() == [0, 1] and session.seq == stored.row.seq
     assert session.offers == {} and session.status == "live"
     assert session.clock is not None and session.clock.snapshot(107.0) == [55_000, 60_000]
