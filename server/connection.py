@@ -76,6 +76,8 @@ class PlayerSession:
     bot: bool
     connections: set[Connection] = field(default_factory=set)
     address: str = "?"  # the remote address of its latest hello (per-address caps)
+    # The hashes of the session tokens it said hello with here (Hub.sessions).
+    token_hashes: set[str] = field(default_factory=set)
 
     @property
     def online(self) -> bool:

@@ -245,6 +245,20 @@ class GameEvents(LobbyFeed):
             self._schedule(session)
         self._maybe_ai_turn(session)
 
+    async def _new_token(self, session: GameSession, seat: int) -> str:
+        """A new secret for ``seat`` of a restored game (only its hash survived), given
+        once its hash is stored; if the store refuses it, the seat keeps the hash it had
+        (the token its player holds still opens it) and the StorageError is raised. Call
+        with the game's lock held."""
+        held = session.token_hashes[seat]
+        token = session.issue_token(seat)
+        try:
+            await self.store.update_game(session.to_row())
+        except StorageError:
+            session.tokens[seat], session.token_hashes[seat] = None, held
+            raise
+        return token
+
     def _game_over(self, session: GameSession) -> None:
         ai_turn = self._ai_tasks.pop(session.id, None)
         if ai_turn is not None and ai_turn is not asyncio.current_task():

@@ -78,7 +78,10 @@ class Hub:
         # seats and lock stay; GameEvents._serve_again puts each back as stored.
         self.waiting: dict[str, GameSession] = {}
         self.subscribers: dict[str, set[Connection]] = {}
-        self.players: dict[str, PlayerSession] = {}  # online players
+        # The players known here: online, or seated in a game in memory (_forget_player).
+        self.players: dict[str, PlayerSession] = {}
+        # Their sessions, by token hash: a hello with one is served from memory.
+        self.sessions: dict[str, PlayerSession] = {}
         self.seats: dict[str, dict[str, int]] = {}  # player_id -> {game_id: seat}, in memory
         # The games of self.seats not over yet, or over but not yet through _game_over: what
         # the caps on unfinished games count (_unfinished), without a player's ended games.
@@ -173,6 +176,8 @@ class Hub:
         if self.players.get(player.player_id) is player:
             del self.players[player.player_id]
             self._unlist(player)
+            for token_hash in player.token_hashes:
+                self.sessions.pop(token_hash, None)
 
     def _unlist(self, player: PlayerSession) -> None:
         listed = self._address_players.get(player.address)

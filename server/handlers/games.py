@@ -425,8 +425,7 @@ class GameRequests(GameEvents):
             else:
                 token = session.tokens[seat]
                 if token is None:
-                    token = session.issue_token(seat)
-                    await self.store.update_game(session.to_row())
+                    token = await self._new_token(session, seat)
             self._subscribe(session.id, connection)
             self._send_since(connection, session, request.since)
             if seat is not None and connection.node is not None and not session.online[seat]:

@@ -31,27 +31,24 @@ class SessionRequests(GameEvents):
     """Players' sessions: hello, names, sweep, disconnect."""
 
     async def hello(self, connection: Connection, hello: Hello) -> Welcome:
-        """Identify the connection's player: a known session, or a new one."""
+        """Identify the connection's player: a known session, or a new one (stored before
+        it is acknowledged). A session of a player the server holds in memory (online, or
+        seated in a game in memory) is served from memory, the database down or not: it
+        was read or stored when that player said hello here, and the session sweep keeps
+        it stored (and marks it used) while the player is known here."""
         now = self.clock()
         address = _address(connection.websocket)
         if hello.session is not None:
-            digest = token_hash(hello.session)
-            row = await self.store.load_session(digest)
-            if row is None:
-                raise BadToken("unknown session: send hello without one to start a new session")
             session_token = hello.session
-            if not row.named:
-                row.name = await self._bind_legacy_name(row.player_id, row.name)
-            player = self.players.get(row.player_id) or PlayerSession(
-                row.player_id, row.name, row.bot
-            )
-            try:
-                await self.store.touch_sessions([player.player_id], now.wall, False)
-            except StorageError:  # a full or failing disk must not lock a player out
-                log.warning("cannot mark session of %s used; the next sweep does", row.player_id)
+            digest = token_hash(session_token)
+            known = self.sessions.get(digest)
+            player = known or await self._stored_player(digest, now.wall)
         else:
             session_token = secrets.token_urlsafe(24)
+            digest = token_hash(session_token)
             player = await self._new_player(hello, address, session_token, now.wall)
+        player.token_hashes.add(digest)
+        self.sessions[digest] = player
         self._list_at(player, address)
         self.players[player.player_id] = player
         player.connections.add(connection)
@@ -69,12 +66,30 @@ class SessionRequests(GameEvents):
             games=games,
         )
 
+    async def _stored_player(self, digest: str, now: float) -> PlayerSession:
+        """The player of a session read from the store (BadToken if it holds none), its
+        session marked used."""
+        row = await self.store.load_session(digest)
+        if row is None:
+            raise BadToken("unknown session: send hello without one to start a new session")
+        if not row.named:
+            row.name = await self._bind_legacy_name(row.player_id, row.name)
+        player = self.players.get(row.player_id) or PlayerSession(row.player_id, row.name, row.bot)
+        try:
+            await self.store.touch_sessions([player.player_id], now, False)
+        except StorageError:  # a full or failing disk must not lock a player out
+            log.warning("cannot mark session of %s used; the next sweep does", row.player_id)
+        return player
+
     async def seats_of(
         self, player_id: str, game_ids: list[str], *, online: bool = True
     ) -> list[dict[str, Any]]:
         """``welcome.games``: the player's seats in these games of this node that are not
         over, each with its token (a new one if only the hash survived a restore) and
-        seq; the seats marked online (``online``: the player is connected here)."""
+        seq; the seats marked online (``online``: the player is connected here). Left
+        out: a game waiting for the database (its presence could not be stored nor the
+        game read back: ``resume`` it once the database answers), and one whose new
+        token could not be stored (a token is given only once its hash is stored)."""
         now = self.clock()
         games = []
         for game_id in game_ids:
@@ -83,14 +98,20 @@ class SessionRequests(GameEvents):
             if game is None or seat is None or game.status not in UNFINISHED:
                 continue
             async with self._lock(game_id):
+                if self.games.get(game_id) is not game:
+                    continue  # it left service meanwhile (it waits for the database)
                 token = game.tokens[seat]
                 if token is None:  # restored: only the hash survived; issue a new secret
-                    token = game.issue_token(seat)
-                    await self.store.update_game(game.to_row())
+                    try:
+                        token = await self._new_token(game, seat)
+                    except StorageError:
+                        continue
                 if online:
                     await self._commit_quietly(
                         game, game.set_online(seat, True, now, self.settings.grace_s)
                     )
+                    if self.games.get(game_id) is not game:
+                        continue  # not stored, nor read back: it waits for the database
             games.append({"game_id": game_id, "seat": seat, "token": token, "seq": game.seq})
         return games
 

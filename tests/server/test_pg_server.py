@@ -510,3 +510,53 @@ async def _slow_commits_of_ends(schema: str) -> None:
         )
     finally:
         await conn.close()
+
+
+async def test_a_player_the_server_holds_says_hello_while_postgresql_is_down(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: while PostgreSQL was down, a hello with the session of a player the server
+    held in memory (seated in a live game, or still connected) was answered unavailable:
+    the session was read from the database every time, so no one could reconnect, even
+    to a game held in memory. Such a session is served from memory; a new session still
+    needs the database (stored before it is acknowledged), as does a session the server
+    does not hold. Once the database answers, the player resumes its game and plays on."""
+    async with _serving_through(pg_link, pg_schema, pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        cy = await ServerConnection.connect(url, name="cy")
+        game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        seat_b = await bo.request(JoinGame, game_id=game.game_id)
+        await ada.request(Move, game_id=game.game_id, token=game.token, action=0)
+        known = {
+            name: (c.session, c.player_id) for name, c in [("ada", ada), ("bo", bo), ("cy", cy)]
+        }
+        await bo.close()  # away, its seat in the game in memory
+        away = await next_event(ada, Presence)
+        assert away.seat == 1 and not away.online
+        await cy.close()  # seated nowhere: forgotten
+        await _cut(pg_link, pg_schema)
+        # ada, still connected, on a second connection: its game is listed as it is.
+        again = await ServerConnection.connect(url, name="ada", session=known["ada"][0])
+        assert again.player_id == known["ada"][1] and again.welcome is not None
+        assert [(g["game_id"], g["seat"], g["token"]) for g in again.welcome.games] == [
+            (game.game_id, 0, game.token)
+        ]
+        # bo: its return cannot be stored, so its game waits for the database (left out).
+        bo = await ServerConnection.connect(url, name="bo", session=known["bo"][0])
+        assert bo.player_id == known["bo"][1] and bo.welcome is not None
+        assert bo.welcome.name == "bo" and not bo.welcome.games
+        for hello in [dict(name="cy", session=known["cy"][0]), dict(name="dee")]:
+            with pytest.raises(RequestFailed) as refused:
+                await ServerConnection.connect(url, **hello)
+            assert refused.value.code == "unavailable"
+        await pg_link.restore()
+        resumed = await bo.request(Resume, game_id=game.game_id, since=0)
+        assert resumed.seat == 1 and resumed.token == seat_b.token
+        await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=4)
+        assert (await next_event_where(ada, Moved, lambda e: e.ply == 1)).action == 4
+        cy = await ServerConnection.connect(url, name="cy", session=known["cy"][0])
+        assert cy.player_id == known["cy"][1]
+        for client in (ada, again, bo, cy):
+            await client.close()
+    assert await _count(pg_schema, "SELECT count(*) FROM sessions") == 3

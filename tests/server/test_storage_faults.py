@@ -690,6 +690,37 @@ async def test_a_database_failure_is_one_generic_line_to_clients_its_cause_logge
     await bo.close()
 
 
+async def test_a_restored_seat_whose_new_token_is_not_stored_keeps_the_token_its_player_has(
+    tmp_path: Path,
+) -> None:
+    """After a restart only a seat token's hash survives, and its player's hello issues a
+    new token. Probe: the store refused to store it (here a trigger; PostgreSQL down, in
+    production): the hello failed, but the seat kept the new hash in memory, stored
+    nowhere: the token its player held no longer opened it (bad_token), and the new one
+    would not after the next restart. The hello now succeeds without that game, whose
+    seat keeps its stored hash: the player's token still opens it."""
+    db = tmp_path / "games.db"
+    async with serving(db) as server:
+        ada, bo, game_id = await _two_players(server, game="tictactoe")
+        await _play(ada, game_id, 4)
+        session, token = ada.session, ada.token_for(game_id)
+        await ada.close()
+        await bo.close()
+    async with serving(db) as server:  # the game restored: only the tokens' hashes
+        refuse = sqlite3.connect(db, isolation_level=None)
+        refuse.execute(
+            "CREATE TRIGGER refuse BEFORE UPDATE OF tokens ON games"
+            " BEGIN SELECT RAISE(ABORT, 'no new tokens here'); END"
+        )
+        ada = await server.connect("ada", session=session)
+        assert ada.welcome is not None and not ada.welcome.games
+        refuse.execute("DROP TRIGGER refuse")
+        refuse.close()
+        resigned = await ada.request(Resign, game_id=game_id, token=token)
+        assert isinstance(resigned, Ended) and resigned.result == "0-1"
+        await ada.close()
+
+
 # --- corrupt rows ----------------------------------------------------------------------------
 
 
