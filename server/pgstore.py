@@ -36,7 +36,6 @@ from typing import Any
 import asyncpg
 
 from server.errors import StorageError
-from server.settings import DB_TIMEOUT_S
 from server.store import NOT_READ, NOT_STORED, UNANSWERED, UNCONFIRMED, SQLStore, _Runs
 
 log = logging.getLogger(__name__)
@@ -173,7 +172,7 @@ class PostgresStore(SQLStore):
         max_batch: int = 1024,
         node: str | None = None,
         shared: bool | None = None,
-        timeout_s: float = DB_TIMEOUT_S,
+        timeout_s: float | None = None,
     ) -> None:
         # A cluster's node commits on two connections at once (SQLStore.writers): a move
         # waits for its own commit, not also for the one in progress (issue 13: at 1,000
@@ -187,8 +186,9 @@ class PostgresStore(SQLStore):
         # The server lock held shared (beside a cluster's nodes; noughts migrate too, as a
         # node starting would migrate), not alone: by default, a node's.
         self.shared = node is not None if shared is None else shared
-        # How long a connection, a read or a commit may wait for PostgreSQL's answer
-        # (settings.db_timeout_s); a migration waits as long as it takes.
+        # How long a connection, a read or a commit may wait for PostgreSQL's answer: the
+        # server's settings.db_timeout_s; None, as long as it takes (asyncpg's own 60 s to
+        # connect): a migration, the tests' stores.
         self.timeout_s = timeout_s
         self._pool: asyncpg.Pool | None = None
         self._writer_conn: asyncpg.Connection | None = None
@@ -346,7 +346,8 @@ class PostgresStore(SQLStore):
         return self._failure("write", NOT_STORED, self._cause(exc))
 
     def _no_answer(self) -> str:
-        return f"PostgreSQL gave no answer within {self.timeout_s:g} s"
+        within = "" if self.timeout_s is None else f" within {self.timeout_s:g} s"
+        return f"PostgreSQL gave no answer{within}"
 
     def _cause(self, exc: BaseException) -> str:
         """What made an operation fail, for the log (a TimeoutError says nothing)."""
