@@ -48,11 +48,15 @@ from redis.exceptions import RedisError, ResponseError
 from engine.result import SearchResult
 from server.bus import redis_client, reraise_cancel
 from server.errors import EngineUnavailable
+from server.logs import RateLimitedLog
 from server.pool import SearchRequest
 from server.settings import ServerSettings
 from server.turns import TurnOrder
 
 log = logging.getLogger(__name__)
+# The queue's failures, by cause, for the operator (clients are told only that the queue
+# failed: a cause names Redis's address): a line a minute each, not one a search a second.
+said = RateLimitedLog(log, period_s=60.0, burst=1)
 
 GROUP = "workers"
 HEARTBEAT_S = 5.0  # a worker renews its key this often, with twice this lifetime
@@ -290,7 +294,10 @@ class RemoteEngine:
                                 # (as in the server's own pool).
                                 deadline = loop.time() + total_s
                     except (RedisError, OSError) as exc:
-                        failure, entry, wait = f"the engine queue failed: {exc}", None, RESUBMIT_S
+                        said.log(
+                            logging.WARNING, type(exc).__name__, "the engine queue failed: %s", exc
+                        )
+                        failure, entry, wait = "the engine queue failed", None, RESUBMIT_S
                 answer = await job.wait(min(wait, left))
                 if answer is not None:
                     if isinstance(answer, EngineUnavailable):

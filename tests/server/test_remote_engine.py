@@ -451,6 +451,31 @@ async def test_a_worker_says_in_one_line_that_redis_stalls_and_goes_on_after(
     assert log.count("lost the queue") == 1, log
 
 
+async def test_a_queue_that_fails_tells_the_player_so_without_its_address(
+    own_redis: OwnRedis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Redis gone while a search waits: the search ends engine_unavailable saying the queue
+    failed, not Redis's address (the player reads it: it said "Error 111 connecting to
+    127.0.0.1:PORT"); the cause goes to the log, once however many times it fails."""
+    import server.remote_engine
+
+    monkeypatch.setattr(server.remote_engine, "REPLY_GRACE_S", 3.0)
+    queue = RemoteEngine(own_redis.url, prefix=redis_prefix)
+    await queue.start()
+    try:
+        await own_redis.stop()
+        with pytest.raises(EngineUnavailable) as refused:
+            await asyncio.wait_for(queue.search(_request("tictactoe", 10)), 30)
+    finally:
+        await queue.close()
+    port = own_redis.url.rsplit(":", 1)[1].split("/")[0]
+    assert "the engine queue failed" in str(refused.value)
+    assert port not in str(refused.value) and "127.0.0.1" not in str(refused.value)
+    causes = [r.getMessage() for r in caplog.records if "engine queue failed:" in r.getMessage()]
+    assert len(causes) == 1 and port in causes[0], causes
+
+
 async def _stderr_until(process: asyncio.subprocess.Process, pattern: str) -> re.Match[str]:
     """Read ``process``'s stderr until a line matches ``pattern`` (60 s at most)."""
     assert process.stderr is not None
