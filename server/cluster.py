@@ -48,6 +48,8 @@ from protocol import (
     Message,
     ProtocolError,
     Resume,
+    Seated,
+    SeekDeclined,
     Watch,
     decode,
     encode,
@@ -144,10 +146,12 @@ if game ~= '' then
 end
 return added
 """
-# A claim of a seek by an accept or a decline (KEYS: the seeks' hash, the claim's own key;
-# ARGV: the seek's id, the claim key's life in ms): the seek taken (of two claimers on any
-# nodes, one wins), its data kept under the claim's key for _UNCLAIM_SEEK; run again (tried
-# again on a new connection), the same answer; called off before it ran, nothing.
+# A claim of a seek by an accept or a decline (KEYS: the seeks' hash, the claim's own key,
+# the seek's taken mark; ARGV: the seek's id, the keys' life in ms, what takes it): the seek
+# taken (of two claimers on any nodes, one wins), its data kept under the claim's key for
+# _UNCLAIM_SEEK, and marked taken for its owner, which may not hear of it (_REPOST_SEEK):
+# "pending" until its claimer has the answer (_SETTLE_CLAIM); run again (tried again on a
+# new connection), the same answer; called off before it ran, nothing.
 _CLAIM_SEEK = """
 local mine = redis.call('GET', KEYS[2])
 if mine then
@@ -158,23 +162,53 @@ local data = redis.call('HGET', KEYS[1], ARGV[1])
 if not data then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], data, 'PX', ARGV[2])
+redis.call('HSET', KEYS[3], 'claim', KEYS[2], 'what', ARGV[3], 'state', 'pending')
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1
 """
 # A claim whose answer was lost (it timed out; Redis runs it when it wakes up, or ran it),
-# called off (KEYS: those of _CLAIM_SEEK, and the seek's removal mark; ARGV: the same): the
-# seek it took is put back on offer, unless it was removed since (cancelled: _unseek); if
-# the claim has not run yet, it takes nothing when it does.
+# called off (KEYS: those of _CLAIM_SEEK, and the seek's removal mark; ARGV: the seek's id,
+# the claim key's life in ms): the seek it took is not taken (its mark goes) and is put back
+# on offer, unless it was removed since (cancelled: _unseek); if the claim has not run yet,
+# it takes nothing when it does.
 _UNCLAIM_SEEK = """
 local data = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[2], '', 'PX', ARGV[2])
-if data and data ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('HSETNX', KEYS[1], ARGV[1], data)
+if data and data ~= '' then
+  if redis.call('HGET', KEYS[3], 'claim') == KEYS[2] then redis.call('DEL', KEYS[3]) end
+  if redis.call('EXISTS', KEYS[4]) == 0 then
+    redis.call('HSETNX', KEYS[1], ARGV[1], data)
+  end
 end
 return 0
 """
-# How long a seek's claim key (_CLAIM_SEEK) and its removal mark (_unseek) last: longer
-# than a claim sent may wait to run, or its calling off to be written, in one outage.
+# A claim whose claimer has the answer, won (KEYS: the claim's key, the seek's taken mark;
+# ARGV: the mark's life in ms): the seek is taken for good (the mark's state, unless its
+# owner removed the seek since, and so its mark).
+_SETTLE_CLAIM = """
+redis.call('DEL', KEYS[1])
+if redis.call('HGET', KEYS[2], 'claim') == KEYS[1] then
+  redis.call('HSET', KEYS[2], 'state', 'taken')
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
+return 0
+"""
+# A seek of this node's posted again after its bus came back (KEYS: the seeks' hash, the
+# seek's taken mark; ARGV: the seek's id, its data): never one taken meanwhile (its mark's
+# what and state, read instead), else posted if missing (1) or left as it is (0).
+_REPOST_SEEK = """
+local taken = redis.call('HMGET', KEYS[2], 'what', 'state')
+if taken[1] then return taken end
+return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+"""
+# How long a seek's claim key (_CLAIM_SEEK), its taken mark while the claim is pending, and
+# its removal mark (_unseek) last: longer than a claim sent may wait to run, or its calling
+# off or settling to be written, in one outage.
 SEEK_CLAIM_TTL_S = 600.0
+# How long a seek's taken mark lasts at most once settled: its owner deletes it once it knows
+# (it removes the seek: _unseek); until then, however long its bus is out, it does not post
+# the seek again.
+SEEK_TAKEN_TTL_S = 86400.0
 # Summaries per index update and lobby message (a few hundred bytes each: a message stays
 # far below the bus's 1 MiB cap, MAX_PAYLOAD, whatever the number of games).
 PLIES_BATCH = 500
@@ -224,6 +258,7 @@ class Host(Protocol):
     async def remote_presence(self, game_id: str, player_id: str, online: bool) -> None: ...
     def _lobby_push(self, event: LobbyEvent, *, seek: SeekEntry | None = None) -> None: ...
     def _remove_seek(self, seek: SeekEntry) -> None: ...
+    def _subscribe(self, game_id: str, connection: Connection) -> None: ...
 
 
 def new_node_id() -> str:
@@ -343,6 +378,11 @@ class Cluster:
         self._unseen_until = 0.0
         # The ids the lobby channel named during each reload of the lobby (_reload_lobby).
         self._reloading: list[set[str]] = []
+        # This node's seeks taken while its bus was out whose outcome is not known yet, looked
+        # at again at each heartbeat (_settle); and those whose poster is being told (_taking).
+        self._unsettled: set[str] = set()
+        self._settling: asyncio.Task[None] | None = None
+        self._taking: set[str] = set()
 
     # --- life -------------------------------------------------------------------------
 
@@ -665,6 +705,8 @@ class Cluster:
                     log.warning("cluster: heartbeat failed (%s)", exc)
             self._sweep_channels()
             self._index_plies()
+            if self._unsettled and self._settling is None and self.redis_down is None:
+                self._settling = self.server._spawn(self._settle())
             if time.monotonic() - self._open_refreshed >= OPEN_TTL_S / 3:
                 self._refresh_open()
             now = time.monotonic()
@@ -726,7 +768,8 @@ class Cluster:
         last, the new one's restore)."""
         for future, target, game_id in list(self._pending.values()):
             if not future.done() and (
-                target not in self.present or self.owner_of(game_id) not in (None, target)
+                target not in self.present
+                or (game_id != "" and self.owner_of(game_id) not in (None, target))
             ):
                 future.set_result({"moved": True})
         for game_id, owner in list(self._relay_owner.items()):
@@ -1201,47 +1244,63 @@ class Cluster:
             raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
         self._publish(self.bus.lobby_channel, {"op": "add", "seek": data, "from": self.node})
 
-    async def claim_seek(self, seek_id: str) -> bool:
-        """Take a seek for a game (_CLAIM_SEEK: of two accepters on any nodes, one wins).
+    async def claim_seek(self, seek_id: str, taken: dict[str, Any]) -> bool:
+        """Take a seek for a game (_CLAIM_SEEK: of two accepters on any nodes, one wins),
+        marked taken with ``taken`` (the game made of it, or who declined it) for its
+        owner, whose bus may be out (it then hears of it from the mark: _missed_take).
         NodeUnavailable if Redis does not answer: the claim, which Redis may run when it
         wakes up, is called off once it answers (_UNCLAIM_SEEK): a seek nobody got is back
         on offer, not listed on every node with nothing left to accept."""
         self._check_answering()
         claim = f"{self.bus.prefix}:seek-claim:{secrets.token_hex(8)}"
-        keys, args = [self._seeks_key, claim], [seek_id, int(SEEK_CLAIM_TTL_S * 1000)]
+        mark = self._seek_taken_key(seek_id)
+        keys = [self._seeks_key, claim, mark]
+        what = pack(taken | {"node": self.node})
+        ttl = int(SEEK_CLAIM_TTL_S * 1000)
         try:
-            won = await self._script(_CLAIM_SEEK)(keys=keys, args=args)
+            won = await self._script(_CLAIM_SEEK)(keys=keys, args=[seek_id, ttl, what])
         except (RedisError, OSError) as exc:
             self._failed(exc, f"cannot claim seek {seek_id}")
             if isinstance(exc, _UNANSWERED):
                 gone = self._seek_gone_key(seek_id)
 
                 def call_off(pipe: Any) -> None:
-                    pipe.eval(_UNCLAIM_SEEK, 3, *keys, gone, *args)
+                    pipe.eval(_UNCLAIM_SEEK, 4, *keys, gone, seek_id, ttl)
 
                 self._later((claim, call_off, math.inf), f"cannot call off claim of {seek_id}")
             raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
         if won:  # (its answer came: nothing to give back)
-            self._later((claim, _delete(claim), math.inf), f"cannot forget claim of {seek_id}")
+
+            def settle(pipe: Any) -> None:
+                pipe.eval(_SETTLE_CLAIM, 2, claim, mark, int(SEEK_TAKEN_TTL_S * 1000))
+
+            self._later((claim, settle, math.inf), f"cannot settle claim of {seek_id}")
         return bool(won)
 
-    def seek_removed(self, seek_id: str) -> None:
-        """A seek is gone (accepted, cancelled, its owner left): from every node's lobby."""
-        self._later(self._unseek(seek_id), f"cannot remove seek {seek_id}")
+    def seek_removed(self, seek_id: str, *, posted_here: bool = False) -> None:
+        """A seek is gone (accepted, cancelled, its owner left): from every node's lobby
+        (``posted_here``: by its owner, which knows it now: its taken mark goes too)."""
+        self._later(self._unseek(seek_id, posted_here), f"cannot remove seek {seek_id}")
         self._publish(self.bus.lobby_channel, {"op": "remove", "id": seek_id, "from": self.node})
 
-    def _unseek(self, seek_id: str) -> Step:
+    def _unseek(self, seek_id: str, forget_taken: bool = False) -> Step:
         """The step of a write that takes a seek out of the cluster's seeks for good (its
-        removal marked: a claim called off does not put it back, _UNCLAIM_SEEK)."""
+        removal marked: a claim called off does not put it back, _UNCLAIM_SEEK); and, by
+        its owner (``forget_taken``), its taken mark, which only the owner reads."""
 
         def unseek(pipe: Any) -> None:
             pipe.hdel(self._seeks_key, seek_id)
             pipe.set(self._seek_gone_key(seek_id), b"1", px=int(SEEK_CLAIM_TTL_S * 1000))
+            if forget_taken:
+                pipe.delete(self._seek_taken_key(seek_id))
 
         return f"seek:{seek_id}", unseek, math.inf
 
     def _seek_gone_key(self, seek_id: str) -> str:
         return f"{self.bus.prefix}:seek-gone:{seek_id}"
+
+    def _seek_taken_key(self, seek_id: str) -> str:
+        return f"{self.bus.prefix}:seek-taken:{seek_id}"
 
     async def _load_seeks(self) -> None:
         """The other live nodes' seeks, in this node's lobby. The seeks and quick entries
@@ -1436,17 +1495,36 @@ class Cluster:
         return seats
 
     async def _serve_seats(self, payload: dict[str, Any]) -> None:
-        """The owner's part of ``remote_seats``: not marked online here (the client's
-        resume does that, and its node then reports its leaving)."""
+        """The owner's part of ``remote_seats`` (and of _missed_take, with each game's
+        snapshot; "moved" if a game is not served here): not marked online here (the
+        client's resume does that, and its node then reports its leaving)."""
         player_id, game_ids = str(payload["player"]), [str(g) for g in payload["games"]]
+        done = {"op": "done", "fid": payload["fid"]}
+        if not all(self.serves(g) for g in game_ids):
+            done["moved"] = True
         try:
-            seats = await self.server.seats_of(
-                player_id, [g for g in game_ids if self.serves(g)], online=False
+            seats = await self._seats_here(
+                player_id, game_ids, online=False, snapshot=bool(payload.get("snapshot"))
             )
         except ServerError as exc:
             log.warning("cluster: cannot list the seats of %s (%s)", player_id, exc.message)
             seats = []
-        self.send_to(payload["from"], {"op": "done", "fid": payload["fid"], "seats": seats})
+        self.send_to(payload["from"], done | {"seats": seats})
+
+    async def _seats_here(
+        self, player_id: str, game_ids: list[str], *, online: bool, snapshot: bool = True
+    ) -> list[dict[str, Any]]:
+        """The player's seats in those of ``game_ids`` this node serves (``seats_of``),
+        each with the game's snapshot (``snapshot``; its seq then the seat's)."""
+        seats = await self.server.seats_of(
+            player_id, [g for g in game_ids if self.serves(g)], online=online
+        )
+        if snapshot:
+            now = self.server.clock()
+            for seat in seats:
+                frame = self.server.games[seat["game_id"]].snapshot(now)
+                seat.update(seq=frame.seq, snapshot=encode(frame))
+        return seats
 
     # --- the lobby: the cluster's live games -------------------------------------------------
 
@@ -1757,22 +1835,134 @@ class Cluster:
             connection = seek.owner_connection
             if connection.node is not None or connection.closed:
                 continue
-            data = pack(self._seek_data(seek, connection) | {"quick": seek.quick})
             try:
-                if seek.quick:
-                    keys = self._quick_keys(seek)
-                    if await self.bus.client.hsetnx(keys[1], seek.id, data):
-                        await self.bus.client.rpush(
-                            keys[0], f"{seek.id} {seek.owner.player_id or ''}"
-                        )
-                elif await self.bus.client.hsetnx(self._seeks_key, seek.id, data):
-                    self._publish(
-                        self.bus.lobby_channel,
-                        {"op": "add", "seek": unpack(data), "from": self.node},
-                    )
+                if not seek.quick:
+                    await self._post_again(seek)
+                    continue
+                data = pack(self._seek_data(seek, connection) | {"quick": True})
+                keys = self._quick_keys(seek)
+                if await self.bus.client.hsetnx(keys[1], seek.id, data):
+                    await self.bus.client.rpush(keys[0], f"{seek.id} {seek.owner.player_id or ''}")
             except (RedisError, OSError) as exc:
                 log.warning("cluster: cannot post seek %s again (%s)", seek.id, exc)
                 return
+
+    async def _post_again(self, seek: SeekEntry, announce: bool = False) -> None:
+        """One of this node's seeks, after its bus came back: posted again where Redis lost
+        it (``announce``: on every node's lobby in any case), unless it was taken meanwhile
+        (_REPOST_SEEK): this node may have missed the news, and its poster what it was
+        owed (_missed_take). One whose claimer does not know yet whether it took it (and
+        may call it off: _UNCLAIM_SEEK) is looked at again at the next heartbeats."""
+        if self.server.lobby.seeks.get(seek.id) is not seek or seek.owner_connection.closed:
+            return
+        data = pack(self._seek_data(seek, seek.owner_connection) | {"quick": False})
+        keys = [self._seeks_key, self._seek_taken_key(seek.id)]
+        posted = await self._script(_REPOST_SEEK)(keys=keys, args=[seek.id, data])
+        if isinstance(posted, list):
+            what, state = posted
+            self.server._spawn(self._missed_take(seek, _unpack(what), state == b"taken"))
+        elif posted or announce:
+            message = {"op": "add", "seek": unpack(data), "from": self.node}
+            self._publish(self.bus.lobby_channel, message)
+
+    async def _missed_take(self, seek: SeekEntry, taken: dict[str, Any], settled: bool) -> None:
+        """This node's seek was taken (``taken``: the claim's mark) while its bus was out:
+        the seek leaves its lobby, and its poster gets what it missed, as the claimer sent
+        it: ``seated`` (no rid) in the game made of it, then the game's snapshot; or
+        ``seek_declined``. The game's owner (the decliner's node) is asked first: its
+        answer comes after everything it published before, so that, heard meanwhile (the
+        seek's removal), nothing is sent twice. A claim not ``settled`` yet may still be
+        called off: unless the game made of it has the poster seated, the seek stays, and
+        is looked at again later (_settle), as when no answer comes."""
+        if seek.id in self._taking or (not settled and "game" not in taken):
+            if not settled:
+                self._unsettled.add(seek.id)
+            return
+        self._taking.add(seek.id)
+        try:
+            connection = seek.owner_connection
+            player_id = seek.owner.player_id or ""
+            game_id, owner = taken.get("game"), None
+            if game_id is None:  # declined
+                node = str(taken.get("node"))
+                barrier = {"op": "seats", "player": player_id, "games": []}  # (asks nothing)
+                if (
+                    node != self.node
+                    and node in self.present
+                    and not await self._ask(node, barrier)
+                ):
+                    self._unsettled.add(seek.id)
+                    return
+                seat = None
+            else:
+                owner = self.owner_of(game_id)
+                if owner == self.node:
+                    seats = await self._seats_here(player_id, [game_id], online=True)
+                else:
+                    asked = {"op": "seats", "player": player_id, "games": [game_id], "snapshot": 1}
+                    answer = None if owner is None else await self._ask(owner, asked, game_id)
+                    if answer is None or answer.get("moved"):
+                        self._unsettled.add(seek.id)
+                        return
+                    seats = answer.get("seats", [])
+                seat = seats[0] if seats else None
+                if seat is None and not settled:
+                    self._unsettled.add(seek.id)
+                    return
+            if self.server.lobby.seeks.get(seek.id) is not seek:
+                return  # heard meanwhile: removed, or cancelled
+            self.server._remove_seek(seek)
+            if connection.closed:
+                return
+            if game_id is None:
+                connection.send(SeekDeclined(seek_id=seek.id, player=dict(taken["player"])))
+            elif seat is not None and game_id not in connection.games:
+                log.info("cluster: seek %s was taken unheard: seating its poster", seek.id)
+                connection.send(Seated(game_id=game_id, seat=seat["seat"], token=seat["token"]))
+                snapshot = seat.get("snapshot")  # (none from a node of an older version)
+                if owner == self.node:
+                    self.server._subscribe(game_id, connection)
+                else:  # (without a snapshot, from seq 0: the catch-up is one)
+                    follow = {"conn": self.key_of(connection), "game": game_id, "from": owner}
+                    self._follow(follow | {"seq": seat["seq"] if snapshot else 0})
+                if snapshot:
+                    connection.post(snapshot)
+        finally:
+            self._taking.discard(seek.id)
+
+    async def _ask(
+        self, node: str, payload: dict[str, Any], game_id: str = ""
+    ) -> dict[str, Any] | None:
+        """``payload`` sent to ``node``'s inbox; its ``done``, or None if it gives none in
+        forward_timeout_s (or {"moved": True}: ``node`` left, or ``game_id`` moved)."""
+        fid = next(self._forward_ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[fid] = (future, node, game_id)
+        self.send_to(node, payload | {"fid": fid})
+        try:
+            return await asyncio.wait_for(future, self.forward_timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            self._pending.pop(fid, None)
+
+    async def _settle(self) -> None:
+        """The seeks of this node whose claim was not settled (_post_again), looked at
+        again."""
+        unsettled, self._unsettled = self._unsettled, set()
+        try:
+            while unsettled:
+                seek = self.server.lobby.seeks.get(unsettled.pop())
+                if seek is not None and seek.owner_connection.node is None:
+                    await self._post_again(seek, announce=True)
+        except (RedisError, OSError) as exc:
+            reraise_cancel(exc)
+            self._unsettled |= unsettled
+            if seek is not None:
+                self._unsettled.add(seek.id)
+            self._failed(exc, "cannot look at a taken seek again")
+        finally:
+            self._settling = None
 
     def _forget_seeks_of(self, nodes: set[str]) -> None:
         """Nodes gone without a word (killed: their presence expired): their seeks leave
@@ -1820,10 +2010,6 @@ class Cluster:
 
 def _zrem(key: str, member: str) -> Callable[[Any], object]:
     return lambda pipe: pipe.zrem(key, member)
-
-
-def _delete(key: str) -> Callable[[Any], object]:
-    return lambda pipe: pipe.delete(key)
 
 
 def _names(members: list[Any]) -> set[str]:

@@ -50,7 +50,7 @@ class LobbyFeed(Hub):
             if seek.quick:
                 self.cluster.quick_removed(seek)  # out of the cluster's queue
             else:
-                self.cluster.seek_removed(seek.id)  # gone from every node's lobby
+                self.cluster.seek_removed(seek.id, posted_here=True)  # from every lobby
         handle = self._quick_timers.pop(seek.id, None)
         if handle is not None:
             handle.cancel()

@@ -143,11 +143,12 @@ class LobbyRequests(GameEvents):
         self._remove_seek(seek)
         connection.send(Ok(rid=request.rid))
 
-    async def _take_seek(self, seek: SeekEntry, gone: str) -> None:
-        """Take ``seek`` out of the lobby for an accept or a decline: of two takers on any
-        nodes of a cluster, one wins (the other: unknown_seek, ``gone``)."""
+    async def _take_seek(self, seek: SeekEntry, gone: str, taken: dict[str, Any]) -> None:
+        """Take ``seek`` out of the lobby for an accept or a decline (``taken``: the game
+        made of it, or who declined it): of two takers on any nodes of a cluster, one wins
+        (the other: unknown_seek, ``gone``)."""
         if self.cluster is not None:
-            if not await self.cluster.claim_seek(seek.id):
+            if not await self.cluster.claim_seek(seek.id, taken):
                 raise UnknownSeek(gone)
             self.cluster.seek_removed(seek.id)
         self._remove_seek(seek)
@@ -169,7 +170,8 @@ class LobbyRequests(GameEvents):
                     whose="the seek's poster",
                     reservation=reservation,
                 )
-            await self._take_seek(seek, f"no seek {request.seek_id!r}: accepted, cancelled or gone")
+            gone = f"no seek {request.seek_id!r}: accepted, cancelled or gone"
+            await self._take_seek(seek, gone, {"game": reservation.game_id})
             owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
             session = self._session_of(seek, reservation.game_id)
             session.take_seat(owner_seat, seek.owner)
@@ -194,8 +196,9 @@ class LobbyRequests(GameEvents):
             raise NotAllowed("that is your own challenge: cancel_seek withdraws it")
         if seek.to != me.player_id:
             raise NotAllowed("only a challenge to you can be declined; an open seek is left")
-        await self._take_seek(seek, gone)
-        seek.owner_connection.send(SeekDeclined(seek_id=seek.id, player=me.as_player().to_dict()))
+        declined = {"player": me.as_player().to_dict()}
+        await self._take_seek(seek, gone, declined)
+        seek.owner_connection.send(SeekDeclined(seek_id=seek.id, **declined))
         connection.send(Ok(rid=request.rid))
 
     async def on_quick(self, connection: Connection, request: QuickPair) -> None:

@@ -2,7 +2,7 @@
 a connection Redis closes while ``losing_closes`` is set stays open on the client's side and
 goes silent (nothing more reaches the client, what it sends goes nowhere), as one whose end
 a network partition lost (Redis restarted, or cut it, meanwhile): only a client that checks
-its connection finds out."""
+its connection finds out. ``end_silent`` then ends them, as a client that checks at last does."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ class ClosesLosingProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._silent: set[asyncio.StreamWriter] = set()  # clients' sides of those connections
+        # The local ports of the proxy's connections to Redis (as CLIENT LIST's addr shows
+        # them): what the proxy's clients are, for Redis.
+        self.upstream_ports: set[int] = set()
 
     @property
     def url(self) -> str:
@@ -32,6 +36,12 @@ class ClosesLosingProxy:
             while self.silent < count:
                 self._silenced.clear()
                 await self._silenced.wait()
+
+    def end_silent(self) -> None:
+        """The connections whose close was lost end now, on the client's side too."""
+        for writer in self._silent:
+            writer.close()
+        self._silent.clear()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -53,6 +63,7 @@ class ClosesLosingProxy:
             to_client.close()
             return
         self._writers.add(to_redis)
+        self.upstream_ports.add(to_redis.get_extra_info("sockname")[1])
         silent = asyncio.Event()
 
         async def down() -> None:  # Redis -> the client
@@ -61,6 +72,7 @@ class ClosesLosingProxy:
                     to_client.write(data)
             if self.losing_closes:
                 self.silent += 1
+                self._silent.add(to_client)
                 self._silenced.set()
                 silent.set()  # the client's side stays open, silent
             else:

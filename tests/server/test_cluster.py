@@ -53,6 +53,7 @@ from protocol import (
     Resumed,
     Seated,
     Seek,
+    SeekDeclined,
     SeekPosted,
     Snapshot,
     Unwatch,
@@ -1568,6 +1569,96 @@ async def test_a_decline_redis_does_not_answer_in_time_leaves_the_challenge_on_o
         assert (await asyncio.wait_for(_seated(ada), 10)).game_id == seated.game_id
         for client in (ada, bo):
             await client.close()
+
+
+async def _listed_again(client: ServerConnection, seek_ids: set[str]) -> str:
+    """The first of ``seek_ids`` that ``client``'s lobby lists from now on (its lobby events
+    read until then; bounded by the caller)."""
+    while True:
+        event = await client.lobby_events.get()
+        if isinstance(event, LobbyState):
+            listed = {s["seek_id"] for s in event.seeks} & seek_ids
+            if listed:
+                return listed.pop()
+        if isinstance(event, LobbyEvent) and event.kind == "seek_added" and event.seek:
+            if event.seek["seek_id"] in seek_ids:
+                return str(event.seek["seek_id"])
+
+
+async def test_a_seek_taken_while_its_node_heard_nothing_is_not_offered_again(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """While a's subscriber is dead unseen (its close lost), bo on b accepts ada's seek and
+    declines her challenge: a misses the seek's removal, ada's ``seated`` and her
+    ``seek_declined``. Once a's bus came back, it posted its seeks again: the seek taken
+    was on offer again, and cy got a second game of it (the challenge came back too). Now
+    a sees that they were taken: nothing is offered again, ada is seated in bo's game (then
+    its snapshot: she plays in it) and hears that bo declined."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        admin = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            direct, cluster.bus = cluster.bus, proxy.url
+            # (a's subscriber is ended by the test, not found dead by its PING)
+            a = await cluster.start("a", "--bus-timeout-s", "60")
+            cluster.bus = direct
+            b = await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo, cy = await a.connect("ada"), await b.connect("bo"), await b.connect("cy")
+            for client in (bo, cy):
+                await client.request(LobbySubscribe)
+            seek = (await ada.request(Seek, game="tictactoe")).seek_id
+            challenge = (await ada.request(Seek, game="tictactoe", to="bo")).seek_id
+            for client in (bo, cy):
+                await _sees_seek(client, seek)
+            await _sees_seek(bo, challenge)
+            # Redis cuts a's subscriber, and a never hears of it.
+            proxy.losing_closes = True
+            subscribers = await admin.client_list(_type="pubsub")
+            (mine,) = [
+                c for c in subscribers if int(c["addr"].rsplit(":")[1]) in proxy.upstream_ports
+            ]
+            await admin.client_kill_filter(_id=mine["id"])
+            await proxy.until_silent(1)
+            proxy.losing_closes = False
+            seated = await bo.request(AcceptSeek, seek_id=seek)
+            assert isinstance(await bo.request(DeclineSeek, seek_id=challenge), Ok)
+            proxy.end_silent()  # a's subscriber ends: it subscribes again
+            again = {
+                asyncio.create_task(_listed_again(cy, {seek})): cy,
+                asyncio.create_task(_listed_again(bo, {challenge})): bo,
+            }
+            told = asyncio.create_task(_seated(ada))
+            done, _ = await asyncio.wait({*again, told}, timeout=30, return_when="FIRST_COMPLETED")
+            for task in (*again, told):
+                task.cancel()
+            for task, client in again.items():
+                if task in done:
+                    taken = task.result()
+                    second = await client.request(AcceptSeek, seek_id=taken)
+                    raise AssertionError(f"seek {taken} on offer again once taken: {second}")
+            assert told in done, "ada never heard that bo accepted her seek"
+            assert told.result().game_id == seated.game_id
+            assert told.result().seat == 1 - seated.seat
+            snapshot = await next_event(ada, Snapshot)
+            assert snapshot.game_id == seated.game_id and snapshot.status == "live"
+            declined = await asyncio.wait_for(ada.lobby_events.get(), 10)
+            assert isinstance(declined, SeekDeclined) and declined.seek_id == challenge
+            first, second_player = (ada, bo) if told.result().seat == 0 else (bo, ada)
+            tokens = {ada: told.result().token, bo: seated.token}
+            await _play(first, tokens[first], seated.game_id, 4)
+            assert (await _heard(second_player, 0)).action == 4
+            assert not await admin.hexists(f"{redis_prefix}:seeks", seek)
+            assert not await admin.hexists(f"{redis_prefix}:seeks", challenge)
+            for client, taken in ((cy, seek), (bo, challenge)):
+                with pytest.raises(RequestFailed, match="unknown_seek"):
+                    await client.request(AcceptSeek, seek_id=taken)
+            for client in (ada, bo, cy):
+                await client.close()
+        finally:
+            await admin.aclose()
+            await proxy.close()
 
 
 async def test_a_subscriber_whose_close_was_lost_is_found_dead_and_catches_up(
