@@ -73,6 +73,9 @@ class _Version(argparse.Action):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from client.commands.serve import SERVER_COMMANDS, exec_server
+    from client.terminal import tolerant_streams
+
+    tolerant_streams()  # a closed stream, an ASCII locale: never a traceback
 
     if argv[:1] and argv[0] in SERVER_COMMANDS:
         # Every option, --help included, belongs to the server's own parser.

@@ -284,7 +284,7 @@ class ServerConnection:
                 if self._closing:
                     return
                 connected, attempt, down_since = False, 0, loop.time()
-                self._set_status("reconnecting", "connection lost; reconnecting…")
+                self._set_status("reconnecting", "connection lost; reconnecting...")
                 await asyncio.sleep(self.backoff.delay(attempt, self.rng))
                 attempt += 1
             try:

@@ -569,7 +569,7 @@ class PlainGame:
             return False
         except ConnectionLost:
             # A move is not sent again blindly: the resumed game says whether it arrived.
-            self.write("The connection dropped before the server answered; reconnecting…")
+            self.write("The connection dropped before the server answered; reconnecting...")
             await self.connection.resynced()
             return False
         return True

@@ -63,5 +63,9 @@ async def _export(args: argparse.Namespace) -> int:
             print(f"noughts export: cannot write {args.output}: {exc}", file=sys.stderr)
             return 1
     else:
-        sys.stdout.write(text)
+        # A file's bytes, UTF-8 as JSON, SGF (CA[UTF-8]) and SVG declare, whatever the
+        # terminal's encoding (an ASCII locale's stdout raised UnicodeEncodeError on a name).
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
     return 0
