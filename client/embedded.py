@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+from client.terminal import moves_its_cursor
 from protocol.paths import NoDirectory, is_data_dir
 
 STARTUP_TIMEOUT_S = 600.0  # the first start compiles the engine's kernels
@@ -39,7 +40,7 @@ class StatusLine:
     def __init__(self, stream: TextIO = sys.stderr, prefix: str = "") -> None:
         self.stream = stream
         self.prefix = prefix
-        self.tty = stream.isatty()
+        self.tty = moves_its_cursor(stream)  # (on TERM=dumb, \x1b[K is noise)
         self.last_step = ""
         self.shown = False
 

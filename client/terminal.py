@@ -1,18 +1,34 @@
-"""The terminal a command runs in, judged in one place: its standard streams.
+"""The terminal a command runs in, judged in one place: its standard streams and what it
+can show.
 
 ``tolerant_streams`` (every command, from ``client.cli.main``) makes the standard streams
 safe to use whatever the terminal: a closed one reads as empty or writes to nowhere, and on
 an output whose encoding lacks a character (a player's name, "é", in an ASCII locale) the
 character is written as an escape (``\\xe9``) rather than ending the command in a traceback.
 The line client's own words are ASCII.
+
+``interface_problem`` says why the terminal interface (Textual) cannot be drawn here. It
+draws box-drawing characters, dots, arrows and ellipses, with no ASCII mode (nor have
+Textual's own widgets): on an encoding without them each was written as an escape such as
+``\\u2500``, and on TERM=dumb as escape sequences. ``noughts play`` runs the line client
+there. ``ui_output`` draws the interface on the terminal when only stderr, where Textual
+writes, was redirected.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterator, Mapping
+
+# Characters the terminal interface draws, ours (client/ui) and Textual's widgets' (the
+# footer's Enter, the move box's frame): an encoding that holds these holds the rest.
+INTERFACE_CHARACTERS = "┌─┼│·…▶━┃╳⏎▔▁▊"
+# Terminals that cannot move their cursor (as Rich has them): nothing full-screen draws there.
+DUMB_TERMINALS = ("dumb", "unknown")
 
 
 def tolerant_streams() -> None:
@@ -37,3 +53,47 @@ def _encodes_everything(encoding: str | None) -> bool:
     except LookupError:
         return False
     return name.startswith(("utf-", "utf_")) or name == "gb18030"
+
+
+def moves_its_cursor(stream: object) -> bool:
+    """Whether ``stream`` is a terminal that follows escape sequences (a status line
+    rewritten in place): a terminal, and not a dumb one."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM", "") not in DUMB_TERMINALS
+
+
+def interface_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the terminal interface cannot be drawn on this terminal, or None when it can."""
+    environ = os.environ if environ is None else environ
+    term = environ.get("TERM", "")
+    if term in DUMB_TERMINALS:
+        return f"TERM={term} cannot move the cursor"
+    stream = sys.__stderr__ or sys.stderr  # where Textual draws
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        INTERFACE_CHARACTERS.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return (
+            f"the terminal's encoding, {encoding}, has no box-drawing characters "
+            "(a UTF-8 locale has them: LANG=C.UTF-8)"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def ui_output() -> Iterator[None]:
+    """While the interface runs, draw it on the terminal stdout is when stderr, where
+    Textual writes, is not one (``noughts play 2>log`` drew the whole interface into the
+    log and left the terminal blank); stderr is itself again afterwards."""
+    if os.isatty(2) or not os.isatty(1):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(1, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)

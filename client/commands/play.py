@@ -1,7 +1,8 @@
 """`noughts play`: play a game from the terminal, against the AI by default.
 
-On a terminal it opens the Textual UI (lobby, game, watch, replay); with --plain, or
-when stdout is not a terminal, the line-oriented client of client/plain.py.
+On a terminal it opens the Textual UI (lobby, game, watch, replay); with --plain, when
+stdin or stdout is not a terminal, or on a terminal that cannot show the UI
+(client/terminal.py), the line-oriented client of client/plain.py.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--plain",
         action="store_true",
-        help="line-oriented client (the default when stdout is not a terminal)",
+        help="line-oriented client (the default when stdin or stdout is not a terminal, or the "
+        "terminal cannot show the full-screen interface: TERM=dumb, a non-UTF-8 encoding)",
     )
     parser.set_defaults(func=run)
 
@@ -168,10 +170,20 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2
-    if args.plain or not sys.stdout.isatty() or not sys.stdin.isatty():
+    from client.terminal import interface_problem
+
+    plain = args.plain or not sys.stdout.isatty() or not sys.stdin.isatty()
+    cannot_draw = None if plain else interface_problem()
+    if plain or cannot_draw:
         if args.lobby or args.watch or args.replay:
-            print(f"noughts play: {plain_instead(args)}", file=sys.stderr)
+            print(f"noughts play: {plain_instead(args, cannot_draw)}", file=sys.stderr)
             return 2
+        if cannot_draw:
+            print(
+                f"noughts play: the terminal interface cannot be drawn: {cannot_draw}; "
+                "the line client plays instead",
+                file=sys.stderr,
+            )
         return asyncio.run(_play(args))
     return asyncio.run(_play_ui(args))
 
@@ -218,8 +230,9 @@ def warm_targets(args: argparse.Namespace) -> list[tuple[str, str]] | None:
     return [(args.game, args.ai)]
 
 
-def plain_instead(args: argparse.Namespace) -> str:
-    """Why --lobby, --watch or --replay did not open, and the line command that does it."""
+def plain_instead(args: argparse.Namespace, problem: str | None = None) -> str:
+    """Why --lobby, --watch or --replay did not open (``problem``: why the terminal cannot
+    show the interface, if that was it), and the line command that does it."""
     where = f"{where_option(args)} " if where_option(args) else ""
     if args.watch:
         option, instead = "--watch", f"noughts watch {where}{args.watch}"
@@ -231,6 +244,8 @@ def plain_instead(args: argparse.Namespace) -> str:
             f"noughts watch {where}lists the live games; play --quick, --seek or --challenge "
             "pairs you"
         )
+    if problem:
+        return f"{option} needs the terminal interface, which cannot be drawn: {problem}: {instead}"
     return f"{option} needs the terminal interface (no --plain, in a terminal): {instead}"
 
 
@@ -250,6 +265,7 @@ async def _play_ui(args: argparse.Namespace) -> int:
     from client.commands.common import default_db_path
     from client.embedded import EmbeddedServer, EmbeddedServerError, StatusLine, log_beside
     from client.sessions import SessionInUse, SessionStore, embedded_session_key
+    from client.terminal import ui_output
     from client.ui import NoughtsApp
 
     start = ui_start(args)
@@ -263,7 +279,8 @@ async def _play_ui(args: argparse.Namespace) -> int:
         return 1
     if args.server:
         app = NoughtsApp(args.server, name=name, start=start, sessions=sessions, bell=args.bell)
-        await app.run_async()
+        with ui_output():
+            await app.run_async()
         return app.return_code or 0  # 1: the server refused us (the app said why)
     db = Path(args.db) if args.db else default_db_path()
     print("Starting a local server (the first start compiles the engine)...", file=sys.stderr)
@@ -280,7 +297,8 @@ async def _play_ui(args: argparse.Namespace) -> int:
             app = NoughtsApp(
                 url, name=name, start=start, sessions=sessions, session_key=key, bell=args.bell
             )
-            await app.run_async()
+            with ui_output():
+                await app.run_async()
     except (EmbeddedServerError, OSError) as exc:
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1

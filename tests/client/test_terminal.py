@@ -1,11 +1,16 @@
-"""The commands in hostile terminals (client/terminal.py): an ASCII locale, closed streams."""
+"""The commands in hostile terminals (client/terminal.py): an ASCII locale, closed streams, a
+dumb terminal, stderr redirected."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +104,127 @@ def test_a_closed_standard_stream_is_no_traceback(tmp_path: Path, closed: str) -
     assert b"Traceback" not in done.stderr, done.stderr
     if closed != ">&-":
         assert b"Leaving the game: noughts play --db" in done.stdout, done.stdout
+
+
+class Terminal:
+    """A child whose stdin and stdout are an 80x24 pseudo-terminal, its screen's bytes read
+    as they come; stderr is ``stderr`` (a pipe by default)."""
+
+    def __init__(self, *args: str, env: dict[str, str], stderr: Any = subprocess.PIPE) -> None:
+        self.args, self.env, self.stderr = args, env, stderr
+        self.screen = b""
+        self._more = asyncio.Event()
+
+    async def __aenter__(self) -> Terminal:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        self.child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "client", *self.args,
+            stdin=slave, stdout=slave, stderr=self.stderr,
+            env={**os.environ, "NOUGHTS_SERVER": "", "TERM": "xterm-256color", **self.env},
+        )  # fmt: skip
+        os.close(slave)
+        asyncio.get_running_loop().add_reader(self.master, self._read)
+        return self
+
+    def _read(self) -> None:
+        try:
+            self.screen += os.read(self.master, 65536)
+        except OSError:  # the child closed the terminal
+            asyncio.get_running_loop().remove_reader(self.master)
+        self._more.set()
+
+    async def until(self, wanted: bytes) -> None:
+        async def read() -> None:
+            while wanted not in self.screen:
+                self._more.clear()
+                await self._more.wait()
+
+        try:
+            await asyncio.wait_for(read(), 120)
+        except TimeoutError:
+            raise AssertionError(f"no {wanted!r} on the terminal: {self.screen!r}") from None
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    async def ends(self) -> int:
+        return await asyncio.wait_for(self.child.wait(), 60)
+
+    async def __aexit__(self, *_: object) -> None:
+        asyncio.get_running_loop().remove_reader(self.master)
+        if self.child.returncode is None:
+            self.child.kill()
+            await self.child.wait()
+        os.close(self.master)
+
+
+@pytest.mark.parametrize("env", [{"TERM": "dumb"}, ASCII], ids=["dumb", "ascii"])
+async def test_a_terminal_that_cannot_show_the_interface_gets_the_line_client(
+    ui_server: UIServer, env: dict[str, str]
+) -> None:
+    """In a terminal whose encoding has no box-drawing characters the terminal interface
+    wrote each of them, and Textual's own, as an escape (\\u2500\\u2500...); on TERM=dumb
+    it wrote escape sequences the terminal cannot follow. noughts play now says so in one
+    line and plays in the line client; --lobby, which only the interface has, is refused
+    saying why (exit 2)."""
+    options = ("--server", ui_server.url, "--name", "ada")
+    async with Terminal("play", *options, "--ai", "random", "--budget-ms", "10", env=env) as ada:
+        await ada.until(b"X to move> ")
+        ada.type(b"q\n")
+        assert await ada.ends() == 0
+        assert ada.child.stderr is not None
+        said = (await ada.child.stderr.read()).decode()
+    assert "noughts play: the terminal interface cannot be drawn: " in said, said
+    assert "; the line client plays instead" in said, said
+    assert b"\x1b[?1049h" not in ada.screen  # (the interface's alternate screen)
+    async with Terminal("play", *options, "--lobby", env=env) as lobby:
+        assert await lobby.ends() == 2
+        assert lobby.child.stderr is not None
+        said = (await lobby.child.stderr.read()).decode()
+    assert said.startswith("noughts play: --lobby needs the terminal interface, which cannot be "
+                           "drawn: "), said  # fmt: skip
+    assert len(said.splitlines()) == 1, said
+
+
+async def test_the_interface_is_drawn_on_the_terminal_when_stderr_is_redirected(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """`noughts play 2>log` in a terminal drew the whole interface into the log (Textual
+    draws on stderr) and left the terminal blank, waiting for keys nobody could see the
+    point of. The interface is drawn on the terminal; stderr is the log again afterwards."""
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as stderr:
+        options = ("--server", ui_server.url, "--name", "ada", "--lobby")
+        async with Terminal("play", *options, env={}, stderr=stderr) as ada:
+            await ada.until(b"noughts lobby")
+            ada.type(b"\x11")  # ctrl+q
+            assert await ada.ends() == 0
+    assert b"\x1b[" not in log.read_bytes()
+
+
+@pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
+def test_the_status_line_is_rewritten_in_place_only_where_the_terminal_can(
+    monkeypatch: pytest.MonkeyPatch, term: str
+) -> None:
+    """The embedded server's "preparing the engine" line was rewritten in place with
+    \\x1b[K on TERM=dumb too, where it shows as noise: there each step has a line."""
+    from client.embedded import StatusLine
+
+    monkeypatch.setenv("TERM", term)
+    master, slave = pty.openpty()
+    try:
+        with open(slave, "w", closefd=False) as terminal:
+            line = StatusLine(terminal, prefix="noughts: ")
+            line("preparing the engine (1 s)")
+            line("preparing the engine (2 s)")
+            line("listening (2 s)")
+            line.done()
+        shown = os.read(master, 65536)
+    finally:
+        os.close(slave)
+        os.close(master)
+    if term == "dumb":
+        assert shown == b"noughts: preparing the engine (1 s)\r\nnoughts: listening (2 s)\r\n"
+    else:
+        assert shown.count(b"\r\x1b[K") == 4
