@@ -28,10 +28,10 @@ from client.game_view import (
 )
 from client.replay import _pv_strings
 from client.ui.board import PIECE_STYLES, BoardView
+from client.ui.layout import SIDE_COLUMN_MIN, board_column_width, board_size, fit_board_screen
 from client.ui.messages import OpenGame, RequestingScreen, RingBell, StopFollowing
 from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer, Rematch, Resign
 
-BOARD_COLUMN_MIN, SIDE_COLUMN_MIN = 52, 30  # columns, as in noughts.tcss
 LOW_CLOCK_MS = 10_000  # our clock under this on our turn: the bell rings (once a turn)
 CONFIRM_S = 3.0  # resign, abort and draw take a second press of their key within this
 
@@ -181,28 +181,27 @@ class GameScreen(RequestingScreen):
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
-        """Degrade on a small terminal: without the side panel when narrow (``narrow``),
-        without margins and with a one-line move box when short (``compact``), and a
-        line saying what size the board needs when even that does not fit (``too-small``)."""
+        """Degrade on a small terminal (client/ui/layout.py): without the side panel when
+        narrow (``narrow``: the players and clocks on a line of the board column instead),
+        without margins and with a one-line move box when short (``compact``), and a line
+        saying what size the board needs when even that does not fit (``too-small``)."""
         if not self.query("#size-note") or not self.query(BoardView):
             return  # not composed yet, or being taken down
-        board = self.query_one(BoardView)
-        board_w = board.get_content_width(None, None) + 2  # its padding
-        board_h = board.get_content_height(None, None, board_w)
-        column_w = max(BOARD_COLUMN_MIN, board_w + 2)
-        narrow = width < column_w + SIDE_COLUMN_MIN
-        # title + margin, board + margin, status (2), move box (3), footer
-        compact = height < board_h + 10
-        need_w, need_h = board_w + 2, board_h + 4  # compact: title, board, status, box, footer
-        too_small = width < need_w or height < need_h
-        if narrow and not self.has_class("narrow"):
+        was_narrow = self.has_class("narrow")
+        # Under the board: status (2), move box (3), and a row to spare.
+        narrow = fit_board_screen(self, width, height, rows_below=6)
+        if narrow != was_narrow:
+            self._refresh_title()  # the players and clocks move to the title or back
+        if narrow and not was_narrow:
             self.notify(
-                f"The players and moves are hidden: they need {column_w + SIDE_COLUMN_MIN} "
-                "columns.",
+                "The moves and the AI panel are hidden: they need "
+                f"{board_column_width(self) + SIDE_COLUMN_MIN} columns; the players and "
+                "clocks are in the title.",
                 title="Narrow terminal",
             )
-        self.set_class(narrow, "narrow")
-        self.set_class(compact, "compact")
+        board_w, board_h = board_size(self)
+        need_w, need_h = board_w + 2, board_h + 4  # compact: title, board, status, box, footer
+        too_small = width < need_w or height < need_h
         self.set_class(too_small, "too-small")
         note = self.query_one("#size-note", Static)
         note.update(
@@ -231,12 +230,7 @@ class GameScreen(RequestingScreen):
         if model.state is None:
             title.update(f"Game {model.game_id}: waiting for the game to start…")
             return
-        role = "watching" if model.seat is None else f"you play {SYMBOLS[model.seat]}"
-        header = Text()
-        header.append(game_title(model.game, model.params), "bold")
-        header.append(f"  ·  {clock_title(model.clock)}  ·  {role}  ·  game ")
-        header.append(model.game_id, "bold")
-        title.update(header)
+        self._refresh_title()
         board = self.query_one(BoardView)
         board.show(model.state, model.last_action(), show_cursor=model.my_turn)
         self._fit(self.size.width, self.size.height)
@@ -320,8 +314,44 @@ class GameScreen(RequestingScreen):
         if table.row_count:
             table.move_cursor(row=table.row_count - 1)
 
+    def _refresh_title(self) -> None:
+        """The game, its clock, our role and its id; when the side panel is hidden
+        (``narrow``), the players and their clocks first (they are nowhere else then)."""
+        model = self.model
+        if model.state is None:
+            return
+        role = "watching" if model.seat is None else f"you play {SYMBOLS[model.seat]}"
+        header = Text(no_wrap=True, overflow="ellipsis")
+        if self.has_class("narrow"):
+            header.append_text(self._players_line())
+            header.append("  ·  ")
+        header.append(game_title(model.game, model.params), "bold")
+        header.append(f"  ·  {clock_title(model.clock)}  ·  {role}  ·  game ")
+        header.append(model.game_id, "bold")
+        self.query_one("#game-title", Static).update(header)
+
     def _refresh_players(self) -> None:
         self.query_one("#players", Static).update(self._players_text())
+        if self.has_class("narrow"):
+            self._refresh_title()
+
+    def _players_line(self) -> Text:
+        """The players and their clocks on one line: '▶ X ada 2:59   O bob [AI] 3:00'."""
+        model = self.model
+        now = self.clock()
+        text = Text()
+        for seat in (0, 1):
+            if seat:
+                text.append("   ")
+            text.append("▶ " if model.to_move == seat and not model.over else "", "bold")
+            text.append(SYMBOLS[seat], PIECE_STYLES[seat])
+            text.append(f" {player_name(model.players[seat])}")
+            left = model.remaining_ms(seat, now)
+            if left is not None:
+                text.append(f" {format_ms(left)}", "bold red" if left < 10_000 else "bold")
+            if not model.online[seat]:
+                text.append(" away", "yellow")
+        return text
 
     def _players_text(self) -> Text:
         model = self.model

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -23,6 +23,7 @@ from client.game_view import (
 from client.replay import ReplayCursor
 from client.ui.board import PIECE_STYLES, BoardView
 from client.ui.game import describe_ai
+from client.ui.layout import fit_board_screen
 
 VERDICT_STYLES = {"won": "bold green", "drawn": "yellow", "lost": "bold red"}
 
@@ -83,6 +84,16 @@ class ReplayScreen(Screen[None]):
         self.judge()
         self.go(self.cursor.last)
         table.focus()
+        self._fit(self.size.width, self.size.height)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """As the game screen fits (client/ui/layout.py): the move list beside the board
+        when there is room for it, margins when there are rows for them."""
+        if self.query(BoardView):
+            fit_board_screen(self, width, height, rows_below=2)  # the move's line(s)
 
     def _fill_table(self) -> None:
         table = self.query_one("#moves", DataTable)

@@ -121,7 +121,8 @@ async def test_a_small_terminal_degrades_and_says_when_too_small(ui_server: UISe
             move_box = screen.query_one("#move-input").region
             assert board.bottom <= 19 and move_box.bottom <= 19  # above the footer's row
             assert board.right <= 60 and move_box.height >= 1
-            assert any("players and moves are hidden" in n for n in notes(app))
+            assert any("moves and the AI panel are hidden" in n for n in notes(app))
+            assert str(screen.query_one("#game-title", Static).render()).startswith("▶ X ada")
             await pilot.resize_terminal(40, 12)
             await pilot.pause()
             note = str(screen.query_one("#size-note", Static).render())
