@@ -15,6 +15,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -240,6 +241,27 @@ class BoardView(Widget, can_focus=True):
             self._homed = position
             self.cursor = home_cell(state, last)
         self.refresh(layout=True)
+        self.call_after_refresh(self.keep_in_view)
+
+    def watch_cursor(self) -> None:
+        self.call_after_refresh(self.keep_in_view)
+
+    def keep_in_view(self) -> None:
+        """Scroll the board's container, when the board does not fit it (a small terminal:
+        client/ui/layout.py), to show the cell in play: the cursor's, or else the last move."""
+        grid = self.state.game.grid
+        action = grid.action(*self.cursor) if self.show_cursor else self.last
+        if action is None or self.parent is None:
+            return
+        cells = [yx for yx, cell in draw_board(self.state).cells.items() if cell == action]
+        if not cells:
+            return
+        y, x = min(cells)
+        origin = self.virtual_region.offset  # in the container's scrolled space
+        # 1: the left padding; the cell is 3 wide, with a column or a row of its neighbours.
+        cell = Region(origin.x + 1 + x, origin.y + y, 3, 1).grow((1, 3, 1, 3))
+        if isinstance(self.parent, Widget):
+            self.parent.scroll_to_region(cell, animate=False)
 
     def render(self) -> Text:
         cursor = self.cursor if self.show_cursor and self.has_focus else None

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
@@ -132,10 +132,11 @@ class GameScreen(RequestingScreen):
         yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                yield BoardView(
-                    self.model.state or engine.make_game("tictactoe").new_initial_state(),
-                    id="board",
-                )
+                with Container(id="board-scroll"):
+                    yield BoardView(
+                        self.model.state or engine.make_game("tictactoe").new_initial_state(),
+                        id="board",
+                    )
                 yield Static(id="game-status")
                 yield Input(
                     placeholder="type a cell as the board labels it, Enter plays",
@@ -147,7 +148,6 @@ class GameScreen(RequestingScreen):
                 yield DataTable(id="moves", cursor_type="row", zebra_stripes=True)
                 yield Static(id="ai-panel")
         yield Static(id="link-status")
-        yield Static(id="size-note")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -182,14 +182,16 @@ class GameScreen(RequestingScreen):
 
     def _fit(self, width: int, height: int) -> None:
         """Degrade on a small terminal (client/ui/layout.py): without the side panel when
-        narrow (``narrow``: the players and clocks on a line of the board column instead),
-        without margins and with a one-line move box when short (``compact``), and a line
-        saying what size the board needs when even that does not fit (``too-small``)."""
-        if not self.query("#size-note") or not self.query(BoardView):
+        narrow (``narrow``: the players and clocks head the title instead), without margins
+        and with a one-line move box when short (``compact``), and with the board scrolling
+        to its cursor when even that does not fit (``too-small``), the status and the move
+        box still on the screen."""
+        if not self.query("#board-scroll"):
             return  # not composed yet, or being taken down
-        was_narrow = self.has_class("narrow")
-        # Under the board: status (2), move box (3), and a row to spare.
-        narrow = fit_board_screen(self, width, height, rows_below=6)
+        was_narrow, was_scrolling = self.has_class("narrow"), self.has_class("too-small")
+        # Under the board: status (2), move box (3), and a row to spare; compact: 1 and 1.
+        scrolls = fit_board_screen(self, width, height, rows_below=6, compact_rows_below=2)
+        narrow = self.has_class("narrow")
         if narrow != was_narrow:
             self._refresh_title()  # the players and clocks move to the title or back
         if narrow and not was_narrow:
@@ -199,17 +201,13 @@ class GameScreen(RequestingScreen):
                 "clocks are in the title.",
                 title="Narrow terminal",
             )
-        board_w, board_h = board_size(self)
-        need_w, need_h = board_w + 2, board_h + 4  # compact: title, board, status, box, footer
-        too_small = width < need_w or height < need_h
-        self.set_class(too_small, "too-small")
-        note = self.query_one("#size-note", Static)
-        note.update(
-            f"The terminal is too small for this board: it needs {need_w}x{need_h}, "
-            f"this one is {width}x{height}. Enlarge it."
-            if too_small
-            else ""
-        )
+        if scrolls and not was_scrolling:
+            board_w, board_h = board_size(self)
+            self.notify(
+                f"The board scrolls to the cursor: it needs {board_w + 2}x{board_h + 4} to be "
+                "seen whole.",
+                title="Small terminal",
+            )
 
     def _show_link(self) -> None:
         state, detail = self.link_state

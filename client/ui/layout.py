@@ -4,8 +4,11 @@ The screen is a title, then the board column (#board-column: the board, then the
 under it) beside the side column (#side-column: players, moves), then the footer. The
 board column is as wide as its board or the move box, whichever is wider; the side column
 takes the rest. Narrow (``narrow``): no room for the side column, which is hidden. Short
-(``compact``): no margins, one-line status and move box. The classes are the screen's, and
-client/ui/noughts.tcss says what each changes.
+(``compact``): no margins, one-line status and move box. Smaller still (``too-small``):
+the board scrolls (#board-scroll) in what the lines under it leave, its cursor kept in view
+(``BoardView.keep_in_view``), so that every cell can be seen and played and the lines under
+it stay on the screen. The classes are the screen's, and client/ui/noughts.tcss says what
+each changes.
 """
 
 from __future__ import annotations
@@ -34,16 +37,26 @@ def board_column_width(screen: Screen[Any]) -> int:
     return max(board_size(screen)[0], MOVE_BOX_WIDTH) + 2
 
 
-def fit_board_screen(screen: Screen[Any], width: int, height: int, rows_below: int) -> bool:
+def fit_board_screen(
+    screen: Screen[Any], width: int, height: int, rows_below: int, compact_rows_below: int
+) -> bool:
     """Set ``screen``'s layout classes for a terminal of ``width`` x ``height``, whose board
-    column has ``rows_below`` rows under the board with its margins; returns whether the
-    side column is hidden (``narrow``)."""
+    column has ``rows_below`` rows under the board with its margins, ``compact_rows_below``
+    without; returns whether the board scrolls (``too-small``)."""
     column = board_column_width(screen)
     narrow = width < column + SIDE_COLUMN_MIN
-    board_height = board_size(screen)[1]
+    board_width, board_height = board_size(screen)
     # The title and the board each with a margin of one row below, the footer.
     compact = height < TITLE_ROWS + 1 + board_height + 1 + rows_below + FOOTER_ROWS
+    too_small = (
+        width < board_width + 2  # the column's padding
+        or height < TITLE_ROWS + board_height + compact_rows_below + FOOTER_ROWS
+    )
     screen.set_class(narrow, "narrow")
     screen.set_class(compact, "compact")
+    screen.set_class(too_small, "too-small")
     screen.query_one("#board-column").styles.width = "1fr" if narrow else column
-    return narrow
+    if too_small:
+        board = screen.query_one(BoardView)
+        board.call_after_refresh(board.keep_in_view)
+    return too_small

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -53,7 +53,8 @@ class ReplayScreen(Screen[None]):
         yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                yield BoardView(self.cursor.state_at(0), id="board")
+                with Container(id="board-scroll"):
+                    yield BoardView(self.cursor.state_at(0), id="board")
                 yield Static(id="replay-move")
                 yield Static(id="ai-panel")
             with Vertical(id="side-column"):
@@ -91,9 +92,10 @@ class ReplayScreen(Screen[None]):
 
     def _fit(self, width: int, height: int) -> None:
         """As the game screen fits (client/ui/layout.py): the move list beside the board
-        when there is room for it, margins when there are rows for them."""
-        if self.query(BoardView):
-            fit_board_screen(self, width, height, rows_below=2)  # the move's line(s)
+        when there is room for it, margins when there are rows for them, and the board
+        scrolling to the last move when even that does not fit."""
+        if self.query(BoardView):  # under the board: the move's line (2, compact: 1)
+            fit_board_screen(self, width, height, rows_below=2, compact_rows_below=1)
 
     def _fill_table(self) -> None:
         table = self.query_one("#moves", DataTable)

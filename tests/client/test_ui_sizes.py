@@ -6,13 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.widgets import Static
 
 from client.ui import NoughtsApp, Start
+from client.ui.board import BoardView, draw_board
+from client.ui.dialogs import NewGameDialog
+from client.ui.game import GameOverScreen
+from client.ui.lobby import LobbyScreen
 from client.ui.replay import ReplayScreen
 from protocol import CreateGame
 from tests.client.test_export import play_humans
-from tests.client.test_ui_game_keys import app_joining, game_screen
+from tests.client.test_ui_game_keys import app_joining, game_screen, notes
 from tests.client.ui_support import UIServer, until
 
 CLOCK = {"initial_ms": 180_000, "increment_ms": 2_000}
@@ -86,3 +91,75 @@ async def test_the_replay_fits_80_columns_and_drops_its_move_list_when_narrow(
         assert "narrow" in screen.classes
         assert screen.query_one("#side-column").region.area == 0
         assert screen.query_one("#replay-move").region.right <= 40
+
+
+def cell_on_screen(screen: Any, action: int) -> bool:
+    """Whether ``action``'s cell of the board is drawn where it can be seen: inside the
+    board's scrolled container, which is inside the terminal."""
+    board = screen.query_one(BoardView)
+    y, x = min(yx for yx, cell in draw_board(board.state).cells.items() if cell == action)
+    cell = Region(board.region.x + 1 + x, board.region.y + y, 3, 1)  # 1: the left padding
+    window = screen.query_one("#board-scroll").scrollable_content_region
+    return window.contains_region(cell) and screen.region.contains_region(window)
+
+
+async def test_a_board_larger_than_the_terminal_scrolls_to_its_cursor(ui_server: UIServer) -> None:
+    """At 40x12 the gomoku board was cut off (its rows below 10 and columns past k never
+    shown), the status and the move box were below the screen, a note said to enlarge the
+    terminal, and the game-over dialog (60 wide) ran off it. The board now scrolls in what
+    the status and the move box leave, to its cursor wherever the arrows take it: every
+    cell can be seen and played; the dialog fits."""
+    bob, seated = await bobs(ui_server, "gomoku")
+    app = app_joining(ui_server, seated)
+    try:
+        async with app.run_test(size=(40, 12)) as pilot:
+            screen = await game_screen(pilot, app)
+            assert "too-small" in screen.classes
+            for widget in ("#game-status", "#move-input"):
+                region = screen.query_one(widget).region
+                assert region.height >= 1 and region.bottom <= 11 and region.right <= 40
+            board = screen.query_one(BoardView)
+            grid = board.state.game.grid
+            assert cell_on_screen(screen, grid.action(*board.cursor))  # h8, the centre
+            for keys, corner in ((["up", "left"] * 7, "a15"), (["down", "right"] * 14, "o1")):
+                await pilot.press(*keys)
+                await pilot.pause()
+                assert grid.action(*board.cursor) == grid.parse(corner)
+                assert cell_on_screen(screen, grid.parse(corner)), corner
+            await pilot.press("enter")  # plays o1, the cell in view
+            await until(pilot, lambda: len(screen.model.moves) == 1, "the move")
+            assert screen.model.moves[0].text == "o1"
+            assert any("The board scrolls to the cursor" in n for n in notes(app))
+            await pilot.press("ctrl+x", "ctrl+x")  # abort: the game-over dialog
+            await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
+            await pilot.pause()
+            dialog = app.screen.query_one("#game-over").region
+            assert dialog.right <= 40 and dialog.bottom <= 12
+    finally:
+        await bob.close()
+
+
+async def test_the_replay_scrolls_to_the_last_move_and_dialogs_fit(ui_server: UIServer) -> None:
+    """The replay at 40x12 showed the top of a uttt board and nothing under it; the new-game
+    and game-over dialogs (56 and 60 wide) ran off a 40-column terminal. The replay's board
+    scrolls to the move shown, its line under the board; the dialogs fit the width."""
+    record = await play_humans(ui_server, "uttt", [40, 36, 4, 44, 80])  # e5 d4 b2 f4 i1
+    app = NoughtsApp(ui_server.url, name="viewer", start=Start("replay", game_id=record["id"]))
+    async with app.run_test(size=(40, 12)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen), "the replay")
+        screen = app.screen
+        await until(pilot, lambda: screen.is_mounted, "the replay on screen")
+        await pilot.pause()
+        assert "too-small" in screen.classes
+        assert cell_on_screen(screen, 80)  # i1, the last move
+        move = screen.query_one("#replay-move")
+        assert move.region.bottom <= 11 and "i1" in str(move.render())
+        await pilot.press("home", "right")
+        await pilot.pause()
+        assert cell_on_screen(screen, 40)  # e5, the first
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, LobbyScreen), "the lobby")
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+        await pilot.pause()
+        assert app.screen.query_one("#dialog").region.right <= 40
