@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -234,14 +235,17 @@ def plain_instead(args: argparse.Namespace, problem: str | None = None) -> str:
     """Why --lobby, --watch or --replay did not open (``problem``: why the terminal cannot
     show the interface, if that was it), and the line command that does it."""
     where = f"{where_option(args)} " if where_option(args) else ""
+    # noughts watch takes no --db: it follows a server, the game's (an embedded one lives
+    # as long as the noughts play that started it).
+    server = f"--server {shlex.quote(args.server)} " if args.server else "--server URL "
     if args.watch:
-        option, instead = "--watch", f"noughts watch {where}{args.watch}"
+        option, instead = "--watch", f"noughts watch {server}{args.watch}"
     elif args.replay:
         option, instead = "--replay", f"noughts replay {where}{args.replay}"
     else:
         option = "--lobby"
         instead = (
-            f"noughts watch {where}lists the live games; play --quick, --seek or --challenge "
+            f"noughts watch {server}lists the live games; play --quick, --seek or --challenge "
             "pairs you"
         )
     if problem:
@@ -252,8 +256,6 @@ def plain_instead(args: argparse.Namespace, problem: str | None = None) -> str:
 def where_option(args: argparse.Namespace) -> str:
     """The option naming this server in a command suggested to the user: ``--server URL``,
     ``--db PATH`` for an embedded server on another database than the default, or none."""
-    import shlex
-
     if args.server:
         return f"--server {shlex.quote(args.server)}"
     if args.db and os.environ.get(DB_ENV) != args.db:

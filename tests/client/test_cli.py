@@ -228,6 +228,21 @@ def test_the_plain_client_names_the_line_command_for_the_terminal_only_options()
     )
 
 
+def test_the_watch_command_suggested_for_a_local_database_is_one_watch_takes(
+    tmp_path: Path,
+) -> None:
+    """For a database of its own (--db), play --plain --watch and --lobby suggested `noughts
+    watch --db PATH ...`, which watch refuses (it has no --db: it follows a server)."""
+    where = ["--plain", "--db", str(tmp_path / "games.db")]
+    result = noughts("play", *where, "--watch", "g1")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(": noughts watch --server URL g1"), result.stderr
+    result = noughts("play", *where, "--lobby")
+    assert ": noughts watch --server URL lists the live games" in result.stderr
+    result = noughts("play", *where, "--replay", "g1")  # replay takes --db
+    assert result.stderr.strip().endswith(f": noughts replay --db {tmp_path / 'games.db'} g1")
+
+
 def test_the_plain_client_offers_a_draw_that_the_ai_accepts(tmp_path: Path) -> None:
     played = noughts(
         "play", "--plain", "--db", str(tmp_path / "g.db"), "--ai", "alphabeta",
