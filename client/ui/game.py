@@ -210,6 +210,8 @@ class GameScreen(RequestingScreen):
             )
 
     def _show_link(self) -> None:
+        if not self.query("#link-status"):
+            return  # not composed yet, or being taken down (on_mount shows it)
         state, detail = self.link_state
         widget = self.query_one("#link-status", Static)
         widget.display = state != "online"

@@ -130,6 +130,8 @@ class LobbyScreen(RequestingScreen):
     # --- the server ---------------------------------------------------------------------------
 
     def _show_link(self) -> None:
+        if not self.query("#lobby-title"):
+            return  # not composed yet, or being taken down (on_mount shows it)
         state, detail = self.link_state
         title = Text()
         title.append("noughts lobby", "bold")
