@@ -47,6 +47,10 @@ async def _count(schema: str, sql: str, *params: object) -> int:
         await conn.close()
 
 
+async def _moves_stored(schema: str, game_id: str) -> int:
+    return await _count(schema, "SELECT count(*) FROM moves WHERE game_id = $1", game_id)
+
+
 async def test_a_game_on_postgresql_is_stored_and_restored(
     pg_schema: str, pool: EnginePool
 ) -> None:
@@ -160,8 +164,7 @@ async def test_a_move_refused_while_postgresql_is_down_succeeds_once_it_is_back(
         left = await next_event(ada, Presence)
         assert left.seat == 1 and not left.online
         await ada.close()
-    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
-    assert await _count(pg_schema, stored, game.game_id) == 5
+    assert await _moves_stored(pg_schema, game.game_id) == 5
 
 
 async def test_the_ais_move_not_stored_while_postgresql_is_down_is_made_once_it_is_back(
@@ -219,8 +222,7 @@ async def test_requests_while_postgresql_stalls_fail_after_the_timeout_then_the_
         await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=3)
         await ada.close()
         await bo.close()
-    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
-    assert await _count(pg_schema, stored, game.game_id) == 4
+    assert await _moves_stored(pg_schema, game.game_id) == 4
 
 
 async def test_a_server_started_while_postgresql_stalls_says_so_in_one_line_and_exits_1(
@@ -433,8 +435,7 @@ async def test_a_move_whose_connection_is_lost_mid_commit_is_told_its_outcome_is
         await bo.request(Move, game_id=game.game_id, token=seat_b.token, action=3)
         await ada.close()
         await bo.close()
-    stored = "SELECT count(*) FROM moves WHERE game_id = $1"
-    assert await _count(pg_schema, stored, game.game_id) == 4
+    assert await _moves_stored(pg_schema, game.game_id) == 4
 
 
 async def test_a_game_ended_by_a_move_of_unknown_outcome_ends_as_usual_once_read_back(
