@@ -13,9 +13,11 @@ session, then what the core sends again (``resume`` of each game played from the
 ``seq`` seen, ``watch`` of each game watched, the lobby), so ``events`` carries on
 without a gap or a duplicate; our seeks and quick-pairing entries are posted again, each
 told as a ``SeekReposted`` (its new id, or the refusal) in ``seek_notices``, or to
-``deliver``. Requests in flight when the connection dropped fail with ConnectionLost (the
-caller may send them again). ``start`` does the same from the first connection on (the UI:
-it waits for a server that is not up yet).
+``deliver``. A game the server cannot resume now (``unavailable``: its database is down) is
+asked for again after waits drawn by the same ``Backoff``, the first refusal told as an
+error with its ``game_id`` (in ``errors``, or to ``deliver``). Requests in flight when the
+connection dropped fail with ConnectionLost (the caller may send them again). ``start`` does
+the same from the first connection on (the UI: it waits for a server that is not up yet).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from client.session_core import (
     Received,
     Refused,
     Reply,
+    ResumeWaiting,
     SeekReposted,
     SessionEvent,
     Welcomed,
@@ -186,6 +189,7 @@ class ServerConnection:
         self._welcomed: asyncio.Future[Welcome] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
+        self._resume_retries: set[asyncio.Task[None]] = set()
         self._closing = False
 
     @classmethod
@@ -424,12 +428,35 @@ class ServerConnection:
                 self.received(
                     Error(code=error.code, message=error.message, game_id=event.game_id), False
                 )
+            elif isinstance(event, ResumeWaiting):
+                self._resume_later(event)
             elif isinstance(event, SeekReposted):
                 log.info("seek %s posted again: %s", event.previous_id, event.seek_id or event)
                 if self.deliver is not None:
                     self.deliver(event)
                 else:
                     self.seek_notices.put_nowait(event)
+
+    def _resume_later(self, event: ResumeWaiting) -> None:
+        """Ask for a game the server could not resume again after a backoff; tell of the
+        first refusal in a row (an error with its ``game_id``, no ``rid``)."""
+        wait = self.backoff.delay(event.attempt, self.rng)
+        log.info("cannot resume %s now (%s): again in %.1f s", event.game_id, event.error, wait)
+        if event.attempt == 0:
+            text = (
+                f"the server cannot resume it now ({event.error.message}); "
+                "waiting for it, and trying again until it can"
+            )
+            self.received(Error(code=event.error.code, message=text, game_id=event.game_id), False)
+        retry = asyncio.get_running_loop().create_task(self._resume_again(event.game_id, wait))
+        self._resume_retries.add(retry)
+        retry.add_done_callback(self._resume_retries.discard)
+
+    async def _resume_again(self, game_id: str, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self.core.resume_again(game_id)
+        with contextlib.suppress(ConnectionLost):  # (a reconnection resumes it then)
+            await self._flush()
 
     def received(self, message: Message, replied: bool) -> None:
         """Every message from the server (duplicates after a reconnection left out), after a
@@ -498,6 +525,8 @@ class ServerConnection:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
+        for retry in list(self._resume_retries):
+            retry.cancel()
         websocket = self.websocket
         if websocket is not None:
             await websocket.close()

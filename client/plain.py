@@ -39,6 +39,7 @@ from protocol import (
     CreateGame,
     Draw,
     Ended,
+    Error,
     JoinGame,
     Message,
     Move,
@@ -319,8 +320,15 @@ class PlainGame:
         """Play until the game ends or the user quits; returns the ending, if any."""
         event: asyncio.Future[Message] | None = None
         line: asyncio.Future[str | None] | None = None
+        error: asyncio.Future[Error] | None = None
         try:
             while True:
+                if error is None:
+                    error = asyncio.ensure_future(self.connection.errors.get())
+                if error.done():
+                    self._told(error.result())
+                    error = None
+                    continue
                 if self.first_event is not None:
                     first, self.first_event = self.first_event, None
                     if self._take(first):
@@ -346,12 +354,18 @@ class PlainGame:
                     if acted:
                         continue
                     self._prompt()
-                waiting = [f for f in (event, line) if f is not None]
+                waiting = [f for f in (event, line, error) if f is not None]
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for future in (event, line):
+            for future in (event, line, error):
                 if future is not None:
                     future.cancel()
+
+    def _told(self, error: Error) -> None:
+        """An error no request of ours got (a resume after a reconnection that must wait, an
+        AI's move that could not be stored): said when it is about this game."""
+        if error.game_id == self.game_id:
+            self.write(f"Game {self.game_id}: {error.message}")
 
     def _typed(self, line: str | None) -> None:
         """A line read: kept to be acted on when it is due (``_next_typed``)."""

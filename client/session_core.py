@@ -18,7 +18,9 @@ frame received (``receive_frame``), sends what ``data_to_send`` returns and acts
   (PROTOCOL.md, "A request sent again");
 - what to send again after a reconnection (PROTOCOL.md, resume): ``resume`` for every game
   played or ours, ``watch`` with ``since`` for every game watched (a ``resume`` would leave
-  the server unable to ``unwatch`` it), the lobby subscription;
+  the server unable to ``unwatch`` it), the lobby subscription; one the server cannot serve
+  now (``unavailable``: its database is down; ``rate_limited``) stays followed and is asked
+  for again (``ResumeWaiting``: the I/O layer calls ``resume_again`` after a backoff);
 - our seeks and quick-pairing entries still standing (``standing``): the server drops them
   with the connection that posted them (PROTOCOL.md, seek), so, as Lichess's clients do, a
   reconnection posts them again (``SeekReposted``: a new id, or the refusal), a quick
@@ -71,6 +73,10 @@ from protocol import (
     decode_server,
     encode,
 )
+
+# Refusals of a resume (or watch) after a reconnection that say "not now", not "never": the
+# game is kept and asked for again (PROTOCOL.md, Errors: "retry later").
+RESUME_LATER = ("unavailable", "rate_limited")
 
 # Game requests that carry ``seq`` (the seq seen when first sent) to a server of version 2.
 RESENDABLE: tuple[type[Message], ...] = (Resign, Abort, Draw, Claim, Rematch)
@@ -129,6 +135,18 @@ class NotResumed:
 
 
 @dataclass(frozen=True, slots=True)
+class ResumeWaiting:
+    """After a reconnection the server cannot resume (or watch) ``game_id`` now (``error``:
+    ``unavailable``, ``rate_limited``): it is still followed; the I/O layer calls
+    ``resume_again`` after a wait (``attempt``: 0, 1, ... refusals in a row before this one,
+    for its backoff). A reconnection meanwhile resumes it too."""
+
+    game_id: str
+    error: Error
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class SeekReposted:
     """After a reconnection, a seek or quick-pairing entry of ours (``first_id``: the id its
     request got; ``previous_id``: its id before the drop) was posted again as ``request`` (a
@@ -142,7 +160,9 @@ class SeekReposted:
     error: Error | None = None
 
 
-SessionEvent = Reply | Received | Welcomed | Refused | Failed | NotResumed | SeekReposted
+SessionEvent = (
+    Reply | Received | Welcomed | Refused | Failed | NotResumed | ResumeWaiting | SeekReposted
+)
 
 
 @dataclass(slots=True)
@@ -204,6 +224,8 @@ class ClientSession:
         self.seen_seq: dict[str, int] = {}
         self.watching: set[str] = set()  # games followed as a spectator (``watch``)
         self.lobby: dict[str, Any] | None = None  # the fields of the lobby subscription
+        # game_id -> refusals in a row of its resume (or watch) that said "later"
+        self.resume_waiting: dict[str, int] = {}
         self.standing: dict[str, Standing] = {}  # our seeks and quick entries, by first id
         self._seek_ids: dict[str, str] = {}  # every id of a standing entry -> its first id
         self._reposting: dict[int, str] = {}  # rid of a seek posted again -> its first id
@@ -290,6 +312,19 @@ class ClientSession:
         """Stop following a game after a reconnection (no longer watched, or left)."""
         self.last_seq.pop(game_id, None)
         self.watching.discard(game_id)
+        self.resume_waiting.pop(game_id, None)
+
+    def resume_again(self, game_id: str) -> None:
+        """Ask again for a game whose resume (or watch) the server could not serve
+        (``ResumeWaiting``), unless it is no longer waited for, the connection is not greeted
+        now (the next welcome resumes it), or a request for it is in flight."""
+        if game_id not in self.resume_waiting or not self.connected or self._hello_rid is not None:
+            return
+        for request in self._pending.values():
+            if isinstance(request, Resume | Watch) and request.game_id == game_id:
+                return
+        kind = Watch if game_id in self.watching else Resume
+        self._internal_request(kind, game_id=game_id, since=self.last_seq.get(game_id, 0))
 
     def receive_frame(self, frame: bytes | str, now: float = 0.0) -> None:
         """A frame from the server, received at ``now``."""
@@ -339,6 +374,8 @@ class ClientSession:
             self.seats[message.game_id] = (message.seat, message.token)
         if isinstance(message, Error) and request is not None:
             self._refused(request, message, internal)
+        elif isinstance(request, Resume | Watch) and internal:
+            self.resume_waiting.pop(request.game_id, None)  # followed again
         if request is not None and not internal:
             self._events.append(Reply(rid, message))  # type: ignore[arg-type]
         if isinstance(message, GAME_EVENTS) and self._seen(message):
@@ -364,6 +401,11 @@ class ClientSession:
         return False
 
     def _refused(self, request: Message, error: Error, internal: bool) -> None:
+        if isinstance(request, Resume | Watch) and internal and error.code in RESUME_LATER:
+            attempt = self.resume_waiting.get(request.game_id, 0)
+            self.resume_waiting[request.game_id] = attempt + 1
+            self._events.append(ResumeWaiting(request.game_id, error, attempt))
+            return
         if isinstance(request, Watch):
             self.watching.discard(request.game_id)
         if isinstance(request, Resume | Watch) and internal:
@@ -502,10 +544,11 @@ class ClientSession:
         self._events.append(Welcomed(reply, again))
 
     def _resume_all(self, welcome: Welcome) -> None:
-        """Follow again every game followed before, and every unfinished game of ours the
-        welcome names (one still open has no seq yet; only a follower gets the snapshot of
-        its start), each from its last seq; then the lobby."""
+        """Follow again every game followed before (one whose resume waits included), and
+        every unfinished game of ours the welcome names (one still open has no seq yet; only
+        a follower gets the snapshot of its start), each from its last seq; then the lobby."""
         played = dict.fromkeys(g for g in self.last_seq if g not in self.watching)
+        played.update(dict.fromkeys(g for g in self.resume_waiting if g not in self.watching))
         played.update(dict.fromkeys(g["game_id"] for g in welcome.games))
         self._taking.intersection_update(played)  # the others tell nothing more
         for game_id in played:

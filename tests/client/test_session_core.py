@@ -18,6 +18,7 @@ from client.session_core import (
     Received,
     Refused,
     Reply,
+    ResumeWaiting,
     SeekReposted,
     Welcomed,
 )
@@ -71,7 +72,8 @@ def moved(game_id: str, seq: int, rid: int | None = None) -> Moved:
 
 # A step: (what the I/O layer does, the messages the session must send, the events it must
 # report). What it does: "made", ("lost", reason), ("send", kind, fields), a Message
-# received, ("at", now, Message) received at ``now``, or ("frame", bytes) received.
+# received, ("at", now, Message) received at ``now``, ("frame", bytes) received, or
+# ("again", game_id): its resume asked for again (after a ResumeWaiting's backoff).
 Step = tuple[Any, list[Message], list[Any]]
 
 
@@ -98,6 +100,8 @@ def play(session: ClientSession, transcript: list[Step]) -> None:
             session.receive_frame(action[1])
         elif action[0] == "at":
             session.receive_frame(encode(action[2]), action[1])
+        elif action[0] == "again":
+            session.resume_again(action[1])
         actual_sent = [decode(frame) for frame in session.data_to_send()]
         assert actual_sent == sent, f"step {number}: {action!r} sent"
         assert session.events_received() == events, f"step {number}: {action!r} reported"
@@ -235,6 +239,37 @@ def test_a_game_that_cannot_be_resumed_is_reported_and_no_longer_followed() -> N
         (("lost", "again"), [], []),
         ("made", [Hello(rid=4, session="s1", **HELLO)], []),
         (welcome(4), [], [Welcomed(welcome(4), True)]),  # g1 is not asked for again
+    ])  # fmt: skip
+
+
+def test_a_game_the_server_cannot_resume_yet_is_kept_and_asked_for_again() -> None:
+    """A resume answered ``unavailable`` (the server's database down) forgot the game, as
+    ``unknown_game`` does: it is kept (ResumeWaiting, for the I/O layer's backoff), asked for
+    again from its last seq (not while a request for it is in flight, nor before the
+    welcome), resumed by a reconnection too, and no longer waited for once resumed."""
+    down = Error(code="unavailable", message="game g1 waits for the database: retry soon")
+    session = ClientSession(name="ada")
+    play(session, [
+        ("made", [Hello(rid=1, **HELLO)], []),
+        (welcome(1), [], [Welcomed(welcome(1), again=False)]),
+        (snapshot("g1", 3), [], [Received(snapshot("g1", 3), replied=False)]),
+        (("lost", "gone"), [], []),
+        ("made", [Hello(rid=2, session="s1", **HELLO)], []),
+        (welcome(2), [Resume(rid=3, game_id="g1", since=3)], [Welcomed(welcome(2), True)]),
+        (dataclasses.replace(down, rid=3), [],
+         [ResumeWaiting("g1", dataclasses.replace(down, rid=3), 0)]),
+        (("again", "g1"), [Resume(rid=4, game_id="g1", since=3)], []),
+        (("again", "g1"), [], []),  # (one in flight)
+        (dataclasses.replace(down, rid=4), [],
+         [ResumeWaiting("g1", dataclasses.replace(down, rid=4), 1)]),
+        (("lost", "again"), [], []),
+        ("made", [Hello(rid=5, session="s1", **HELLO)], []),
+        (("again", "g1"), [], []),  # (not greeted yet: the welcome resumes it)
+        (welcome(5), [Resume(rid=6, game_id="g1", since=3)], [Welcomed(welcome(5), True)]),
+        (Resumed(game_id="g1", seq=3, rid=6), [],
+         [Received(Resumed(game_id="g1", seq=3, rid=6), replied=True)]),
+        (("again", "g1"), [], []),  # resumed: nothing waits
+        (moved("g1", 4), [], [Received(moved("g1", 4), replied=False)]),
     ])  # fmt: skip
 
 
