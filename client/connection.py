@@ -45,15 +45,19 @@ from client.session_core import (
     SeekReposted,
     SessionEvent,
     Welcomed,
+    made_by_create,
 )
 from protocol import (
     GAME_EVENTS,
     MAX_SERVER_FRAME,
+    CreateGame,
     Error,
+    GetGame,
     LobbyEvent,
     LobbyState,
     Message,
     Ping,
+    Seated,
     SeekDeclined,
     Welcome,
 )
@@ -64,6 +68,7 @@ M = TypeVar("M", bound=Message)
 # Errors that mean "the server cannot be reached now": try again later.
 UNREACHABLE = (OSError, InvalidHandshake, TimeoutError)
 OPEN_TIMEOUT_S = 10.0  # for the websocket's opening handshake
+LOST_CREATES_KEPT = 8  # creates whose reply was lost, looked for before one is sent again
 
 
 class ServerUnreachable(OSError):
@@ -190,6 +195,8 @@ class ServerConnection:
         self._reader: asyncio.Task[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._resume_retries: set[asyncio.Task[None]] = set()
+        # Creates whose reply was lost with the connection: (fields, the seats held before).
+        self._lost_creates: list[tuple[dict[str, Any], set[str]]] = []
         self._closing = False
 
     @classmethod
@@ -322,7 +329,14 @@ class ServerConnection:
         (for requests that change nothing: ``get``, ``list``; and game requests, which carry
         the ``seq`` they were first sent with: PROTOCOL.md, "A request sent again"), a
         request the connection dropped under is sent again once reconnected, until the
-        connection closes for good."""
+        connection closes for good. A ``create`` whose reply was lost with the connection
+        may have made its game: one like it sent later is answered by that game instead, if
+        a seat the welcome brought back is in it (``made_by_create``), with a ``Seated``
+        without ``rid`` (nothing was delivered of it: the caller resumes it)."""
+        if kind is CreateGame and self._lost_creates:
+            made = await self._made_while_away(fields)
+            if made is not None:
+                return made
         if again:
             fields = self.core.with_seq(kind, fields)
         while again and self.reconnect:
@@ -332,17 +346,46 @@ class ServerConnection:
                 await self.reconnected()
         if self.websocket is None or not self.core.connected:
             raise ConnectionLost("not connected to the server")
+        held = set(self.core.seats)
         rid = self.core.send_request(kind, **fields)
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         try:
             await self._flush()
-            reply = await future
+            try:
+                reply = await future
+            except ConnectionLost:
+                if kind is CreateGame:  # sent: its game may have been made
+                    lost = (fields, held)
+                    self._lost_creates = [*self._lost_creates, lost][-LOST_CREATES_KEPT:]
+                raise
         finally:
             self._pending.pop(rid, None)
         if isinstance(reply, Error):
             raise RequestFailed(reply)
         return reply
+
+    async def _made_while_away(self, fields: dict[str, Any]) -> Message | None:
+        """The game a lost ``create`` with these ``fields`` made, as a ``Seated`` without
+        ``rid``: a seat held now, not before it was sent, in a game like the one it asked for
+        (its record read with ``get``); None if there is none (it was not made, or its game
+        is not listed yet)."""
+        for lost in list(self._lost_creates):
+            if lost[0] != fields:
+                continue
+            for game_id, (seat, token) in list(self.core.seats.items()):
+                if game_id in lost[1]:
+                    continue
+                try:
+                    record = (await self.request(GetGame, game_id=game_id)).game
+                except RequestFailed:
+                    continue
+                if made_by_create(fields, record, seat) and lost in self._lost_creates:
+                    self._lost_creates.remove(lost)
+                    for _, held in self._lost_creates:
+                        held.add(game_id)  # (taken: no other create made it)
+                    return Seated(game_id=game_id, seat=seat, token=token)
+        return None
 
     async def reconnected(self) -> None:
         """Wait until greeted again; ConnectionLost if the connection closes for good."""

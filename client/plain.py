@@ -198,7 +198,9 @@ class PlainGame:
         self.refusals: deque[tuple[int, str, str]] = deque()
 
     async def create(self, **fields: Any) -> None:
-        seated = await self.connection.request(CreateGame, **fields)
+        """Create the game; a request whose reply was lost with the connection is sent again
+        once reconnected, unless it made its game (then that game is played)."""
+        seated = await self.connection.request(CreateGame, again=True, **fields)
         self.game_id, self.seat = seated.game_id, seated.seat
 
     async def pair(self, kind: type[Message], fields: dict[str, Any]) -> bool | None:

@@ -189,6 +189,36 @@ class Backoff:
         return rng.uniform(0.0, min(self.cap_s, self.base_s * 2 ** min(attempt, 64)))
 
 
+def made_by_create(create: dict[str, Any], record: dict[str, Any], seat: int) -> bool:
+    """Whether the game ``record`` (``get``'s), in which we hold ``seat``, may be the one a
+    ``create`` with the fields ``create`` made: the same game, parameters, clock, our seat
+    (unless drawn by lot) and opponent (the AI with its algorithm and budget, or a human's
+    seat); a request whose reply was lost with the connection is looked for so before it
+    is sent again (PROTOCOL.md has no idempotency key for ``create``)."""
+
+    def clock(value: Any) -> dict[str, Any]:
+        return {k: v for k, v in dict(value or {}).items() if v}
+
+    players = record.get("players") or []
+    if len(players) != 2 or create.get("seat", 0) not in (-1, seat):
+        return False
+    same = (
+        record.get("game") == create.get("game")
+        and dict(record.get("params") or {}) == dict(create.get("params") or {})
+        and clock(record.get("clock")) == clock(create.get("clock"))
+    )
+    opponent = players[1 - seat] or {}
+    if create.get("opponent", "ai") != "ai":
+        return same and opponent.get("kind") != "ai"
+    algorithm = create.get("algorithm", "")
+    return (
+        same
+        and opponent.get("kind") == "ai"
+        and opponent.get("budget_ms") == create.get("budget_ms", 200)
+        and algorithm in ("", opponent.get("algorithm"))
+    )
+
+
 def unreadable(frame: bytes | str, exc: ProtocolError) -> Error:
     """An error standing for a server frame the codec refused, with the frame's ``rid``
     when one can be read from it: never dropped in silence."""

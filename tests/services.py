@@ -59,11 +59,12 @@ class PostgresLink:
     and refuses new ones (PostgreSQL stopped), ``stall`` accepts connections and relays
     nothing (PostgreSQL hung, SIGSTOP), ``hold_answers`` relays what the store sends but
     none of PostgreSQL's answers (a commit done, its answer not back yet); ``restore``
-    ends any of them."""
+    ends any of them. With ``target`` (host, port) it relays to that instead (a noughts
+    server: its answers held, then the connection cut, a reply lost with it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: tuple[str, int] | None = None) -> None:
         parts = urlsplit(PG_URL)
-        self._target = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._target = target or (parts.hostname or "127.0.0.1", parts.port or 5432)
         self._parts = parts
         self.port = 0
         self._server: asyncio.Server | None = None

@@ -11,6 +11,7 @@ lobby again (PROTOCOL.md, resume).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -229,7 +230,9 @@ class NoughtsApp(App[None]):
         start = self.start
         try:
             if start.kind == "ai":
-                await self.link.request(CreateGame, **start.fields)
+                seated = await self.link.request(CreateGame, again=True, **start.fields)
+                if seated.rid is None:  # made by a create lost with the connection
+                    await self.resume_game(seated.game_id)
             elif start.kind == "join" and start.game_id in self.link.seats:
                 # A seat of ours (the plain client's leaving line names --join to take it
                 # back): resumed, as from the lobby's Your games.
@@ -485,6 +488,11 @@ class NoughtsApp(App[None]):
                 else:
                     self.notify(str(exc), title="Offline", severity="warning")
                 return
+            if isinstance(reply, Seated) and reply.rid is None:
+                # The game a create lost with the connection made (ServerConnection.request):
+                # no seat was delivered of it, so it is opened here.
+                with contextlib.suppress(RequestFailed, ConnectionLost):
+                    await self.resume_game(reply.game_id)
             if on_reply is not None:
                 on_reply(reply)
 

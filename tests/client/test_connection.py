@@ -146,3 +146,54 @@ async def test_clients_come_back_to_a_server_restarted_on_the_same_port(
             await bob.close()
     finally:
         await store.close()
+
+
+async def test_a_game_against_the_ai_whose_reply_was_lost_is_not_created_twice(
+    ui_server: UIServer,
+) -> None:
+    """Probe: a "play the AI" request whose reply was lost with the connection (the server
+    made the game, its `seated` never arrived) failed, and trying again made a second game.
+    Now the plain client sends it again once reconnected, after looking at the seats the
+    welcome brought back: the game the lost request made is played, no second one is made;
+    a create of another game is sent as usual."""
+    from client.plain import PlainGame
+    from client.session_core import Backoff
+    from protocol import ListGames
+    from tests.services import PostgresLink
+
+    relay = PostgresLink(target=("127.0.0.1", int(ui_server.url.rsplit(":", 1)[1])))
+    await relay.open()
+    ada = await ServerConnection.connect(
+        f"ws://127.0.0.1:{relay.port}", name="ada", reconnect=True,
+        backoff=Backoff(base_s=0.05, cap_s=0.5),
+    )  # fmt: skip
+    bob = await ui_server.connect("bob")
+
+    async def adas_games() -> list[str]:
+        games = (await bob.request(ListGames, status="live")).games
+        return [
+            g["game_id"] for g in games if any((p or {}).get("name") == "ada" for p in g["players"])
+        ]
+
+    try:
+        game = PlainGame(ada, write=lambda text: None)
+        relay.hold_answers()  # the server's answers no longer reach ada
+        creating = asyncio.ensure_future(
+            game.create(game="tictactoe", opponent="ai", seat=0, budget_ms=50)
+        )
+        async with asyncio.timeout(30):
+            while not (made := await adas_games()):  # the server made it
+                await asyncio.sleep(0.02)
+        await relay.cut()  # its reply lost with the connection
+        await relay.restore()
+        await asyncio.wait_for(creating, 60)
+        assert game.game_id == made[0] and game.seat == 0
+        assert await adas_games() == made
+        other = await ada.request(CreateGame, game="tictactoe", opponent="ai", seat=1, budget_ms=50)
+        assert other.rid is not None and sorted(await adas_games()) == sorted(
+            [*made, other.game_id]
+        )
+    finally:
+        await ada.close()
+        await bob.close()
+        await relay.close()

@@ -273,6 +273,28 @@ def test_a_game_the_server_cannot_resume_yet_is_kept_and_asked_for_again() -> No
     ])  # fmt: skip
 
 
+def test_a_lost_create_is_told_apart_from_other_games_by_its_record() -> None:
+    """``made_by_create``: the game a lost ``create`` may have made is one like it asked for
+    (game, parameters, clock, our seat unless drawn, the AI with its algorithm and budget,
+    or a human's seat), and no other."""
+    from client.session_core import made_by_create
+
+    ai = {"name": "mcts 50ms", "kind": "ai", "algorithm": "mcts", "budget_ms": 50}
+    ada = {"name": "ada", "kind": "human", "player_id": "p1"}
+    record = {"game": "5x5", "params": {}, "clock": {"initial_ms": 60000, "increment_ms": 0},
+              "players": [ai, ada]}  # fmt: skip
+    create = {"game": "5x5", "opponent": "ai", "seat": 1, "budget_ms": 50,
+              "clock": {"initial_ms": 60000}}  # fmt: skip
+    assert made_by_create(create, record, 1)
+    assert made_by_create(create | {"seat": -1, "algorithm": "mcts"}, record, 1)
+    for other in [{"seat": 0}, {"game": "gomoku"}, {"params": {"m": 5}}, {"budget_ms": 200},
+                  {"algorithm": "uct"}, {"opponent": "human"}, {"clock": {}}]:  # fmt: skip
+        assert not made_by_create(create | other, record, 1), other
+    human = record | {"players": [None, ada]}
+    assert made_by_create(create | {"opponent": "human"}, human, 1)
+    assert not made_by_create(create, human, 1)
+
+
 def test_an_ended_or_unwatched_game_is_not_resumed() -> None:
     session = ClientSession(name="ada")
     ended = Ended(game_id="g1", seq=4, result="1-0", reason="line", winner=0)
