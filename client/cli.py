@@ -71,7 +71,26 @@ class _Version(argparse.Action):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` names; its exit code. Output that cannot be written (a full
+    disk, ``>/dev/full``) is one line on stderr and exit 1, whatever the command."""
+    from client.terminal import discard_output, unwritable
+
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # (what is still buffered fails here, not at the exit)
+    except OSError as exc:
+        if not unwritable(exc):
+            raise
+        discard_output()
+        command = next((a for a in argv if not a.startswith("-")), "")
+        where = f"noughts {command}" if command else "noughts"
+        print(f"{where}: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return 1
+    return code
+
+
+def _main(argv: list[str]) -> int:
     from client.commands.serve import SERVER_COMMANDS, exec_server
     from client.terminal import tolerant_streams
 

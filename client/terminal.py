@@ -7,6 +7,10 @@ an output whose encoding lacks a character (a player's name, "é", in an ASCII l
 character is written as an escape (``\\xe9``) rather than ending the command in a traceback.
 The line client's own words are ASCII.
 
+``unwritable`` tells an output that failed (a full disk, ``>/dev/full``, an I/O error) from
+other errors, and ``discard_output`` lets the command end without a second failure as the
+interpreter flushes it: every command then says so in one line (``client.cli.main``).
+
 ``interface_problem`` says why the terminal interface (Textual) cannot be drawn here. It
 draws box-drawing characters, dots, arrows and ellipses, with no ASCII mode (nor have
 Textual's own widgets): on an encoding without them each was written as an escape such as
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import io
 import os
 import sys
@@ -44,6 +49,26 @@ def tolerant_streams() -> None:
     for stream, errors in ((sys.stdout, "backslashreplace"), (sys.stdin, "replace")):
         if isinstance(stream, io.TextIOWrapper) and not _encodes_everything(stream.encoding):
             stream.reconfigure(errors=errors)
+
+
+# What writing an output can fail with besides a closed pipe (EPIPE, said as BrokenPipeError):
+# a full disk or /dev/full, a file too large, a quota, an I/O error.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO})
+
+
+def unwritable(exc: BaseException) -> bool:
+    """Whether ``exc`` is an output that cannot be written (not a network's error: the
+    commands say those themselves)."""
+    return isinstance(exc, OSError) and exc.errno in OUTPUT_ERRNOS
+
+
+def discard_output() -> None:
+    """Send what stdout still holds, and anything written to it later, to the null device:
+    the interpreter's own flush at exit then fails no more (a second traceback)."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
 
 
 def _encodes_everything(encoding: str | None) -> bool:

@@ -106,6 +106,25 @@ def test_a_closed_standard_stream_is_no_traceback(tmp_path: Path, closed: str) -
         assert b"Leaving the game: noughts play --db" in done.stdout, done.stdout
 
 
+async def test_an_output_that_cannot_be_written_is_one_line_and_status_1(
+    ui_server: UIServer,
+) -> None:
+    """`noughts games >/dev/full` (a full disk) ended in a traceback, as did replay, export
+    and --version. Each now says it cannot write its output in one line, status 1."""
+    record = await a_game_of(ui_server, "ada")
+    url = ui_server.url
+    for args in (
+        ["games", "--server", url],
+        ["replay", record["id"], "--server", url, "--all"],
+        ["export", record["id"], "--server", url],
+        ["--version"],
+    ):
+        done = await asyncio.to_thread(noughts, *args, shell=">/dev/full")
+        where = "noughts" if args[0].startswith("-") else f"noughts {args[0]}"
+        said = f"{where}: cannot write the output: No space left on device\n".encode()
+        assert (done.returncode, done.stderr) == (1, said), (args, done.stderr)
+
+
 class Terminal:
     """A child whose stdin and stdout are an 80x24 pseudo-terminal, its screen's bytes read
     as they come; stderr is ``stderr`` (a pipe by default)."""
