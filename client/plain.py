@@ -229,10 +229,16 @@ class PlainGame:
                     line = asyncio.ensure_future(self.lines.get())
                 if line is not None and line.done():
                     typed, line = line.result(), None
-                    if typed is not None and typed.strip().lower() in QUIT and not self.typed:
+                    quit = typed is not None and typed.strip().lower() in QUIT and not self.typed
+                    # The input ended with nothing typed for the game (`</dev/null`): no one
+                    # could play it, so leave rather than wait for ever; a script's moves
+                    # typed ahead wait for the game, the end of the input after them.
+                    ended = typed is None and not any(t and t.strip() for t in self.typed)
+                    if quit or ended:
                         with contextlib.suppress(RequestFailed, ConnectionLost):  # (or closing)
                             await self.connection.request(CancelSeek, seek_id=seek_id)
-                        self.write("Left: the seek is withdrawn.")
+                        why = "Left" if quit else "The input ended with no move typed"
+                        self.write(f"{why}: the seek is withdrawn.")
                         return None
                     self._typed(typed)  # for the game (a script's moves)
                     continue

@@ -125,6 +125,29 @@ async def test_an_output_that_cannot_be_written_is_one_line_and_status_1(
         assert (done.returncode, done.stderr) == (1, said), (args, done.stderr)
 
 
+@pytest.mark.parametrize("pairing", [["--seek"], ["--quick", "--ai-after", "0"]])
+async def test_a_seek_with_its_input_at_its_end_is_withdrawn(
+    ui_server: UIServer, pairing: list[str]
+) -> None:
+    """`noughts play --seek </dev/null` (or --quick) waited for ever for an opponent whose
+    game it could never play. With the input ended and nothing typed, it withdraws the seek,
+    says so in one line, and ends (status 0, as 'q' does)."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", ui_server.url, *pairing,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(child.communicate(), 60)
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    assert child.returncode == 0, err
+    assert out.decode().splitlines()[-1] == (
+        "The input ended with no move typed: the seek is withdrawn."
+    ), out
+
+
 class Terminal:
     """A child whose stdin and stdout are an 80x24 pseudo-terminal, its screen's bytes read
     as they come; stderr is ``stderr`` (a pipe by default)."""
