@@ -171,11 +171,15 @@ class PlainGame:
         lines: Lines | None = None,
         where: str = "",
         rematch: bool = False,
+        echo: bool = False,
     ) -> None:
         """``where``: the options naming the server in the commands suggested to the user
         (``--server URL``, or ``--db PATH`` of an embedded server), empty for the default.
         ``rematch``: at the end of a game, offer a rematch and wait for the user's answer (a
-        person at a terminal); without it the game's end ends the run (a script)."""
+        person at a terminal); without it the game's end ends the run (a script). ``echo``:
+        the input is not a terminal, which would show what is typed after the prompt and end
+        its line: each line read at the prompt is written there, so the output reads as a
+        terminal's (``X to move> b2``), never news on the prompt's line."""
         self.connection = connection
         self.where = f" {where}" if where else ""
         self._write = write
@@ -188,6 +192,7 @@ class PlainGame:
         self.first_event: Message | None = None
         self.prompting = False  # a prompt is on screen, waiting for a line
         self.rematch = rematch
+        self.echo = echo
         self.game_id: str | None = None
         self.seat: int | None = None
         self.model: GameModel | None = None  # from the game's first snapshot on
@@ -537,6 +542,8 @@ class PlainGame:
             self._prompt()  # as input() shows it, also when the line was typed ahead
         line = self.typed[index]
         del self.typed[index]
+        if self.prompting and self.echo:
+            self._write(line or "")  # (ends the prompt's line, as a terminal's Enter does)
         self.prompting = False
         text = (line or "").strip().lower()
         if self.ended is not None:

@@ -112,8 +112,17 @@ async def step_through(
     """Interactive stepping: next, previous, first, last, jump, quit. ``read_line(text)``
     shows the prompt ``text`` and reads a line; ``prompt(text)`` only shows it. With
     ``all_without_commands`` (stdin is not a terminal), input that ends before its first
-    command prints every position instead."""
+    command prints every position instead, and each line read at the prompt is written after
+    it, as a terminal shows what is typed (not the next position on the prompt's line)."""
     if all_without_commands:
+        read_quietly = read_line
+
+        async def read_line(text: str) -> str | None:
+            line = await read_quietly(text)
+            if text:
+                write(line or "")  # (ends the prompt's line, as a terminal's Enter does)
+            return line
+
         line = await read_line("")  # (read before the positions: is any command coming?)
         if line is None:
             print_all(cursor, write)
@@ -125,6 +134,7 @@ async def step_through(
     write(cursor.describe())
     if line is not None:
         prompt(PROMPT)  # as read_line shows it for the commands after it
+        write(line)
     while True:
         if line is None:
             line = await read_line(PROMPT)

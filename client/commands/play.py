@@ -325,7 +325,8 @@ async def _play(args: argparse.Namespace) -> int:
         async with connect(
             args, workers=EMBEDDED_WORKERS, warm=warm_targets(args), sessions=sessions
         ) as connection:
-            game = PlainGame(connection, where=where_option(args), rematch=sys.stdin.isatty())
+            typing = sys.stdin.isatty()
+            game = PlainGame(connection, where=where_option(args), rematch=typing, echo=not typing)
             if args.join:
                 await game.join(args.join)
             elif pairing is not None:

@@ -146,13 +146,15 @@ async def test_replay_without_a_terminal_or_commands_prints_every_position(
 async def test_replay_through_a_pipe_prompts_for_its_first_command(ui_server: UIServer) -> None:
     """A walk's finding: `printf 'n\\nn\\nq\\n' | noughts replay ID` showed no prompt before
     its first command (that line was read first, to see whether any command comes), and
-    one before each later one."""
+    one before each later one. Each command read is written after its prompt, as a terminal
+    shows it: the next position was on the prompt's line ("replay> Move 1 of 9")."""
     record = await play_humans(ui_server, "tictactoe", [4, 0, 8, 2, 1, 7, 6, 3, 5])
     code, out, err = await run_noughts(
         "replay", record["id"], "--server", ui_server.url, stdin=b"n\nn\nq\n"
     )
     assert code == 0, err
-    assert re.findall(r"replay> (?:Move (\d+) of 9)?", out) == ["1", "2", ""], out
+    walked = re.findall(r"^replay> (\w*)\n(?:Move (\d+) of 9)?", out, re.MULTILINE)
+    assert walked == [("n", "1"), ("n", "2"), ("q", "")], out
 
 
 async def test_a_second_play_on_the_same_database_uses_the_running_server(

@@ -148,6 +148,20 @@ async def test_a_seek_with_its_input_at_its_end_is_withdrawn(
     ), out
 
 
+async def test_what_a_pipe_types_at_the_prompt_is_written_after_it(ui_server: UIServer) -> None:
+    """With its input piped, `noughts play --plain` wrote its prompt without ending its line
+    (a terminal ends it with what is typed), so what followed landed on it ("X to move> Game
+    over: ..."). The line read is written after the prompt, as a terminal shows it."""
+    done = await asyncio.to_thread(
+        noughts, "play", "--plain", "--server", ui_server.url, "--ai", "random",
+        "--budget-ms", "10", stdin=b"resign\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert "X to move> resign" in lines, lines
+    assert lines[lines.index("X to move> resign") + 1] == "Game over: You lose: resignation."
+
+
 class Terminal:
     """A child whose stdin and stdout are an 80x24 pseudo-terminal, its screen's bytes read
     as they come; stderr is ``stderr`` (a pipe by default)."""
