@@ -15,7 +15,7 @@ from client.commands.common import (
     parse_params,
     player_name,
 )
-from client.commands.interrupts import INTERRUPTED
+from client.commands.interrupts import INTERRUPTED, on_daemon_thread
 from engine.algorithms import ALGORITHMS
 from engine.games import GAME_NAMES, GAMES
 
@@ -153,7 +153,7 @@ async def _run_bot(
 
     async def warm() -> None:
         print(f"{args.name}: loading the engine...", file=sys.stderr)
-        await asyncio.to_thread(engine.warm_up)
+        await on_daemon_thread(engine.warm_up, "engine warm-up")  # (Ctrl-C: not waited for)
 
     def report(result: GameResult) -> None:
         tally[result.outcome] += 1
