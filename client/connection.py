@@ -346,7 +346,7 @@ class ServerConnection:
                 await self.reconnected()
         if self.websocket is None or not self.core.connected:
             raise ConnectionLost("not connected to the server")
-        held = set(self.core.seats)
+        held = set(self.core.seats) if kind is CreateGame else set()
         rid = self.core.send_request(kind, **fields)
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future

@@ -158,7 +158,7 @@ async def test_a_game_against_the_ai_whose_reply_was_lost_is_not_created_twice(
     a create of another game is sent as usual."""
     from client.plain import PlainGame
     from client.session_core import Backoff
-    from protocol import ListGames
+    from tests.client.ui_support import live_games_of
     from tests.services import PostgresLink
 
     relay = PostgresLink(target=("127.0.0.1", int(ui_server.url.rsplit(":", 1)[1])))
@@ -170,10 +170,7 @@ async def test_a_game_against_the_ai_whose_reply_was_lost_is_not_created_twice(
     bob = await ui_server.connect("bob")
 
     async def adas_games() -> list[str]:
-        games = (await bob.request(ListGames, status="live")).games
-        return [
-            g["game_id"] for g in games if any((p or {}).get("name") == "ada" for p in g["players"])
-        ]
+        return await live_games_of(bob, "ada")
 
     try:
         game = PlainGame(ada, write=lambda text: None)

@@ -187,3 +187,51 @@ async def test_a_new_game_lost_with_the_connection_says_so_and_can_be_sent_again
         await pilot.press("enter")  # (an Input's Enter is the dialog's OK)
         await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
         assert app.screen.model.game == "5x5"  # type: ignore[attr-defined]
+
+
+async def test_a_new_game_whose_answer_was_lost_is_not_made_twice(ui_server: UIServer) -> None:
+    """The new-game dialog's "play the AI" whose answer was lost with the connection (the
+    server made the game) said to try again once reconnected, and OK again made a second
+    game. Now OK again finds the game the first request made among the seats the welcome
+    gave back, and opens it: one request, one game."""
+    from client.ui.dialogs import NewGameDialog
+    from client.ui.game import GameScreen
+    from tests.client.ui_support import live_games_of, press_ok
+    from tests.services import PostgresLink
+
+    relay = PostgresLink(target=("127.0.0.1", int(ui_server.url.rsplit(":", 1)[1])))
+    await relay.open()
+    bob = await ui_server.connect("bob")
+
+    async def adas_games() -> list[str]:
+        return await live_games_of(bob, "ada")
+
+    app = NoughtsApp(f"ws://127.0.0.1:{relay.port}", name="ada", start=Start("lobby"))
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await open_lobby(pilot, app)
+            await pilot.press("p")
+            await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
+            dialog = app.screen
+            relay.hold_answers()  # the server's answers no longer reach the app
+            await press_ok(pilot, dialog)
+            made: list[str] = []
+            while not made:  # the server made it
+                made = await adas_games()
+                await pilot.pause(0.02)
+            await relay.cut()  # its answer lost with the connection
+            error = dialog.query_one("#dialog-error", Label)
+            await until(
+                pilot, lambda: "lost with the connection" in str(error.render()), "the loss"
+            )
+            await relay.restore()
+            await until(pilot, lambda: app.link_state[0] == "online", "the connection back")
+            await pilot.pause(0.5)  # the button takes no press during its pressed look (0.2 s)
+            await press_ok(pilot, dialog)
+            await until(pilot, lambda: isinstance(app.screen, GameScreen), "the game")
+            assert app.screen.model.game_id == made[0]  # type: ignore[attr-defined]
+            await until(pilot, lambda: app.screen.model.state is not None, "its position")  # type: ignore[attr-defined]
+            assert await adas_games() == made
+    finally:
+        await bob.close()
+        await relay.close()

@@ -93,6 +93,14 @@ async def next_event(connection: ServerConnection, kind: type, timeout: float = 
     return await server_next_event(connection, kind, timeout)
 
 
+async def live_games_of(connection: ServerConnection, name: str) -> list[str]:
+    """The ids of the live games in which player ``name`` sits, as ``connection`` lists them."""
+    from protocol import ListGames
+
+    games = (await connection.request(ListGames, status="live")).games
+    return [g["game_id"] for g in games if any((p or {}).get("name") == name for p in g["players"])]
+
+
 class ArrivalLock(asyncio.Lock):
     """A game's lock that tells when something waits for it (the server takes it for every
     change to the game, in the order asked)."""
