@@ -312,6 +312,7 @@ async def _play(args: argparse.Namespace) -> int:
     from client.embedded import EmbeddedServerError
     from client.plain import PlainGame
     from client.sessions import SessionInUse, SessionStore
+    from client.terminal import unwritable
 
     fields = create_fields(args)
     pairing = pairing_request(args)
@@ -342,5 +343,7 @@ async def _play(args: argparse.Namespace) -> int:
         print(f"noughts play: the server refused: {exc.message}", file=sys.stderr)
         return 1
     except (ConnectionLost, OSError, EmbeddedServerError, SessionInUse) as exc:
+        if unwritable(exc):
+            raise  # said as for every command (client.cli.main)
         print(f"noughts play: {exc}", file=sys.stderr)
         return 1

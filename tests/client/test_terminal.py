@@ -118,8 +118,9 @@ async def test_an_output_that_cannot_be_written_is_one_line_and_status_1(
         ["replay", record["id"], "--server", url, "--all"],
         ["export", record["id"], "--server", url],
         ["--version"],
+        ["play", "--plain", "--server", url, "--ai", "random", "--budget-ms", "10"],
     ):
-        done = await asyncio.to_thread(noughts, *args, shell=">/dev/full")
+        done = await asyncio.to_thread(noughts, *args, stdin=b"q\n", shell=">/dev/full")
         where = "noughts" if args[0].startswith("-") else f"noughts {args[0]}"
         said = f"{where}: cannot write the output: No space left on device\n".encode()
         assert (done.returncode, done.stderr) == (1, said), (args, done.stderr)
