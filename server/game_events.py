@@ -369,6 +369,15 @@ class GameEvents(LobbyFeed):
             delay, lambda: self._spawn(self._on_deadline(session.id))
         )
 
+    async def _overdue(self, session: GameSession) -> None:
+        """End the game on a deadline already passed that its timer has not yet woken for
+        (a move arriving just after the flag, or after the first move's time): as on
+        Lichess, out of time is out of time, whatever the request. Call with the game's
+        lock held, before serving a request; a StorageError is the requester's."""
+        emitted = session.timeouts(self.clock())
+        if emitted:
+            await self._commit(session, emitted)
+
     async def _on_deadline(self, game_id: str) -> None:
         session = self.games.get(game_id)
         if session is None:

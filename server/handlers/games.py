@@ -116,6 +116,7 @@ class GameRequests(GameEvents):
     async def on_move(self, connection: Connection, request: Move) -> None:
         session, seat = self._seat_request(connection, request.game_id, request.token)
         async with self._lock(session.id):
+            await self._overdue(session)
             try:
                 emitted = session.play(seat, request.action, self.clock(), ply=request.ply)
             except (NotYourTurn, StaleMove, GameOver):
@@ -228,6 +229,7 @@ class GameRequests(GameEvents):
         async with self._lock(session.id):
             if await self._answered_again(connection, session, seat, request):
                 return None
+            await self._overdue(session)
             return await act(session, seat)
 
     async def on_resign(self, connection: Connection, request: Resign) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from client.connection import RequestFailed, ServerConnection
-from protocol import Claim, CreateGame, Ended, JoinGame, Move, Moved, Presence
+from protocol import Claim, CreateGame, Draw, Ended, JoinGame, Move, Moved, Presence
 from server.app import GameServer, running
 from server.settings import ServerSettings
 from server.store import SQLiteStore
@@ -134,5 +134,78 @@ async def test_a_wall_clock_step_back_does_not_hold_off_a_flag(
     # time gone on the monotonic clock (a day back on the wall clock changes nothing).
     ended = await next_event(ada, Ended)
     assert (ended.result, ended.reason) == ("0-1", "flag")
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_move_arriving_after_the_flag_loses_on_time(
+    timed_server: RunningServer, monotonic: ManualClock
+) -> None:
+    """Probe: a move that came in after its side's time ran out, but before the server's
+    timer woke, was played (and a move clock reset: 60 s more), as was a draw accepted by a
+    side already out of time. As on Lichess, time out is time out: the game ends on the flag
+    first, and the late move gets game_over."""
+    ada = await timed_server.connect("ada")
+    bo = await timed_server.connect("bo")
+    seated = await ada.request(
+        CreateGame, game="5x5", opponent="human", seat=0, clock={"initial_ms": 60_000}
+    )
+    await bo.request(JoinGame, game_id=seated.game_id)
+    gid = seated.game_id
+    await _play(ada, gid, 0)
+    await _play(bo, gid, 1)  # X's clock runs from here; the timer wakes in 60 s real time
+    monotonic.now += 61.0
+    with pytest.raises(RequestFailed) as late:
+        await _play(ada, gid, 2)
+    assert late.value.code == "game_over"
+    for client in (ada, bo):
+        ended = await next_event(client, Ended)
+        assert (ended.result, ended.reason, list(ended.clocks)) == ("0-1", "flag", [0, 60_000])
+    assert timed_server.query("SELECT COUNT(*) FROM moves WHERE game_id = ?", gid) == [(2,)]
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_draw_accepted_after_ones_own_flag_is_a_loss_on_time(
+    timed_server: RunningServer, monotonic: ManualClock
+) -> None:
+    ada = await timed_server.connect("ada")
+    bo = await timed_server.connect("bo")
+    seated = await ada.request(
+        CreateGame, game="5x5", opponent="human", seat=0, clock={"move_ms": 60_000}
+    )
+    await bo.request(JoinGame, game_id=seated.game_id)
+    gid = seated.game_id
+    await _play(ada, gid, 0)
+    await _play(bo, gid, 1)
+    await bo.request(Draw, game_id=gid, token=bo.token_for(gid))
+    monotonic.now += 61.0  # X thinks past its minute, then accepts
+    with pytest.raises(RequestFailed) as late:
+        await ada.request(Draw, game_id=gid, token=ada.token_for(gid), answer="accept")
+    assert late.value.code == "game_over"
+    ended = await next_event(bo, Ended)
+    assert (ended.result, ended.reason) == ("0-1", "flag")
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_first_move_after_its_time_is_not_played(
+    timed_server: RunningServer, monotonic: ManualClock
+) -> None:
+    """The first move's allowance (first_move_ms, 30 s) holds as the flag does: a first
+    move arriving after it finds the game ended, no_start."""
+    ada = await timed_server.connect("ada")
+    bo = await timed_server.connect("bo")
+    seated = await ada.request(
+        CreateGame, game="5x5", opponent="human", seat=0, clock={"move_ms": 60_000}
+    )
+    await bo.request(JoinGame, game_id=seated.game_id)
+    gid = seated.game_id
+    monotonic.now += 31.0
+    with pytest.raises(RequestFailed) as late:
+        await _play(ada, gid, 0)
+    assert late.value.code == "game_over"
+    ended = await next_event(bo, Ended)
+    assert (ended.result, ended.reason) == ("*", "no_start")
     await ada.close()
     await bo.close()
