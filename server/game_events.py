@@ -384,10 +384,14 @@ class GameEvents(LobbyFeed):
             return
         async with self._lock(game_id):
             emitted = session.timeouts(self.clock())
-            if emitted:
-                await self._commit_quietly(session, emitted)
-            else:
+            if not emitted:
                 self._schedule(session)
+                return
+            if not await self._commit_quietly(session, emitted):
+                return
+        if type(emitted[0].message) is Snapshot:  # a game whose start was not stored, started
+            self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
+            self._maybe_ai_turn(session)
 
     # --- creating and starting games ------------------------------------------------------------
 

@@ -641,7 +641,11 @@ class GameSession:
         """The next moment (monotonic) a timeout may end the game (flag, no first move,
         abandoned) or a deferred presence event is due."""
         if self.status == "open":
-            return self._withdrawn_at()
+            # A game stored with its seats all taken whose start was not (a rematch, an AI
+            # game or an accepted seek whose start the store refused, or a restart in
+            # between): due at once, so that it starts rather than stay open for ever, its
+            # players seated and nobody able to move or join.
+            return self.turn_since if self.open_seat() is None else self._withdrawn_at()
         if self.status != "live":
             return None
         times = []
@@ -665,9 +669,12 @@ class GameSession:
         return min(times) if times else None
 
     def timeouts(self, now: Now) -> list[Emitted]:
-        """End the game if a deadline has passed at ``now``."""
+        """End the game if a deadline has passed at ``now`` (or start one whose seats are
+        all taken: ``next_deadline``)."""
         mono = now.mono
         if self.status == "open":
+            if self.open_seat() is None:  # seats taken, its start not stored: start it now
+                return [self.start(now)]
             withdrawn = self._withdrawn_at()
             if withdrawn is not None and mono >= withdrawn:
                 return self._end(NO_RESULT, "abort", now)

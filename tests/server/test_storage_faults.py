@@ -44,6 +44,8 @@ from protocol import (
     Pong,
     Rematch,
     Resign,
+    Resume,
+    Resumed,
     Snapshot,
     Watch,
 )
@@ -652,6 +654,71 @@ async def test_a_rematch_with_the_ai_not_stored_is_offered_again(server: Running
     assert isinstance(ok, Ok)
     next_game = await _accepted_into_a_stored_game(server, ada, gid)
     assert ada.seats[next_game][0] == 1
+
+
+ITS_START = (  # the rematch's start (the accept event naming it is stored)
+    "events",
+    "NEW.kind = 'started' AND NEW.game_id IN (SELECT id FROM games WHERE rematch_of IS NOT NULL)",
+)
+
+
+async def test_a_rematch_whose_start_is_not_stored_starts_once_it_can_be(
+    server: RunningServer,
+) -> None:
+    """Probe: the rematch's game stored, the accept naming it sent, its start refused by the
+    store: the game stayed open for ever, both players seated in it, neither able to move
+    (not started) nor anyone to join (no seat open), and never withdrawn while both stayed.
+    Now its start is tried again (storage_retry_s) until it is stored, and both get it."""
+    ada, bo, a, b = await _rematch_offered(server)
+    with _refusing(server.db_path, *ITS_START):
+        await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+        agreed = await next_event(ada, Offer)
+        assert agreed.answer == "accept" and agreed.next_game in bo.seats
+        rows = server.query("SELECT status FROM games WHERE id = ?", agreed.next_game)
+        assert rows == [("open",)]
+    for client in (ada, bo):
+        start = await next_event_where(client, Snapshot, lambda s: s.game_id == agreed.next_game)
+        assert (start.status, start.seq) == ("live", 1)
+    assert server.query("SELECT status FROM games WHERE id = ?", agreed.next_game) == [("live",)]
+    moved = await bo.request(  # (colours swapped: bo is X)
+        Move, game_id=agreed.next_game, token=bo.seats[agreed.next_game][1], action=4
+    )
+    assert isinstance(moved, Moved)
+
+
+async def test_a_rematch_stored_but_never_started_starts_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The known defect: a rematch game stored but never started (the server stopping
+    between its store and its start) was withdrawn after the grace period, unless both
+    players came back first: then it stayed open for ever. Restored, it starts."""
+    db = tmp_path / "games.db"
+    async with serving(db) as server:
+        ada, bo, a, b = await _rematch_offered(server)
+        with _refusing(db, *ITS_START):
+            await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
+            agreed = await next_event(ada, Offer)
+            sessions = (ada.session, bo.session)
+            await ada.close()
+            await bo.close()
+    assert sqlite3.connect(db).execute(
+        "SELECT status FROM games WHERE id = ?", (agreed.next_game,)
+    ).fetchall() == [("open",)]
+    async with serving(db) as server:
+        ada = await server.connect("ada", session=sessions[0])
+        bo = await server.connect("bo", session=sessions[1])
+        assert ada.welcome is not None
+        held = {g["game_id"]: g for g in ada.welcome.games}
+        assert agreed.next_game in held
+        resumed = await ada.request(Resume, game_id=agreed.next_game, since=0)
+        assert isinstance(resumed, Resumed)
+        snapshot = await next_event_where(ada, Snapshot, lambda s: s.status == "live")
+        assert snapshot.game_id == agreed.next_game
+        assert server.query("SELECT status FROM games WHERE id = ?", agreed.next_game) == [
+            ("live",)
+        ]
+        await ada.close()
+        await bo.close()
 
 
 async def test_a_database_failure_is_one_generic_line_to_clients_its_cause_logged_once(
