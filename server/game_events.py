@@ -451,6 +451,13 @@ class GameEvents(LobbyFeed):
         a restart withdraws it, its players away)."""
         seated = list(seated)
         self._register(session, [connection for connection, _, _ in seated])
+        if self.cluster is None:  # (in a cluster a player's node reports it: remote_presence)
+            now = self.clock()
+            for seat in session.human_seats:
+                player = session.players[seat]
+                here = self.players.get(player.player_id or "") if player else None
+                if here is None or not here.online:  # (a rematch's offerer who left)
+                    session.set_online(seat, False, now, self.settings.grace_s)
         async with self._lock(session.id):
             await self._create(session)
             if named is not None:

@@ -212,6 +212,40 @@ async def test_rematch_swaps_colours(server: RunningServer) -> None:
     assert record["rematch_of"] == gid
 
 
+async def test_a_rematch_accepted_after_its_offerer_left_starts_with_it_away(
+    server: RunningServer,
+) -> None:
+    """Probe: ada offered a rematch and left; bo accepted. The new game started with ada
+    shown online (the snapshot's ``online``), so bo could never claim it ("your opponent is
+    here") and, bo being there, it was never abandoned either. Now it starts with ada away,
+    her grace counting from the start: bo may claim once it is over."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    await ada.request(Resign, game_id=gid, token=a.token)
+    await ada.request(Rematch, game_id=gid, token=a.token)
+    await next_event(bo, Offer)
+    await ada.close()
+    while server.game_server.players[ada.player_id].online:  # (the server's side of the close)
+        await asyncio.sleep(0.01)
+    await bo.request(Rematch, game_id=gid, token=b.token, answer="accept")
+    start = await next_event(bo, Snapshot)
+    assert start.status == "live" and list(start.online) == [True, False]
+    new = start.game_id
+    await _move(bo, new, 4)
+    with pytest.raises(RequestFailed, match="held for"):
+        await bo.request(Claim, game_id=new, token=bo.token_for(new))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:  # the grace (0.5 s) runs out
+        try:
+            ended = await bo.request(Claim, game_id=new, token=bo.token_for(new))
+            break
+        except RequestFailed as exc:
+            assert "held for" in exc.message and loop.time() < deadline
+            await asyncio.sleep(0.05)
+    assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("1-0", "abandoned")
+
+
 async def test_the_ai_accepts_a_rematch_and_answers_draw_offers(server: RunningServer) -> None:
     ada = await server.connect("ada")
     seated = await ada.request(
