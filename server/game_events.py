@@ -232,14 +232,14 @@ class GameEvents(LobbyFeed):
                 return
             self._revert(session, record)
             log.info("game %s: read back from the database; it goes on", game_id)
-            if self.cluster is None:  # its players who left meanwhile (in a cluster: on the bus)
-                now = self.clock()
+            if self.cluster is None:  # its players who left or came back meanwhile (in a
+                now = self.clock()  # cluster: on the bus)
                 for seat in session.human_seats:
                     player = session.players[seat]
                     here = self.players.get(player.player_id or "") if player else None
-                    if here is None or not here.online:
-                        left = session.set_online(seat, False, now, self.settings.grace_s)
-                        await self._commit_quietly(session, left)
+                    online = here is not None and here.online
+                    changed = session.set_online(seat, online, now, self.settings.grace_s)
+                    await self._commit_quietly(session, changed)
                 if self.waiting.get(game_id) is session:
                     return  # that was not stored either: it waits again
             self._schedule(session)

@@ -16,6 +16,7 @@ import pytest
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
+    Claim,
     CreateGame,
     Ended,
     GetGame,
@@ -165,6 +166,45 @@ async def test_a_move_refused_while_postgresql_is_down_succeeds_once_it_is_back(
         assert left.seat == 1 and not left.online
         await ada.close()
     assert await _moves_stored(pg_schema, game.game_id) == 5
+
+
+async def test_a_player_back_while_the_game_waited_for_postgresql_is_online_after(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe (a note's "left alone"): bo left while PostgreSQL was down (his absence not
+    stored: the game waits) and came back before it was up again. Once it was, the game
+    went on with bo still held away, though connected: ada was told he had left and could
+    claim the game after the grace, and bo's resume showed himself offline. He is online
+    once the game goes on, and nobody is told of an absence that was never stored."""
+    async with _serving_through(pg_link, pg_schema, pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        game = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = game.game_id
+        seat_b = await bo.request(JoinGame, game_id=gid)
+        await ada.request(Move, game_id=gid, token=game.token, action=0)
+        await bo.request(Move, game_id=gid, token=seat_b.token, action=4)
+        await _cut(pg_link, pg_schema)
+        session = bo.session
+        await bo.close()
+        refusal = await asyncio.wait_for(ada.errors.get(), 30)  # the game waits
+        assert refusal.code == "unavailable"
+        bo = await ServerConnection.connect(url, name="bo", session=session)  # from memory
+        await pg_link.restore()
+        moved = await ada.request(Move, game_id=gid, token=game.token, action=1)
+        assert moved.ply == 2
+        await bo.request(Resume, game_id=gid, since=0)
+        snapshot = await next_event_where(bo, Snapshot, lambda s: s.game_id == gid)
+        assert list(snapshot.online) == [True, True]
+        with pytest.raises(RequestFailed, match="here"):
+            await ada.request(Claim, game_id=gid, token=game.token, outcome="win")
+        await bo.request(Move, game_id=gid, token=bo.token_for(gid), action=3)
+        seen = []  # what ada heard until bo's move
+        while not (seen and isinstance(seen[-1], Moved) and seen[-1].ply == 3):
+            seen.append(await ada.next_event(timeout=10))
+        assert not [e for e in seen if isinstance(e, Presence)], seen
+        await ada.close()
+        await bo.close()
 
 
 async def test_the_ais_move_not_stored_while_postgresql_is_down_is_made_once_it_is_back(
