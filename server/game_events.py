@@ -182,6 +182,8 @@ class GameEvents(LobbyFeed):
         game_id = session.id
         self.games.pop(game_id, None)
         self.waiting[game_id] = session
+        if session.waiting_since is None:
+            session.waiting_since = self._monotonic()
         ai_turn = self._ai_tasks.pop(game_id, None)
         if ai_turn is not None and ai_turn is not asyncio.current_task():
             ai_turn.cancel()
@@ -231,6 +233,7 @@ class GameEvents(LobbyFeed):
                 self.unload(game_id)  # its shard was lost meanwhile: its new owner serves it
                 return
             self._revert(session, record)
+            session.waited(self._monotonic())  # (the clocks stopped while it waited)
             log.info("game %s: read back from the database; it goes on", game_id)
             if self.cluster is None:  # its players who left or came back meanwhile (in a
                 now = self.clock()  # cluster: on the bus)

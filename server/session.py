@@ -190,6 +190,8 @@ class GameSession:
     stored_offers: dict[str, int] = field(default_factory=dict)
     stored_next_game: str | None = None
     stored_announced: list[bool] = field(default_factory=lambda: [True, True])
+    # Monotonic: since when the game waits for its store (no request about it served).
+    waiting_since: float | None = None
     # Order of creation in this process: ties of equal timestamps (a coarse or fixed
     # clock) sort the same way every run, where the random id would not.
     serial: int = field(default_factory=_SERIALS.__next__)
@@ -839,6 +841,20 @@ class GameSession:
             self.log_start = min(self.log_start, self.seq + 1)
         self.stored_seq = self.seq
         return ahead
+
+    def waited(self, now: float) -> None:
+        """The game waited for its store from ``waiting_since`` to ``now`` (monotonic),
+        answering every move ``unavailable``: as a restart's downtime, that time is charged
+        to no one. The side to move's turn (its first-move time) and clock start that much
+        later; the grace of a player away still counts (the absence was real)."""
+        if self.waiting_since is None:
+            return
+        pause = max(0.0, now - self.waiting_since)
+        self.waiting_since = None
+        self.turn_since += pause
+        self.stored_turn_since += pause
+        if self.clock is not None and self.clock.running is not None:
+            self.clock.since += pause
 
     def stored(self, seq: int) -> None:
         """The event ``seq`` is stored, with those before it: remember it, and what

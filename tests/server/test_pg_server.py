@@ -9,7 +9,8 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 import pytest
@@ -104,15 +105,21 @@ async def test_a_game_on_postgresql_is_stored_and_restored(
 
 @contextlib.asynccontextmanager
 async def _serving_through(
-    link: PostgresLink, schema: str, pool: EnginePool, timeout_s: float = 10.0
+    link: PostgresLink,
+    schema: str,
+    pool: EnginePool,
+    timeout_s: float = 10.0,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[str]:
     """A real server whose store reaches PostgreSQL through ``link`` (and waits for it
-    ``timeout_s``); yields its URL. A failed write's timers try again after 0.05 s."""
+    ``timeout_s``); yields its URL. A failed write's timers try again after 0.05 s.
+    ``monotonic``: the server's clock for durations (a test's own, to move by hand)."""
     store = PostgresStore(link.url, schema=schema, timeout_s=timeout_s)
     await store.open()
     settings = ServerSettings(storage_retry_s=0.05)
+    game_server = GameServer(store, pool, settings=settings, monotonic=monotonic)
     try:
-        async with running(GameServer(store, pool, settings=settings)) as ws_server:
+        async with running(game_server) as ws_server:
             yield f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
     finally:
         await store.close()
@@ -203,6 +210,37 @@ async def test_a_player_back_while_the_game_waited_for_postgresql_is_online_afte
         while not (seen and isinstance(seen[-1], Moved) and seen[-1].ply == 3):
             seen.append(await ada.next_event(timeout=10))
         assert not [e for e in seen if isinstance(e, Presence)], seen
+        await ada.close()
+        await bo.close()
+
+
+async def test_the_time_a_game_waited_for_postgresql_is_charged_to_no_one(
+    pg_schema: str, pg_link: PostgresLink, pool: EnginePool
+) -> None:
+    """Probe: a game waiting for the database answers every move `unavailable` (its clocks
+    stop, PROTOCOL.md says), yet once it went on the side to move was charged the whole
+    outage: two minutes down flagged a player who had a minute left and could not move.
+    As a restart's downtime, the wait is charged to no one."""
+    clock = [5_000.0]
+    async with _serving_through(pg_link, pg_schema, pool, monotonic=lambda: clock[0]) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        game = await ada.request(
+            CreateGame, game="5x5", opponent="human", seat=0, clock={"initial_ms": 60_000}
+        )
+        gid = game.game_id
+        await bo.request(JoinGame, game_id=gid)
+        await ada.request(Move, game_id=gid, token=game.token, action=0)
+        await bo.request(Move, game_id=gid, token=bo.token_for(gid), action=1)  # X's clock runs
+        clock[0] += 5.0  # X thinks 5 s
+        await _cut(pg_link, pg_schema)
+        with pytest.raises(RequestFailed) as refused:
+            await ada.request(Move, game_id=gid, token=game.token, action=2)
+        assert refused.value.code == "unavailable"
+        clock[0] += 120.0  # the database is down two minutes
+        await pg_link.restore()
+        moved = await ada.request(Move, game_id=gid, token=game.token, action=2)
+        assert list(moved.clocks) == [55_000, 60_000]  # the 5 s before the outage
         await ada.close()
         await bo.close()
 
