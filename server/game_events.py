@@ -475,7 +475,11 @@ class GameEvents(LobbyFeed):
                 token = session.tokens[seat]
                 assert token is not None
                 connection.send(Seated(rid=rid, game_id=session.id, seat=seat, token=token))
-            await self._commit(session, [session.start(self.clock())])
+            if not await self._commit_quietly(session, [session.start(self.clock())]):
+                # Its players told their seats (the request answered), the start not stored:
+                # they are told it waits, and it starts once the store takes it
+                # (GameSession.next_deadline; the lobby and the AI hear of it then).
+                return
         self._lobby_push(LobbyEvent(kind="game_added", game=session.summary()), private=session)
         self._maybe_ai_turn(session)
 

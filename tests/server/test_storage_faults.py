@@ -674,12 +674,18 @@ async def test_a_rematch_whose_start_is_not_stored_starts_once_it_can_be(
         await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
         agreed = await next_event(ada, Offer)
         assert agreed.answer == "accept" and agreed.next_game in bo.seats
+        # Its start refused: the players are told the game waits (then the store takes it).
+        notices = [await asyncio.wait_for(bo.errors.get(), 10)]
         rows = server.query("SELECT status FROM games WHERE id = ?", agreed.next_game)
         assert rows == [("open",)]
     for client in (ada, bo):
         start = await next_event_where(client, Snapshot, lambda s: s.game_id == agreed.next_game)
         assert (start.status, start.seq) == ("live", 1)
     assert server.query("SELECT status FROM games WHERE id = ?", agreed.next_game) == [("live",)]
+    # The accept was answered once (its ok): the start's failure is a notice that the game
+    # waits, not a second answer to the same rid (an error after the ok, before the start).
+    notices += [bo.errors.get_nowait() for _ in range(bo.errors.qsize())]
+    assert all(n.rid is None and n.game_id == agreed.next_game for n in notices), notices
     moved = await bo.request(  # (colours swapped: bo is X)
         Move, game_id=agreed.next_game, token=bo.seats[agreed.next_game][1], action=4
     )
@@ -693,11 +699,13 @@ async def test_a_rematch_stored_but_never_started_starts_after_a_restart(
     between its store and its start) was withdrawn after the grace period, unless both
     players came back first: then it stayed open for ever. Restored, it starts."""
     db = tmp_path / "games.db"
-    async with serving(db) as server:
-        ada, bo, a, b = await _rematch_offered(server)
-        with _refusing(db, *ITS_START):
+    with contextlib.ExitStack() as stack:  # (the start refused until that server stopped)
+        async with serving(db) as server:
+            ada, bo, a, b = await _rematch_offered(server)
+            stack.enter_context(_refusing(db, *ITS_START))
             await bo.request(Rematch, game_id=a.game_id, token=b.token, answer="accept")
             agreed = await next_event(ada, Offer)
+            await asyncio.wait_for(bo.errors.get(), 10)  # its start refused: the game waits
             sessions = (ada.session, bo.session)
             await ada.close()
             await bo.close()
