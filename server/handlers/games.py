@@ -17,6 +17,7 @@ from protocol import (
     JoinGame,
     LobbyEvent,
     Move,
+    Moved,
     Ok,
     Rematch,
     Resign,
@@ -400,8 +401,14 @@ class GameRequests(GameEvents):
 
     def _send_since(self, connection: Connection, session: GameSession, since: int) -> None:
         """The events after ``since`` (or a snapshot), charged by their size: up to
-        MAX_LOG events, many KiB, for one request."""
+        MAX_LOG events, many KiB, for one request. While a clock runs, events holding a
+        move are a snapshot instead: a move's clocks are those of its time, and a client
+        counts the side to move's time down from when it hears of them (the snapshot's
+        are now's)."""
         frames = session.events_since(since) if since > 0 else None
+        if frames and session.clock is not None and session.clock.running is not None:
+            if any(type(decode_server(frame)) is Moved for frame in frames):
+                frames = None
         if frames is None:
             frames = [encode(session.snapshot(self.clock()))]
         self._send_charged(connection, *frames)

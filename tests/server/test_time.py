@@ -11,7 +11,19 @@ from typing import Any
 import pytest
 
 from client.connection import RequestFailed, ServerConnection
-from protocol import Claim, CreateGame, Draw, Ended, JoinGame, Move, Moved, Presence
+from protocol import (
+    Claim,
+    CreateGame,
+    Draw,
+    Ended,
+    JoinGame,
+    Move,
+    Moved,
+    Presence,
+    Resume,
+    Resumed,
+    Snapshot,
+)
 from server.app import GameServer, running
 from server.settings import ServerSettings
 from server.store import SQLiteStore
@@ -207,5 +219,38 @@ async def test_a_first_move_after_its_time_is_not_played(
     assert late.value.code == "game_over"
     ended = await next_event(bo, Ended)
     assert (ended.result, ended.reason) == ("*", "no_start")
+    await ada.close()
+    await bo.close()
+
+
+async def test_a_player_resuming_after_the_opponents_move_sees_the_clock_as_charged(
+    timed_server: RunningServer, monotonic: ManualClock
+) -> None:
+    """Probe: bo's connection dropped, ada moved, bo came back 3 s later and resumed from
+    the last event he had seen: the replayed ``moved`` carried the clocks of its time, and a
+    client counting down from when it received it (its only reference: the project's
+    client, its bot's time budget) showed him 3 s more than the server charged. A resume
+    (or a watch) whose events include a move while a clock runs is answered with the game's
+    snapshot instead: its clocks are now's."""
+    ada = await timed_server.connect("ada")
+    bo = await timed_server.connect("bo", reconnect=False)
+    seated = await ada.request(
+        CreateGame, game="5x5", opponent="human", seat=0, clock={"move_ms": 60_000}
+    )
+    await bo.request(JoinGame, game_id=seated.game_id)
+    gid = seated.game_id
+    await _play(ada, gid, 0)
+    seen = await _play(bo, gid, 1)
+    session = bo.session
+    await bo.close()
+    await next_event(ada, Presence)
+    await _play(ada, gid, 2)  # bo's minute starts while he is away
+    monotonic.now += 3.0
+    bo = await timed_server.connect("bo", session=session, reconnect=False)
+    resumed = await bo.request(Resume, game_id=gid, since=seen.seq)
+    assert isinstance(resumed, Resumed)
+    caught_up = await bo.next_event(timeout=10)
+    assert isinstance(caught_up, Snapshot), caught_up
+    assert list(caught_up.clocks) == [60_000, 57_000] and caught_up.actions == (0, 1, 2)
     await ada.close()
     await bo.close()
