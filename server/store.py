@@ -916,11 +916,13 @@ class SQLiteStore(SQLStore):
         """Open (creating and migrating if need be) the database. The first connection is
         the writer's, opened here before anything else: a file that cannot be opened
         (missing directory, read-only filesystem, not a database) fails here, with one
-        StorageError and nothing left running."""
+        StorageError and nothing left running; so does one that opens but cannot be
+        written (a read-only file), which would otherwise fail every request after."""
         try:
             make_db_directory(self.path)
             self._write_db = self._open_writer()
             self._migrate()
+            _check_writable(self._write_db)
             self._checkpoint_db = self._connect()
             self._db = await aiosqlite.connect(self.path, isolation_level=None)
             await self._db.execute("PRAGMA foreign_keys=ON")
@@ -931,6 +933,11 @@ class SQLiteStore(SQLStore):
                 raise
             if isinstance(exc, NoDirectory):
                 raise StorageError(str(exc)) from None
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
+                raise StorageError(
+                    f"cannot open database {self.path}: it is read-only, and the server "
+                    "writes to it (sessions, games): make it writable, or copy it"
+                ) from exc
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
         self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="store-writer")
         self._start_writer("store-writer")
@@ -1101,6 +1108,18 @@ class SQLiteStore(SQLStore):
         except (sqlite3.Error, OSError):
             return False
         return (max_pages - pages) * self._page_size < free
+
+
+def _check_writable(db: sqlite3.Connection) -> None:
+    """Raise SQLITE_READONLY if ``db`` cannot be written: a write to the header (the
+    schema version it already has), rolled back, so the file is left as it was. A
+    read-only file opens and reads; only its first write fails."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(f"PRAGMA user_version = {int(version)}")
+    finally:
+        db.execute("ROLLBACK")
 
 
 class CorruptRow(ValueError):

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import shutil
 import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from server.errors import StorageError
-from server.store import SCHEMA_VERSION, GameEnd, GameRow, MoveRow, SQLiteStore
+from server.store import MIGRATIONS, SCHEMA_VERSION, GameEnd, GameRow, MoveRow, SQLiteStore
 
 
 def _row(game_id: str = "g1") -> GameRow:
@@ -47,6 +54,67 @@ async def test_newer_schema_is_refused(tmp_path) -> None:
     store = SQLiteStore(tmp_path / "b.db")
     with pytest.raises(StorageError, match="newer"):
         await store.open()
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` cannot be written for the duration: mode 0444, or for root (whom modes do
+    not stop) the immutable attribute; skipped where neither holds."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        try:
+            yield
+        finally:
+            path.chmod(0o644)
+        return
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(path)]).returncode != 0:
+        pytest.skip("root, and no chattr +i here to make a file read-only")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("schema", ["current", "older"])
+async def test_a_read_only_database_is_refused_at_open(tmp_path: Path, schema: str) -> None:
+    """A database file the server cannot write opened and read, and the server said it
+    listened; then every hello, move and list failed "the database could not store it,
+    nothing was stored: retry soon" (noughts replay and export of a read-only file too). It
+    is refused at open now, saying so, and left as it was; an older schema (whose migration
+    is the first write) says the same."""
+    path = tmp_path / "games.db"
+    if schema == "older":  # written by the server before the last migration
+        db = sqlite3.connect(path)
+        for version, script in enumerate(MIGRATIONS[:-1], start=1):
+            db.executescript(f"{script}\nPRAGMA user_version = {version};")
+        db.execute(
+            "INSERT INTO games (id, game, params, status, players, seq, created_at)"
+            " VALUES ('g1', 'tictactoe', '{}', 'live', ?, 1, 1000.0)",
+            (json.dumps(_row().players),),
+        )
+        db.commit()
+        db.close()
+    else:
+        store = SQLiteStore(path)
+        await store.open()
+        await store.create_game(_row())
+        await store.close()
+    before = path.read_bytes()
+    with read_only(path):
+        store = SQLiteStore(path)
+        with pytest.raises(StorageError) as refused:
+            await store.open()
+    assert str(refused.value) == (
+        f"cannot open database {path}: it is read-only, and the server writes to it "
+        "(sessions, games): make it writable, or copy it"
+    )
+    assert path.read_bytes() == before
+    store = SQLiteStore(path)  # writable again: opens, the game intact
+    await store.open()
+    record = await store.get_game("g1")
+    await store.close()
+    assert record is not None and record.row.players == _row().players
 
 
 async def test_moves_and_end_read_back(tmp_path) -> None:
