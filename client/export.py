@@ -14,6 +14,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import engine
+from client.replay import RecordError, checked_game
 from protocol.version import software_version
 
 FORMATS = ("json", "sgf", "svg")
@@ -21,6 +22,15 @@ FORMATS = ("json", "sgf", "svg")
 
 class ExportError(Exception):
     """The record cannot be exported as asked (a format the game has no form in, a bad ply)."""
+
+
+def _checked_game(record: dict[str, Any]) -> engine.Game:
+    """The record's game, its moves checked by the rules (client/replay.py); ExportError
+    if they are not its moves: a picture or an SGF of them would be false."""
+    try:
+        return checked_game(record)
+    except RecordError as exc:
+        raise ExportError(f"{exc} (--format json holds it as stored)") from exc
 
 
 def to_json(record: dict[str, Any]) -> str:
@@ -49,10 +59,7 @@ def _sgf_result(record: dict[str, Any]) -> str | None:
 def to_sgf(record: dict[str, Any]) -> str:
     """The game as SGF: GM[4], SZ (columns:rows when not square), players, result, moves."""
     name = record["game"]
-    try:
-        game = engine.make_game(name, **record.get("params", {}))
-    except engine.EngineError as exc:
-        raise ExportError(f"cannot export {name}: {exc}") from exc
+    game = _checked_game(record)
     if not isinstance(game, engine.MNKGame):
         raise ExportError(
             f"SGF describes m,n,k games; {name} has no SGF form: use --format json or svg"
@@ -132,9 +139,9 @@ def to_svg(record: dict[str, Any], ply: int | None = None) -> str:
     moves = record.get("moves", [])
     if ply is None:
         ply = len(moves)
+    game = _checked_game(record)
     if not 0 <= ply <= len(moves):
         raise ExportError(f"--ply must be 0..{len(moves)} for this game of {len(moves)} moves")
-    game = engine.make_game(record["game"], **record.get("params", {}))
     state = engine.replay(game, [m["action"] for m in moves[:ply]])
     last = moves[ply - 1]["action"] if ply else None
     grid = game.grid

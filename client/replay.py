@@ -13,12 +13,42 @@ from client.game_view import SYMBOLS, describe_stats, player_name
 UNFINISHED = {"open": "waiting for an opponent", "live": "in progress"}
 
 
+class RecordError(ValueError):
+    """A record this client cannot replay: a game it does not know (a newer server's), or
+    a move the rules refuse (a damaged database, a hostile server)."""
+
+
+def checked_game(record: dict[str, Any]) -> engine.Game:
+    """The record's game, every move of it checked by the rules from the start (its seat
+    the side to move); RecordError, in one line, naming the first that is not."""
+    where = f"game {record.get('id', '?')} cannot be replayed"
+    try:
+        game = engine.make_game(record["game"], **record.get("params", {}))
+        moves = list(record["moves"])
+    except (KeyError, TypeError, ValueError) as exc:  # (EngineError is a ValueError)
+        raise RecordError(f"{where}: {_reason(exc)}") from exc
+    state = game.new_initial_state()
+    for ply, move in enumerate(moves, start=1):
+        try:
+            if move["seat"] != state.current_player():
+                raise RecordError(f"seat {move['seat']!r} moves, not the side to move")
+            state.apply_checked(move["action"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"{where}: move {ply}: {_reason(exc)}") from exc
+    return game
+
+
+def _reason(exc: Exception) -> str:
+    return f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+
+
 class ReplayCursor:
-    """The positions of a recorded game, 0 (empty board) to len(moves)."""
+    """The positions of a recorded game, 0 (empty board) to len(moves); RecordError if the
+    record does not replay (``checked_game``)."""
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
-        self.game = engine.make_game(record["game"], **record["params"])
+        self.game = checked_game(record)
         self.moves: list[dict[str, Any]] = record["moves"]
         self.ply = 0
 

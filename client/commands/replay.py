@@ -29,12 +29,17 @@ def run(args: argparse.Namespace) -> int:
 
 async def _replay(args: argparse.Namespace) -> int:
     from client.plain import read_stdin, write_prompt
-    from client.replay import ReplayCursor, print_all, step_through
+    from client.replay import RecordError, ReplayCursor, print_all, step_through
 
     record = await fetch_record(args, "replay")
     if record is None:
         return 1
-    cursor = ReplayCursor(record)
+    try:
+        cursor = ReplayCursor(record)
+    except RecordError as exc:
+        why = f"{exc} (noughts export {args.game_id} shows it as stored)"
+        print(f"noughts replay: {why}", file=sys.stderr)
+        return 1
     if args.all:
         print_all(cursor, print)
         return 0

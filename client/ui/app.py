@@ -27,6 +27,7 @@ from textual.screen import Screen
 
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import GameModel, clock_title, game_title, player_name, result_sentence
+from client.replay import RecordError
 from client.session_core import RESENDABLE, SeekReposted
 from client.sessions import SessionStore
 from client.ui.dialogs import ChallengeDialog
@@ -596,4 +597,9 @@ class NoughtsApp(App[None]):
 
     async def open_replay(self, game_id: str) -> None:
         reply = await self.link.request(GetGame, game_id=game_id)
-        self.push_screen(ReplayScreen(reply.game))
+        try:
+            screen = ReplayScreen(reply.game)
+        except RecordError as exc:  # a game this client does not know, a damaged record
+            self.notify(str(exc), title="Cannot replay", severity="error", timeout=10)
+            return
+        self.push_screen(screen)

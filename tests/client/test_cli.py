@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -88,6 +89,68 @@ def test_replay_of_an_unknown_game_is_a_clear_error(tmp_path: Path) -> None:
     result = noughts("replay", "nosuchid", "--db", str(tmp_path / "empty.db"))
     assert result.returncode == 1
     assert "nosuchid" in result.stderr and "Traceback" not in result.stderr
+
+
+def store_games(path: Path, games: dict[str, tuple[str, dict[str, int], list[int]]]) -> None:
+    """Write finished games (id: game, params, actions) into a noughts database as its rows
+    are, checked by nothing: a database damaged by hand, or written by a newer noughts."""
+    import sqlite3
+
+    players = json.dumps([{"name": "ada", "kind": "human"}, {"name": "bob", "kind": "human"}])
+    db = sqlite3.connect(path)
+    for game_id, (game, params, actions) in games.items():
+        db.execute(
+            "INSERT INTO games (id, game, params, status, players, result, reason, seq,"
+            " created_at) VALUES (?, ?, ?, 'finished', ?, '1-0', 'resign', ?, 1.8e9)",
+            (game_id, game, json.dumps(params), players, len(actions) + 2),
+        )
+        for ply, action in enumerate(actions):
+            db.execute(
+                "INSERT INTO moves (game_id, ply, seq, seat, action, at)"
+                " VALUES (?, ?, ?, ?, ?, 1.8e9)",
+                (game_id, ply, ply + 2, ply % 2, action),
+            )
+    db.commit()
+    db.close()
+
+
+def test_a_game_that_does_not_replay_is_one_line_from_replay_and_export(tmp_path: Path) -> None:
+    """noughts replay and export --format svg of a stored game whose moves break the rules
+    (a damaged row), or of a game this noughts does not know (a newer server's), ended in
+    an IllegalMove or EngineError traceback; export --format sgf wrote the illegal moves
+    out. Each now says in one line which move does not replay, and points to the JSON
+    export, which holds the record as stored."""
+    db = tmp_path / "games.db"
+    asyncio.run(new_database(db))
+    store_games(
+        db,
+        {
+            "occupied": ("tictactoe", {}, [4, 0, 4]),
+            "outside": ("gomoku", {}, [112, 225]),
+            "newer": ("connect4", {}, [3, 3]),
+        },
+    )
+    expected = {
+        "occupied": "game occupied cannot be replayed: move 3: cell b2 is occupied by X",
+        "outside": "game outside cannot be replayed: move 2: move 225 is out of range 0..224",
+        "newer": "game newer cannot be replayed: unknown game 'connect4': choose one of "
+        + ", ".join(GAME_NAMES),
+    }
+    for game_id, why in expected.items():
+        result = noughts("replay", game_id, "--db", str(db), "--all")
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr == (
+            f"noughts replay: {why} (noughts export {game_id} shows it as stored)\n"
+        )
+    for fmt in ("sgf", "svg"):
+        result = noughts("export", "occupied", "--db", str(db), "--format", fmt)
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr == (
+            f"noughts export: {expected['occupied']} (--format json holds it as stored)\n"
+        )
+    result = noughts("export", "occupied", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert [m["action"] for m in json.loads(result.stdout)["moves"]] == [4, 0, 4]
 
 
 @pytest.mark.parametrize(
@@ -261,12 +324,13 @@ def test_the_replay_header_of_a_game_in_progress() -> None:
     record = {
         "id": "g1", "game": "tictactoe", "params": {}, "created_at": 0.0,
         "players": [{"name": "ada"}, {"name": "bob"}], "status": "live",
-        "result": None, "reason": None, "moves": [{"action": 4}],
+        "result": None, "reason": None, "moves": [{"action": 4, "seat": 0}],
     }  # fmt: skip
     assert ReplayCursor(record).header() == (
         "Game g1: tictactoe, X = ada, O = bob, 1970-01-01 00:00 UTC, 1 move, in progress"
     )
-    record.update(status="finished", result="1-0", reason="line", moves=[{"action": 4}] * 5)
+    moves = [{"action": action, "seat": ply % 2} for ply, action in enumerate([0, 3, 1, 4, 2])]
+    record.update(status="finished", result="1-0", reason="line", moves=moves)
     assert ReplayCursor(record).header().endswith(", 5 moves, result 1-0 (line)")
 
 

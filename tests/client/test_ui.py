@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from textual.widgets import DataTable
@@ -14,6 +15,7 @@ from client.ui.board import BoardView
 from client.ui.game import GameOverScreen, GameScreen
 from client.ui.lobby import LobbyScreen
 from client.ui.replay import ReplayScreen
+from tests.client.test_cli import store_games
 from tests.client.test_export import play_humans
 from tests.client.ui_support import UIServer, actions, press_towards, until
 
@@ -117,6 +119,25 @@ async def test_the_replay_of_a_game_without_moves_does_not_call_its_board_too_la
         note = str(screen.query_one("#verdict-note").render())
         assert "too large" not in note and "No move was played" in note, note
         assert "Position 0 of 0" in str(screen.query_one("#replay-move").render())
+
+
+async def test_a_stored_game_that_does_not_replay_is_a_notification(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """noughts play --replay of a game whose moves break the rules (a damaged row) or of a
+    game this client does not know (a newer server's) ended the interface in a traceback;
+    it now says why in a notification, and the app goes on."""
+    store_games(tmp_path / "games.db", {"occupied": ("tictactoe", {}, [4, 0, 4])})
+    app = NoughtsApp(ui_server.url, name="viewer", start=Start("replay", game_id="occupied"))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: bool(app._notifications), "a notification")
+        assert [(n.title, n.message) for n in app._notifications] == [
+            (
+                "Cannot replay",
+                "game occupied cannot be replayed: move 3: cell b2 is occupied by X",
+            )
+        ]
+        assert not isinstance(app.screen, ReplayScreen) and app.is_running
 
 
 async def test_the_lobby_shows_a_seek_as_it_is_posted_and_accepting_it_starts_the_game(
