@@ -34,6 +34,32 @@ REASONS = {
 }
 
 
+class GameDataError(ValueError):
+    """A game the server sent that does not follow this client's rules: a game it does not
+    know (a newer server's), or a move the rules refuse (a damaged record, a hostile
+    server). Nothing of it is applied."""
+
+
+def checked_move(state: engine.State, action: int, seat: int | None = None) -> str:
+    """The name of ``action`` in ``state`` (not applied), after checking it is legal there
+    and, if ``seat`` is given, that seat's turn; GameDataError naming the problem."""
+    reason = state.illegal_reason(action)
+    if reason is None and seat is not None and seat != state.current_player():
+        reason = f"seat {seat} moved, not the side to move"
+    if reason is not None:
+        raise GameDataError(f"move {state.ply() + 1}: {reason}")
+    return state.action_to_string(action)
+
+
+def known_game(game: str, params: dict[str, int]) -> engine.Game:
+    """``game`` with ``params``; GameDataError for one this client does not know (or
+    parameters it does not take)."""
+    try:
+        return engine.make_game(game, **params)
+    except (engine.EngineError, TypeError) as exc:
+        raise GameDataError(str(exc)) from exc
+
+
 def game_title(game: str, params: dict[str, int]) -> str:
     """'tictactoe', '5x5', 'gomoku', 'uttt' or 'm,n,k 7x6 k=4'."""
     if game == "mnk" and params:
@@ -241,7 +267,8 @@ class GameModel:
     def apply(self, event: Message, now: float) -> bool:
         """Apply one event received at local time ``now``. False when it does not follow
         the last seen ``seq`` (a gap: the caller asks for the rest with ``resume``);
-        events already seen are ignored (True)."""
+        events already seen are ignored (True). GameDataError, the model unchanged, for a
+        game or a move that breaks this client's rules."""
         seq = getattr(event, "seq", 0)
         if isinstance(event, Snapshot):
             self._load(event, now)
@@ -268,15 +295,16 @@ class GameModel:
         return True
 
     def _load(self, snapshot: Snapshot, now: float) -> None:
+        # Checked by the rules before anything is kept (GameDataError: nothing changes).
+        state = known_game(snapshot.game, dict(snapshot.params)).new_initial_state()
+        moves = []
+        for ply, action in enumerate(snapshot.actions):
+            text = checked_move(state, action)
+            moves.append(MoveEntry(ply, state.current_player(), action, text))
+            state.apply_action(action)
         self.game, self.params = snapshot.game, dict(snapshot.params)
         self.players = list(snapshot.players)
-        state = engine.make_game(snapshot.game, **snapshot.params).new_initial_state()
-        self.moves = []
-        for ply, action in enumerate(snapshot.actions):
-            self.moves.append(
-                MoveEntry(ply, state.current_player(), action, state.action_to_string(action))
-            )
-            state.apply_action(action)
+        self.moves = moves
         self.state = state
         self.seq = snapshot.seq
         self.status, self.to_move = snapshot.status, snapshot.to_move
@@ -293,7 +321,7 @@ class GameModel:
         assert self.state is not None
         if moved.ply != self.state.ply():
             return  # cannot happen with consecutive seqs; never corrupt the position
-        text = self.state.action_to_string(moved.action)
+        text = checked_move(self.state, moved.action, moved.seat)  # (GameDataError: not applied)
         self.state.apply_action(moved.action)
         self.moves.append(MoveEntry(moved.ply, moved.seat, moved.action, text, moved.stats))
         self.to_move = moved.to_move

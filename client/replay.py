@@ -8,12 +8,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import engine
-from client.game_view import SYMBOLS, describe_stats, player_name
+from client.game_view import (
+    SYMBOLS,
+    GameDataError,
+    checked_move,
+    describe_stats,
+    known_game,
+    player_name,
+)
 
 UNFINISHED = {"open": "waiting for an opponent", "live": "in progress"}
 
 
-class RecordError(ValueError):
+class RecordError(GameDataError):
     """A record this client cannot replay: a game it does not know (a newer server's), or
     a move the rules refuse (a damaged database, a hostile server)."""
 
@@ -23,23 +30,16 @@ def checked_game(record: dict[str, Any]) -> engine.Game:
     the side to move); RecordError, in one line, naming the first that is not."""
     where = f"game {record.get('id', '?')} cannot be replayed"
     try:
-        game = engine.make_game(record["game"], **record.get("params", {}))
-        moves = list(record["moves"])
-    except (KeyError, TypeError, ValueError) as exc:  # (EngineError is a ValueError)
-        raise RecordError(f"{where}: {_reason(exc)}") from exc
-    state = game.new_initial_state()
-    for ply, move in enumerate(moves, start=1):
-        try:
-            if move["seat"] != state.current_player():
-                raise RecordError(f"seat {move['seat']!r} moves, not the side to move")
-            state.apply_checked(move["action"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordError(f"{where}: move {ply}: {_reason(exc)}") from exc
+        game = known_game(record["game"], record.get("params", {}))
+        state = game.new_initial_state()
+        for move in record["moves"]:
+            checked_move(state, move["action"], move["seat"])
+            state.apply_action(move["action"])
+    except KeyError as exc:
+        raise RecordError(f"{where}: no field {exc}") from exc
+    except (GameDataError, TypeError) as exc:
+        raise RecordError(f"{where}: {exc}") from exc
     return game
-
-
-def _reason(exc: Exception) -> str:
-    return f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
 
 
 class ReplayCursor:

@@ -310,6 +310,7 @@ async def _play_ui(args: argparse.Namespace) -> int:
 async def _play(args: argparse.Namespace) -> int:
     from client.connection import ConnectionLost, RequestFailed
     from client.embedded import EmbeddedServerError
+    from client.game_view import GameDataError
     from client.plain import PlainGame
     from client.sessions import SessionInUse, SessionStore
     from client.terminal import unwritable
@@ -341,6 +342,9 @@ async def _play(args: argparse.Namespace) -> int:
             return 0 if ended is not None or game.game_id else 1
     except RequestFailed as exc:
         print(f"noughts play: the server refused: {exc.message}", file=sys.stderr)
+        return 1
+    except GameDataError as exc:  # a game this noughts does not know, a move it refuses
+        print(f"noughts play: the game cannot be followed: {exc}", file=sys.stderr)
         return 1
     except (ConnectionLost, OSError, EmbeddedServerError, SessionInUse) as exc:
         if unwritable(exc):

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(args: argparse.Namespace) -> int:
     from client.connection import ConnectionLost, RequestFailed
+    from client.game_view import GameDataError
     from client.sessions import SessionStore, connect_as_guest
     from client.spectator import follow
     from protocol import Watch
@@ -87,6 +88,9 @@ async def _watch(args: argparse.Namespace) -> int:
             return 1
         await follow(connection, args.game_id, write)
         return 0
+    except GameDataError as exc:  # a game this noughts does not know, a move it refuses
+        print(f"noughts watch: game {args.game_id} cannot be followed: {exc}", file=sys.stderr)
+        return 1
     except RequestFailed as exc:
         print(f"noughts watch: {exc.message}", file=sys.stderr)
         return 1

@@ -26,7 +26,14 @@ from textual.message import Message as TextualMessage
 from textual.screen import Screen
 
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
-from client.game_view import GameModel, clock_title, game_title, player_name, result_sentence
+from client.game_view import (
+    GameDataError,
+    GameModel,
+    clock_title,
+    game_title,
+    player_name,
+    result_sentence,
+)
 from client.replay import RecordError
 from client.session_core import RESENDABLE, SeekReposted
 from client.sessions import SessionStore
@@ -379,7 +386,16 @@ class NoughtsApp(App[None]):
             return  # a game we no longer follow
         was_open = model.status == "open"
         had_state = model.state is not None
-        if not model.apply(message, self.clock()):
+        try:
+            applied = model.apply(message, self.clock())
+        except GameDataError as exc:  # a game this client does not know, a move it refuses
+            self.notify(f"Game {game_id} cannot be followed: {exc}", title="Cannot follow",
+                        severity="error", timeout=10)  # fmt: skip
+            if isinstance(self.screen, GameScreen) and self.screen.model is model:
+                self.pop_screen()
+            self.stop_following(game_id)
+            return
+        if not applied:
             self._spawn(functools.partial(self._resume, model))
             return
         if not had_state and model.state is not None:
@@ -538,6 +554,8 @@ class NoughtsApp(App[None]):
             self.watching.discard(game_id)
             del self.games[game_id]
             raise
+        if game_id not in self.watching:
+            return  # its snapshot could not be followed (_game_event said why)
         self.push_screen(self._game_screen(model))
 
     def _game_screen(self, model: GameModel) -> GameScreen:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -20,7 +23,10 @@ from protocol import (
     MAX_SERVER_FRAME,
     PROTOCOL_VERSION,
     LobbySubscribe,
+    Moved,
     Ping,
+    Seated,
+    Snapshot,
     Welcome,
     decode,
     encode,
@@ -112,3 +118,109 @@ async def test_a_frame_over_the_size_cap_is_reported_with_the_reason(
             await asyncio.wait_for(client.request(Ping), 10)
     finally:
         await client.close()
+
+
+def _watched(game: str, actions: list[int], moved: list[tuple[int, int]]) -> Reply:
+    """Answer watch (and join, seating O first) with a snapshot of ``game`` after
+    ``actions``, then a moved event for each (seat, action) of ``moved``."""
+
+    def reply(request: dict[str, Any]) -> list[bytes]:
+        if request["type"] not in ("watch", "join"):
+            return []
+        game_id = request["game_id"]
+        seated = []
+        if request["type"] == "join":  # seated as O, then the game's events
+            seated = [encode(Seated(rid=request["rid"], game_id=game_id, seat=1, token="t"))]
+            request = {**request, "rid": None}
+        players: list[dict[str, Any] | None] = [{"name": "ada"}, {"name": "bob"}]
+        snapshot = Snapshot(rid=request["rid"], game_id=game_id, seq=len(actions) + 1,
+                            game=game, params={}, players=players, actions=actions,
+                            status="live", to_move=len(actions) % 2)  # fmt: skip
+        frames = [encode(snapshot)]
+        for ply, (seat, action) in enumerate(moved, start=len(actions)):
+            frames.append(encode(Moved(game_id=game_id, seq=ply + 2, ply=ply, seat=seat,
+                                       action=action, to_move=1 - seat)))  # fmt: skip
+        return seated + frames
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("game", "actions", "moved", "why"),
+    [
+        ("connect4", [3], [], "unknown game 'connect4'"),
+        ("tictactoe", [4, 4], [], "move 2: cell b2 is occupied by X"),
+        ("tictactoe", [4], [(1, 4)], "move 2: cell b2 is occupied by X"),
+        ("tictactoe", [4], [(1, 0), (0, 99)], "move 3: move 99 is out of range 0..8"),
+        ("tictactoe", [4], [(0, 0)], "move 2: seat 0 moved, not the side to move"),
+    ],
+)
+async def test_a_game_that_breaks_the_rules_is_one_line_from_watch_and_play(
+    scripted: Callable[[Reply], Any],
+    tmp_path: Path,
+    game: str,
+    actions: list[int],
+    moved: list[tuple[int, int]],
+    why: str,
+) -> None:
+    """noughts watch and play --plain of a game this client does not know (a newer
+    server's) ended in an EngineError traceback; a snapshot or a move on an occupied cell
+    (a hostile server) was drawn over the piece there, and one off the board ended in an
+    IndexError. The game's model now checks each by the rules, and both say in one line
+    why they cannot follow the game."""
+    url = await scripted(_watched(game, actions, moved))
+    for command, args in (("watch", ()), ("play", ("--plain", "--name", "bob", "--join"))):
+        await _one_line(command, [*args, "g1", "--server", url], why, tmp_path)
+
+
+async def _one_line(command: str, args: list[str], why: str, tmp_path: Path) -> None:
+    """``noughts COMMAND ARGS`` exits 1 saying in one line that it cannot follow the game."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", command, *args, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")},
+    )  # fmt: skip
+    try:  # (before: the occupied cells were drawn over, and the watcher waited on)
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 1, (out, err)
+    lines = err.decode().splitlines()
+    said = {"watch": "noughts watch: game g1 cannot be followed: ",
+            "play": "noughts play: the game cannot be followed: "}  # fmt: skip
+    assert len(lines) == 1 and lines[0].startswith(said[command]), lines
+    assert why in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("game", "actions", "moved", "why"),
+    [
+        ("connect4", [3], [], "unknown game 'connect4'"),
+        ("tictactoe", [4], [(1, 4)], "move 2: cell b2 is occupied by X"),
+    ],
+)
+async def test_the_interface_says_why_it_cannot_follow_a_game_and_goes_on(
+    scripted: Callable[[Reply], Any],
+    game: str,
+    actions: list[int],
+    moved: list[tuple[int, int]],
+    why: str,
+) -> None:
+    """noughts play --watch of a game this client does not know (a newer server's) ended
+    the interface in an EngineError traceback; a move on an occupied cell was drawn over
+    the piece there. A notification now says why, and the game's screen closes."""
+    from client.ui import NoughtsApp, Start
+    from client.ui.game import GameScreen
+    from tests.client.ui_support import until
+
+    url = await scripted(_watched(game, actions, moved))
+    app = NoughtsApp(url, name="viewer", start=Start("watch", game_id="g1"))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await until(pilot, lambda: bool(app._notifications), "a notification")
+        said = [(n.title, n.message) for n in app._notifications]
+        assert [title for title, _ in said] == ["Cannot follow"]
+        assert said[0][1].startswith("Game g1 cannot be followed: ") and why in said[0][1]
+        await pilot.pause()
+        assert not isinstance(app.screen, GameScreen) and "g1" not in app.games
