@@ -29,14 +29,17 @@ async def follow(connection: ServerConnection, game_id: str, write: Callable[[st
 
     while True:
         event = await connection.next_event()
+        was_open = model.status == "open"
         if getattr(event, "game_id", None) != game_id or not model.apply(event, time.monotonic()):
             continue
         if isinstance(event, Snapshot) and model.state is not None:
+            x, o = (player_name(p) for p in model.players)
             if shown < 0:
-                x, o = (player_name(p) for p in model.players)
                 write(f"Game {game_id}: {game_title(event.game, dict(event.params))}, "
                       f"X = {x}, O = {o}, {event.status}, {len(event.actions)} moves played"
                       f"{format_clocks(event.clocks)}")  # fmt: skip
+            elif was_open and event.status != "open":  # its open seat taken: who plays
+                write(f"The game starts: X = {x}, O = {o}{format_clocks(event.clocks)}")
             else:  # a snapshot after a reconnection: the moves made while we were away
                 for entry in model.moves[shown:]:
                     write(move_line(entry))

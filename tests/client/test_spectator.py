@@ -86,3 +86,35 @@ async def test_a_watcher_back_from_a_restart_prints_the_moves_it_missed(
     played = [line.split(" played ")[1] for line in lines if " played " in line]
     assert played == ["c3", "b4", "d3", "c4"], lines
     assert sum(line.startswith(f"Game {gid}:") for line in lines) == 1  # one header
+
+
+async def test_a_watcher_of_an_open_game_is_told_who_takes_the_seat(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """A probe's finding: watching a game still open, the joining player's snapshot printed
+    the empty board a second time and nothing else; who took the open seat (the header said
+    "O = (open seat)") was never said. Now a line says the game starts, and who plays."""
+    lines: list[str] = []
+    async with _server(tmp_path / "games.db", ui_pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = seated.game_id
+        watcher = await ServerConnection.connect(url, name="eve")
+        await watcher.request(Watch, game_id=gid)
+        following = asyncio.create_task(follow(watcher, gid, lines.append))
+        await _printed(lines, f"Game {gid}:")
+        bo = await ServerConnection.connect(url, name="bo")
+        await bo.request(JoinGame, game_id=gid)
+        await _printed(lines, "The game starts")
+        await _move(ada, gid, 4)
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        await asyncio.wait_for(following, 30)
+        for client in (ada, bo, watcher):
+            await client.close()
+    said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
+    assert said == [
+        f"Game {gid}: tictactoe, X = ada, O = (open seat), open, 0 moves played",
+        "The game starts: X = ada, O = bo",
+        "1. ada (X) played b2",
+        "Game over: 0-1. O wins: resignation.",
+    ], lines
