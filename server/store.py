@@ -953,6 +953,7 @@ class SQLiteStore(SQLStore):
     def _open_writer(self) -> sqlite3.Connection:
         db = self._connect()
         try:
+            self._check_ours(db)  # before anything is changed (the journal mode persists)
             db.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a commit survives a process crash (kill -9); only power
             # loss can take the last transactions (SQLite docs, "WAL mode synchronous").
@@ -1014,6 +1015,23 @@ class SQLiteStore(SQLStore):
                 raise
             except sqlite3.Error as exc:  # busy, say: the next round tries again
                 log.warning("checkpoint of %s failed: %s", self.path, exc)
+
+    def _check_ours(self, db: sqlite3.Connection) -> None:
+        """StorageError for a SQLite database of another program (a mistyped --db): tables
+        without a schema version, or a version without the games table. Migrating it would
+        have added noughts' tables to it and turned its journal to WAL."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = [row[0] for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+            " ORDER BY name"
+        )]  # fmt: skip
+        if (version == 0 and tables) or (version > 0 and "games" not in tables):
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StorageError(
+                f"database {self.path} is not a noughts database (schema version {version}, "
+                f"tables: {shown or 'none'}): it is left as it is; give the path of a noughts "
+                "database, or of a new file"
+            )
 
     def _migrate(self) -> None:
         """Upgrade the schema to SCHEMA_VERSION (at open, before anything is served)."""

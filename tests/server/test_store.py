@@ -117,6 +117,34 @@ async def test_a_read_only_database_is_refused_at_open(tmp_path: Path, schema: s
     assert record is not None and record.row.players == _row().players
 
 
+@pytest.mark.parametrize("version", [0, 2, 7])
+async def test_another_programs_database_is_refused_and_left_as_it_is(
+    tmp_path: Path, version: int
+) -> None:
+    """A mistyped --db naming another program's SQLite file (noughts serve, or noughts
+    games, replay or export through their embedded server) turned it into a noughts
+    database: six tables added, its schema version set to ours, its journal switched to
+    WAL; one with a schema version of its own past ours was "newer than this server's:
+    upgrade noughts". It is refused now, saying whose it is not, and left byte for byte."""
+    path = tmp_path / "places.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE bookmarks (url TEXT)")
+    db.execute("INSERT INTO bookmarks VALUES ('https://example.org')")
+    db.execute(f"PRAGMA user_version = {version}")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    store = SQLiteStore(path)
+    with pytest.raises(StorageError) as refused:
+        await store.open()
+    assert str(refused.value) == (
+        f"database {path} is not a noughts database (schema version {version}, tables: "
+        "bookmarks): it is left as it is; give the path of a noughts database, or of a new file"
+    )
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["places.sqlite"]
+
+
 async def test_moves_and_end_read_back(tmp_path) -> None:
     store = SQLiteStore(tmp_path / "c.db")
     await store.open()
