@@ -102,11 +102,21 @@ def format_clocks(clocks: list[int] | tuple[int, ...] | None) -> str:
     return "  [" + "  ".join(f"{SYMBOLS[s]} {format_ms(ms)}" for s, ms in enumerate(clocks)) + "]"
 
 
+def search_effort(stats: dict[str, Any]) -> tuple[int | None, float | None]:
+    """The search's iterations and milliseconds, each None unless the stats carry it as a
+    number: the server's stats are not checked on the wire, and a damaged record's or a
+    hostile server's are shown without them, not formatted into a traceback."""
+    iterations, elapsed = stats.get("iterations"), stats.get("elapsed_ms")
+    return (
+        iterations if isinstance(iterations, int) and not isinstance(iterations, bool) else None,
+        elapsed if isinstance(elapsed, int | float) and not isinstance(elapsed, bool) else None,
+    )
+
+
 def describe_stats(stats: dict[str, Any]) -> str:
     """One line on what the AI's search did: algorithm, effort, value."""
     parts = [str(stats.get("algorithm", "ai"))]
-    iterations = stats.get("iterations")
-    elapsed = stats.get("elapsed_ms")
+    iterations, elapsed = search_effort(stats)
     if iterations is not None:
         parts.append(f"{iterations:,} iterations")
     if elapsed is not None:

@@ -95,8 +95,8 @@ class ReplayCursor:
             if move.get("stats"):
                 stats = move["stats"]
                 line += f"  [{describe_stats(stats)}"
-                if stats.get("pv"):
-                    pv = " ".join(_pv_strings(before, stats["pv"]))
+                pv = " ".join(_pv_strings(before, stats.get("pv")))
+                if pv:
                     line += f"; expected line: {pv}"
                 line += "]"
             lines.append(line)
@@ -106,8 +106,11 @@ class ReplayCursor:
         return "\n".join(lines)
 
 
-def _pv_strings(state: engine.State, pv: list[int]) -> list[str]:
-    """Principal variation as move names, stopping at the first move that no longer applies."""
+def _pv_strings(state: engine.State, pv: Any) -> list[str]:
+    """Principal variation as move names, stopping at the first move that no longer applies
+    (none if ``pv``, from the server's unchecked stats, is not a list)."""
+    if not isinstance(pv, list):
+        return []
     state = state.clone()
     names = []
     for action in pv:

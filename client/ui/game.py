@@ -25,6 +25,7 @@ from client.game_view import (
     game_title,
     player_name,
     result_sentence,
+    search_effort,
 )
 from client.replay import _pv_strings
 from client.ui.board import PIECE_STYLES, BoardView
@@ -44,14 +45,16 @@ def describe_ai(stats: dict[str, Any], before: engine.State | None) -> Text:
         text.append("value  ", "dim")
         text.append(value, "bold")
         text.append(" for it\n")
-    if stats.get("pv") and before is not None:
+    line = _pv_strings(before, stats.get("pv")) if before is not None else []
+    if line:
         text.append("line   ", "dim")
-        text.append(" ".join(_pv_strings(before, list(stats["pv"]))) + "\n")
+        text.append(" ".join(line) + "\n")
     parts = []
-    if stats.get("iterations") is not None:
-        parts.append(f"{stats['iterations']:,} iterations")
-    if stats.get("elapsed_ms") is not None:
-        parts.append(f"{stats['elapsed_ms']:.0f} ms")
+    iterations, elapsed = search_effort(stats)
+    if iterations is not None:
+        parts.append(f"{iterations:,} iterations")
+    if elapsed is not None:
+        parts.append(f"{elapsed:.0f} ms")
     if parts:
         text.append("effort ", "dim")
         text.append(", ".join(parts) + "\n")

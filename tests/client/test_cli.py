@@ -334,6 +334,31 @@ def test_the_replay_header_of_a_game_in_progress() -> None:
     assert ReplayCursor(record).header().endswith(", 5 moves, result 1-0 (line)")
 
 
+def test_search_statistics_that_are_not_numbers_are_left_out_not_a_traceback() -> None:
+    """An AI move's stats are not checked on the wire nor in the store: iterations or
+    milliseconds that were not numbers (a damaged record, a hostile server) ended noughts
+    replay, watch and the interface's AI panel in a ValueError ("Cannot specify ',' with
+    's'"), a pv that was not a list in a TypeError. They are left out now."""
+    from client.game_view import describe_stats
+    from client.replay import ReplayCursor
+    from client.ui.game import describe_ai
+
+    stats = {"algorithm": "mcts", "iterations": "many", "elapsed_ms": "slow", "pv": 5}
+    record = {
+        "id": "g1", "game": "tictactoe", "params": {}, "created_at": 0.0,
+        "players": [{"name": "ada"}, {"name": "mcts", "kind": "ai"}], "status": "live",
+        "moves": [{"action": 4, "seat": 0}, {"action": 0, "seat": 1, "stats": stats}],
+    }  # fmt: skip
+    cursor = ReplayCursor(record)
+    cursor.go(2)
+    assert cursor.describe().splitlines()[0] == "Move 2 of 2: O played a3  [mcts]"
+    assert describe_stats(stats) == "mcts"
+    assert describe_ai(stats, cursor.state_at(1)).plain == "search mcts"
+    numbers = {**stats, "iterations": 1234, "elapsed_ms": 49.4, "pv": [8, 2]}
+    assert describe_stats(numbers) == "mcts, 1,234 iterations, in 49 ms"
+    assert "line   c1 c3" in describe_ai(numbers, cursor.state_at(2)).plain
+
+
 def test_replay_names_the_moves_there_are_for_a_number_out_of_range() -> None:
     """A probe's finding: 99 went to the last move as if it were asked for, and -1 printed
     the help line; neither said which numbers there are."""
