@@ -15,6 +15,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.containers import Container
 from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
@@ -303,3 +304,14 @@ class BoardView(Widget, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh()
+
+
+class BoardScroll(Container):
+    """The board's container (#board-scroll), which scrolls it on a terminal too small for it
+    (client/ui/layout.py). A scroll asked before the layout has given the container its size
+    is clamped to nothing (a loaded machine lays out later than the board asks), so the cell
+    in play is brought into view again whenever the container's size or the board's changes."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        for board in self.query(BoardView):
+            board.call_after_refresh(board.keep_in_view)

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Horizontal, Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
@@ -28,7 +28,7 @@ from client.game_view import (
     search_effort,
 )
 from client.replay import _pv_strings
-from client.ui.board import PIECE_STYLES, BoardView
+from client.ui.board import PIECE_STYLES, BoardScroll, BoardView
 from client.ui.layout import SIDE_COLUMN_MIN, board_column_width, board_size, fit_board_screen
 from client.ui.messages import OpenGame, RequestingScreen, RingBell, StopFollowing
 from protocol import Abort, Claim, CreateGame, Draw, Ended, Message, Move, Offer, Rematch, Resign
@@ -135,7 +135,7 @@ class GameScreen(RequestingScreen):
         yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                with Container(id="board-scroll"):
+                with BoardScroll(id="board-scroll"):
                     yield BoardView(
                         self.model.state or engine.make_game("tictactoe").new_initial_state(),
                         id="board",

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container, Horizontal, Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -21,7 +21,7 @@ from client.game_view import (
     result_sentence,
 )
 from client.replay import ReplayCursor
-from client.ui.board import PIECE_STYLES, BoardView
+from client.ui.board import PIECE_STYLES, BoardScroll, BoardView
 from client.ui.game import describe_ai
 from client.ui.layout import fit_board_screen
 
@@ -53,7 +53,7 @@ class ReplayScreen(Screen[None]):
         yield Static(id="game-title")
         with Horizontal(id="game-body"):
             with Vertical(id="board-column"):
-                with Container(id="board-scroll"):
+                with BoardScroll(id="board-scroll"):
                     yield BoardView(self.cursor.state_at(0), id="board")
                 yield Static(id="replay-move")
                 yield Static(id="ai-panel")

@@ -120,16 +120,19 @@ async def test_a_board_larger_than_the_terminal_scrolls_to_its_cursor(ui_server:
                 assert region.height >= 1 and region.bottom <= 11 and region.right <= 40
             board = screen.query_one(BoardView)
             grid = board.state.game.grid
-            assert cell_on_screen(screen, grid.action(*board.cursor))  # h8, the centre
+            # (read before its notification's few seconds are over, on a loaded machine too)
+            assert any("The board scrolls to the cursor" in n for n in notes(app))
+            centre = grid.action(*board.cursor)  # h8
+            await until(pilot, lambda: cell_on_screen(screen, centre), "the centre in view")
             for keys, corner in ((["up", "left"] * 7, "a15"), (["down", "right"] * 14, "o1")):
                 await pilot.press(*keys)
                 await pilot.pause()
                 assert grid.action(*board.cursor) == grid.parse(corner)
-                assert cell_on_screen(screen, grid.parse(corner)), corner
+                cell = grid.parse(corner)
+                await until(pilot, lambda c=cell: cell_on_screen(screen, c), corner)
             await pilot.press("enter")  # plays o1, the cell in view
             await until(pilot, lambda: len(screen.model.moves) == 1, "the move")
             assert screen.model.moves[0].text == "o1"
-            assert any("The board scrolls to the cursor" in n for n in notes(app))
             await pilot.press("ctrl+x", "ctrl+x")  # abort: the game-over dialog
             await until(pilot, lambda: isinstance(app.screen, GameOverScreen), "game over")
             await pilot.pause()
