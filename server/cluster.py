@@ -1855,6 +1855,8 @@ class Cluster:
         may call it off: _UNCLAIM_SEEK) is looked at again at the next heartbeats."""
         if self.server.lobby.seeks.get(seek.id) is not seek or seek.owner_connection.closed:
             return
+        if await self._made_of(seek):
+            return
         data = pack(self._seek_data(seek, seek.owner_connection) | {"quick": False})
         keys = [self._seeks_key, self._seek_taken_key(seek.id)]
         posted = await self._script(_REPOST_SEEK)(keys=keys, args=[seek.id, data])
@@ -1864,6 +1866,22 @@ class Cluster:
         elif posted or announce:
             message = {"op": "add", "seek": unpack(data), "from": self.node}
             self._publish(self.bus.lobby_channel, message)
+
+    async def _made_of(self, seek: SeekEntry) -> bool:
+        """Whether the store holds a game made of this node's ``seek``: its taken mark may
+        be gone with a Redis that restarted empty, the game's row is not (games name their
+        seek). Then its poster gets what it missed (_missed_take) and it is not posted
+        again; a store that does not answer: looked at again at the next heartbeat."""
+        try:
+            game_id = await self.server.store.game_of_seek(seek.id)
+        except StorageError as exc:
+            log.warning("cluster: cannot tell whether seek %s was taken (%s)", seek.id, exc.detail)
+            self._unsettled.add(seek.id)
+            return True
+        if game_id is None:
+            return False
+        self.server._spawn(self._missed_take(seek, {"game": game_id}, True))
+        return True
 
     async def _missed_take(self, seek: SeekEntry, taken: dict[str, Any], settled: bool) -> None:
         """This node's seek was taken (``taken``: the claim's mark) while its bus was out:

@@ -106,6 +106,13 @@ class StorageFull(StorageError):
     code = ErrorCode.STORAGE_FULL
 
 
+class SeekTaken(StorageError):
+    """The store refused a second game of one seek (a game row names its seek, unique): the
+    seek was taken already and its game made; nothing of this one was stored."""
+
+    code = ErrorCode.UNKNOWN_SEEK
+
+
 class Quarantined(StorageError):
     """A game whose stored rows cannot be read; set aside (status ``quarantined``) for an
     operator to repair, instead of failing every read that meets it."""

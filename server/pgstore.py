@@ -111,6 +111,10 @@ PG_MIGRATIONS: list[str] = [
     );
     CREATE INDEX names_by_player ON names (player_id);
     """,
+    """
+    ALTER TABLE games ADD COLUMN seek_id TEXT;
+    CREATE UNIQUE INDEX games_by_seek ON games (seek_id);
+    """,
 ]
 
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
@@ -338,6 +342,11 @@ class PostgresStore(SQLStore):
     def _batch_lost(self, exc: Exception) -> bool:
         # A lost connection fails the whole transaction's writes, not one of them.
         return isinstance(exc, _Lost)
+
+    def _second_of_seek(self, exc: Exception) -> bool:
+        return (
+            isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == "games_by_seek"
+        )
 
     def _write_error(self, exc: Exception) -> StorageError:
         if isinstance(exc, _Lost):

@@ -24,6 +24,9 @@ class GameRow:
     tokens: list[str | None] = field(default_factory=lambda: [None, None])  # sha256 hex
     private: bool = False
     rematch_of: str | None = None
+    # The seek or quick-pairing entry the game was made of: one game per seek (the store
+    # refuses a second: SeekTaken).
+    seek_id: str | None = None
 
 
 @dataclass(slots=True)

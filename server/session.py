@@ -154,6 +154,7 @@ class GameSession:
     control: TimeControl | None = None
     private: bool = False
     rematch_of: str | None = None
+    seek_id: str | None = None  # the seek or quick-pairing entry it was made of
     players: list[Player | None] = field(default_factory=lambda: [None, None])
     token_hashes: list[str | None] = field(default_factory=lambda: [None, None])
     tokens: list[str | None] = field(default_factory=lambda: [None, None])  # known plain
@@ -207,6 +208,7 @@ class GameSession:
         private: bool = False,
         rematch_of: str | None = None,
         game_id: str | None = None,
+        seek_id: str | None = None,
     ) -> GameSession:
         try:
             game = engine.make_game(game_name, **params)
@@ -220,6 +222,7 @@ class GameSession:
             control=control,
             private=private,
             rematch_of=rematch_of,
+            seek_id=seek_id,
         )
 
     # --- seats -----------------------------------------------------------------------
@@ -725,6 +728,7 @@ class GameSession:
             tokens=list(self.token_hashes),
             private=self.private,
             rematch_of=self.rematch_of,
+            seek_id=self.seek_id,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -780,6 +784,7 @@ class GameSession:
             control=TimeControl.parse(row.clock),
             private=row.private,
             rematch_of=row.rematch_of,
+            seek_id=row.seek_id,
         )
         session.log_start = row.seq + 1
         session.stored_seq = row.seq

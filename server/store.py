@@ -54,7 +54,7 @@ from protocol.paths import (
     NoDirectory,
     default_db_path,  # noqa: F401 - one for server and client
 )
-from server.errors import Quarantined, StorageError, StorageFull
+from server.errors import Quarantined, SeekTaken, StorageError, StorageFull
 from server.lockfile import make_db_directory
 from server.logs import RateLimitedLog
 from server.rows import (
@@ -145,6 +145,12 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX names_by_player ON names (player_id);
     """,
+    # 4: the seek (or quick-pairing entry) a game was made of: one game per seek, whatever a
+    # cluster's Redis forgot (one that restarted empty may offer a taken seek again).
+    """
+    ALTER TABLE games ADD COLUMN seek_id TEXT;
+    CREATE UNIQUE INDEX games_by_seek ON games (seek_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -190,6 +196,10 @@ class Store(ABC):
 
     @abstractmethod
     async def get_game(self, game_id: str) -> GameRecord | None: ...
+
+    @abstractmethod
+    async def game_of_seek(self, seek_id: str) -> str | None:
+        """The id of the game made of a seek (or quick-pairing entry), if one was."""
 
     @abstractmethod
     async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]: ...
@@ -309,6 +319,8 @@ UNCONFIRMED = (
     "the database did not confirm the write: the outcome is unknown (resume the game, or "
     "send the request again with its ply or seq: it is never applied twice)"
 )
+# A game refused as the second of its seek (SeekTaken): a refusal, not a failure.
+ALREADY_TAKEN = "seek already taken: a game was made of it already"
 
 
 def _run_transaction(db: sqlite3.Connection, runs: _Runs) -> None:
@@ -378,6 +390,11 @@ class SQLStore(Store):
     def _batch_lost(self, exc: Exception) -> bool:
         """Whether ``exc`` fails every write of the batch at once (the store itself
         failed, say: its connection was lost), instead of their being retried one by one."""
+        return False
+
+    def _second_of_seek(self, exc: Exception) -> bool:
+        """Whether ``exc`` is the refusal of a game whose seek has one already (games'
+        unique seek_id, games_by_seek)."""
         return False
 
     # --- failures: one line for a client, the cause in the log -----------------------
@@ -488,7 +505,10 @@ class SQLStore(Store):
 
     def _fail(self, future: asyncio.Future[None], exc: Exception) -> None:
         if not future.done():
-            future.set_exception(self._write_error(exc))
+            if self._second_of_seek(exc):  # (a refusal: the database works)
+                future.set_exception(SeekTaken(ALREADY_TAKEN, detail=str(exc)))
+            else:
+                future.set_exception(self._write_error(exc))
 
     async def _commit_batch(self, batch: list[_Item], writer: int = 0) -> None:
         # Consecutive writes with the same SQL go down in one executemany. A move's or
@@ -524,8 +544,8 @@ class SQLStore(Store):
 
     _INSERT_GAME = (
         "INSERT INTO games (id, game, params, status, players, result, reason, seq,"
-        " created_at, started_at, ended_at, clock, tokens, private, rematch_of)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " created_at, started_at, ended_at, clock, tokens, private, rematch_of, seek_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
     _UPDATE_GAME = (
         "UPDATE games SET status = ?, players = ?, seq = ?, started_at = ?, tokens = ? WHERE id = ?"
@@ -567,6 +587,7 @@ class SQLStore(Store):
                         _json(row.tokens),
                         int(row.private),
                         row.rematch_of,
+                        row.seek_id,
                     ),
                 )
             ]
@@ -673,7 +694,7 @@ class SQLStore(Store):
 
     _GAME_COLUMNS = (
         "id, game, params, status, players, result, reason, seq, created_at, started_at,"
-        " ended_at, clock, tokens, private, rematch_of"
+        " ended_at, clock, tokens, private, rematch_of, seek_id"
     )
 
     @staticmethod
@@ -699,6 +720,7 @@ class SQLStore(Store):
             tokens=tokens,
             private=bool(r[13]),
             rematch_of=r[14],
+            seek_id=r[15],
         )
 
     async def get_game(self, game_id: str) -> GameRecord | None:
@@ -743,6 +765,10 @@ class SQLStore(Store):
             )
         ]
         return GameRecord(row, moves, events)
+
+    async def game_of_seek(self, seek_id: str) -> str | None:
+        rows = await self._fetchall("SELECT id FROM games WHERE seek_id = ?", (seek_id,))
+        return str(rows[0][0]) if rows else None
 
     async def unfinished_games(self, keep: Callable[[str], bool] | None = None) -> list[GameRecord]:
         """Every open or live game with its moves (``keep``: of the ids it keeps); one whose
@@ -1082,6 +1108,9 @@ class SQLiteStore(SQLStore):
             self._wal_reset_due = False
             await self._checkpoint(always=True)
             self.wal_resets += 1
+
+    def _second_of_seek(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "games.seek_id" in str(exc)
 
     def _write_error(self, exc: Exception) -> StorageError:
         # (a StorageFull naming the size cap comes from the writer's thread: _transaction)

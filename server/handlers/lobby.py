@@ -173,7 +173,7 @@ class LobbyRequests(GameEvents):
             gone = f"no seek {request.seek_id!r}: accepted, cancelled or gone"
             await self._take_seek(seek, gone, {"game": reservation.game_id})
             owner_seat = {"x": 0, "o": 1}.get(seek.color, secrets.randbelow(2))
-            session = self._session_of(seek, reservation.game_id)
+            session = self._session_of(seek, reservation.game_id, seek.id)
             session.take_seat(owner_seat, seek.owner)
             session.take_seat(1 - owner_seat, me.as_player())
             await self._start_game(
@@ -232,7 +232,7 @@ class LobbyRequests(GameEvents):
                 return
             self._remove_seek(partner)
             seat = secrets.randbelow(2)
-            session = self._session_of(entry, reservation.game_id)
+            session = self._session_of(entry, reservation.game_id, partner.id)
             session.take_seat(seat, partner.owner)
             session.take_seat(1 - seat, entry.owner)
             await self._start_game(
@@ -271,10 +271,16 @@ class LobbyRequests(GameEvents):
             return False
         return True
 
-    def _session_of(self, entry: SeekEntry, game_id: str) -> GameSession:
-        """A new game on the terms of a seek or a quick-pairing entry."""
+    def _session_of(self, entry: SeekEntry, game_id: str, seek_id: str) -> GameSession:
+        """A new game on the terms of a seek or a quick-pairing entry, made of the seek
+        ``seek_id`` (taken: the store refuses a second game of it, SeekTaken)."""
         return GameSession.new(
-            entry.game, entry.params, self.clock(), control=entry.control, game_id=game_id
+            entry.game,
+            entry.params,
+            self.clock(),
+            control=entry.control,
+            game_id=game_id,
+            seek_id=seek_id,
         )
 
     def _seek_entry(
@@ -313,7 +319,7 @@ class LobbyRequests(GameEvents):
             if not await self._under_cap(entry, reservation):
                 return
             seat = secrets.randbelow(2)
-            session = self._session_of(entry, reservation.game_id)
+            session = self._session_of(entry, reservation.game_id, entry.id)
             try:
                 ai = self._ai_player(entry.algorithm, entry.budget_ms, entry.game, entry.params)
             except ServerError as exc:  # no engine now: the player is told, not left waiting

@@ -1661,6 +1661,91 @@ async def test_a_seek_taken_while_its_node_heard_nothing_is_not_offered_again(
             await proxy.close()
 
 
+async def test_a_seek_taken_before_redis_lost_everything_makes_one_game(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """While a's subscriber is dead unseen, bo on b accepts ada's seek; then Redis loses
+    everything (as one that restarted empty: the seek's taken mark with it). a posted the
+    seek again once its bus came back, and cy got a second game of it. Now a finds the game
+    made of it in the database (games name their seek): nothing is offered again and ada is
+    seated in bo's game. And should a seek be offered again all the same (a posted it just
+    before the game was stored), a second taker is refused by the database, in one line
+    (unknown_seek: already taken), and nothing of its game is kept."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        admin = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            direct, cluster.bus = cluster.bus, proxy.url
+            a = await cluster.start("a", "--bus-timeout-s", "60")
+            cluster.bus = direct
+            b = await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo, cy = await a.connect("ada"), await b.connect("bo"), await b.connect("cy")
+            await cy.request(LobbySubscribe)
+            seek = (await ada.request(Seek, game="tictactoe")).seek_id
+            await _sees_seek(cy, seek)
+            posted = await admin.hget(f"{redis_prefix}:seeks", seek)
+            proxy.losing_closes = True
+            subscribers = await admin.client_list(_type="pubsub")
+            (mine,) = [
+                c for c in subscribers if int(c["addr"].rsplit(":")[1]) in proxy.upstream_ports
+            ]
+            await admin.client_kill_filter(_id=mine["id"])
+            await proxy.until_silent(1)
+            proxy.losing_closes = False
+            seated = await bo.request(AcceptSeek, seek_id=seek)
+            await admin.flushall()  # Redis lost everything: the seek's taken mark too
+            proxy.end_silent()  # a's subscriber ends: it subscribes again, posts its seeks
+            again = asyncio.create_task(_listed_again(cy, {seek}))
+            told = asyncio.create_task(_seated(ada))
+            done, _ = await asyncio.wait({again, told}, timeout=30, return_when="FIRST_COMPLETED")
+            for task in (again, told):
+                task.cancel()
+            if again in done:
+                second = await cy.request(AcceptSeek, seek_id=seek)
+                raise AssertionError(f"seek {seek} on offer again once taken: {second}")
+            assert told in done, "ada never heard that bo accepted her seek"
+            assert told.result().game_id == seated.game_id
+            assert not await admin.hexists(f"{redis_prefix}:seeks", seek)
+            # The seek offered again all the same (as a would have, just before bo's game was
+            # stored): cy's take is refused, and leaves cy free to play.
+            assert posted is not None
+            await admin.hset(f"{redis_prefix}:seeks", seek, posted)
+            await admin.publish(
+                f"{redis_prefix}:lobby", pack({"op": "add", "seek": unpack(posted), "from": a.name})
+            )
+            # (b lists it: an accept gets past "no seek", to the claim and the store)
+            refused = None
+            async with asyncio.timeout(10):
+                while refused is None:
+                    try:
+                        await cy.request(AcceptSeek, seek_id=seek)
+                    except RequestFailed as exc:
+                        if "already taken" in exc.message:
+                            refused = exc
+                        else:
+                            assert "accepted, cancelled or gone" in exc.message, exc
+                            await asyncio.sleep(0.05)
+            assert refused.code == "unknown_seek"
+            assert "Traceback" not in refused.message
+            conn = await asyncpg.connect(schema_url(pg_schema))
+            try:
+                games = await conn.fetch("SELECT id FROM games WHERE seek_id = $1", seek)
+                assert [g["id"] for g in games] == [seated.game_id]
+                assert await conn.fetchval("SELECT count(*) FROM games") == 1
+            finally:
+                await conn.close()
+            ours = await cy.request(Seek, game="tictactoe")
+            made = await bo.request(AcceptSeek, seek_id=ours.seek_id)
+            assert isinstance(made, Seated) and made.game_id != seated.game_id
+            for client in (ada, bo, cy):
+                await client.close()
+        finally:
+            await admin.aclose()
+            await proxy.close()
+
+
 async def test_a_subscriber_whose_close_was_lost_is_found_dead_and_catches_up(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from server.errors import StorageError
+from server.errors import SeekTaken, StorageError
 from server.pgstore import PG_MIGRATIONS, PG_SCHEMA_VERSION, PostgresStore
 from server.rows import GameRecord
 from server.store import MIGRATIONS, UNANSWERED, UNCONFIRMED, GameEnd, GameRow, MoveRow, SessionRow
@@ -462,3 +462,25 @@ async def test_a_sweep_against_touches_of_the_sessions_it_expires_never_deadlock
             for i in (0, 199, 399):
                 session = await nodes[1].load_session(f"{round_:02d}{i:062x}")
                 assert session is None or session.seen_at == 100.0, session
+
+
+async def test_a_second_game_of_one_seek_is_refused_and_the_first_kept(pg_schema: str) -> None:
+    """As on SQLite (test_store.py): one game per seek, the second refused (SeekTaken)
+    alone, with the database still answering."""
+    store = PostgresStore(PG_URL, schema=pg_schema)
+    await store.open()
+    try:
+        first, second, plain = _row("g1"), _row("g2"), _row("g3")
+        first.seek_id = second.seek_id = "s-1"
+        await store.create_game(first)
+        results = await asyncio.gather(
+            store.create_game(second), store.create_game(plain), return_exceptions=True
+        )
+        assert isinstance(results[0], SeekTaken) and results[0].code.value == "unknown_seek"
+        assert results[1] is None
+        assert await store.get_game("g2") is None
+        assert await store.game_of_seek("s-1") == "g1"
+        assert (await store.get_game("g1")).row.seek_id == "s-1"  # type: ignore[union-attr]
+        assert not store.down
+    finally:
+        await store.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from server.errors import StorageError
+from server.errors import SeekTaken, StorageError
 from server.store import MIGRATIONS, SCHEMA_VERSION, GameEnd, GameRow, MoveRow, SQLiteStore
 
 
@@ -295,3 +295,37 @@ async def test_a_write_waits_off_the_loop_while_another_process_holds_the_lock(
     record = await store.get_game("g1")
     assert record is not None and [m.action for m in record.moves] == [4]
     await store.close()
+
+
+async def test_a_second_game_of_one_seek_is_refused_and_the_first_kept(tmp_path) -> None:
+    """A game names the seek it was made of (schema 4), one game per seek: a second is
+    refused (SeekTaken, unknown_seek: the seek was taken) and nothing of it is stored, the
+    first kept; games of no seek are many. A database of schema 3 migrates with its games."""
+    db = sqlite3.connect(tmp_path / "s.db")
+    for version, script in enumerate(MIGRATIONS[:3], start=1):
+        db.executescript(f"{script}\nPRAGMA user_version = {version};")
+    db.execute(
+        "INSERT INTO games (id, game, params, status, players, created_at)"
+        " VALUES ('old', 'tictactoe', '{}', 'finished', '[null, null]', 1.0)"
+    )
+    db.commit()
+    db.close()
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        assert (await store.get_game("old")).row.seek_id is None  # type: ignore[union-attr]
+        first, second, plain = _row("g1"), _row("g2"), _row("g3")
+        first.seek_id = second.seek_id = "s-1"
+        await store.create_game(first)
+        results = await asyncio.gather(
+            store.create_game(second), store.create_game(plain), return_exceptions=True
+        )
+        assert isinstance(results[0], SeekTaken) and results[0].code.value == "unknown_seek"
+        assert results[1] is None
+        assert await store.get_game("g2") is None
+        assert await store.game_of_seek("s-1") == "g1"
+        assert await store.game_of_seek("s-2") is None
+        assert (await store.get_game("g1")).row.seek_id == "s-1"  # type: ignore[union-attr]
+        assert not store.down
+    finally:
+        await store.close()
