@@ -77,10 +77,19 @@ log = logging.getLogger(__name__)
 # Requests after which the client follows the game: its node subscribes to the game's
 # channel before forwarding them.
 _FOLLOWING = (JoinGame, Watch, Resume)
-# Quick pairing (KEYS: the queue, the entries' hash; ARGV: the player, the entry's id, its
-# data, how many to look at): take the first queued entry of another player whose data is
-# still there, or queue this one. Queue items are "ENTRY_ID PLAYER_ID".
+# Quick pairing (KEYS: the queue, the entries' hash, the pairing's claim key; ARGV: the
+# player, the entry's id, its data, how many to look at, the claim key's life in ms, what takes
+# a partner, the prefix of the entries' taken marks): take the first queued entry of another
+# player whose data is still there, as _CLAIM_SEEK takes a seek (its queue item and data kept
+# under the claim key for _UNCLAIM_QUICK; marked taken, "pending" until _SETTLE_CLAIM, for its
+# node, which may miss the quick-taken notice: _REPOST_QUICK); or queue this one. Run again
+# (tried again on a new connection), the same answer; called off before it ran, nothing. Queue
+# items are "ENTRY_ID PLAYER_ID". (The taken mark's key is made here, from the entry's id: the
+# bus is one Redis, not a Redis Cluster.)
 _QUICK_TAKE = """
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return redis.call('HGET', KEYS[3], 'data')
+end
 local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
 for _, item in ipairs(items) do
   local id, player = string.match(item, '^(%S+) (.*)$')
@@ -89,13 +98,40 @@ for _, item in ipairs(items) do
     local data = redis.call('HGET', KEYS[2], id)
     if data then
       redis.call('HDEL', KEYS[2], id)
+      redis.call('HSET', KEYS[3], 'item', item, 'data', data)
+      redis.call('PEXPIRE', KEYS[3], ARGV[5])
+      local mark = ARGV[7] .. id
+      redis.call('HSET', mark, 'claim', KEYS[3], 'what', ARGV[6], 'state', 'pending')
+      redis.call('PEXPIRE', mark, ARGV[5])
       return data
     end
   end
 end
 redis.call('RPUSH', KEYS[1], ARGV[2] .. ' ' .. ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('HSET', KEYS[3], 'queued', '1')
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
 return false
+"""
+# A pairing whose answer was lost, called off (KEYS: those of _QUICK_TAKE; ARGV: the claim
+# key's life in ms, the prefixes of the entries' taken and removal marks): the partner it
+# took is not taken (its mark goes) and is put back at the head of the queue, unless its
+# node removed it since (_unqueue); a pairing that has not run yet does nothing when it does.
+_UNCLAIM_QUICK = """
+local taken = redis.call('HMGET', KEYS[3], 'item', 'data')
+redis.call('DEL', KEYS[3])
+redis.call('HSET', KEYS[3], 'off', '1')
+redis.call('PEXPIRE', KEYS[3], ARGV[1])
+if taken[1] then
+  local id = string.match(taken[1], '^(%S+) ')
+  local mark = ARGV[2] .. id
+  if redis.call('HGET', mark, 'claim') == KEYS[3] then redis.call('DEL', mark) end
+  if redis.call('EXISTS', ARGV[3] .. id) == 0
+      and redis.call('HSETNX', KEYS[2], id, taken[2]) == 1 then
+    redis.call('LPUSH', KEYS[1], taken[1])
+  end
+end
+return 0
 """
 # The live games' index (KEYS: the index; ARGV: game id, data, ...): new summaries for the
 # games still in it (one that ended meanwhile stays out, whichever write comes first).
@@ -200,6 +236,16 @@ _REPOST_SEEK = """
 local taken = redis.call('HMGET', KEYS[2], 'what', 'state')
 if taken[1] then return taken end
 return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+"""
+# A quick entry of this node queued again after its bus came back (KEYS: the queue, the
+# entries' hash, the entry's taken mark; ARGV: its id, data and queue item): never one taken
+# meanwhile (its mark's what and state, read instead), else queued if missing (1) or left (0).
+_REPOST_QUICK = """
+local taken = redis.call('HMGET', KEYS[3], 'what', 'state')
+if taken[1] then return taken end
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[3])
+return 1
 """
 # How long a seek's claim key (_CLAIM_SEEK), its taken mark while the claim is pending, and
 # its removal mark (_unseek) last: longer than a claim sent may wait to run, or its calling
@@ -1747,28 +1793,42 @@ class Cluster:
     def _quick_key(self) -> str:
         return f"{self.bus.prefix}:quick-entries"
 
-    async def quick_pair(self, entry: SeekEntry, connection: Connection) -> SeekEntry | None:
+    async def quick_pair(
+        self, entry: SeekEntry, connection: Connection, game_id: str
+    ) -> SeekEntry | None:
         """The longest-waiting quick entry of another player with ``entry``'s key, on any
-        node, taken from the queue; or None, and ``entry`` is queued. One script run, so
-        of two nodes pairing at once neither queues beside a partner (Redis runs a script
-        atomically)."""
+        node, taken from the queue for the game ``game_id``; or None, and ``entry`` is
+        queued. One script run, so of two nodes pairing at once neither queues beside a
+        partner (Redis runs a script atomically). The partner is marked taken, as a claimed
+        seek is (its node may miss the quick-taken notice: _post_again); NodeUnavailable if
+        Redis does not answer: the pairing, which Redis may run when it wakes up, is called
+        off once it answers (_UNCLAIM_QUICK: a partner it took is queued again)."""
         data = self._seek_data(entry, connection) | {"quick": True}
         player = connection.player
         assert player is not None
-        keys = self._quick_keys(entry)
+        what = pack({"game": game_id, "node": self.node})
+        ttl = int(SEEK_CLAIM_TTL_S * 1000)
         self._check_answering()
         while True:
+            keys = [
+                *self._quick_keys(entry),
+                f"{self.bus.prefix}:pairing-claim:{secrets.token_hex(8)}",
+            ]
+            args = [player.player_id, entry.id, pack(data), _QUICK_SCAN, ttl, what]
             try:
                 raw = await self._script(_QUICK_TAKE)(
-                    keys=keys, args=[player.player_id, entry.id, pack(data), _QUICK_SCAN]
+                    keys=keys, args=[*args, self._seek_taken_key("")]
                 )
             except (RedisError, OSError) as exc:
                 self._failed(exc, "cannot pair quickly")
                 self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")  # (it was sent)
+                if isinstance(exc, _UNANSWERED):
+                    self._later(self._call_off_pairing(keys), "cannot call off a pairing")
                 raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
             if raw is None:
                 return None
             partner = unpack(raw)
+            self._later(self._settle_pairing(keys[2], partner["id"]), "cannot settle a pairing")
             node = partner["node"]
             if node == self.node:
                 mine = self.server.lobby.seeks.get(partner["id"])
@@ -1781,29 +1841,59 @@ class Cluster:
             self.send_to(node, {"op": "quick-taken", "id": partner["id"]})
             return self._remote_seek(partner)
 
+    def _call_off_pairing(self, keys: list[str]) -> Step:
+        """The step of a write that calls off a pairing whose answer was lost
+        (_UNCLAIM_QUICK)."""
+        ttl = int(SEEK_CLAIM_TTL_S * 1000)
+        marks = (self._seek_taken_key(""), self._seek_gone_key(""))
+
+        def call_off(pipe: Any) -> None:
+            pipe.eval(_UNCLAIM_QUICK, 3, *keys, ttl, *marks)
+
+        return keys[2], call_off, math.inf
+
+    def _settle_pairing(self, claim: str, partner_id: str) -> Step:
+        """The step of a write that settles a pairing whose answer came (_SETTLE_CLAIM)."""
+        mark, ttl = self._seek_taken_key(partner_id), int(SEEK_TAKEN_TTL_S * 1000)
+
+        def settle(pipe: Any) -> None:
+            pipe.eval(_SETTLE_CLAIM, 2, claim, mark, ttl)
+
+        return claim, settle, math.inf
+
     async def claim_quick(self, entry: SeekEntry) -> bool:
         """Take this node's own quick entry out of the queue (its AI fallback is due):
-        False if another node paired it first. NodeUnavailable if Redis does not answer:
-        the entry leaves the queue once it does (whoever took it meanwhile)."""
+        False if another node paired it first (one whose notice was lost: its taken mark
+        says so, and its poster gets what it missed, _missed_take). NodeUnavailable if Redis
+        does not answer: the entry leaves the queue once it does (whoever took it
+        meanwhile)."""
         self._check_answering()
         try:
             pipe = self.bus.client.pipeline(transaction=True)
+            pipe.hmget(self._seek_taken_key(entry.id), "what", "state")
             self._unqueue(entry)[1](pipe)
-            won, _ = await pipe.execute()
+            taken, won, *_ = await pipe.execute()
         except (RedisError, OSError) as exc:
             self._failed(exc, f"cannot take quick entry {entry.id}")
             self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")
             raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
+        what, state = taken
+        if not won and what is not None and entry.owner_connection.node is None:
+            self.server._spawn(self._missed_take(entry, _unpack(what), state == b"taken"))
         return bool(won)
 
     def _unqueue(self, entry: SeekEntry) -> Step:
-        """The step of a write that takes this node's quick entry out of its queue."""
+        """The step of a write that takes this node's quick entry out of its queue for good
+        (its removal marked: a pairing called off does not queue it again, _UNCLAIM_QUICK;
+        its taken mark, which only its node reads, gone)."""
         queue, entries = self._quick_keys(entry)
         item = f"{entry.id} {entry.owner.player_id or ''}"
 
         def unqueue(pipe: Any) -> None:
             pipe.hdel(entries, entry.id)
             pipe.lrem(queue, 0, item)
+            pipe.set(self._seek_gone_key(entry.id), b"1", px=int(SEEK_CLAIM_TTL_S * 1000))
+            pipe.delete(self._seek_taken_key(entry.id))
 
         return f"quick:{entry.id}", unqueue, math.inf
 
@@ -1836,13 +1926,7 @@ class Cluster:
             if connection.node is not None or connection.closed:
                 continue
             try:
-                if not seek.quick:
-                    await self._post_again(seek)
-                    continue
-                data = pack(self._seek_data(seek, connection) | {"quick": True})
-                keys = self._quick_keys(seek)
-                if await self.bus.client.hsetnx(keys[1], seek.id, data):
-                    await self.bus.client.rpush(keys[0], f"{seek.id} {seek.owner.player_id or ''}")
+                await self._post_again(seek)
             except (RedisError, OSError) as exc:
                 log.warning("cluster: cannot post seek %s again (%s)", seek.id, exc)
                 return
@@ -1857,13 +1941,19 @@ class Cluster:
             return
         if await self._made_of(seek):
             return
-        data = pack(self._seek_data(seek, seek.owner_connection) | {"quick": False})
-        keys = [self._seeks_key, self._seek_taken_key(seek.id)]
-        posted = await self._script(_REPOST_SEEK)(keys=keys, args=[seek.id, data])
+        data = pack(self._seek_data(seek, seek.owner_connection) | {"quick": seek.quick})
+        mark = self._seek_taken_key(seek.id)
+        if seek.quick:  # (back in its queue, at its end: its place there was lost)
+            item = f"{seek.id} {seek.owner.player_id or ''}"
+            keys = [*self._quick_keys(seek), mark]
+            posted = await self._script(_REPOST_QUICK)(keys=keys, args=[seek.id, data, item])
+        else:
+            keys = [self._seeks_key, mark]
+            posted = await self._script(_REPOST_SEEK)(keys=keys, args=[seek.id, data])
         if isinstance(posted, list):
             what, state = posted
             self.server._spawn(self._missed_take(seek, _unpack(what), state == b"taken"))
-        elif posted or announce:
+        elif (posted or announce) and not seek.quick:
             message = {"op": "add", "seek": unpack(data), "from": self.node}
             self._publish(self.bus.lobby_channel, message)
 
@@ -2014,7 +2104,9 @@ class Cluster:
                 if data.get("node") not in nodes:
                     continue
                 if data.get("quick"):
-                    await self.claim_quick(self._remote_seek(data))  # (its queue's item)
+                    pipe = self.bus.client.pipeline(transaction=True)
+                    self._unqueue(self._remote_seek(data))[1](pipe)  # (its queue's item)
+                    await pipe.execute()
                     continue
                 pipe = self.bus.client.pipeline(transaction=True)
                 self._unseek(data["id"])[1](pipe)

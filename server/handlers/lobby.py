@@ -247,7 +247,7 @@ class LobbyRequests(GameEvents):
         or has no room for a game, leaves the queue and the next one is tried."""
         while True:
             if self.cluster is not None:  # None: ``entry`` is queued there
-                partner = await self.cluster.quick_pair(entry, connection)
+                partner = await self.cluster.quick_pair(entry, connection, reservation.game_id)
             else:
                 partner = self.lobby.quick_partner(entry)
             if partner is None or (

@@ -2,7 +2,9 @@
 a connection Redis closes while ``losing_closes`` is set stays open on the client's side and
 goes silent (nothing more reaches the client, what it sends goes nowhere), as one whose end
 a network partition lost (Redis restarted, or cut it, meanwhile): only a client that checks
-its connection finds out. ``end_silent`` then ends them, as a client that checks at last does."""
+its connection finds out. ``end_silent`` then ends them, as a client that checks at last does.
+``losing_answers_to`` (bytes): the next command sent holding them runs, but nothing more of
+Redis reaches that client (its answer lost in a partition)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ class ClosesLosingProxy:
     def __init__(self, redis_port: int) -> None:
         self.redis_port = redis_port
         self.losing_closes = False
+        self.losing_answers_to: bytes | None = None
         self.silent = 0  # connections whose close was lost
         self._silenced = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -65,11 +68,13 @@ class ClosesLosingProxy:
         self._writers.add(to_redis)
         self.upstream_ports.add(to_redis.get_extra_info("sockname")[1])
         silent = asyncio.Event()
+        answers_lost = asyncio.Event()
 
         async def down() -> None:  # Redis -> the client
             with contextlib.suppress(OSError):
                 while data := await redis.read(1 << 16):
-                    to_client.write(data)
+                    if not answers_lost.is_set():
+                        to_client.write(data)
             if self.losing_closes:
                 self.silent += 1
                 self._silent.add(to_client)
@@ -81,6 +86,9 @@ class ClosesLosingProxy:
         async def up() -> None:  # the client -> Redis
             with contextlib.suppress(OSError):
                 while data := await client.read(1 << 16):
+                    if self.losing_answers_to is not None and self.losing_answers_to in data:
+                        self.losing_answers_to = None
+                        answers_lost.set()
                     if not silent.is_set():
                         to_redis.write(data)
             to_redis.close()

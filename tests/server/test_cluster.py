@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -63,6 +64,7 @@ from protocol import (
 )
 from server.app import GameServer, running
 from server.bus import RedisBus, pack, unpack
+from server.cluster import _QUICK_TAKE
 from server.cluster import Cluster as NodeCluster
 from server.pgstore import PostgresStore
 from server.settings import ServerSettings
@@ -1743,6 +1745,111 @@ async def test_a_seek_taken_before_redis_lost_everything_makes_one_game(
                 await client.close()
         finally:
             await admin.aclose()
+            await proxy.close()
+
+
+async def _cut_unseen(proxy: ClosesLosingProxy, admin: aioredis.Redis) -> None:
+    """Redis cuts the subscriber that goes through ``proxy``, and its node never hears of it
+    (until ``proxy.end_silent``)."""
+    proxy.losing_closes = True
+    subscribers = await admin.client_list(_type="pubsub")
+    (mine,) = [c for c in subscribers if int(c["addr"].rsplit(":")[1]) in proxy.upstream_ports]
+    await admin.client_kill_filter(_id=mine["id"])
+    await proxy.until_silent(1)
+    proxy.losing_closes = False
+
+
+async def test_a_quick_entry_paired_while_its_node_heard_nothing_is_not_queued_again(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """While a's subscriber is dead unseen, cy on b is paired with ada's waiting quick entry:
+    a misses the quick-taken notice and ada's ``seated``. Once a's bus came back it queued
+    the entry again: dee was paired with ada a second time (refused by the database since
+    games name their seek: dee got unknown_seek), and ada waited for a game she never heard
+    of. Now the pairing marks ada's entry taken, as an accept marks a seek: a queues nothing
+    again, ada is seated in cy's game, and dee waits in the queue."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        admin = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            direct, cluster.bus = cluster.bus, proxy.url
+            a = await cluster.start("a", "--bus-timeout-s", "60")
+            cluster.bus = direct
+            b = await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, cy, dee = await a.connect("ada"), await b.connect("cy"), await b.connect("dee")
+            await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+            await _cut_unseen(proxy, admin)
+            await cy.request(QuickPair, game="tictactoe", ai_after_s=0)
+            paired = await asyncio.wait_for(_seated(cy), 10)
+            proxy.end_silent()  # a's subscriber ends: it subscribes again, queues its entries
+            told = await asyncio.wait_for(_seated(ada), 30)
+            assert told.game_id == paired.game_id and told.seat == 1 - paired.seat
+            waiting = await dee.request(QuickPair, game="tictactoe", ai_after_s=0)
+            entries = await admin.hkeys(f"{redis_prefix}:quick-entries")
+            assert [e.decode() for e in entries] == [waiting.seek_id], "dee was paired"
+            assert not dee.seats
+            for client in (ada, cy, dee):
+                await client.close()
+        finally:
+            await admin.aclose()
+            await proxy.close()
+
+
+async def test_a_partner_taken_by_a_pairing_whose_answer_was_lost_is_queued_again(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """bo asks for a quick game and Redis's answer to the pairing is lost (it ran): bo gets
+    ``unavailable``. The pairing had taken ada's waiting entry, which nobody got: ada waited
+    for ever, out of the queue, and cy was queued beside nobody. The pairing is called off
+    once Redis answers: ada's entry is back at the head of the queue, and cy is paired with
+    her."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        try:
+            a = await cluster.start("a")
+            direct, cluster.bus = cluster.bus, proxy.url
+            b = await cluster.start("b")
+            cluster.bus = direct
+            await cluster.wait_balanced()
+            ada, bo, cy = await a.connect("ada"), await b.connect("bo"), await b.connect("cy")
+            # A first pairing (Redis learns the script: an EVALSHA then runs at once).
+            await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+            await bo.request(QuickPair, game="tictactoe", ai_after_s=0)
+            await asyncio.wait_for(_seated(ada), 10)
+            for client in (ada, bo):
+                client.seats.clear()
+            waiting = await ada.request(QuickPair, game="tictactoe", ai_after_s=0, clock=_clock(60))
+            proxy.losing_answers_to = hashlib.sha1(_QUICK_TAKE.encode()).hexdigest().encode()
+            with pytest.raises(RequestFailed) as failed:
+                await bo.request(QuickPair, game="tictactoe", ai_after_s=0, clock=_clock(60))
+            assert failed.value.code == "unavailable", failed.value
+            assert proxy.losing_answers_to is None  # (the pairing was sent, and ran)
+            entries = aioredis.Redis(host="127.0.0.1", port=redis.port)
+            try:
+                async with asyncio.timeout(10):  # (called off: ada's entry is queued again)
+                    while not await entries.hexists(
+                        f"{redis_prefix}:quick-entries", waiting.seek_id
+                    ):
+                        await asyncio.sleep(0.05)
+            finally:
+                await entries.aclose()
+            refused = 0
+            while True:  # (b refuses at once until its heartbeat gets through)
+                try:
+                    await cy.request(QuickPair, game="tictactoe", ai_after_s=0, clock=_clock(60))
+                    break
+                except RequestFailed as exc:
+                    assert exc.code == "unavailable" and refused < 200, exc
+                    refused += 1
+                    await asyncio.sleep(0.05)
+            paired = await asyncio.wait_for(_seated(cy), 10)
+            assert (await asyncio.wait_for(_seated(ada), 10)).game_id == paired.game_id
+            for client in (ada, bo, cy):
+                await client.close()
+        finally:
             await proxy.close()
 
 
