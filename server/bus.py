@@ -64,9 +64,14 @@ POOL_WAIT_S = 10.0  # how long a command waits for a connection of the capped po
 HOLD_S = 1.0
 CLIENT_REPLY_OFF = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"
 PING = b"*1\r\n$4\r\nPING\r\n"  # answered on a subscribed connection too: [b"pong", b""]
+# The publisher's liveness probe: replies on for one PING, then off again; answered
+# "+OK" (CLIENT REPLY ON) and "+PONG" once every publication written before it reached Redis.
+PUBLISHER_PROBE = b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n" + PING + CLIENT_REPLY_OFF
 
 # What the node's reader hands on: (kind, name, payload) with kind "game" (name: the
-# game id), "inbox", "cluster" or "lobby"; and ("reconnected", "", None) after an outage
+# game id), "inbox", "cluster" or "lobby"; ("republishing", "", None) when the publisher
+# is connected again after losing its connection (what it wrote on it since its last PING
+# answered may be lost); and ("reconnected", "", None) after an outage
 # (the game channels are subscribed again by then).
 Receiver = Callable[[str, str, Any], None]
 
@@ -390,16 +395,56 @@ class RedisBus:
                     self._drop_held()
                 self._held_since = None
                 self._flush()
-            while await reader.read(1 << 16):
-                pass  # nothing is expected (an old Redis's replies, say): dropped
-            raise ConnectionError("Redis closed the publisher's connection")
+            if lost[0]:  # what was written on the last one since its last PONG: maybe
+                lost[0] = False
+                self._tell_receiver("republishing")
+            await self._probe_publisher(reader, writer)
 
         def down() -> None:
+            lost[0] = lost[0] or self._publisher is not None
             self._publisher = None
+
+        lost = [False]  # a connection was lost since the last one came up
 
         await self._keep_connected(
             "publish", ready, serve, lambda: self._publisher is not None, down
         )
+
+    async def _probe_publisher(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Until the publisher's connection ends, or is found dead: every timeout_s it is
+        sent a PING (replies on for it alone), which must be answered within timeout_s
+        more. Nothing else comes back on it, so its end may never arrive (Redis restarted,
+        or cut it, while a partition lost the close; a Redis stalled): without the PING
+        every publication would go into the void, unseen, or pile up in memory."""
+        while True:
+            try:
+                await asyncio.wait_for(reader.read(1 << 16), self.timeout_s)
+            except TimeoutError:
+                pass  # (silent, as it should be)
+            else:
+                if reader.at_eof():
+                    raise ConnectionError("Redis closed the publisher's connection")
+                continue  # an old Redis's replies, say: dropped
+            writer.write(PUBLISHER_PROBE)
+            answer = b""
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    while b"+PONG\r\n" not in answer:
+                        data = await reader.read(1 << 16)
+                        if not data:
+                            raise ConnectionError("Redis closed the publisher's connection")
+                        answer += data
+            except TimeoutError:
+                writer.transport.abort()
+                raise ConnectionError(
+                    f"the publisher's PING went unanswered for {self.timeout_s:g} s"
+                ) from None
+
+    def _tell_receiver(self, kind: str) -> None:
+        if self._receiver is not None:
+            self._receiver(kind, "", None)
 
     # --- game channels -------------------------------------------------------------------
 

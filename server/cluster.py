@@ -1076,9 +1076,13 @@ class Cluster:
         elif kind == "inbox":
             self._inbox(payload)
         elif kind == "cluster":
-            if payload.get("node") != self.node:
+            if payload.get("op") == "unpublished":
+                self._publications_lost(str(payload.get("node")))
+            elif payload.get("node") != self.node:
                 self._wake.set()  # shards changed hands: claim (and refresh) now
                 asyncio.get_running_loop().create_task(self._refresh_quietly())
+        elif kind == "republishing":  # what this node published lately may be lost
+            self._publish(self.bus.cluster_channel, {"op": "unpublished", "node": self.node})
         elif kind == "lobby":
             if payload.get("from") != self.node:
                 self._lobby(payload)
@@ -1088,6 +1092,16 @@ class Cluster:
                 self._recover(game_id)
             self.server._spawn(self._repost_seeks())
             self.server._spawn(self._reload_lobby())
+
+    def _publications_lost(self, node: str) -> None:
+        """``node``'s publisher lost its connection unseen for a while (its PING went
+        unanswered): the events of its games relayed here catch up by seq, as after an
+        outage."""
+        if node == self.node:
+            return
+        for game_id, owner in list(self._relay_owner.items()):
+            if owner == node:
+                self._recover(game_id)
 
     def _relay(self, game_id: str, payload: list[Any]) -> None:
         """An event of a game owned elsewhere: to this node's followers, in order. The

@@ -628,7 +628,8 @@ class ServerSettings:
         "seconds a command to the cluster's Redis (--bus) may take to connect, and again to be "
         "answered; then it fails, and a request that needs Redis is answered unavailable "
         "until Redis answers a heartbeat again; the bus's subscriber, silent this long, is "
-        "sent a PING, and taken for dead (subscribed again) if it is not answered as long",
+        "sent a PING, and taken for dead (subscribed again) if it is not answered as long; "
+        "so is the bus's publisher, sent one this often",
         flag="bus-timeout-s",
         group=CLUSTER,
         positive=True,

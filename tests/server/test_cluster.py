@@ -1853,6 +1853,49 @@ async def test_a_partner_taken_by_a_pairing_whose_answer_was_lost_is_queued_agai
             await proxy.close()
 
 
+async def test_a_publisher_whose_close_was_lost_is_found_dead_and_its_events_caught_up(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Redis cuts a's publisher (in CLIENT REPLY OFF: nothing ever comes back on it) and
+    a partition loses the close: a published into the void, unseen, and bo on b never heard
+    ada's moves. Now its PING, unanswered, finds it dead: a publishes again, and b catches
+    up the games a owns by seq: bo hears the move."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        admin = aioredis.Redis(host="127.0.0.1", port=redis.port)
+        try:
+            direct, cluster.bus = cluster.bus, proxy.url
+            a = await cluster.start("a", "--bus-timeout-s", "0.5")
+            cluster.bus = direct
+            await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo, game_id, ada_token, bo_token = await _two_player_game(cluster)
+            assert await cluster.owner_of(game_id) == a.name
+            await _play(ada, ada_token, game_id, LONG_GAME[0])
+            await _heard(bo, 0)
+            await _play(bo, bo_token, game_id, LONG_GAME[1])
+            proxy.losing_closes = True
+            clients = await admin.client_list(_type="normal")
+            (publisher,) = [
+                c
+                for c in clients
+                if int(c["addr"].rsplit(":")[1]) in proxy.upstream_ports
+                and c["cmd"] in ("publish", "client|reply")
+            ]
+            await admin.client_kill_filter(_id=publisher["id"])
+            await proxy.until_silent(1)
+            proxy.losing_closes = False
+            await _play(ada, ada_token, game_id, LONG_GAME[2])  # (stored: published unseen)
+            heard = await asyncio.wait_for(_heard(bo, 2), 10)
+            assert heard.action == LONG_GAME[2]
+            for client in (ada, bo):
+                await client.close()
+        finally:
+            await admin.aclose()
+            await proxy.close()
+
+
 async def test_a_subscriber_whose_close_was_lost_is_found_dead_and_catches_up(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
