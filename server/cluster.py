@@ -74,6 +74,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# What a node's inbox takes, announced in its presence: 2, an "out" message may carry the
+# games its client follows from then on ("follow"); 1 (a node of an older version, which
+# announces none), a follow is an inbox message of its own.
+BUS_VERSION = 2
 # Requests after which the client follows the game: its node subscribes to the game's
 # channel before forwarding them.
 _FOLLOWING = (JoinGame, Watch, Resume)
@@ -335,6 +339,8 @@ class RemoteConnection(Connection):
         # Its node receives the game's channel: the reply may ride on the game's event.
         self.subscribed = bool(envelope.get("sub"))
         self.outgoing: list[bytes] = []  # frames not yet sent to its node
+        # Games it follows from now on, not yet told its node: they go with its frames.
+        self.follows: list[dict[str, Any]] = []
         self.folded = False  # the request's outcome went out with a game event
 
     def post(self, frame: bytes) -> None:
@@ -343,7 +349,14 @@ class RemoteConnection(Connection):
 
     def follow(self, game_id: str, seq: int) -> None:
         """The handler subscribed this client to ``game_id``: its node relays the game's
-        events from now on."""
+        events from now on. Told with the frames that follow (its ``seated``: a bus lost
+        between the two left a poster following a game it was never seated in), unless it
+        has a request in flight (told at once: its frames go with the request's outcome) or
+        its node is of an older version (BUS_VERSION)."""
+        if self.fid is None and self.cluster.takes_follows_in_out(self.origin):
+            self.follows.append({"game": game_id, "seq": seq, "watching": game_id in self.watching})
+            self.cluster.held(self)
+            return
         self.cluster.send_to(
             self.origin,
             {
@@ -700,6 +713,7 @@ class Cluster:
             "shards": sorted(self.locks.held - self.releasing),
             "draining": self.draining,
             "protocol": PROTOCOL_VERSION,  # what requests forwarded here may carry
+            "bus": BUS_VERSION,  # what its inbox takes
             "at": time.time(),  # (when two nodes' states name one shard, the later says)
         }
         await self.bus.heartbeat(state, self.presence_ttl_s)
@@ -853,9 +867,11 @@ class Cluster:
         self._flush_soon = None
         held, self._held = self._held, {}
         for connection in held:
-            if connection.outgoing:
+            if connection.outgoing or connection.follows:
                 frames, connection.outgoing = connection.outgoing, []
-                payload = {"op": "out", "conn": connection.key, "frames": frames}
+                payload: dict[str, Any] = {"op": "out", "conn": connection.key, "frames": frames}
+                if connection.follows:
+                    payload["follow"], connection.follows = connection.follows, []
                 payload["from"] = self.node
                 self.bus.publish(self.bus.inbox(connection.origin), payload)
 
@@ -938,6 +954,11 @@ class Cluster:
             if spent > 0:
                 connection.bucket.charge(time.monotonic(), spent, owe=True)
             return
+
+    def takes_follows_in_out(self, node: str) -> bool:
+        """``node`` reads the follows an "out" message carries (BUS_VERSION 2)."""
+        state = self.present.get(node) or {}
+        return int(state.get("bus", 1)) >= 2
 
     def _takes_seq(self, node: str) -> bool:
         """``node`` takes the ``seq`` of game requests: a node of an older version (a
@@ -1176,6 +1197,8 @@ class Cluster:
     def _inbox(self, payload: dict[str, Any]) -> None:
         op = payload.get("op")
         if op == "out":
+            for follow in payload.get("follow", ()):  # (before its frames: its seated)
+                self._follow(follow | {"conn": payload["conn"], "from": payload["from"]})
             connection = self._connections.get(payload["conn"])
             if connection is not None:
                 for frame in payload["frames"]:

@@ -4,7 +4,9 @@ goes silent (nothing more reaches the client, what it sends goes nowhere), as on
 a network partition lost (Redis restarted, or cut it, meanwhile): only a client that checks
 its connection finds out. ``end_silent`` then ends them, as a client that checks at last does.
 ``losing_answers_to`` (bytes): the next command sent holding them runs, but nothing more of
-Redis reaches that client (its answer lost in a partition)."""
+Redis reaches that client (its answer lost in a partition). ``silent_after`` (bytes): once
+what Redis sends a client holds them, that connection goes silent right after (as one whose
+close was lost: ``end_silent`` ends it)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ class ClosesLosingProxy:
         self.redis_port = redis_port
         self.losing_closes = False
         self.losing_answers_to: bytes | None = None
+        self.silent_after: bytes | None = None
         self.silent = 0  # connections whose close was lost
         self._silenced = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -71,11 +74,16 @@ class ClosesLosingProxy:
         answers_lost = asyncio.Event()
 
         async def down() -> None:  # Redis -> the client
+            cut = False
             with contextlib.suppress(OSError):
                 while data := await redis.read(1 << 16):
                     if not answers_lost.is_set():
                         to_client.write(data)
-            if self.losing_closes:
+                    if self.silent_after is not None and self.silent_after in data:
+                        self.silent_after = None
+                        cut = True
+                        break
+            if self.losing_closes or cut:
                 self.silent += 1
                 self._silent.add(to_client)
                 self._silenced.set()

@@ -1896,6 +1896,39 @@ async def test_a_publisher_whose_close_was_lost_is_found_dead_and_its_events_cau
             await proxy.close()
 
 
+async def test_a_poster_whose_node_lost_its_bus_after_the_follow_is_seated(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """bo on b accepts ada's seek; b tells a to have ada follow the game, and a's subscriber
+    dies unseen right after (the rest of what b sends is lost): ada followed the game but
+    never got her ``seated``, and once a's bus came back and a saw her seek taken it did not
+    seat her (she followed the game already). The follow now travels with the frames
+    that go with it (her ``seated``): both reach her, or neither and she is seated late."""
+    async with _cluster_on_own_redis(pg_schema, redis_prefix, tmp_path) as (cluster, redis):
+        proxy = ClosesLosingProxy(redis.port)
+        await proxy.start()
+        try:
+            direct, cluster.bus = cluster.bus, proxy.url
+            a = await cluster.start("a", "--bus-timeout-s", "0.5")
+            cluster.bus = direct
+            b = await cluster.start("b")
+            await cluster.wait_balanced()
+            ada, bo = await a.connect("ada"), await b.connect("bo")
+            await bo.request(LobbySubscribe)
+            seek = (await ada.request(Seek, game="tictactoe")).seek_id
+            await _sees_seek(bo, seek)
+            proxy.silent_after = b"\xa6follow"  # (msgpack: the word "follow")
+            seated = await bo.request(AcceptSeek, seek_id=seek)
+            await proxy.until_silent(1)
+            proxy.end_silent()  # (a would find it dead by its PING: sooner)
+            told = await asyncio.wait_for(_seated(ada), 20)
+            assert told.game_id == seated.game_id and told.seat == 1 - seated.seat
+            for client in (ada, bo):
+                await client.close()
+        finally:
+            await proxy.close()
+
+
 async def test_a_subscriber_whose_close_was_lost_is_found_dead_and_catches_up(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
