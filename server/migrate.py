@@ -43,7 +43,8 @@ async def run(db: str) -> int:
     from server.__main__ import open_store
     from server.errors import ServerError
     from server.lockfile import DatabaseInUse, ServerLock
-    from server.pgstore import PostgresStore, is_postgres_url
+    from server.pgstore import PG_SCHEMA_VERSION, PostgresStore, is_postgres_url
+    from server.store import SCHEMA_VERSION
 
     if not is_postgres_url(db) and (missing := no_database(db)):
         # (opening it made a new database there: a mistyped path was "up to date")
@@ -72,7 +73,12 @@ async def run(db: str) -> int:
     finally:
         if lock is not None:
             lock.release()
-    print(f"{store.describe()}: schema up to date")
+    found = store.schema_found
+    now = PG_SCHEMA_VERSION if is_postgres_url(db) else SCHEMA_VERSION
+    if found is not None and found < now:
+        print(f"{store.describe()}: schema migrated from version {found} to {now}")
+    else:
+        print(f"{store.describe()}: schema up to date")
     return 0
 
 

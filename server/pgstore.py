@@ -286,6 +286,7 @@ class PostgresStore(SQLStore):
                     "CREATE TABLE IF NOT EXISTS noughts_schema (version INTEGER NOT NULL)"
                 )
                 version = await conn.fetchval("SELECT max(version) FROM noughts_schema") or 0
+                self.schema_found = int(version)
                 if version > PG_SCHEMA_VERSION:
                     raise StorageError(
                         f"database {self.describe()} has schema {version}, newer than this "

@@ -164,6 +164,10 @@ QUARANTINED = "quarantined"  # the status of a game whose stored rows cannot be 
 class Store(ABC):
     """What the game logic needs from storage. SQLite now; another backend later."""
 
+    # The schema version the database had when opened, before its migrations (None: not
+    # opened, or a store without one): `noughts migrate` says what it did.
+    schema_found: int | None = None
+
     @abstractmethod
     async def open(self) -> None: ...
 
@@ -1064,6 +1068,7 @@ class SQLiteStore(SQLStore):
         db = self._write_db
         assert db is not None
         version = db.execute("PRAGMA user_version").fetchone()[0]
+        self.schema_found = int(version)
         if version > SCHEMA_VERSION:
             raise StorageError(
                 f"database {self.path} has schema {version}, newer than this server's "

@@ -246,6 +246,28 @@ async def test_migrate_is_refused_while_a_server_uses_the_database(tmp_path: Pat
     assert not (tmp_path / "games.db.lock").exists()
 
 
+def test_migrate_says_from_which_schema_it_migrated(tmp_path: Path) -> None:
+    """noughts migrate said "schema up to date" after it had just migrated an older
+    database, as when there was nothing to do: it says which versions it went between."""
+    from server.store import MIGRATIONS, SCHEMA_VERSION
+
+    db = tmp_path / "games.db"
+    old = sqlite3.connect(db)
+    for version, script in enumerate(MIGRATIONS[:-1], start=1):
+        old.executescript(f"{script}\nPRAGMA user_version = {version};")
+    old.close()
+    command = [sys.executable, "-m", "client", "migrate", "--db", str(db)]
+    said = []
+    for _ in range(2):
+        done = subprocess.run(command, capture_output=True, text=True, env=_environment(tmp_path))
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout.strip())
+    assert said == [
+        f"{db}: schema migrated from version {SCHEMA_VERSION - 1} to {SCHEMA_VERSION}",
+        f"{db}: schema up to date",
+    ]
+
+
 @pytest.mark.parametrize("given", ["missing", "empty", "default"])
 def test_migrate_where_there_is_no_database_is_refused(tmp_path: Path, given: str) -> None:
     """noughts migrate --db PATH with nothing at PATH made a new database there and said
