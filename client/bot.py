@@ -36,12 +36,12 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import engine
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
-from client.game_view import GameModel
+from client.game_view import GameDataError, GameModel
 from client.session_core import SeekReposted
 from client.sessions import SessionStore, connect_with_session
 from engine.time_control import TimeControl
@@ -533,7 +533,13 @@ class Bot:
             if getattr(event, "game_id", None) == game_id:
                 held = connection.seats.get(game_id)
                 model.seat = held[0] if held else None
-                model.apply(event, loop.time())
+                try:
+                    model.apply(event, loop.time())
+                except GameDataError as exc:  # a newer server's game, a move against the rules
+                    log.warning("game %s cannot be played: %s; ending it", game_id, exc)
+                    await self._end(game_id)  # (as stop ends one: aborted, else resigned)
+                    finished = self._finished(game_id, model, event, seat)
+                    return replace(finished, result="*", reason="cannot be played", winner=None)
                 seat = -1 if model.seat is None else model.seat
                 # Ended; or the snapshot of a game resumed after it ended (an unfinished game
                 # of a run before that ended between the welcome and the resume).

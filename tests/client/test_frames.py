@@ -24,8 +24,10 @@ from protocol import (
     PROTOCOL_VERSION,
     LobbySubscribe,
     Moved,
+    Ok,
     Ping,
     Seated,
+    SeekPosted,
     Snapshot,
     Welcome,
     decode,
@@ -171,6 +173,56 @@ async def test_a_game_that_breaks_the_rules_is_one_line_from_watch_and_play(
     url = await scripted(_watched(game, actions, moved))
     for command, args in (("watch", ()), ("play", ("--plain", "--name", "bob", "--join"))):
         await _one_line(command, [*args, "g1", "--server", url], why, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("game", "actions", "moved", "why"),
+    [
+        ("connect4", [3], [], "unknown game 'connect4'"),
+        ("tictactoe", [4], [(0, 4)], "move 2: cell b2 is occupied by X"),
+    ],
+)
+async def test_a_bots_game_that_breaks_the_rules_is_ended_in_one_line(
+    scripted: Callable[[Reply], Any],
+    tmp_path: Path,
+    game: str,
+    actions: list[int],
+    moved: list[tuple[int, int]],
+    why: str,
+) -> None:
+    """noughts bot seated in a game this client does not know (a newer server's), or sent
+    a move against the rules, ended in a GameDataError traceback. It says why in one line,
+    ends that game as a stop ends one (aborted, else resigned) and counts it aborted."""
+    asked: list[str] = []
+    watched = _watched(game, actions, moved)
+
+    def reply(request: dict[str, Any]) -> list[bytes]:
+        asked.append(request["type"])
+        if request["type"] == "seek":  # taken at once: seated as O in that game
+            seated = Seated(game_id="g1", seat=1, token="t")
+            frames = watched({"type": "watch", "rid": None, "game_id": "g1"})
+            return [encode(SeekPosted(rid=request["rid"], seek_id="s1")), encode(seated), *frames]
+        return [encode(Ok(rid=request["rid"]))]
+
+    url = await scripted(reply)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "bot", "--server", url, "--name", "robo",
+        "--seek", "tictactoe", "--games", "1", "--engine", "random",
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")},
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, (out, err)
+    said = [line for line in err.decode().splitlines() if "g1" in line]
+    assert len(said) == 1 and said[0].startswith("game g1 cannot be played: "), err
+    assert why in said[0] and "Traceback" not in err.decode()
+    assert "1 aborted" in out.decode() and asked[-1] == "abort"
 
 
 async def _one_line(command: str, args: list[str], why: str, tmp_path: Path) -> None:
