@@ -1166,10 +1166,10 @@ def _check_writable(db: sqlite3.Connection) -> None:
     """Raise SQLITE_READONLY if ``db`` cannot be written: a write to the header (the
     schema version it already has), rolled back, so the file is left as it was. A
     read-only file opens and reads; only its first write fails."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute(f"PRAGMA user_version = {int(version)}")
+        db.execute(f"PRAGMA user_version = {version}")
     finally:
         db.execute("ROLLBACK")
 
