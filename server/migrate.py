@@ -75,7 +75,9 @@ async def run(db: str) -> int:
             lock.release()
     found = store.schema_found
     now = PG_SCHEMA_VERSION if is_postgres_url(db) else SCHEMA_VERSION
-    if found is not None and found < now:
+    if found == 0:  # (a PostgreSQL schema with no tables yet)
+        print(f"{store.describe()}: schema created (version {now})")
+    elif found is not None and found < now:
         print(f"{store.describe()}: schema migrated from version {found} to {now}")
     else:
         print(f"{store.describe()}: schema up to date")
