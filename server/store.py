@@ -687,10 +687,19 @@ class SQLStore(Store):
             log.error("cannot quarantine game %s: %s", game_id, exc)
 
     @staticmethod
-    def _quarantined(game_id: str) -> Quarantined:
+    def _quarantined(game_id: str, reason: str | None) -> Quarantined:
+        """What a read of a quarantined game answers: what is wrong with its rows (the
+        column, and the move or event), so that a user needs no server log (that of
+        `noughts replay`'s own server is gone when it says so)."""
+        if reason is None:  # its rows read well now: set aside for moves it could not replay
+            return Quarantined(
+                f"game {game_id} is quarantined (status {QUARANTINED!r}): its rows read well "
+                "now (repaired since, or a server could not replay its moves); its status is "
+                "set back by hand (README, Storage)",
+                game_id,
+            )
         return Quarantined(
-            f"game {game_id} is quarantined: its stored record cannot be read (see the "
-            "server's log)",
+            f"game {game_id} is quarantined: its stored record cannot be read: {reason}",
             game_id,
         )
 
@@ -704,14 +713,14 @@ class SQLStore(Store):
     @staticmethod
     def _game_row(r: Sequence[Any]) -> GameRow:
         """A games row, decoded; CorruptRow if a column does not hold what it should."""
-        players = _load(r[4], "players", list)
-        tokens = [None, None] if r[12] is None else _load(r[12], "tokens", list)
+        players = _load(r[4], "games.players", list)
+        tokens = [None, None] if r[12] is None else _load(r[12], "games.tokens", list)
         if len(players) != 2 or len(tokens) != 2:
-            raise CorruptRow("players and tokens: two seats expected")
+            raise CorruptRow("games.players and games.tokens: two seats expected")
         return GameRow(
             id=r[0],
             game=r[1],
-            params=_load(r[2], "params", dict),
+            params=_load(r[2], "games.params", dict),
             status=r[3],
             players=players,
             result=r[5],
@@ -720,7 +729,7 @@ class SQLStore(Store):
             created_at=r[8],
             started_at=r[9],
             ended_at=r[10],
-            clock=None if r[11] is None else _load(r[11], "clock", dict),
+            clock=None if r[11] is None else _load(r[11], "games.clock", dict),
             tokens=tokens,
             private=bool(r[13]),
             rematch_of=r[14],
@@ -728,21 +737,23 @@ class SQLStore(Store):
         )
 
     async def get_game(self, game_id: str) -> GameRecord | None:
-        """A stored game with its moves and events; Quarantined if its rows cannot be read
-        (the game is quarantined then, once)."""
+        """A stored game with its moves and events; Quarantined, saying why, if its rows
+        cannot be read (the game is quarantined then, once) or it was quarantined before."""
         rows = await self._fetchall(
             f"SELECT {self._GAME_COLUMNS} FROM games WHERE id = ?", (game_id,)
         )
         if not rows:
             return None
         row = rows[0]
-        if row[3] == QUARANTINED:
-            raise self._quarantined(game_id)
         try:
-            return await self._record(self._game_row(row))
+            record = await self._record(self._game_row(row))
         except CorruptRow as exc:
-            await self.quarantine(game_id, str(exc))
-            raise self._quarantined(game_id) from exc
+            if row[3] != QUARANTINED:
+                await self.quarantine(game_id, str(exc))
+            raise self._quarantined(game_id, str(exc)) from exc
+        if row[3] == QUARANTINED:
+            raise self._quarantined(game_id, None)
+        return record
 
     async def _record(self, row: GameRow) -> GameRecord:
         moves = [
@@ -753,8 +764,8 @@ class SQLStore(Store):
                 m[3],
                 m[4],
                 m[5],
-                None if m[6] is None else _load(m[6], "moves.stats", dict),
-                None if m[7] is None else _load(m[7], "moves.clocks", list),
+                None if m[6] is None else _load(m[6], f"moves.stats of move {m[1] + 1}", dict),
+                None if m[7] is None else _load(m[7], f"moves.clocks of move {m[1] + 1}", list),
             )
             for m in await self._fetchall(
                 "SELECT game_id, ply, seq, seat, action, at, stats, clocks FROM moves"
@@ -763,7 +774,7 @@ class SQLStore(Store):
             )
         ]
         events = [
-            event_record(e[0], e[1], _load(e[2], "events.data", dict), e[3])
+            event_record(e[0], e[1], _load(e[2], f"events.data of seq {e[0]}", dict), e[3])
             for e in await self._fetchall(
                 "SELECT seq, kind, data, at FROM events WHERE game_id = ? ORDER BY seq", (row.id,)
             )

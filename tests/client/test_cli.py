@@ -153,6 +153,47 @@ def test_a_game_that_does_not_replay_is_one_line_from_replay_and_export(tmp_path
     assert [m["action"] for m in json.loads(result.stdout)["moves"]] == [4, 0, 4]
 
 
+def damaged_database(path: Path) -> None:
+    """A database holding finished games "damaged", whose second move's stats column is
+    not JSON, and "unlisted", whose players column is not (rows damaged by hand or by a
+    disk): games meets the second, replay and export the first."""
+    import sqlite3
+
+    asyncio.run(new_database(path))
+    games = {"damaged": ("tictactoe", {}, [4, 0, 8]), "unlisted": ("tictactoe", {}, [4])}
+    store_games(path, {**games, "fine": ("tictactoe", {}, [4])})
+    connection = sqlite3.connect(path)
+    connection.execute("UPDATE moves SET stats = '{oops' WHERE game_id = 'damaged' AND ply = 1")
+    connection.execute("UPDATE games SET players = '[' WHERE id = 'unlisted'")
+    connection.commit()
+    connection.close()
+
+
+def test_a_damaged_game_is_said_what_is_wrong_with_in_one_line(tmp_path: Path) -> None:
+    """A walk's finding: replay of a game with a damaged row said "its stored record cannot
+    be read (see the server's log)", but the log of replay's own server is removed when it
+    stops: nothing said what was wrong. The line now names the column and the move, for a
+    game a server marked quarantined too."""
+    import sqlite3
+
+    db = tmp_path / "games.db"
+    damaged_database(db)
+    why = (
+        "game damaged is quarantined: its stored record cannot be read: moves.stats of "
+        "move 2: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    )
+    for command in ("replay", "export"):
+        result = noughts(command, "damaged", "--db", str(db))
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr == f"noughts {command}: {why}\n"
+    connection = sqlite3.connect(db)
+    connection.execute("UPDATE games SET status = 'quarantined' WHERE id = 'damaged'")
+    connection.commit()
+    connection.close()
+    result = noughts("replay", "damaged", "--db", str(db), "--all")
+    assert (result.returncode, result.stderr) == (1, f"noughts replay: {why}\n")
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -869,10 +869,12 @@ async def test_a_corrupt_finished_game_is_quarantined_and_list_works(tmp_path: P
         listed = await ada.request(ListGames, status="finished")
         assert isinstance(listed, GameList)
         assert [g["game_id"] for g in listed.games] == [fine]
-        with pytest.raises(RequestFailed, match="unavailable.*quarantined"):
+        with pytest.raises(RequestFailed, match="unavailable.*quarantined.*games.params: "):
             await ada.request(GetGame, game_id=broken)
         await ada.request(Ping)  # still connected
         assert server.query("SELECT status FROM games WHERE id = ?", broken) == [("quarantined",)]
+        with pytest.raises(RequestFailed, match="quarantined.*games.params: "):  # (marked)
+            await ada.request(GetGame, game_id=broken)
         for client in (ada, bo, ada2, bo2):
             await client.close()
 
