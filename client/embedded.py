@@ -71,7 +71,9 @@ class EmbeddedServer:
     gets a line a second saying what it waits for and for how long. ``keep_log=False`` (a
     command that only reads): a ``log_path`` it made is removed when it stops, unless the
     server failed to start (the error names it); the server removes its database's lock
-    itself when it stops."""
+    itself when it stops. ``reads_only`` (games, replay, export) also starts it with
+    ``--mark-quarantined false``: a game whose rows cannot be read is left as it is, not
+    marked quarantined in the file (a running server reused keeps its own policy)."""
 
     def __init__(
         self,
@@ -82,6 +84,7 @@ class EmbeddedServer:
         warm: list[tuple[str, str]] | None = None,
         status: StatusLine | None = None,
         keep_log: bool = True,
+        reads_only: bool = False,
     ) -> None:
         self.db = db
         self.workers = workers
@@ -89,6 +92,7 @@ class EmbeddedServer:
         self.warm = warm
         self.status = status
         self.keep_log = keep_log
+        self.reads_only = reads_only
         self.made_log = False  # ``log_path`` was made by this server's start
         self.process: asyncio.subprocess.Process | None = None
         self.url: str | None = None
@@ -111,6 +115,8 @@ class EmbeddedServer:
             "--reuse-running",
             "true",
         ]
+        if self.reads_only:
+            args += ["--mark-quarantined", "false"]
         if self.db is not None:
             args += ["--db", str(self.db)]
         if self.workers is not None:

@@ -202,6 +202,7 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
         if node is not None
         else open_store(db_path, settings.db_max_mb, settings.db_timeout_s)
     )
+    store.marks_quarantined = settings.mark_quarantined
     try:
         await store.open()
     except ServerError as exc:

@@ -664,6 +664,14 @@ class ServerSettings:
         positive=True,
         group=STORAGE,
     )
+    mark_quarantined: bool = setting(
+        True,
+        "set a game whose stored rows cannot be read aside in the database (status "
+        "quarantined), so that no read meets it again; false: leave it out and log it, its "
+        "row as it is (the server of noughts games, replay and export: they only read)",
+        flag="mark-quarantined",
+        group=STORAGE,
+    )
     storage_retry_s: float = setting(
         1.0,
         "seconds a game waits after a failed write before its timers (flag, abandon) and "

@@ -223,11 +223,26 @@ class Store(ABC):
     @abstractmethod
     async def load_session(self, token_sha256: str) -> SessionRow | None: ...
 
+    # False (--mark-quarantined false, the server of the commands that only read: games,
+    # replay, export): a game whose rows cannot be read is left out and logged, and its
+    # row left as it is; reading a database must not change its games.
+    marks_quarantined: bool = True
+
     async def quarantine(self, game_id: str, reason: str) -> None:
         """Set aside a game whose stored rows cannot be read, so that the server goes on
         without it: logged here; a store that can also marks it (status ``quarantined``)
-        so that no read meets it again. Never raises."""
+        so that no read meets it again, unless ``marks_quarantined`` is False. Never
+        raises."""
         # Its earlier status is not lost: result and started_at tell it (README, "Storage").
+        if not self.marks_quarantined:
+            log.error(
+                "game %s: its stored rows cannot be read (%s); left out, its row as it is "
+                "(this server does not mark it %r)",
+                game_id,
+                reason,
+                QUARANTINED,
+            )
+            return
         log.error(
             "game %s: its stored rows cannot be read (%s); quarantined: the server goes on "
             "without it (status %r; repair the row, then set the status back)",
@@ -681,6 +696,8 @@ class SQLStore(Store):
 
     async def quarantine(self, game_id: str, reason: str) -> None:
         await super().quarantine(game_id, reason)
+        if not self.marks_quarantined:
+            return
         try:
             await self._submit([(self._QUARANTINE, (game_id,))])
         except StorageError as exc:  # it stays unreadable; the next read tries again

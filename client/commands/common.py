@@ -97,7 +97,8 @@ async def connect(
     connection reconnects after a drop (client/connection.py), saying so on stderr.
     ``reads_only``: a command that only reads stored games connects as the user's guest
     (``connect_as_guest``), does not create a database a --db names (a mistyped path):
-    FileNotFoundError, with a one-line reason; and leaves no server log beside it."""
+    FileNotFoundError, with a one-line reason; and leaves no server log beside it, nor a
+    damaged game marked quarantined (EmbeddedServer ``reads_only``)."""
     name = getattr(args, "name", "anonymous")[:32]
     options: dict[str, Any] = {
         "name": name,
@@ -132,6 +133,7 @@ async def connect(
         warm=warm,
         status=status,
         keep_log=not reads_only,
+        reads_only=reads_only,
     ) as url:
         connection = await open_connection(url, session_key(args))
         try:

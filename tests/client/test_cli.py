@@ -169,6 +169,18 @@ def damaged_database(path: Path) -> None:
     connection.close()
 
 
+def game_status(path: Path, game_id: str) -> str:
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    try:
+        return str(
+            connection.execute("SELECT status FROM games WHERE id = ?", (game_id,)).fetchone()[0]
+        )
+    finally:
+        connection.close()
+
+
 def test_a_damaged_game_is_said_what_is_wrong_with_in_one_line(tmp_path: Path) -> None:
     """A walk's finding: replay of a game with a damaged row said "its stored record cannot
     be read (see the server's log)", but the log of replay's own server is removed when it
@@ -192,6 +204,22 @@ def test_a_damaged_game_is_said_what_is_wrong_with_in_one_line(tmp_path: Path) -
     connection.close()
     result = noughts("replay", "damaged", "--db", str(db), "--all")
     assert (result.returncode, result.stderr) == (1, f"noughts replay: {why}\n")
+
+
+@pytest.mark.parametrize("args", [["replay", "damaged"], ["export", "damaged"], ["games"]])
+def test_a_command_that_reads_games_leaves_a_damaged_game_as_it_is(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A walk's finding: replay (export, games) of a game with a damaged row wrote status
+    'quarantined' into the database it only read. A server of its own (serve, play) still
+    sets the game aside so (README, Storage); the commands that only read do not."""
+    db = tmp_path / "games.db"
+    damaged_database(db)
+    result = noughts(*args, "--db", str(db))
+    assert "Traceback" not in result.stderr
+    assert (game_status(db, "damaged"), game_status(db, "unlisted")) == ("finished", "finished")
+    if args == ["games"]:
+        assert result.returncode == 0 and "unlisted" not in result.stdout, result.stderr
 
 
 @pytest.mark.parametrize(
