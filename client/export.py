@@ -44,16 +44,23 @@ def _sgf_text(value: str) -> str:
 
 
 def _sgf_result(record: dict[str, Any]) -> str | None:
+    """The record's result as FF[4]'s RE (red-bean.com/sgf/properties.html#RE): "0" a draw,
+    "Void" no result, "B+"/"W+" a win, with R(esign), T(ime) or F(orfeit) for how, and no
+    score for five in a row (the score is optional: "some games don't have a score");
+    "?" for a result this noughts does not know (a newer server's, a damaged row), never a
+    winner it would make up. None: the game is not over."""
     result, reason = record.get("result"), record.get("reason")
     if not result:
         return None
     if result == "1/2-1/2":
-        return "0"  # a draw
+        return "0"
     if result == "*":
         return "Void"
-    colour = "B" if result == "1-0" else "W"
-    suffix = {"resign": "R", "flag": "T", "abandoned": "F"}.get(reason or "", "")
-    return f"{colour}+{suffix}"
+    colour = {"1-0": "B", "0-1": "W"}.get(result)
+    if colour is None:
+        return "?"
+    how = {"resign": "R", "flag": "T", "abandoned": "F"}.get(reason or "", "")
+    return f"{colour}+{how}"
 
 
 def to_sgf(record: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -66,6 +67,68 @@ async def test_sgf_of_a_won_gomoku_game(ui_server: UIServer) -> None:
     assert "SZ[15]" in sgf and "PB[ada]" in sgf and "PW[bob]" in sgf and "RE[B+]" in sgf
     moves = sgf[sgf.index(";B[") :].rstrip(")\n")
     assert moves == ";B[dh];W[di];B[eh];W[ei];B[fh];W[fi];B[gh];W[gi];B[hh]"
+
+
+def sgf_root(text: str) -> dict[str, list[str]]:
+    """The root node's properties of a one-game SGF collection, parsed by the FF[4] grammar
+    (``"(" ";" (PropIdent ("[" value "]")+)* ...``), values unescaped (section 3.2)."""
+    assert text.startswith("(;"), text
+    properties: dict[str, list[str]] = {}
+    i = 2
+    while text[i] not in ";)":
+        j = i
+        while text[j].isupper():
+            j += 1
+        assert j > i and text[j] == "[", f"a property expected at {text[i:]!r}"
+        values = []
+        while text[j] == "[":
+            j += 1
+            value = []
+            while text[j] != "]":
+                j += text[j] == "\\"  # an escaped character is itself
+                value.append(text[j])
+                j += 1
+            values.append("".join(value))
+            j += 1
+        assert text[i:j].split("[")[0] not in properties, "a property twice in a node"
+        properties[text[i:j].split("[")[0]] = values
+        i = j
+    return properties
+
+
+# FF[4] RE (red-bean.com/sgf/properties.html#RE): "0" or "Draw"; "B+" or "W+" with an
+# optional score (none in games without one, as chess, or five in a row), or R(esign),
+# T(ime), F(orfeit); "Void" for no result; "?" for an unknown result.
+SGF_RESULT = re.compile(r"0|Draw|[BW]\+(|R|Resign|T|Time|F|Forfeit|\d+(\.\d+)?)|Void|\?")
+
+
+async def test_sgf_results_are_written_as_the_sgf_spec_says(ui_server: UIServer) -> None:
+    """A stored result this noughts does not know (a newer server's, a damaged row) was
+    exported RE[W+]: White won, which nobody said. Every result now parses as FF[4]'s RE
+    and says what the record does; an unknown one is "?"."""
+    record = await play_humans(ui_server, "tictactoe", [4, 0, 8, 2, 1, 7, 6, 3, 5])
+    expected = {
+        ("1-0", "line"): "B+",  # five (three) in a row: a win with no score
+        ("0-1", "line"): "W+",
+        ("1-0", "resign"): "B+R",
+        ("0-1", "flag"): "W+T",
+        ("1-0", "abandoned"): "B+F",
+        ("1/2-1/2", "draw"): "0",
+        ("1/2-1/2", "agreement"): "0",
+        ("1/2-1/2", "abandoned"): "0",
+        ("*", "abort"): "Void",
+        ("*", "engine_unavailable"): "Void",
+        ("2-0", "line"): "?",
+        ("1-0 ", "resign"): "?",
+    }
+    for (result, reason), re_value in expected.items():
+        root = sgf_root(to_sgf({**record, "result": result, "reason": reason}))
+        assert root["RE"] == [re_value], (result, reason)
+        assert SGF_RESULT.fullmatch(root["RE"][0])
+    live = sgf_root(to_sgf({**record, "result": None, "reason": None}))
+    assert "RE" not in live
+    named = {**record, "players": [{"name": "a]b\\c"}, {"name": "bob"}]}
+    assert sgf_root(to_sgf(named))["PB"] == ["a]b\\c"]
 
 
 async def test_sgf_of_a_rectangular_board_and_a_resignation(ui_server: UIServer) -> None:
