@@ -83,21 +83,23 @@ BUS_VERSION = 2
 _FOLLOWING = (JoinGame, Watch, Resume)
 # Quick pairing (KEYS: the queue, the entries' hash, the pairing's claim key; ARGV: the
 # player, the entry's id, its data, how many to look at, the claim key's life in ms, what takes
-# a partner, the prefix of the entries' taken marks): take the first queued entry of another
-# player whose data is still there, as _CLAIM_SEEK takes a seek (its queue item and data kept
-# under the claim key for _UNCLAIM_QUICK; marked taken, "pending" until _SETTLE_CLAIM, for its
-# node, which may miss the quick-taken notice: _REPOST_QUICK); or queue this one. Run again
-# (tried again on a new connection), the same answer; called off before it ran, nothing. Queue
-# items are "ENTRY_ID PLAYER_ID". (The taken mark's key is made here, from the entry's id: the
-# bus is one Redis, not a Redis Cluster.)
+# a partner, the prefix of the entries' taken marks, then the ids of entries to pass over):
+# take the first queued entry of another player whose data is still there, as _CLAIM_SEEK
+# takes a seek (its queue item and data kept under the claim key for _UNCLAIM_QUICK; marked
+# taken, "pending" until _SETTLE_CLAIM, for its node, which may miss the quick-taken notice:
+# _REPOST_QUICK); or queue this one. Run again (tried again on a new connection), the same
+# answer; called off before it ran, nothing. Queue items are "ENTRY_ID PLAYER_ID". (The taken
+# mark's key is made here, from the entry's id: the bus is one Redis, not a Redis Cluster.)
 _QUICK_TAKE = """
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return redis.call('HGET', KEYS[3], 'data')
 end
+local skipped = {}
+for i = 8, #ARGV do skipped[ARGV[i]] = true end
 local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
 for _, item in ipairs(items) do
   local id, player = string.match(item, '^(%S+) (.*)$')
-  if player ~= ARGV[1] then
+  if player ~= ARGV[1] and not skipped[id] then
     redis.call('LREM', KEYS[1], 1, item)
     local data = redis.call('HGET', KEYS[2], id)
     if data then
@@ -1837,34 +1839,45 @@ class Cluster:
         node, taken from the queue for the game ``game_id``; or None, and ``entry`` is
         queued. One script run, so of two nodes pairing at once neither queues beside a
         partner (Redis runs a script atomically). The partner is marked taken, as a claimed
-        seek is (its node may miss the quick-taken notice: _post_again); NodeUnavailable if
-        Redis does not answer: the pairing, which Redis may run when it wakes up, is called
-        off once it answers (_UNCLAIM_QUICK: a partner it took is queued again)."""
+        seek is (its node may miss the quick-taken notice: _post_again). A partner whose node
+        this node does not see among the live ones (only late, maybe: a stall longer than
+        presence_ttl_s) is looked for in Redis's presence again, and if it is missing there
+        too, put back at the head of its queue (_UNCLAIM_QUICK; its entries leave the queue
+        with the rest of a dead node's, _drop_entries_of) and passed over. NodeUnavailable
+        if Redis does not answer: the pairing, which Redis may run when it wakes up, is
+        called off once it answers (_UNCLAIM_QUICK: a partner it took is queued again)."""
         data = self._seek_data(entry, connection) | {"quick": True}
         player = connection.player
         assert player is not None
         what = pack({"game": game_id, "node": self.node})
         ttl = int(SEEK_CLAIM_TTL_S * 1000)
         self._check_answering()
+        passed_over: list[str] = []  # partners whose node is missing: put back, not taken
         while True:
             keys = [
                 *self._quick_keys(entry),
                 f"{self.bus.prefix}:pairing-claim:{secrets.token_hex(8)}",
             ]
             args = [player.player_id, entry.id, pack(data), _QUICK_SCAN, ttl, what]
+            partner = None
             try:
                 raw = await self._script(_QUICK_TAKE)(
-                    keys=keys, args=[*args, self._seek_taken_key("")]
+                    keys=keys, args=[*args, self._seek_taken_key(""), *passed_over]
                 )
+                partner = None if raw is None else unpack(raw)
+                late = partner is not None and not await self._node_alive(partner["node"])
             except (RedisError, OSError) as exc:
                 self._failed(exc, "cannot pair quickly")
                 self._later(self._unqueue(entry), f"cannot unqueue {entry.id}")  # (it was sent)
-                if isinstance(exc, _UNANSWERED):
+                if isinstance(exc, _UNANSWERED) or partner is not None:  # (it may have run)
                     self._later(self._call_off_pairing(keys), "cannot call off a pairing")
                 raise NodeUnavailable(_LOBBY_UNREACHABLE) from exc
-            if raw is None:
+            if partner is None:
                 return None
-            partner = unpack(raw)
+            if late:  # (its node is missing from Redis's presence too)
+                self._later(self._call_off_pairing(keys), "cannot call off a pairing")
+                passed_over.append(partner["id"])
+                continue
             self._later(self._settle_pairing(keys[2], partner["id"]), "cannot settle a pairing")
             node = partner["node"]
             if node == self.node:
@@ -1872,11 +1885,15 @@ class Cluster:
                 if mine is not None and not mine.owner_connection.closed:
                     return mine
                 continue  # its owner is leaving: the next one
-            if node not in self.present:
-                continue  # its node died
             # Its node drops it from its lobby (and its AI fallback) before anything else.
             self.send_to(node, {"op": "quick-taken", "id": partner["id"]})
             return self._remote_seek(partner)
+
+    async def _node_alive(self, node: str) -> bool:
+        """Whether ``node`` is alive: among the live nodes as this node last saw them, or
+        else (late, maybe: this node's view is one heartbeat old, and a node stalled longer
+        than presence_ttl_s drops out of it until its next beat) in Redis's presence now."""
+        return node == self.node or node in self.present or node in await self.bus.nodes()
 
     def _call_off_pairing(self, keys: list[str]) -> Step:
         """The step of a write that calls off a pairing whose answer was lost

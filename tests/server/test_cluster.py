@@ -748,6 +748,49 @@ async def test_quick_pairing_across_nodes_skips_a_partner_at_its_cap(
             await client.close()
 
 
+async def test_quick_pairing_pairs_a_partner_whose_node_this_node_saw_late(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """a stalls longer than presence_ttl_s (a loaded machine: SIGSTOP here) and b's
+    heartbeat meanwhile finds it missing; a is back, but b sees it again only at its next
+    beat. bo on b was paired with ada's waiting entry then: b did not see a among the live
+    nodes and dropped the entry for good (ada waited for ever, bo was queued beside nobody:
+    test_quick_pairing_pairs_players_of_two_nodes failed so now and then). b now looks for
+    a in Redis's presence: a is alive, and bo and ada are paired. (b beats once an hour
+    here, when the test says: its view of the live nodes stays the one it last read.)"""
+    settings = replace(ServerSettings(), heartbeat_s=3600.0, presence_ttl_s=7200.0)
+    b_name = f"b-{redis_prefix}"
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a = await cluster.start("a")
+        async with _node_in_process(b_name, pg_schema, redis_prefix, settings) as (b, b_url):
+            await cluster.wait_balanced(names={a.name, b_name})
+            assert b.cluster is not None
+            admin = aioredis.from_url(REDIS_URL)
+            try:
+                a.process.send_signal(signal.SIGSTOP)
+                try:  # a's presence expires (as after presence_ttl_s), and b beats
+                    await admin.delete(f"{redis_prefix}:presence:{a.name}")
+                    await b.cluster._heartbeat()
+                finally:
+                    a.process.send_signal(signal.SIGCONT)
+                async with asyncio.timeout(10):  # a beats again
+                    while not await admin.exists(f"{redis_prefix}:presence:{a.name}"):
+                        await asyncio.sleep(0.05)
+            finally:
+                await admin.aclose()
+            assert a.name not in b.cluster.present  # (until b's next beat)
+            ada = await a.connect("ada")
+            bo = await ServerConnection.connect(b_url, name="bo")
+            await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+            await bo.request(QuickPair, game="tictactoe", ai_after_s=0)
+            bo_seat = await asyncio.wait_for(_seated(bo), 10)
+            ada_seat = await asyncio.wait_for(_seated(ada), 10)
+            assert ada_seat.game_id == bo_seat.game_id
+            assert {ada_seat.seat, bo_seat.seat} == {0, 1}
+            for client in (ada, bo):
+                await client.close()
+
+
 async def test_a_challenge_by_player_id_reaches_a_player_of_another_node_or_offline(
     two_nodes: Cluster,
 ) -> None:
@@ -2614,15 +2657,16 @@ async def test_a_server_alone_and_a_node_on_one_database_refuse_each_other(
 
 @contextlib.asynccontextmanager
 async def _node_in_process(
-    name: str, schema: str, prefix: str
+    name: str, schema: str, prefix: str, settings: ServerSettings | None = None
 ) -> AsyncIterator[tuple[GameServer, str]]:
     """A node of the cluster in this process, as `noughts serve --node NAME` builds it (no
-    engine): its GameServer, whose tables a test reads, and its address."""
+    engine; ``settings``, or the defaults): its GameServer, whose tables a test reads, and
+    its address."""
     store = PostgresStore(schema_url(schema), node=name)
     await store.open()
-    game_server = GameServer(store, None)
+    game_server = GameServer(store, None, settings=settings)
     try:
-        timeout_s = ServerSettings().bus_timeout_s
+        timeout_s = game_server.settings.bus_timeout_s
         bus = RedisBus(REDIS_URL, prefix=prefix, node=name, timeout_s=timeout_s)
         game_server.cluster = NodeCluster(game_server, bus, ShardLocks(store.connect_locked))
         await game_server.cluster.start()
