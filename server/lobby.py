@@ -171,6 +171,17 @@ class Changes:
 Journal = dict[str, dict[str, SeekEntry | None]]
 
 
+@dataclass(slots=True)
+class _ChallengeChange:
+    """A challenge changed in the current tick: whether its players' subscriptions listed
+    it when the tick began, and the entry as it is now (None: removed). Only a difference
+    between the two is news: added and removed within the tick, nothing; removed, added
+    again (its id posted anew) and removed again, a removal."""
+
+    listed_before: bool
+    entry: SeekEntry | None
+
+
 class Lobby:
     """Every seek and quick-pairing entry, indexed for what the server asks of them, and
     the windows subscribers were last sent."""
@@ -181,7 +192,8 @@ class Lobby:
         self._owned: dict[Any, dict[str, SeekEntry]] = {}  # by owner connection
         self._challenges: dict[str, dict[str, SeekEntry]] = {}  # by player concerned
         self._queues: dict[tuple[Any, ...], dict[str, SeekEntry]] = {}  # quick pairing
-        self._journal: Journal = {}  # challenges changed since the last tick, by player
+        # Challenges changed since the last tick, by player.
+        self._journal: dict[str, dict[str, _ChallengeChange]] = {}
         self.windows: dict[int, Window] = {}  # by page size
 
     def add(self, entry: SeekEntry) -> None:
@@ -194,7 +206,7 @@ class Lobby:
         for player_id in entry.parties:
             if player_id is not None:
                 self._challenges.setdefault(player_id, {})[entry.id] = entry
-                self._journal.setdefault(player_id, {})[entry.id] = entry
+                self._journaled(player_id, entry.id, entry)
 
     def remove(self, seek_id: str) -> SeekEntry | None:
         entry = self.seeks.pop(seek_id, None)
@@ -208,12 +220,17 @@ class Lobby:
             if player_id is None:
                 continue
             _discard(self._challenges, player_id, seek_id)
-            changes = self._journal.setdefault(player_id, {})
-            if changes.get(seek_id) is entry:
-                del changes[seek_id]  # added and removed within the tick: nothing to say
-            else:
-                changes[seek_id] = None
+            self._journaled(player_id, seek_id, None)
         return entry
+
+    def _journaled(self, player_id: str, seek_id: str, entry: SeekEntry | None) -> None:
+        """A challenge of ``player_id``'s added (``entry``) or removed (None) in this tick."""
+        changes = self._journal.setdefault(player_id, {})
+        change = changes.get(seek_id)
+        if change is None:
+            changes[seek_id] = _ChallengeChange(listed_before=entry is None, entry=entry)
+        else:
+            change.entry = entry
 
     def owned_by(self, connection: Any) -> list[SeekEntry]:
         return list(self._owned.get(connection, {}).values())
@@ -249,7 +266,16 @@ class Lobby:
     def take_journal(self) -> Journal:
         """The challenges changed since the last call, by player; starts a new tick."""
         journal, self._journal = self._journal, {}
-        return {player: changes for player, changes in journal.items() if changes}
+        news: Journal = {}
+        for player, changes in journal.items():
+            said = {
+                seek_id: change.entry
+                for seek_id, change in changes.items()
+                if change.listed_before != (change.entry is not None)
+            }
+            if said:
+                news[player] = said
+        return news
 
 
 def _discard(index: dict[Any, dict[str, SeekEntry]], key: Any, seek_id: str) -> None:

@@ -1630,6 +1630,40 @@ async def _listed_again(client: ServerConnection, seek_ids: set[str]) -> str:
                 return str(event.seek["seek_id"])
 
 
+async def test_a_challenge_removed_posted_again_and_removed_in_one_tick_is_said_removed(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """b hears, within one lobby tick, that ada's challenge to bo was removed, posted again
+    (a node announces its seeks again once its bus is back) and removed again (that node
+    then finds it taken): bo's lobby was told nothing, and listed the challenge for good,
+    gone from b's lobby (a challenge added and removed within a tick is nothing to say, but
+    one its subscribers listed when the tick began is a removal). bo is told it is gone."""
+    a, b = two_nodes.nodes
+    ada, bo = await a.connect("ada"), await b.connect("bo")
+    await bo.request(LobbySubscribe)
+    challenge = (await ada.request(Seek, game="tictactoe", to="bo")).seek_id
+    await _sees_seek(bo, challenge)
+    admin = aioredis.from_url(REDIS_URL)
+    try:
+        posted = await admin.hget(f"{redis_prefix}:seeks", challenge)
+        assert posted is not None
+        channel, seek = f"{redis_prefix}:lobby", unpack(posted)
+        pipe = admin.pipeline(transaction=True)  # (one read for b's subscriber)
+        for message in ({"op": "remove", "id": challenge}, {"op": "add", "seek": seek}):
+            pipe.publish(channel, pack(message | {"from": a.name}))
+        pipe.publish(channel, pack({"op": "remove", "id": challenge, "from": a.name}))
+        await pipe.execute()
+    finally:
+        await admin.aclose()
+    while True:
+        event = await asyncio.wait_for(bo.lobby_events.get(), 10)
+        if isinstance(event, LobbyEvent) and event.kind == "seek_removed":
+            assert event.seek_id == challenge
+            break
+    for client in (ada, bo):
+        await client.close()
+
+
 async def test_a_seek_taken_while_its_node_heard_nothing_is_not_offered_again(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
