@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from typing import Any
 
@@ -30,6 +31,7 @@ from server.errors import (
     LimitExceeded,
     NodeUnavailable,
     NotAllowed,
+    SeekTaken,
     ServerError,
     UnknownSeek,
 )
@@ -37,6 +39,8 @@ from server.game_events import GameEvents
 from server.hub import Reservation
 from server.lobby import SeekEntry, Subscription, new_seek_id
 from server.session import GameSession
+
+log = logging.getLogger(__name__)
 
 
 class LobbyRequests(GameEvents):
@@ -220,24 +224,48 @@ class LobbyRequests(GameEvents):
                 algorithm=request.algorithm,
                 budget_ms=request.budget_ms,
             )
-            partner = await self._quick_partner(entry, connection, reservation)
-            connection.send(SeekPosted(rid=request.rid, seek_id=entry.id))
-            if partner is None:
-                self.lobby.add(entry)
-                if entry.ai_after_s:
-                    loop = asyncio.get_running_loop()
-                    self._quick_timers[entry.id] = loop.call_later(
-                        entry.ai_after_s, lambda: self._spawn(self._quick_ai(entry.id))
-                    )
-                return
-            self._remove_seek(partner)
-            seat = secrets.randbelow(2)
-            session = self._session_of(entry, reservation.game_id, partner.id)
-            session.take_seat(seat, partner.owner)
-            session.take_seat(1 - seat, entry.owner)
+            posted: SeekPosted | None = SeekPosted(rid=request.rid, seek_id=entry.id)
+            while True:
+                partner = await self._quick_partner(entry, connection, reservation)
+                if posted is not None:  # (once, before its seated)
+                    connection.send(posted)
+                    posted = None
+                if partner is None:
+                    self.lobby.add(entry)
+                    if entry.ai_after_s:
+                        loop = asyncio.get_running_loop()
+                        self._quick_timers[entry.id] = loop.call_later(
+                            entry.ai_after_s, lambda: self._spawn(self._quick_ai(entry.id))
+                        )
+                    return
+                if await self._start_quick_game(entry, connection, partner, reservation):
+                    return
+
+    async def _start_quick_game(
+        self,
+        entry: SeekEntry,
+        connection: Connection,
+        partner: SeekEntry,
+        reservation: Reservation,
+    ) -> bool:
+        """The game of ``entry`` (``connection``'s) and the waiting ``partner``, made of the
+        partner's entry; False if the store refuses it as the second game of that entry
+        (SeekTaken: paired already, by a pairing that a Redis which restarted empty forgot,
+        and queued again all the same): nothing of it is kept, and the caller looks for the
+        next partner, or queues ``entry``."""
+        self._remove_seek(partner)
+        seat = secrets.randbelow(2)
+        session = self._session_of(entry, reservation.game_id, partner.id)
+        session.take_seat(seat, partner.owner)
+        session.take_seat(1 - seat, entry.owner)
+        try:
             await self._start_game(
                 session, [(partner.owner_connection, seat, None), (connection, 1 - seat, None)]
             )
+        except SeekTaken:
+            log.info("quick entry %s was paired already: looking for the next", partner.id)
+            return False
+        return True
 
     async def _quick_partner(
         self, entry: SeekEntry, connection: Connection, reservation: Reservation

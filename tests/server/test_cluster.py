@@ -1874,6 +1874,44 @@ async def test_a_quick_entry_paired_while_its_node_heard_nothing_is_not_queued_a
             await proxy.close()
 
 
+async def test_a_quick_entry_paired_already_is_passed_over_not_an_unknown_seek(
+    two_nodes: Cluster, redis_prefix: str
+) -> None:
+    """ada's quick entry is paired with cy's, and then queued again all the same (as by a
+    node whose Redis restarted empty, just before the game made of it was stored): dee was
+    paired with it a second time, the database refused that game (games name their seek),
+    and dee's quick ended in unknown_seek "seek already taken". dee's pairing now passes
+    over it: dee is queued, and the next player, eve, is paired with dee."""
+    a, b = two_nodes.nodes
+    admin = aioredis.from_url(REDIS_URL)
+    try:
+        ada, cy = await a.connect("ada"), await b.connect("cy")
+        waiting = await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+        entries = f"{redis_prefix}:quick-entries"
+        data = await admin.hget(entries, waiting.seek_id)
+        (queue,) = [k async for k in admin.scan_iter(match=f"{redis_prefix}:quick:*")]
+        (item,) = await admin.lrange(queue, 0, -1)
+        await cy.request(QuickPair, game="tictactoe", ai_after_s=0)
+        paired = await asyncio.wait_for(_seated(cy), 10)
+        assert (await asyncio.wait_for(_seated(ada), 10)).game_id == paired.game_id
+        assert data is not None
+        await admin.hset(entries, waiting.seek_id, data)  # queued again all the same
+        await admin.rpush(queue, item)
+        dee, eve = await b.connect("dee"), await a.connect("eve")
+        posted = await dee.request(QuickPair, game="tictactoe", ai_after_s=0)
+        assert isinstance(posted, SeekPosted)
+        await dee.request(Ping)  # answered after anything its quick sent
+        assert not dee.seats and dee.errors.empty(), dee.errors.get_nowait()
+        assert [e.decode() for e in await admin.hkeys(entries)] == [posted.seek_id]
+        await eve.request(QuickPair, game="tictactoe", ai_after_s=0)
+        dee_seat = await asyncio.wait_for(_seated(dee), 10)
+        assert (await asyncio.wait_for(_seated(eve), 10)).game_id == dee_seat.game_id
+        for client in (ada, cy, dee, eve):
+            await client.close()
+    finally:
+        await admin.aclose()
+
+
 async def test_a_partner_taken_by_a_pairing_whose_answer_was_lost_is_queued_again(
     pg_schema: str, redis_prefix: str, tmp_path: Path
 ) -> None:
