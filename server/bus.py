@@ -589,13 +589,17 @@ class RedisBus:
 
     # --- presence ---------------------------------------------------------------------------
 
-    async def heartbeat(self, state: dict[str, Any], ttl_s: float) -> None:
-        """This node is alive for ``ttl_s`` more seconds, with ``state`` (its shards)."""
+    async def heartbeat(self, state: dict[str, Any], ttl_s: float) -> bool:
+        """This node is alive for ``ttl_s`` more seconds, with ``state`` (its shards).
+        Whether it was still alive until then: False when its presence had expired (a
+        first beat; a stall longer than ``ttl_s``; Redis restarted without its data)."""
         assert self._client is not None
         pipe = self._client.pipeline(transaction=False)
+        pipe.exists(self.presence_key(self.node))
         pipe.set(self.presence_key(self.node), pack(state), px=int(ttl_s * 1000))
         pipe.sadd(self.nodes_key, self.node)
-        await pipe.execute()
+        existed, _, _ = await pipe.execute()
+        return bool(existed)
 
     async def nodes(self) -> dict[str, Any]:
         """The live nodes and the state each last announced (this one included); nodes

@@ -436,6 +436,7 @@ class Cluster:
         # Nodes missing from presence while the bus was coming back (until _unseen_until):
         # their seeks are forgotten only if they are still missing after that.
         self._unseen: set[str] = set()
+        self._has_beaten = False  # (its first beat finds no presence of its own)
         self._unseen_until = 0.0
         # The ids the lobby channel named during each reload of the lobby (_reload_lobby).
         self._reloading: list[set[str]] = []
@@ -718,7 +719,14 @@ class Cluster:
             "bus": BUS_VERSION,  # what its inbox takes
             "at": time.time(),  # (when two nodes' states name one shard, the later says)
         }
-        await self.bus.heartbeat(state, self.presence_ttl_s)
+        alive = await self.bus.heartbeat(state, self.presence_ttl_s)
+        if not alive and self._has_beaten:
+            # Its presence expired since the last beat (a stall longer than presence_ttl_s):
+            # the other nodes took it for dead and dropped its seeks and quick entries
+            # (_forget_seeks_of). They are posted again, and announced to every lobby.
+            log.warning("cluster: node %s was taken for gone: its seeks posted again", self.node)
+            self.server._spawn(self._repost_seeks(announce=True))
+        self._has_beaten = True
         await self._refresh()
         self._answered()
 
@@ -1787,7 +1795,11 @@ class Cluster:
             self._add_seek(payload["seek"])
         elif payload.get("op") == "remove":
             seek = self.server.lobby.seeks.get(payload["id"])
-            if seek is not None:
+            if seek is not None and payload.get("gone") and seek.owner_connection.node is None:
+                # This node's own seek, dropped by a node that took this one for gone (a
+                # stall longer than presence_ttl_s): it is alive, so the seek stays.
+                self.server._spawn(self._keep_seek(seek))
+            elif seek is not None:
                 self.server._remove_seek(seek)
 
     def _add_seek(self, data: dict[str, Any]) -> None:
@@ -1962,8 +1974,9 @@ class Cluster:
             script = self._scripts[source] = self.bus.client.register_script(source)
         return script
 
-    async def _repost_seeks(self) -> None:
-        """After the bus came back (Redis restarted, maybe without its data): this node's
+    async def _repost_seeks(self, announce: bool = False) -> None:
+        """After the bus came back (Redis restarted, maybe without its data), or this node
+        was taken for gone (``announce``: its seeks left the other nodes' lobbies): its
         seeks, quick entries, open and live games are posted again where they are missing."""
         for session in list(self.server.games.values()):
             if session.status == "open" and not session.private and session.open_seat() is not None:
@@ -1980,10 +1993,19 @@ class Cluster:
             if connection.node is not None or connection.closed:
                 continue
             try:
-                await self._post_again(seek)
+                await self._post_again(seek, announce=announce)
             except (RedisError, OSError) as exc:
                 log.warning("cluster: cannot post seek %s again (%s)", seek.id, exc)
                 return
+
+    async def _keep_seek(self, seek: SeekEntry) -> None:
+        """This node's ``seek``, which a node that took this one for gone dropped: posted
+        again and announced to every lobby."""
+        try:
+            await self._post_again(seek, announce=True)
+        except (RedisError, OSError) as exc:
+            reraise_cancel(exc)
+            self._failed(exc, f"cannot post seek {seek.id} again")
 
     async def _post_again(self, seek: SeekEntry, announce: bool = False) -> None:
         """One of this node's seeks, after its bus came back: posted again where Redis lost
@@ -2165,8 +2187,8 @@ class Cluster:
                 pipe = self.bus.client.pipeline(transaction=True)
                 self._unseek(data["id"])[1](pipe)
                 removed, _ = await pipe.execute()
-                if removed:
-                    message = {"op": "remove", "id": data["id"], "from": self.node}
+                if removed:  # ("gone": should its node be alive, it keeps the seek)
+                    message = {"op": "remove", "id": data["id"], "from": self.node, "gone": True}
                     self._publish(self.bus.lobby_channel, message)
         except (RedisError, OSError, NodeUnavailable) as exc:
             log.warning("cluster: cannot drop the seeks of %s (%s)", sorted(nodes), exc)

@@ -791,6 +791,102 @@ async def test_quick_pairing_pairs_a_partner_whose_node_this_node_saw_late(
                 await client.close()
 
 
+async def test_a_node_taken_for_gone_posts_its_seeks_again_when_it_beats(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """a stalls longer than presence_ttl_s (SIGSTOP here) and b's heartbeat finds it
+    missing: b takes a for gone, its seeks leave b's lobby and Redis. a was back at its
+    next beat, but its seek was on no other node for good (no one there could see or take
+    it: a test's seek on a loaded machine could vanish so). a's beat now finds that its
+    presence had expired, and its seeks are posted again and announced."""
+    settings = replace(ServerSettings(), heartbeat_s=3600.0, presence_ttl_s=7200.0)
+    b_name = f"b-{redis_prefix}"
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a = await cluster.start("a")
+        async with _node_in_process(b_name, pg_schema, redis_prefix, settings) as (b, b_url):
+            await cluster.wait_balanced(names={a.name, b_name})
+            assert b.cluster is not None
+            ada = await a.connect("ada")
+            bo = await ServerConnection.connect(b_url, name="bo")
+            await bo.request(LobbySubscribe)
+            posted = await ada.request(Seek, game="tictactoe")
+            await _sees_seek(bo, posted.seek_id)
+            admin = aioredis.from_url(REDIS_URL)
+            try:
+                a.process.send_signal(signal.SIGSTOP)
+                try:  # a's presence expires (as after presence_ttl_s), and b beats
+                    await admin.delete(f"{redis_prefix}:presence:{a.name}")
+                    b.cluster._unseen_until = 0.0  # (b's start is presence_ttl_s behind it)
+                    await b.cluster._heartbeat()
+                    async with asyncio.timeout(10):  # gone from b's lobby and from Redis
+                        while posted.seek_id in b.lobby.seeks or await admin.hexists(
+                            f"{redis_prefix}:seeks", posted.seek_id
+                        ):
+                            await asyncio.sleep(0.05)
+                finally:
+                    a.process.send_signal(signal.SIGCONT)
+                async with asyncio.timeout(10):  # (before: never again)
+                    while posted.seek_id not in b.lobby.seeks:
+                        await asyncio.sleep(0.05)
+                assert await admin.hexists(f"{redis_prefix}:seeks", posted.seek_id)
+            finally:
+                await admin.aclose()
+            await b.cluster._heartbeat()  # (b sees a alive again: a's seek can be taken)
+            cy = await ServerConnection.connect(b_url, name="cy")
+            listed = (await cy.request(LobbySubscribe)).seeks
+            assert posted.seek_id in {seek["seek_id"] for seek in listed}
+            await cy.close()
+            seated = await bo.request(AcceptSeek, seek_id=posted.seek_id)
+            assert isinstance(seated, Seated)
+            assert (await next_event(ada, Snapshot)).game_id == seated.game_id
+            for client in (ada, bo):
+                await client.close()
+
+
+async def test_a_node_taken_for_gone_queues_its_quick_entries_again_when_it_beats(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """As above, for a quick-pairing entry: b dropped it from Redis's queue, and a, back,
+    never queued it again: bo, asking next, was queued alone and ada waited. a's beat
+    finds that its presence had expired and queues its entries again: they are paired."""
+    settings = replace(ServerSettings(), heartbeat_s=3600.0, presence_ttl_s=7200.0)
+    b_name = f"b-{redis_prefix}"
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a = await cluster.start("a")
+        async with _node_in_process(b_name, pg_schema, redis_prefix, settings) as (b, b_url):
+            await cluster.wait_balanced(names={a.name, b_name})
+            assert b.cluster is not None
+            ada = await a.connect("ada")
+            await ada.request(QuickPair, game="tictactoe", ai_after_s=0)
+            entries = f"{redis_prefix}:quick-entries"
+            admin = aioredis.from_url(REDIS_URL)
+            try:
+                assert await admin.hlen(entries) == 1
+                a.process.send_signal(signal.SIGSTOP)
+                try:  # a's presence expires (as after presence_ttl_s), and b beats
+                    await admin.delete(f"{redis_prefix}:presence:{a.name}")
+                    b.cluster._unseen_until = 0.0  # (b's start is presence_ttl_s behind it)
+                    await b.cluster._heartbeat()
+                    async with asyncio.timeout(10):  # ada's entry out of Redis
+                        while await admin.hlen(entries):
+                            await asyncio.sleep(0.05)
+                finally:
+                    a.process.send_signal(signal.SIGCONT)
+                async with asyncio.timeout(10):  # (before: never again)
+                    while not await admin.hlen(entries):
+                        await asyncio.sleep(0.05)
+            finally:
+                await admin.aclose()
+            await b.cluster._heartbeat()  # (b sees a alive again)
+            bo = await ServerConnection.connect(b_url, name="bo")
+            await bo.request(QuickPair, game="tictactoe", ai_after_s=0)
+            bo_seat = await asyncio.wait_for(_seated(bo), 10)
+            ada_seat = await asyncio.wait_for(_seated(ada), 10)
+            assert ada_seat.game_id == bo_seat.game_id
+            for client in (ada, bo):
+                await client.close()
+
+
 async def test_a_challenge_by_player_id_reaches_a_player_of_another_node_or_offline(
     two_nodes: Cluster,
 ) -> None:
