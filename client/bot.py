@@ -54,6 +54,7 @@ from protocol import (
     DeclineSeek,
     Draw,
     Ended,
+    Error,
     ErrorCode,
     LobbyEvent,
     LobbyState,
@@ -80,6 +81,13 @@ CLAIM_MARGIN_S = 0.5
 ROUND_TRIP_MS = 200.0
 FIRST_MOVE_MS = 30_000
 MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
+# The games this run finished kept for their rematch offers: the last so many (the server
+# keeps a finished game 10 minutes; a bot running for days finishes thousands).
+MAX_FINISHED = 1024
+# An error the server pushes (no request got it) is logged in one line; the same code again
+# within this long is only counted, the count logged with the next one said.
+ERROR_REPEAT_S = 60.0
+MAX_ERROR_CODES = 64  # codes counted at once (a hostile server's made-up codes stay bounded)
 # The local engine's searches (``engine_player``, ``engine_draw``) take turns: a Searcher is
 # not shared between threads, and its numba kernels hold the GIL all the same. Games played
 # at once each keep their budget; a move may wait for another game's search.
@@ -163,6 +171,40 @@ async def _called(handler: Callable[[Turn], Any], turn: Turn) -> Any:
     if inspect.isawaitable(answer):
         answer = await answer
     return answer
+
+
+@dataclass(slots=True)
+class ServerErrors:
+    """The server's errors no request of the bot got (a game that waits for its database,
+    an AI that could not move, a quick pairing refused, a frame it could not read), each
+    logged in one line, as the other clients show them; the same code again within
+    ``repeat_s`` only counted, the count logged with the next one said (a database down
+    for an hour is said once a minute, not once per event of each game)."""
+
+    repeat_s: float = ERROR_REPEAT_S
+    # code -> (when it was last said, how many of it were held back since)
+    _said: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def tell(self, error: Error, now: float) -> None:
+        said = self._said.get(error.code)
+        if said is not None and now - said[0] < self.repeat_s:
+            self._said[error.code] = (said[0], said[1] + 1)
+            return
+        if said is None and len(self._said) >= MAX_ERROR_CODES:
+            self.flush()
+        named = error.game_id and error.game_id not in error.message
+        where = f"game {error.game_id}: " if named else ""
+        held = f" ({said[1]} more held back)" if said is not None and said[1] else ""
+        text = " ".join(f"{where}{error.message}".split())  # one line, whatever it holds
+        log.warning("server error %s: %s%s", error.code, text, held)
+        self._said[error.code] = (now, 0)
+
+    def flush(self) -> None:
+        """Log the counts held back, and forget them."""
+        for code, (_, held) in self._said.items():
+            if held:
+                log.warning("server error %s: %d more held back", code, held)
+        self._said.clear()
 
 
 @dataclass
@@ -274,6 +316,8 @@ class Bot:
         started: asyncio.Future[str] | None = None
         other: asyncio.Future[Message] | None = None
         router = asyncio.create_task(self._route(), name="bot-events")
+        errors = ServerErrors()
+        telling = asyncio.create_task(self._tell_errors(errors), name="bot-errors")
 
         def free() -> int:
             """Games to spare in a free slot, counting those agreed and not begun."""
@@ -360,9 +404,7 @@ class Bot:
                         posted = None
                 if other.done():
                     message, other = other.result(), None
-                    if isinstance(message, Offer) and message.next_game:
-                        self.rematches.add(message.next_game)
-                    elif isinstance(message, Offer):
+                    if isinstance(message, Offer) and not message.next_game:
                         await self._answer_rematch(message, room())
                 if notice.done():
                     reposted, notice = notice.result(), None
@@ -386,22 +428,34 @@ class Bot:
             return results
         finally:
             self._halt = None
-            for future in (lobby, notice, started, other, halting, *tasks, router):
+            for future in (lobby, notice, started, other, halting, *tasks, router, telling):
                 if future is not None:
                     future.cancel()
             await connection.close()
+            while not connection.errors.empty():  # (those that came last)
+                errors.tell(connection.errors.get_nowait(), time.monotonic())
+            errors.flush()
 
     # --- finding a game -------------------------------------------------------------------
 
     async def _route(self) -> None:
         """Hand each event to its game's queue; a game's first snapshot (ours, live, not
         finished by this run: our seek accepted, a rematch agreed, a game resumed) begins
-        it. The others (a rematch offer after a game) go to the bot's own queue."""
+        it. The others (a rematch offer after a game) go to the bot's own queue. A rematch
+        agreed is counted among ``rematches`` here, in the order of the events: before its
+        start, which may come at once (``play`` would see the start first)."""
         assert self.connection is not None
         connection = self.connection
         while True:
             message = await connection.next_event()
             game_id = getattr(message, "game_id", "")
+            if isinstance(message, Offer) and message.next_game and game_id in self.finished:
+                if message.next_game not in self.playing:
+                    self.rematches.add(message.next_game)
+            elif isinstance(message, Snapshot) and message.status != "live":
+                self.rematches.discard(game_id)  # (over before it began here: none to wait for)
+            if game_id in self.finished:  # (its rematch offers: not resumed after a drop)
+                connection.forget(game_id)
             queue = self.playing.get(game_id)
             if (
                 queue is None
@@ -416,6 +470,13 @@ class Bot:
                 queue.put_nowait(message)
             else:
                 self._other.put_nowait(message)
+
+    async def _tell_errors(self, errors: ServerErrors) -> None:
+        """Log each error the server pushes (``connection.errors``, which nothing else reads:
+        it would grow for as long as the bot runs)."""
+        assert self.connection is not None
+        while True:
+            errors.tell(await self.connection.errors.get(), time.monotonic())
 
     async def _answer_rematch(self, offer: Offer, room: bool) -> None:
         """Answer an opponent's rematch offer in a game this run finished: accepted if
@@ -573,6 +634,10 @@ class Bot:
         self.connection.forget(game_id)
         if seat in (0, 1):
             self.finished[game_id] = seat
+            while len(self.finished) > MAX_FINISHED:  # the oldest, long gone from the server
+                oldest = next(iter(self.finished))
+                del self.finished[oldest]
+                self.connection.release(oldest)  # (its seat and seqs too)
         result, reason = model.result or "*", model.reason or ""
         opponent = model.opponent()
         return GameResult(

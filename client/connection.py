@@ -251,6 +251,10 @@ class ServerConnection:
         """Stop following a game after a reconnection (no longer watched, or left)."""
         self.core.forget(game_id)
 
+    def release(self, game_id: str) -> None:
+        """Forget a game for good: its seat and the seqs seen (``ClientSession.release``)."""
+        self.core.release(game_id)
+
     # --- opening, greeting, reconnecting -------------------------------------------------------
 
     def _set_status(self, status: str, detail: str = "") -> None:

@@ -344,6 +344,13 @@ class ClientSession:
         self.watching.discard(game_id)
         self.resume_waiting.pop(game_id, None)
 
+    def release(self, game_id: str) -> None:
+        """Forget a game for good (its seat, the seqs seen): a client that plays for days
+        keeps nothing of its games done with (a bot)."""
+        self.forget(game_id)
+        self.seats.pop(game_id, None)
+        self.seen_seq.pop(game_id, None)
+
     def resume_again(self, game_id: str) -> None:
         """Ask again for a game whose resume (or watch) the server could not serve
         (``ResumeWaiting``), unless it is no longer waited for, the connection is not greeted

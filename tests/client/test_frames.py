@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -18,12 +19,17 @@ import msgpack
 import pytest
 import websockets
 
+import client.bot
+from client.bot import Bot
 from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from protocol import (
     MAX_SERVER_FRAME,
     PROTOCOL_VERSION,
+    Ended,
+    Error,
     LobbySubscribe,
     Moved,
+    Offer,
     Ok,
     Ping,
     Seated,
@@ -223,6 +229,104 @@ async def test_a_bots_game_that_breaks_the_rules_is_ended_in_one_line(
     assert len(said) == 1 and said[0].startswith("game g1 cannot be played: "), err
     assert why in said[0] and "Traceback" not in err.decode()
     assert "1 aborted" in out.decode() and asked[-1] == "abort"
+
+
+async def test_a_bot_logs_the_errors_the_server_pushes_once_each_and_keeps_none(
+    scripted: Callable[[Reply], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """noughts bot never read its connection's queue of errors no request got (a game that
+    waits for its database, an AI that could not move): over days it grew with each one, and
+    none was said. Each is now logged in one line, the same code again within a minute only
+    counted (the count said later), and the queue is left empty."""
+    waits = Error(code="unavailable", game_id="g0", message="game g0 waits:\nthe database is down")
+    failed = Error(code="engine_unavailable", game_id="g2", message="the AI cannot move")
+
+    def reply(request: dict[str, Any]) -> list[bytes]:
+        if request["type"] != "seek":
+            return [encode(Ok(rid=request["rid"]))]
+        players: list[dict[str, Any] | None] = [{"name": "ada"}, {"name": "robo"}]
+        start = Snapshot(game_id="g1", seq=1, game="tictactoe", params={}, players=players,
+                         actions=[], status="live", to_move=0)  # fmt: skip
+        return [
+            encode(SeekPosted(rid=request["rid"], seek_id="s1")),
+            *[encode(waits)] * 200,
+            encode(failed),
+            encode(Seated(game_id="g1", seat=1, token="t")),
+            encode(start),
+            encode(Ended(game_id="g1", seq=2, result="1-0", reason="resign", winner=0)),
+        ]
+
+    bot = Bot(await scripted(reply), lambda turn: turn.state.legal_actions()[0], name="robo")
+    with caplog.at_level(logging.WARNING, logger="client.bot"):
+        (result,) = await asyncio.wait_for(bot.play(1, seek="tictactoe"), 30)
+    assert result.outcome == "loss"
+    assert bot.connection is not None and bot.connection.errors.empty()
+    said = [r.getMessage() for r in caplog.records if "server error" in r.getMessage()]
+    assert said == [
+        "server error unavailable: game g0 waits: the database is down",
+        "server error engine_unavailable: game g2: the AI cannot move",
+        "server error unavailable: 199 more held back",
+    ]
+
+
+async def test_a_bot_that_took_a_rematch_plays_on_and_keeps_no_old_game(
+    scripted: Callable[[Reply], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rematch's offer (naming its game) and its start come in one burst; a bot that
+    looked at the start first took it for its seek's game, kept the rematch among those
+    agreed for ever and had one slot less from then on: with one slot it played no more
+    and never ended its run. Now it withdraws its seek for the rematch, plays it, and
+    seeks again. And it kept every game it finished (its seat, token and seqs), and a game
+    with a rematch offer after its end was resumed after every reconnection: over days,
+    thousands; it now keeps the last MAX_FINISHED (1 here), none to resume."""
+    monkeypatch.setattr(client.bot, "MAX_FINISHED", 1)
+    asked: list[str] = []
+    players: list[dict[str, Any] | None] = [{"name": "ada"}, {"name": "robo"}]
+
+    def game(game_id: str, seat: int, rid: int | None = None) -> list[bytes]:
+        start = Snapshot(game_id=game_id, seq=1, game="tictactoe", params={},
+                         players=players, actions=[], status="live", to_move=0)  # fmt: skip
+        return [
+            encode(Seated(game_id=game_id, seat=seat, token="t")),
+            encode(start),
+            encode(Ended(game_id=game_id, seq=2, result="1-0", reason="resign", winner=0)),
+        ]
+
+    def reply(request: dict[str, Any]) -> list[bytes]:
+        asked.append(request["type"])
+        rid = request["rid"]
+        if request["type"] == "seek":
+            seeks = asked.count("seek")
+            posted = [encode(SeekPosted(rid=rid, seek_id=f"s{seeks}"))]
+            if seeks == 1:  # taken at once: game g1 (lost), after which ada asks a rematch
+                return posted + game("g1", 1)
+            if seeks == 2:
+                offer = Offer(game_id="g1", seq=3, kind="rematch", seat=0, answer="offer")
+                return [*posted, encode(offer)]
+            return posted
+        if request["type"] == "rematch":  # agreed: its offer, the ok, the game, at once
+            agreed = Offer(
+                game_id="g1", seq=4, kind="rematch", seat=1, answer="accept", next_game="g2"
+            )
+            return [encode(agreed), encode(Ok(rid=rid)), *game("g2", 1)]
+        return [encode(Ok(rid=rid))]
+
+    bot = Bot(await scripted(reply), lambda turn: turn.state.legal_actions()[0], name="robo")
+    playing = asyncio.create_task(bot.play(3, seek="tictactoe"))
+    try:
+        async with asyncio.timeout(30):
+            while asked.count("seek") < 3:  # its third game's seek
+                await asyncio.sleep(0.01)
+        assert bot.stop()
+        results = await asyncio.wait_for(playing, 30)
+    finally:
+        playing.cancel()
+    assert [r.game_id for r in results] == ["g1", "g2"]
+    assert asked[asked.index("rematch") :] == ["rematch", "cancel_seek", "seek", "cancel_seek"]
+    assert not bot.rematches
+    assert bot.connection is not None and list(bot.finished) == ["g2"]
+    assert "g1" not in bot.connection.seats and "g1" not in bot.connection.seen_seq
+    assert not bot.connection.last_seq
 
 
 async def _one_line(command: str, args: list[str], why: str, tmp_path: Path) -> None:
