@@ -449,9 +449,10 @@ class Bot:
         while True:
             message = await connection.next_event()
             game_id = getattr(message, "game_id", "")
-            if isinstance(message, Offer) and message.next_game and game_id in self.finished:
-                if message.next_game not in self.playing:
-                    self.rematches.add(message.next_game)
+            agreed = message.next_game if isinstance(message, Offer | Snapshot) else None
+            if agreed and game_id in self.finished:
+                if agreed not in self.playing:  # (a snapshot: the server's, as a follower's)
+                    self.rematches.add(agreed)
             elif isinstance(message, Snapshot) and message.status != "live":
                 self.rematches.discard(game_id)  # (over before it began here: none to wait for)
             if game_id in self.finished:  # (its rematch offers: not resumed after a drop)

@@ -389,6 +389,11 @@ class PlainGame:
         """Show one event of the connection; True once the game has ended."""
         if getattr(event, "game_id", None) != self.game_id:
             return False
+        if isinstance(event, Snapshot) and event.next_game and self.ended is not None:
+            # The rematch agreed while this connection no longer followed the game (it
+            # reconnected since): the server sends its snapshot, which names the rematch.
+            self._rematch_agreed(event.next_game)
+            return False
         if self.model is None and self.seat is None:  # a rematch: seated before its snapshot
             held = self.connection.seats.get(self.game_id or "")
             self.seat = held[0] if held is not None else None
@@ -453,11 +458,15 @@ class PlainGame:
         self.write(line + format_clocks(moved.clocks))
         self._show_board()
 
+    def _rematch_agreed(self, next_game: str) -> None:
+        """Follow the rematch (its seat and snapshot come next)."""
+        self.write(f"Rematch: game {next_game}, colours swapped.")
+        self._say_refusals(every=True)  # (about the game left)
+        self.game_id, self.seat, self.model, self.ended = next_game, None, None, None
+
     def _report_offer(self, offer: Offer) -> None:
-        if offer.next_game:  # the rematch agreed: follow it (its seat and snapshot come next)
-            self.write(f"Rematch: game {offer.next_game}, colours swapped.")
-            self._say_refusals(every=True)  # (about the game left)
-            self.game_id, self.seat, self.model, self.ended = offer.next_game, None, None, None
+        if offer.next_game:
+            self._rematch_agreed(offer.next_game)
             return
         if offer.seat == self.seat:
             return  # our own offer or answer, already known

@@ -315,6 +315,7 @@ class GameRequests(GameEvents):
                 connection.send(Ok(rid=request.rid))
                 return
             rematch = self._rematch_of(session, reservation.game_id)
+            seated = self._rematch_seated(session, rematch)
 
             async def named() -> None:
                 # Durability: the accept event names a game already stored; the offer
@@ -322,17 +323,29 @@ class GameRequests(GameEvents):
                 await self._commit(session, [session.rematch_started(accepter, rematch.id, now)])
                 self._rematch_askers.pop(session.id, None)
                 connection.send(Ok(rid=request.rid))
+                # A player's connection that does not follow the old game (another client
+                # of the session, one that reconnected since without it) follows it now,
+                # from its snapshot, which names the rematch, as the accept did for the
+                # others: told before its seat, the seat is known for the rematch's, not
+                # taken for a seek's game (the project's client: _follow_standing).
+                snapshot: bytes | None = None
+                for follower, _, _ in seated:
+                    if follower.node is None and session.id not in follower.games:
+                        self._subscribe(session.id, follower)
+                        snapshot = snapshot or encode(session.snapshot(self.clock()))
+                        follower.post(snapshot)
 
-            await self._start_game(rematch, self._rematch_seated(session, rematch), named)
+            await self._start_game(rematch, seated, named)
 
         await self._game_request(connection, request, act)
 
     def _rematch_seated(
         self, session: GameSession, rematch: GameSession
     ) -> list[tuple[Connection, int, int | None]]:
-        """Who takes a seat of ``rematch`` now: each player's connections that follow the
-        old game here; in a cluster, a player on another node is reached through its
-        request: the one that agreed, or its offer's (``_rematch_askers``)."""
+        """Who takes a seat of ``rematch`` now: each player's connections here (those that
+        do not follow the old game are made to, ``_rematch``); in a cluster, a player on
+        another node is reached through its request: the one that agreed, or its offer's
+        (``_rematch_askers``)."""
         askers = self._rematch_askers.get(session.id, {})
         seated: list[tuple[Connection, int, int | None]] = []
         for new_seat, player in enumerate(rematch.players):
@@ -340,7 +353,9 @@ class GameRequests(GameEvents):
                 continue
             online = self.players.get(player.player_id or "")
             connections = online.connections if online else ()
-            targets = [c for c in connections if session.id in c.games]
+            targets = [
+                c for c in connections if session.id in c.games or (c.node is None and not c.closed)
+            ]
             asker = askers.get(1 - new_seat)  # (its seat in the old game)
             if asker is not None and asker.node is not None and not asker.closed:
                 targets.append(asker)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from client.connection import ServerConnection
-from protocol import CreateGame, Draw, Move, Moved, Offer
+from protocol import CreateGame, Draw, Move, Moved, Offer, Rematch
 from tests.client.test_reconnect_commands import Output
 from tests.client.ui_support import UIServer, crossing, next_event
 
@@ -178,6 +178,47 @@ async def test_a_rematch_from_a_terminal(ui_server: UIServer) -> None:
             ada.kill()
             await ada.wait()
     assert out.text.count("Rematch: game ") == 1
+
+
+async def test_a_rematch_agreed_after_a_reconnection_is_played(ui_server: UIServer) -> None:
+    """ada's connection dropped after her game ended; her client reconnected without the
+    finished game, and her rematch offer was accepted: only connections following the old
+    game were seated, so she never heard of the new game. Now the server makes her
+    connection follow the old game (its snapshot names the rematch) and seats it; the
+    plain client goes on with the rematch."""
+    bob = await ServerConnection.connect(ui_server.url, name="bob")
+    seated = await bob.request(CreateGame, game="tictactoe", opponent="human", seat=1)
+    master, slave = pty.openpty()
+    ada = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "client", "play", "--plain", "--server", ui_server.url,
+        "--join", seated.game_id, "--name", "ada",
+        stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    os.close(slave)
+    assert ada.stdout is not None
+    out = Output(ada.stdout)
+    try:
+        await out.until("X to move> ")
+        os.write(master, b"resign\n")
+        await out.until("Type 'rematch' for a rematch with colours swapped")
+        (player,) = [p for p in ui_server.game_server.players.values() if p.name == "ada"]
+        (dropped,) = player.connections
+        dropped.websocket.transport.abort()
+        async with asyncio.timeout(30):  # reconnected
+            while not player.connections or dropped in player.connections:
+                await asyncio.sleep(0.01)
+        os.write(master, b"rematch\n")
+        offer = await next_event(bob, Offer)
+        assert (offer.kind, offer.answer, offer.seat) == ("rematch", "offer", 0)
+        await bob.request(Rematch, game_id=seated.game_id, answer="accept")
+        await out.until("Rematch: game ")
+        await out.until("X = bob, O = ada.")
+    finally:
+        os.close(master)
+        if ada.returncode is None:
+            ada.kill()
+            await ada.wait()
+        await bob.close()
 
 
 async def test_q_leaves_the_wait_for_a_seek(ui_server: UIServer) -> None:

@@ -26,6 +26,7 @@ from protocol import (
     Rematch,
     Resign,
     Seated,
+    Seek,
     Snapshot,
     Watch,
 )
@@ -244,6 +245,37 @@ async def test_a_rematch_accepted_after_its_offerer_left_starts_with_it_away(
             assert "held for" in exc.message and loop.time() < deadline
             await asyncio.sleep(0.05)
     assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("1-0", "abandoned")
+
+
+async def test_a_rematch_reaches_the_players_connection_that_did_not_follow_the_game(
+    server: RunningServer,
+) -> None:
+    """ada offered a rematch, then left that client for another one (the same session, in
+    the lobby, a seek of hers posted) that never followed the finished game; bo accepted.
+    Only connections following the old game were seated: ada, online, never heard of the
+    new game (her clock ran). Now her other connection is sent the old game's snapshot,
+    which names the rematch, then her seat and the new game's start; the client tells the
+    rematch from her seek's game (the seek stays posted)."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    gid = a.game_id
+    await ada.request(Resign, game_id=gid, token=a.token)
+    await ada.request(Rematch, game_id=gid, token=a.token)
+    await next_event(bo, Offer)
+    again = await server.connect("ada", session=ada.session)
+    posted = await again.request(Seek, game="tictactoe")
+    await ada.close()
+    await bo.request(Rematch, game_id=gid, token=b.token, answer="accept")
+    old = await next_event(again, Snapshot)
+    assert old.game_id == gid and old.next_game
+    start = await next_event(again, Snapshot)
+    assert start.game_id == old.next_game and start.status == "live"
+    assert again.seats[start.game_id][0] == 1 and list(start.online) == [True, True]
+    assert list(again.core.standing) == [posted.seek_id]  # not taken by the rematch
+    assert posted.seek_id in server.game_server.lobby.seeks
+    await _move(bo, start.game_id, 4)
+    await _move(again, start.game_id, 0)
+    await again.close()
+    await bo.close()
 
 
 async def test_the_ai_accepts_a_rematch_and_answers_draw_offers(server: RunningServer) -> None:
