@@ -15,11 +15,20 @@ from client.game_view import (
     offer_sentence,
     player_name,
 )
-from protocol import Ended, Moved, Offer, Presence, Snapshot
+from protocol import Ended, Moved, Offer, Presence, Snapshot, Unwatch, Watch
 
 
-async def follow(connection: ServerConnection, game_id: str, write: Callable[[str], None]) -> Ended:
-    """Print a game's events as they come, until it ends; returns the ending."""
+async def follow(
+    connection: ServerConnection,
+    game_id: str,
+    write: Callable[[str], None],
+    *,
+    rematches: bool = False,
+) -> Ended:
+    """Print a game's events as they come, until it ends; returns the ending. With
+    ``rematches``, a game that ended is followed on: once its players agree a rematch (the
+    ``offer`` naming ``next_game``, which spectators get too) that game is watched, and so
+    on, until cancelled (Lichess moves its spectators to the rematch)."""
     model = GameModel(game_id)
     shown = -1  # the moves printed so far (-1: no snapshot yet)
 
@@ -49,10 +58,17 @@ async def follow(connection: ServerConnection, game_id: str, write: Callable[[st
             write(move_line(model.moves[-1]) + format_clocks(event.clocks))
             shown = len(model.moves)
             write(model.state.render())
+        elif isinstance(event, Offer) and event.next_game and rematches:
+            write(f"Rematch: game {event.next_game}, colours swapped.")
+            await connection.request(Unwatch, game_id=game_id)
+            game_id, model, shown = event.next_game, GameModel(event.next_game), -1
+            await connection.request(Watch, game_id=game_id)  # (its snapshot: an event)
         elif isinstance(event, Offer):
             write(offer_sentence(model.name(event.seat), event.kind, event.answer) + ".")
         elif isinstance(event, Presence):
             write(f"{model.name(event.seat)} {'is back' if event.online else 'left the game'}")
         elif isinstance(event, Ended):
             write(f"Game over: {event.result}. {model.result_sentence()}")
-            return event
+            if not rematches:
+                return event
+            write("Waiting for a rematch (Ctrl-C leaves).")

@@ -31,6 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "game_id", nargs="?", metavar="GAME_ID", help="the game to follow (default: the lobby)"
     )
     parser.add_argument(
+        "--rematches",
+        action="store_true",
+        help="after the game's end, wait for its rematch and follow it, and each rematch "
+        "after it, as Lichess moves its spectators (until Ctrl-C)",
+    )
+    parser.add_argument(
         "--server",
         default=os.environ.get(SERVER_ENV),
         metavar="URL",
@@ -86,7 +92,7 @@ async def _watch(args: argparse.Namespace) -> int:
             why = await _why_not_live(connection, args.game_id, exc)
             print(f"noughts watch: {why}", file=sys.stderr)
             return 1
-        await follow(connection, args.game_id, write)
+        await follow(connection, args.game_id, write, rematches=args.rematches)
         return 0
     except GameDataError as exc:  # a game this noughts does not know, a move it refuses
         print(f"noughts watch: game {args.game_id} cannot be followed: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from client.connection import ServerConnection
 from client.spectator import follow
-from protocol import CreateGame, JoinGame, Move, Resign, Resume, Watch
+from protocol import CreateGame, JoinGame, Move, Rematch, Resign, Resume, Watch
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
@@ -117,4 +117,48 @@ async def test_a_watcher_of_an_open_game_is_told_who_takes_the_seat(
         "The game starts: X = ada, O = bo",
         "1. ada (X) played b2",
         "Game over: 0-1. O wins: resignation.",
+    ], lines
+
+
+async def test_a_watcher_follows_the_players_into_their_rematch(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """`noughts watch` stopped at the game's end; the players' rematch, which the `offer`
+    event names to spectators too, went unseen. With ``rematches`` (watch --rematches) the
+    watcher waits after the end and follows the rematch, as Lichess moves its spectators."""
+    lines: list[str] = []
+    async with _server(tmp_path / "games.db", ui_pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = seated.game_id
+        await bo.request(JoinGame, game_id=gid)
+        watcher = await ServerConnection.connect(url, name="eve")
+        await watcher.request(Watch, game_id=gid)
+        following = asyncio.create_task(follow(watcher, gid, lines.append, rematches=True))
+        await _printed(lines, f"Game {gid}:")
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        await ada.request(Rematch, game_id=gid, token=ada.token_for(gid))
+        await bo.request(Rematch, game_id=gid, token=bo.token_for(gid), answer="accept")
+        await _printed(lines, "Rematch: game ")
+        new = next(line for line in lines if line.startswith("Rematch: ")).split()[2].rstrip(",")
+        await _printed(lines, f"Game {new}: tictactoe, X = bo, O = ada, live")
+        await _move(bo, new, 4)
+        await _printed(lines, "1. bo (X) played b2")
+        assert not following.done()
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        assert watcher.core.watching == {new}
+        for client in (ada, bo, watcher):
+            await client.close()
+    said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
+    assert said == [
+        f"Game {gid}: tictactoe, X = ada, O = bo, live, 0 moves played",
+        "Game over: 0-1. O wins: resignation.",
+        "Waiting for a rematch (Ctrl-C leaves).",
+        "ada (X) offers a rematch.",
+        f"Rematch: game {new}, colours swapped.",
+        f"Game {new}: tictactoe, X = bo, O = ada, live, 0 moves played",
+        "1. bo (X) played b2",
     ], lines
