@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -153,7 +154,12 @@ async def _run_bot(
 
     async def warm() -> None:
         print(f"{args.name}: loading the engine...", file=sys.stderr)
-        await on_daemon_thread(engine.warm_up, "engine warm-up")  # (Ctrl-C: not waited for)
+        # What it can play: the search it was given (else each game's own), for the game it
+        # seeks (else every game); not every compiled search of every game.
+        games = [args.seek] if args.seek else GAME_NAMES
+        targets = [(game, args.engine or engine.default_ai(game)) for game in games]
+        warm_up = functools.partial(engine.warm_up, targets)
+        await on_daemon_thread(warm_up, "engine warm-up")  # (Ctrl-C: not waited for)
 
     def report(result: GameResult) -> None:
         tally[result.outcome] += 1

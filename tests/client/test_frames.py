@@ -219,7 +219,7 @@ async def test_a_bots_game_that_breaks_the_rules_is_ended_in_one_line(
         env={**os.environ, "NOUGHTS_SESSIONS": str(tmp_path / "sessions.json")},
     )  # fmt: skip
     try:
-        out, err = await asyncio.wait_for(process.communicate(), 30)
+        out, err = await asyncio.wait_for(process.communicate(), 120)  # (a hang guard)
     finally:
         if process.returncode is None:
             process.kill()
