@@ -73,7 +73,9 @@ class EmbeddedServer:
     server failed to start (the error names it); the server removes its database's lock
     itself when it stops. ``reads_only`` (games, replay, export) also starts it with
     ``--mark-quarantined false``: a game whose rows cannot be read is left as it is, not
-    marked quarantined in the file (a running server reused keeps its own policy)."""
+    marked quarantined in the file; and ``--restore-games false``: the open and live games
+    stored are not taken up, so none is ended on time, abandoned or moved by its AI while
+    the command reads (a running server reused keeps its own policy and games)."""
 
     def __init__(
         self,
@@ -116,7 +118,9 @@ class EmbeddedServer:
             "true",
         ]
         if self.reads_only:
-            args += ["--mark-quarantined", "false"]
+            # Stored games stay as stored: none restored, so no clock, abandonment or AI
+            # turn of theirs runs while the command reads (games --status live reads them).
+            args += ["--mark-quarantined", "false", "--restore-games", "false"]
         if self.db is not None:
             args += ["--db", str(self.db)]
         if self.workers is not None:

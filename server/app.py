@@ -75,10 +75,13 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
     async def restore(self) -> int:
         """Load every open or live game from the store; returns how many. A game whose
         stored rows cannot be read or replayed is quarantined (a log line) and the server
-        starts without it."""
+        starts without it. None with ``restore_games`` off (a server that only reads):
+        the stored games stay as they are, no clock of theirs runs."""
         self._schedule_sweep()
         if self.cluster is not None:
             return 0  # a cluster node restores the games of each shard it takes
+        if not self.settings.restore_games:
+            return 0
         return await self.adopt(await self.store.unfinished_games())
 
     async def adopt(self, records: list[GameRecord]) -> int:

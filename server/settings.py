@@ -672,6 +672,15 @@ class ServerSettings:
         flag="mark-quarantined",
         group=STORAGE,
     )
+    restore_games: bool = setting(
+        True,
+        "at start, take up the open and live games stored in the database (their clocks "
+        "and abandonment run, their AI moves); false: leave them as stored, `list` of open "
+        "and live games reading them from the database (the server of noughts games, replay "
+        "and export: they only read; a cluster node takes its shards' games regardless)",
+        flag="restore-games",
+        group=STORAGE,
+    )
     storage_retry_s: float = setting(
         1.0,
         "seconds a game waits after a failed write before its timers (flag, abandon) and "

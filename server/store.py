@@ -206,7 +206,10 @@ class Store(ABC):
         """The id of the game made of a seek (or quick-pairing entry), if one was."""
 
     @abstractmethod
-    async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]: ...
+    async def list_games(
+        self, status: str | None = None, limit: int = 50, *, public: bool = False
+    ) -> list[GameRow]:
+        """The latest games (of one status; ``public``: private ones left out)."""
 
     @abstractmethod
     async def unfinished_games(self, keep: Callable[[str], bool] | None = None) -> list[GameRecord]:
@@ -820,9 +823,11 @@ class SQLStore(Store):
                 await self.quarantine(r[0], str(exc))
         return records
 
-    async def list_games(self, status: str | None = None, limit: int = 50) -> list[GameRow]:
-        """The latest games (of one status); a row that cannot be read is quarantined and
-        left out."""
+    async def list_games(
+        self, status: str | None = None, limit: int = 50, *, public: bool = False
+    ) -> list[GameRow]:
+        """The latest games (of one status; ``public``: private ones left out); a row that
+        cannot be read is quarantined and left out."""
         sql = f"SELECT {self._GAME_COLUMNS} FROM games"
         params: tuple[Any, ...] = (QUARANTINED,)
         if status is not None:
@@ -830,6 +835,8 @@ class SQLStore(Store):
             params = (status,)
         else:
             sql += " WHERE status != ?"
+        if public:
+            sql += " AND private = 0"
         sql += " ORDER BY created_at DESC LIMIT ?"
         games = []
         for r in await self._fetchall(sql, (*params, limit)):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from protocol import GameList, GetGame, ListGames, Record, encode, encode_prepacked, pack
 from server.connection import Connection
 from server.errors import UnknownGame
 from server.game_events import GameEvents
 from server.hub import UNFINISHED
+from server.rows import GameRow
 
 
 class RecordRequests(GameEvents):
@@ -14,7 +17,11 @@ class RecordRequests(GameEvents):
 
     async def on_list(self, connection: Connection, request: ListGames) -> None:
         self._charge(connection, self.settings.cost_list, "list")
-        if request.status in UNFINISHED:
+        if request.status in UNFINISHED and not self.settings.restore_games:
+            # (a server that only reads, --restore-games false: the stored games, none served)
+            rows = await self.store.list_games(request.status, request.limit, public=True)
+            games = [self._listed(r) for r in rows]
+        elif request.status in UNFINISHED:
             games = [
                 s.summary()
                 for s in self.games.values()
@@ -29,21 +36,23 @@ class RecordRequests(GameEvents):
                 games = games[: request.limit]
         else:
             rows = await self.store.list_games(request.status, request.limit)
-            games = [
-                {
-                    "game_id": r.id,
-                    "game": r.game,
-                    "params": r.params,
-                    "status": r.status,
-                    "players": r.players,
-                    "result": r.result,
-                    "reason": r.reason,
-                    "created_at": r.created_at,
-                    "clock": r.clock or {},
-                }
-                for r in rows
-            ]
+            games = [self._listed(r) for r in rows]
         self._send_charged(connection, encode(GameList(rid=request.rid, games=games)))
+
+    @staticmethod
+    def _listed(r: GameRow) -> dict[str, Any]:
+        """A stored game as ``list`` gives it."""
+        return {
+            "game_id": r.id,
+            "game": r.game,
+            "params": r.params,
+            "status": r.status,
+            "players": r.players,
+            "result": r.result,
+            "reason": r.reason,
+            "created_at": r.created_at,
+            "clock": r.clock or {},
+        }
 
     async def on_get(self, connection: Connection, request: GetGame) -> None:
         self._charge(connection, self.settings.cost_get, "get")

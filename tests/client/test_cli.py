@@ -15,6 +15,7 @@ import pytest
 from client.cli import COMMANDS, build_parser
 from client.embedded import EmbeddedServer
 from engine.games import GAME_NAMES
+from tests.client.ui_support import start_server
 
 
 def noughts(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 300):
@@ -286,6 +287,66 @@ async def test_a_command_that_reads_games_leaves_nothing_beside_the_database(
         assert sorted(os.listdir(where)) == found
         assert (where / "games.db.lock").read_text() == lock
     assert log.read_text().startswith("a log of the user's\n")
+
+
+def game_row(path: Path, game_id: str) -> tuple[str, int]:
+    """A stored game's status and seq (the count of its events): what a write changes."""
+    import sqlite3
+
+    connection = sqlite3.connect(path)
+    try:
+        status, seq = connection.execute(
+            "SELECT status, seq FROM games WHERE id = ?", (game_id,)
+        ).fetchone()
+        return str(status), int(seq)
+    finally:
+        connection.close()
+
+
+async def test_a_command_that_reads_games_leaves_a_live_game_as_it_is(tmp_path: Path) -> None:
+    """A live game stored in the database (its server stopped) was restored by the server
+    of games, replay and export, its clock running: a replay read for longer than the
+    side to move's time ended the game on time, and its players' absence, an AI's move or
+    the game's abandonment were written alike. That server now leaves the stored games as
+    they are (serve --restore-games false), and lists and replays them from the database."""
+    from client.connection import ServerConnection
+    from protocol import CreateGame, GetGame, JoinGame, ListGames, Move
+
+    servers = start_server(tmp_path, None)  # (no AI game)
+    server = await anext(servers)
+    ada, bob = await server.connect("ada"), await server.connect("bob")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="human", seat=0, clock={"move_ms": 1000}
+    )
+    joined = await bob.request(JoinGame, game_id=seated.game_id)
+    await ada.request(Move, game_id=seated.game_id, token=seated.token, action=4, ply=0)
+    await bob.request(Move, game_id=seated.game_id, token=joined.token, action=0, ply=1)
+    opened = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    await ada.request(CreateGame, game="tictactoe", opponent="human", private=True)
+    await ada.close()
+    await bob.close()
+    await servers.aclose()  # ada's clock (1 s a move) runs from the next start
+    db = tmp_path / "games.db"
+    stored = game_row(db, seated.game_id)
+    assert stored[0] == "live"
+    async with EmbeddedServer(db, workers=0, reads_only=True) as url:
+        reader = await ServerConnection.connect(url, name="reader")
+        try:
+            listed = await reader.request(ListGames, status="live")
+            assert [g["game_id"] for g in listed.games] == [seated.game_id]
+            listed = await reader.request(ListGames, status="open")  # (not the private one)
+            assert [g["game_id"] for g in listed.games] == [opened.game_id]
+            record = (await reader.request(GetGame, game_id=seated.game_id)).game
+            assert record["status"] == "live"
+            assert [m["action"] for m in record["moves"]] == [4, 0]
+            # Ada's second of time passes several times over while the command reads.
+            deadline = asyncio.get_running_loop().time() + 5
+            while asyncio.get_running_loop().time() < deadline:
+                assert game_row(db, seated.game_id) == stored
+                await asyncio.sleep(0.1)
+        finally:
+            await reader.close()
+    assert game_row(db, seated.game_id) == stored
 
 
 async def test_a_command_given_a_symlink_to_a_served_database_uses_its_server(

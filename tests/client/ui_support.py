@@ -56,7 +56,7 @@ class ManualClock:
 
 
 async def start_server(
-    tmp_path: Path, pool: EnginePool, clock: Callable[[], float] | None = None
+    tmp_path: Path, pool: EnginePool | None, clock: Callable[[], float] | None = None
 ) -> AsyncIterator[UIServer]:
     store = SQLiteStore(tmp_path / "games.db")
     await store.open()

@@ -144,6 +144,7 @@ async def test_moves_end_and_sessions_read_back(pg_schema: str) -> None:
     assert record.moves[1].stats == stats
     assert record.events[-1]["kind"] == "ended"
     assert [r.id for r in await store.list_games("finished")] == ["g1"]
+    assert [r.id for r in await store.list_games("finished", public=True)] == ["g1"]
     assert await store.list_games("live") == []
     assert await store.unfinished_games() == []
     assert await store.get_game("nope") is None
