@@ -758,7 +758,13 @@ class GameSession:
             reason=self.reason,
             clock={} if self.control is None else self.control.to_dict(),
             clocks=None if self.clock is None else self.clock.snapshot(now.mono),
-            first_move_ms=None if self.clock is None else round(self.first_move_s * 1000),
+            # Left out at the default (30 s, its absence's meaning): clients of protocol 2
+            # before the field refuse it (PROTOCOL.md, Versions).
+            first_move_ms=(
+                None
+                if self.clock is None or self.first_move_s == FIRST_MOVE_S
+                else round(self.first_move_s * 1000)
+            ),
             at=now.wall,
             # An open seat has no one to be online (it read online, as if taken).
             online=[self.online[s] and self.players[s] is not None for s in (0, 1)],

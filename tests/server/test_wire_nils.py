@@ -23,6 +23,7 @@ from protocol import (
     Move,
     Resign,
     Seek,
+    Watch,
 )
 from tests.server.conftest import RawClient, RunningServer
 
@@ -100,3 +101,37 @@ async def test_no_nil_at_any_depth(server: RunningServer) -> None:
 
     found = {(f["type"], path) for c in (ada, again, bo) for f in c.seen for path in nils(f)}
     assert not found, "; ".join(f"{t} {p}" for t, p in sorted(found))
+
+
+# The keys of a snapshot a client of protocol 2 built before first_move_ms (2026-12-07)
+# decodes: its decoder refuses any other with bad_field, so it could neither play nor
+# watch a timed game (PROTOCOL.md, Versions).
+SNAPSHOT_KEYS_BEFORE_FIRST_MOVE_MS = frozenset(
+    "type game_id seq game params players actions status to_move result reason clock "
+    "clocks at online offers next_game rid".split()
+)
+
+
+async def test_a_timed_game_at_default_settings_sends_what_older_clients_read(
+    server: RunningServer,
+) -> None:
+    """A server at the default first move's time (30 s) leaves first_move_ms out of its
+    snapshots, its absence meaning 30 s: a client of before that field plays and watches
+    timed games on it."""
+    ada = Frames(await RawClient.connect(server.url, hello=False))
+    await ada.ask(Hello(rid=1, version=1, name="ada"), "welcome")
+    bo = Frames(await RawClient.connect(server.url, hello=False))
+    await bo.ask(Hello(rid=1, version=1, name="bo"), "welcome")
+    create = CreateGame(rid=2, game="tictactoe", opponent="human", clock={"move_ms": 60_000})
+    game_id = (await ada.ask(create, "seated"))["game_id"]
+    await bo.ask(JoinGame(rid=2, game_id=game_id), "seated")
+    await bo.until("snapshot", game_id=game_id, status="live")
+    await ada.until("snapshot", game_id=game_id, status="live")
+    watcher = Frames(await RawClient.connect(server.url, hello=False))
+    await watcher.ask(Hello(rid=1, version=1, name="cy"), "welcome")
+    await watcher.ask(Watch(rid=2, game_id=game_id), "snapshot")
+
+    snapshots = [f for c in (ada, bo, watcher) for f in c.seen if f["type"] == "snapshot"]
+    assert any(f["clock"] for f in snapshots)
+    extra = {k for f in snapshots for k in f} - SNAPSHOT_KEYS_BEFORE_FIRST_MOVE_MS
+    assert not extra
