@@ -157,22 +157,26 @@ def decode(
     data: bytes | str,
     types: dict[str, type[Message]] = CLIENT_TYPES,
     max_size: int = MAX_CLIENT_FRAME,
+    *,
+    strict: bool = True,
 ) -> Message:
     """Parse and validate one frame into the message class its ``type`` names. A
-    ProtocolError carries the frame's ``rid`` if it has a valid one."""
+    ProtocolError carries the frame's ``rid`` if it has a valid one. ``strict``: a field
+    the message does not have is refused (bad_field); otherwise it is ignored, its value
+    bounded by ``max_size`` as the whole frame is (PROTOCOL.md, Versions)."""
     try:
         obj = _unpack(data, max_size)
     except ProtocolError as exc:
         exc.rid = request_id(data)  # too large, or not decodable as a whole
         raise
     try:
-        return _validate(obj, types)
+        return _validate(obj, types, strict)
     except ProtocolError as exc:
         exc.rid = _valid_rid(obj)
         raise
 
 
-def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
+def _validate(obj: Any, types: dict[str, type[Message]], strict: bool) -> Message:
     if type(obj) is not dict:
         raise ProtocolError(ErrorCode.BAD_FRAME, "a frame must be a msgpack map")
     tag = obj.get("type")
@@ -180,7 +184,7 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     if cls is None:
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {shown(tag)}")
     keys = _KEYS[cls]
-    if not obj.keys() <= keys:
+    if strict and not obj.keys() <= keys:
         extra = next(k for k in obj if k not in keys)
         raise ProtocolError(ErrorCode.BAD_FIELD, f"{tag}: unknown field {shown(extra)}")
     kwargs = {}
@@ -193,6 +197,8 @@ def _validate(obj: Any, types: dict[str, type[Message]]) -> Message:
     return cls(**kwargs)
 
 
-def decode_server(data: bytes | str) -> Message:
-    """Decode a frame the server sent (the client's side of the codec)."""
-    return decode(data, SERVER_TYPES, MAX_SERVER_FRAME)
+def decode_server(data: bytes | str, *, strict: bool = False) -> Message:
+    """Decode a frame the server sent (the client's side of the codec). A field a later
+    server adds to a message is ignored (PROTOCOL.md, Versions); ``strict`` refuses it, as
+    clients of protocol 2 before 2026-12-07 did."""
+    return decode(data, SERVER_TYPES, MAX_SERVER_FRAME, strict=strict)

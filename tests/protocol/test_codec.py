@@ -374,3 +374,33 @@ def test_an_error_quotes_a_refused_value_in_a_few_words(frame: dict) -> None:
     with pytest.raises(ProtocolError) as refused:
         decode(msgpack.packb(frame))
     assert len(refused.value.message) < 200, refused.value.message
+
+
+def test_a_client_ignores_a_field_a_later_server_adds() -> None:
+    """PROTOCOL.md, Versions: a server adds optional fields to its messages within a
+    version, and clients ignore the fields they do not know. A client of before the rule
+    refused them (bad_field, the frame unread): an older client could not read a timed
+    game's snapshot once first_move_ms was added. A server still refuses a request's
+    unknown field, and a client still a message type it does not know."""
+    snapshot = protocol.Snapshot(
+        game_id="g1",
+        seq=1,
+        game="tictactoe",
+        params={},
+        players=({"name": "a"}, None),
+        actions=(),
+        status="live",
+        to_move=0,
+    )
+    later = pack({**msgpack.unpackb(encode(snapshot)), "rid": 3, "spare_ms": [1, 2]})
+    assert decode_server(later) == dataclasses.replace(snapshot, rid=3)
+    with pytest.raises(ProtocolError) as refused:
+        decode_server(later, strict=True)
+    assert (refused.value.code, refused.value.rid) == (ErrorCode.BAD_FIELD, 3)
+    assert _code(pack({"type": "ping", "rid": 1, "extra": 0})) is ErrorCode.BAD_FIELD
+    with pytest.raises(ProtocolError) as unknown:
+        decode_server(pack({"type": "later_event", "game_id": "g1"}))
+    assert unknown.value.code is ErrorCode.UNKNOWN_TYPE
+    with pytest.raises(ProtocolError) as large:
+        decode_server(pack({**msgpack.unpackb(encode(snapshot)), "spare": "x" * 9_000_000}))
+    assert large.value.code is ErrorCode.TOO_LARGE
