@@ -220,15 +220,18 @@ def made_by_create(create: dict[str, Any], record: dict[str, Any], seat: int) ->
 
 
 def unreadable(frame: bytes | str, exc: ProtocolError) -> Error:
-    """An error standing for a server frame the codec refused, with the frame's ``rid``
-    when one can be read from it: never dropped in silence."""
-    rid = None
+    """An error standing for a server frame the codec refused, with the frame's ``rid`` and
+    ``game_id`` when they can be read from it: never dropped in silence (a game's view says
+    the errors of its game, and an event of a game has no ``rid``)."""
+    rid = game_id = None
     with contextlib.suppress(Exception):
         body = msgpack.unpackb(frame, raw=False, strict_map_key=False)
         if type(body.get("rid")) is int:
             rid = body["rid"]
+        if type(body.get("game_id")) is str and 0 < len(body["game_id"]) <= 32:
+            game_id = body["game_id"]
     text = f"cannot read a frame from the server: {exc.message}"
-    return Error(code=exc.code.value, message=text[:1024], rid=rid)
+    return Error(code=exc.code.value, message=text[:1024], rid=rid, game_id=game_id)
 
 
 class ClientSession:

@@ -327,6 +327,24 @@ def test_an_unreadable_frame_answers_its_request_or_is_reported() -> None:
     assert event.message.rid is None and not event.replied
 
 
+def test_an_unreadable_event_of_a_game_names_its_game() -> None:
+    """An event the codec refuses (one a later server sends: a new type, a bound widened)
+    has no rid: its error names the game, which a game's view says (plain: "Game g1:
+    cannot read ..."); without it an older plain client waited in silence for a timed
+    game's snapshot it could not read."""
+    session = ClientSession(name="ada")
+    play(session, [("made", [Hello(rid=1, **HELLO)], []),
+                   (welcome(1), [], [Welcomed(welcome(1), again=False)])])  # fmt: skip
+    session.receive_frame(msgpack.packb({"type": "snapshot", "game_id": "g1", "seq": "x"}))
+    [event] = session.events_received()
+    assert isinstance(event, Received) and isinstance(event.message, Error)
+    assert (event.message.game_id, event.message.rid) == ("g1", None)
+    assert "cannot read a frame from the server" in event.message.message
+    session.receive_frame(msgpack.packb({"type": "later", "game_id": "g" * 33}))
+    [event] = session.events_received()
+    assert isinstance(event.message, Error) and event.message.game_id is None
+
+
 def test_a_reconnection_posts_our_seeks_and_quick_entries_again() -> None:
     """The server drops a connection's seeks and quick-pairing entries with it (PROTOCOL.md,
     seek): they were lost for good. Now they are posted again once greeted, a quick entry's
