@@ -205,7 +205,7 @@ class GameModel:
     clock: dict[str, int] = field(default_factory=dict)
     clocks: list[int] | None = None
     clocks_received: float = 0.0  # local time the clocks were read at
-    first_move_ms: int | None = None  # a timed game's time for each side's first move
+    first_move_ms: int | None = None  # a timed game's first-move time; None: 30 s, or no clock
     online: list[bool] = field(default_factory=lambda: [True, True])
     claim_at: list[float | None] = field(default_factory=lambda: [None, None])
     offers: dict[str, int] = field(default_factory=dict)

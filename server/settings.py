@@ -485,6 +485,8 @@ class ServerSettings:
     )
     first_move_s: float = setting(
         FIRST_MOVE_S,
+        # Other than 30, it is sent in snapshots (first_move_ms), which clients built before
+        # 2026-12-07 cannot read: no timed game for them (PROTOCOL.md, Versions).
         "seconds for each side's first move in a timed game, else it is aborted",
         group=GAMES,
     )
