@@ -91,7 +91,7 @@ class Connection:
     """A connected client: its player after hello, what it follows, its outgoing queue."""
 
     # The cluster node this client is connected to, when it is not this one (a
-    # RemoteConnection, server/cluster.py); None for a websocket here.
+    # RemoteConnection, server/cluster_base.py); None for a websocket here.
     node: str | None = None
     # The request being served and the frame it was decoded from: a request forwarded
     # to its game's owner node goes as the client's bytes (server/cluster.py).

@@ -87,7 +87,7 @@ class Hub:
         # the caps on unfinished games count (_unfinished), without a player's ended games.
         self._open_seats: dict[str, set[str]] = {}
         # In a cluster: the addresses of each game's seated players when they took their
-        # seats, for the caps counted cluster-wide (server/cluster.py OPEN_TTL_S).
+        # seats, for the caps counted cluster-wide (server/cluster_caps.py OPEN_TTL_S).
         self._seat_addresses: dict[str, set[str]] = {}
         # The games being made (Reservation), by player id and by address, counted as theirs.
         self._reserved_by_player: dict[str, set[str]] = {}
