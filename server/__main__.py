@@ -121,11 +121,13 @@ async def _acquire(db_path: str, settings: ServerSettings) -> ServerLock | None:
         except DatabaseInUse as exc:
             if not settings.reuse_running:
                 raise
-            if exc.url is not None:
+            if exc.url is not None and exc.reusable:
                 print(f"noughts server already running on {exc.url} (pid {exc.pid})", flush=True)
                 return None
             if not waiting and settings.progress:
-                print("warming up the engine: another noughts is starting it", flush=True)
+                # (a command that only reads holds it for a few seconds: then this one starts)
+                doing = "starting it" if exc.url is None else "reading the games"
+                print(f"warming up the engine: another noughts is {doing}", flush=True)
             waiting = True
             await asyncio.sleep(0.2)
 
@@ -318,8 +320,8 @@ async def _serve_on(
             global _listened
             _listened = True
             url = address_url("wss" if tls else "ws", settings.host, port)
-            if lock is not None:
-                lock.announce(url)
+            if lock is not None:  # (a server that took up no games serves none of them)
+                lock.announce(url, reusable=settings.restore_games)
             # The first line on stdout is the address: the embedded client reads it.
             where = f"db: {store.describe()}" + ("" if node is None else f", node: {node}")
             print(f"noughts server listening on {url} ({where})", flush=True)

@@ -30,16 +30,24 @@ from server.errors import ServerError
 
 class DatabaseInUse(ServerError):
     """Another server holds the database's lock: ``holder`` says which (its pid and
-    address, or that it is still starting); ``pid`` and ``url`` once it listens. The
-    message is for ``noughts serve``; ``noughts migrate`` says its own."""
+    address, or that it is still starting); ``pid`` and ``url`` once it listens;
+    ``reusable`` False for the server of a command that only reads (it took up none of
+    the stored games: --restore-games false), which no other noughts may use. The message
+    is for ``noughts serve``; ``noughts migrate`` says its own."""
 
     def __init__(
-        self, message: str, holder: str, pid: int | None = None, url: str | None = None
+        self,
+        message: str,
+        holder: str,
+        pid: int | None = None,
+        url: str | None = None,
+        reusable: bool = True,
     ) -> None:
         super().__init__(message)
         self.holder = holder
         self.pid = pid
         self.url = url
+        self.reusable = reusable
 
 
 def make_db_directory(db_path: str | os.PathLike[str]) -> None:
@@ -119,17 +127,22 @@ class ServerLock:
                 who,
                 pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None,
                 url=url if isinstance(url, str) and url else None,
+                reusable=holder.get("reusable") is not False,
             ) from None
         except OSError as exc:
             os.close(fd)
             raise ServerError(f"cannot lock {path}: {exc.strerror}") from exc
         return fd
 
-    def announce(self, url: str) -> None:
-        """Write the JSON line naming this server (once it listens)."""
+    def announce(self, url: str, reusable: bool = True) -> None:
+        """Write the JSON line naming this server (once it listens); ``reusable`` False: a
+        server no other noughts may use (DatabaseInUse.reusable)."""
         if self._fd is None:
             return
-        line = json.dumps({"pid": os.getpid(), "url": url}) + "\n"
+        holder: dict[str, Any] = {"pid": os.getpid(), "url": url}
+        if not reusable:
+            holder["reusable"] = False
+        line = json.dumps(holder) + "\n"
         # Written at offset 0 of the empty file, in one call: a reader sees the whole
         # line or nothing.
         os.pwrite(self._fd, line.encode(), 0)

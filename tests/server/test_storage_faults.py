@@ -314,6 +314,49 @@ def test_reuse_running_waits_for_the_holder_then_prints_its_address(tmp_path: Pa
         os.close(fd)
 
 
+def test_reuse_running_waits_for_a_server_that_only_reads_then_starts_its_own(
+    tmp_path: Path,
+) -> None:
+    """The server of noughts games, replay or export (--restore-games false: it took up
+    none of the stored games, nor runs their clocks or AI) was reused by a noughts play
+    started meanwhile, which then played on a server that would not serve its games. It
+    says so in its lock ("reusable": false); a --reuse-running server waits for it to
+    stop, as for one still starting, then serves the database itself."""
+    db = tmp_path / "games.db"
+    reader = subprocess.Popen(
+        [*_serve_command(db), "--restore-games", "false"],
+        stdout=subprocess.PIPE, text=True, env=_environment(tmp_path),
+    )  # fmt: skip
+    second = None
+    try:
+        assert reader.stdout is not None
+        assert reader.stdout.readline().startswith("noughts server listening on ")
+        holder = json.loads((tmp_path / "games.db.lock").read_text())
+        assert holder["reusable"] is False
+        command = [*_serve_command(db), "--progress", "true", "--reuse-running", "true"]
+        second = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, env=_environment(tmp_path)
+        )
+        assert second.stdout is not None
+        waiting = second.stdout.readline()  # (before: "noughts server already running on")
+        assert waiting == "warming up the engine: another noughts is reading the games\n"
+        reader.terminate()
+        assert reader.wait(timeout=60) == 0
+        line = second.stdout.readline()
+        while line.startswith("warming up the engine: "):
+            line = second.stdout.readline()
+        assert line.startswith("noughts server listening on "), line
+        holder = json.loads((tmp_path / "games.db.lock").read_text())
+        assert "reusable" not in holder and holder["pid"] == second.pid
+    finally:
+        for process in (reader, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+            if process is not None and process.stdout is not None:
+                process.stdout.close()
+
+
 # --- a database that cannot be opened ------------------------------------------------------
 
 
