@@ -256,6 +256,9 @@ class ClientSession:
         # game_id -> the highest seq seen, kept after the game's end (a rematch's ``seq``)
         self.seen_seq: dict[str, int] = {}
         self.watching: set[str] = set()  # games followed as a spectator (``watch``)
+        # watched games followed on past their end, for their rematch (watch --rematches):
+        # watched again from their last seq after a reconnection, as a live one is
+        self.past_end: set[str] = set()
         self.lobby: dict[str, Any] | None = None  # the fields of the lobby subscription
         # game_id -> refusals in a row of its resume (or watch) that said "later"
         self.resume_waiting: dict[str, int] = {}
@@ -345,7 +348,17 @@ class ClientSession:
         """Stop following a game after a reconnection (no longer watched, or left)."""
         self.last_seq.pop(game_id, None)
         self.watching.discard(game_id)
+        self.past_end.discard(game_id)
         self.resume_waiting.pop(game_id, None)
+
+    def watch_past_end(self, game_id: str, seq: int) -> None:
+        """Follow a watched game that ended (at ``seq``) on, for its rematch: after a
+        reconnection it is watched again from its last seq (the rematch's ``offer`` missed
+        meanwhile comes then), until ``unwatch``, or the server refuses it (no longer kept:
+        ``NotResumed``)."""
+        self.past_end.add(game_id)
+        self.watching.add(game_id)
+        self.last_seq[game_id] = max(seq, self.last_seq.get(game_id, 0))
 
     def release(self, game_id: str) -> None:
         """Forget a game for good (its seat, the seqs seen): a client that plays for days
@@ -435,7 +448,7 @@ class ClientSession:
         if seq <= self.last_seq.get(game_id, 0):
             return True
         self.last_seq[game_id] = seq
-        if isinstance(event, Ended):
+        if isinstance(event, Ended) and game_id not in self.past_end:
             self.last_seq.pop(game_id, None)  # nothing more to resume
             self.watching.discard(game_id)
         return False

@@ -28,9 +28,19 @@ async def follow(
     """Print a game's events as they come, until it ends; returns the ending. With
     ``rematches``, a game that ended is followed on: once its players agree a rematch (the
     ``offer`` naming ``next_game``, which spectators get too) that game is watched, and so
-    on, until cancelled (Lichess moves its spectators to the rematch)."""
+    on, until cancelled (Lichess moves its spectators to the rematch). A game that ended
+    is watched again after a reconnection (its rematch's ``offer`` missed meanwhile comes
+    then, or a snapshot naming ``next_game``)."""
     model = GameModel(game_id)
     shown = -1  # the moves printed so far (-1: no snapshot yet)
+    ended: Ended | None = None  # the ending of the game followed, waiting for its rematch
+
+    async def rematch(next_game: str) -> None:
+        nonlocal game_id, model, shown, ended
+        write(f"Rematch: game {next_game}, colours swapped.")
+        await connection.request(Unwatch, game_id=game_id)
+        game_id, model, shown, ended = next_game, GameModel(next_game), -1, None
+        await connection.request(Watch, game_id=game_id)  # (its snapshot: an event)
 
     def move_line(entry: MoveEntry) -> str:
         line = f"{entry.ply + 1}. {model.name(entry.seat)} played {entry.text}"
@@ -41,7 +51,9 @@ async def follow(
         was_open = model.status == "open"
         if getattr(event, "game_id", None) != game_id or not model.apply(event, time.monotonic()):
             continue
-        if isinstance(event, Snapshot) and model.state is not None:
+        if isinstance(event, Snapshot) and event.next_game and rematches:
+            await rematch(event.next_game)  # agreed while we were away (or before watch)
+        elif isinstance(event, Snapshot) and model.state is not None:
             x, o = (player_name(p) for p in model.players)
             if shown < 0:
                 write(f"Game {game_id}: {game_title(event.game, dict(event.params))}, "
@@ -59,10 +71,7 @@ async def follow(
             shown = len(model.moves)
             write(model.state.render())
         elif isinstance(event, Offer) and event.next_game and rematches:
-            write(f"Rematch: game {event.next_game}, colours swapped.")
-            await connection.request(Unwatch, game_id=game_id)
-            game_id, model, shown = event.next_game, GameModel(event.next_game), -1
-            await connection.request(Watch, game_id=game_id)  # (its snapshot: an event)
+            await rematch(event.next_game)
         elif isinstance(event, Offer):
             write(offer_sentence(model.name(event.seat), event.kind, event.answer) + ".")
         elif isinstance(event, Presence):
@@ -71,4 +80,6 @@ async def follow(
             write(f"Game over: {event.result}. {model.result_sentence()}")
             if not rematches:
                 return event
+            ended = event
+            connection.core.watch_past_end(game_id, event.seq)  # (again after a reconnection)
             write("Waiting for a rematch (Ctrl-C leaves).")

@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from client.connection import ServerConnection
+from client.session_core import Backoff
 from client.spectator import follow
 from protocol import CreateGame, JoinGame, Move, Rematch, Resign, Resume, Watch
 from server.app import GameServer, running
 from server.pool import EnginePool
 from server.store import SQLiteStore
+
+FAST = Backoff(base_s=0.05, cap_s=0.5)
 
 
 @contextlib.asynccontextmanager
@@ -162,3 +165,45 @@ async def test_a_watcher_follows_the_players_into_their_rematch(
         f"Game {new}: tictactoe, X = bo, O = ada, live, 0 moves played",
         "1. bo (X) played b2",
     ], lines
+
+
+async def test_a_watcher_back_from_a_drop_after_the_end_still_follows_the_rematch(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """watch --rematches: the game that ended was no longer followed after a reconnection
+    (its end had dropped it from the games watched again), so the rematch its players
+    agreed went unseen and the watcher waited on. Now it watches the finished game again
+    from its last seq and goes on into the rematch."""
+    lines: list[str] = []
+    async with _server(tmp_path / "games.db", ui_pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = seated.game_id
+        await bo.request(JoinGame, game_id=gid)
+        watcher = await ServerConnection.connect(url, name="eve", reconnect=True, backoff=FAST)
+        await watcher.request(Watch, game_id=gid)
+        following = asyncio.create_task(follow(watcher, gid, lines.append, rematches=True))
+        await _printed(lines, f"Game {gid}:")
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        await _printed(lines, "Waiting for a rematch")
+        assert watcher.websocket is not None
+        dropped = watcher.websocket
+        dropped.transport.abort()
+        async with asyncio.timeout(30):  # (only catches a hang)
+            while watcher.websocket is dropped or not watcher.up.is_set():
+                await asyncio.sleep(0.01)
+        await ada.request(Rematch, game_id=gid, token=ada.token_for(gid))
+        await bo.request(Rematch, game_id=gid, token=bo.token_for(gid), answer="accept")
+        await _printed(lines, "Rematch: game ")
+        new = next(line for line in lines if line.startswith("Rematch: ")).split()[2].rstrip(",")
+        await _printed(lines, f"Game {new}: tictactoe, X = bo, O = ada, live")
+        await _move(bo, new, 4)
+        await _printed(lines, "1. bo (X) played b2")
+        assert not following.done()
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        assert watcher.core.watching == {new}
+        for client in (ada, bo, watcher):
+            await client.close()
