@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from client.connection import ServerConnection
+from client.connection import ConnectionLost, RequestFailed, ServerConnection
 from client.game_view import (
     GameModel,
     MoveEntry,
@@ -15,7 +15,12 @@ from client.game_view import (
     offer_sentence,
     player_name,
 )
+from client.session_core import RESUME_LATER
 from protocol import Ended, Moved, Offer, Presence, Snapshot, Unwatch, Watch
+
+# How often a watcher waiting for a rematch asks whether the server still keeps the game
+# that ended (which it does 10 minutes by default: PROTOCOL.md, rematch).
+KEPT_CHECK_S = 30.0
 
 
 async def follow(
@@ -24,13 +29,18 @@ async def follow(
     write: Callable[[str], None],
     *,
     rematches: bool = False,
+    check_s: float = KEPT_CHECK_S,
 ) -> Ended:
     """Print a game's events as they come, until it ends; returns the ending. With
     ``rematches``, a game that ended is followed on: once its players agree a rematch (the
     ``offer`` naming ``next_game``, which spectators get too) that game is watched, and so
     on, until cancelled (Lichess moves its spectators to the rematch). A game that ended
     is watched again after a reconnection (its rematch's ``offer`` missed meanwhile comes
-    then, or a snapshot naming ``next_game``)."""
+    then, or a snapshot naming ``next_game``). Spectators are not told when the server
+    lets a finished game go (``keep_finished_s`` after its end, 10 minutes by default, or
+    once both players have left), after which no rematch can be agreed: while waiting, the
+    game is watched again every ``check_s`` from its last seq, and once the server no
+    longer knows it (``unknown_game``) a line says so and the ending is returned."""
     model = GameModel(game_id)
     shown = -1  # the moves printed so far (-1: no snapshot yet)
     ended: Ended | None = None  # the ending of the game followed, waiting for its rematch
@@ -47,7 +57,13 @@ async def follow(
         return line + (f"  [{describe_stats(entry.stats)}]" if entry.stats else "")
 
     while True:
-        event = await connection.next_event()
+        try:
+            event = await connection.next_event(timeout=None if ended is None else check_s)
+        except TimeoutError:  # (waiting for a rematch): is the game still kept?
+            if ended is not None and (gone := await _let_go(connection, game_id, ended.seq)):
+                write(gone)
+                return ended
+            continue
         was_open = model.status == "open"
         if getattr(event, "game_id", None) != game_id or not model.apply(event, time.monotonic()):
             continue
@@ -83,3 +99,20 @@ async def follow(
             ended = event
             connection.core.watch_past_end(game_id, event.seq)  # (again after a reconnection)
             write("Waiting for a rematch (Ctrl-C leaves).")
+
+
+async def _let_go(connection: ServerConnection, game_id: str, ended_seq: int) -> str | None:
+    """None while the server keeps the game that ended (a ``watch`` from its last seq: the
+    events missed, if any, come as events), else the line that says it no longer does."""
+    since = connection.core.last_seq.get(game_id, ended_seq)
+    try:
+        await connection.request(Watch, game_id=game_id, since=since)
+    except RequestFailed as exc:
+        if exc.code in RESUME_LATER:
+            return None  # (asked again at the next check)
+        if exc.code == "unknown_game":
+            return f"No rematch: the rematch window of game {game_id} is over."
+        return f"No rematch followed: game {game_id}: {exc.message}"
+    except ConnectionLost:
+        return None  # (a drop: watched again once back, and checked again after)
+    return None

@@ -14,17 +14,21 @@ from client.spectator import follow
 from protocol import CreateGame, JoinGame, Move, Rematch, Resign, Resume, Watch
 from server.app import GameServer, running
 from server.pool import EnginePool
+from server.settings import ServerSettings
 from server.store import SQLiteStore
 
 FAST = Backoff(base_s=0.05, cap_s=0.5)
 
 
 @contextlib.asynccontextmanager
-async def _server(db: Path, pool: EnginePool, port: int = 0) -> AsyncIterator[str]:
+async def _server(
+    db: Path, pool: EnginePool, port: int = 0, settings: ServerSettings | None = None
+) -> AsyncIterator[str]:
     store = SQLiteStore(db)
     await store.open()
     try:
-        async with running(GameServer(store, pool), port=port) as ws_server:
+        game_server = GameServer(store, pool, settings=settings or ServerSettings())
+        async with running(game_server, port=port) as ws_server:
             yield f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
     finally:
         await store.close()
@@ -207,3 +211,38 @@ async def test_a_watcher_back_from_a_drop_after_the_end_still_follows_the_rematc
         assert watcher.core.watching == {new}
         for client in (ada, bo, watcher):
             await client.close()
+
+
+async def test_a_watcher_waiting_for_a_rematch_stops_when_the_window_closes(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """watch --rematches waited after the end until Ctrl-C: spectators are not told when
+    the server lets the finished game go (keep_finished_s, 10 minutes by default), after
+    which no rematch can come. Now the watcher asks now and then whether the game is still
+    kept, and once it is not says so in one line and stops."""
+    lines: list[str] = []
+    settings = ServerSettings(keep_finished_s=0.3)
+    async with _server(tmp_path / "games.db", ui_pool, settings=settings) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = seated.game_id
+        await bo.request(JoinGame, game_id=gid)
+        watcher = await ServerConnection.connect(url, name="eve")
+        await watcher.request(Watch, game_id=gid)
+        following = asyncio.create_task(
+            follow(watcher, gid, lines.append, rematches=True, check_s=0.1)
+        )
+        await _printed(lines, f"Game {gid}:")
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        async with asyncio.timeout(30):  # (only catches a hang)
+            ended = await following
+        assert ended.result == "0-1"
+        for client in (ada, bo, watcher):
+            await client.close()
+    said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
+    assert said[-3:] == [
+        "Game over: 0-1. O wins: resignation.",
+        "Waiting for a rematch (Ctrl-C leaves).",
+        f"No rematch: the rematch window of game {gid} is over.",
+    ], lines
