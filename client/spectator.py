@@ -16,7 +16,7 @@ from client.game_view import (
     player_name,
 )
 from client.session_core import RESUME_LATER
-from protocol import Ended, Moved, Offer, Presence, Snapshot, Unwatch, Watch
+from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, Unwatch, Watch
 
 # How often a watcher waiting for a rematch asks whether the server still keeps the game
 # that ended (which it does 10 minutes by default: PROTOCOL.md, rematch).
@@ -69,6 +69,7 @@ async def follow(
             continue
         if isinstance(event, Snapshot) and event.next_game and rematches:
             await rematch(event.next_game)  # agreed while we were away (or before watch)
+            continue
         elif isinstance(event, Snapshot) and model.state is not None:
             x, o = (player_name(p) for p in model.players)
             if shown < 0:
@@ -92,13 +93,26 @@ async def follow(
             write(offer_sentence(model.name(event.seat), event.kind, event.answer) + ".")
         elif isinstance(event, Presence):
             write(f"{model.name(event.seat)} {'is back' if event.online else 'left the game'}")
-        elif isinstance(event, Ended):
-            write(f"Game over: {event.result}. {model.result_sentence()}")
+        end = _end_of(event) if ended is None else None
+        if end is not None:  # (its snapshot, for a game watched once over, or away at its end)
+            write(f"Game over: {end.result}. {model.result_sentence()}")
             if not rematches:
-                return event
-            ended = event
-            connection.core.watch_past_end(game_id, event.seq)  # (again after a reconnection)
+                return end
+            ended = end
+            connection.core.watch_past_end(game_id, end.seq)  # (again after a reconnection)
             write("Waiting for a rematch (Ctrl-C leaves).")
+
+
+def _end_of(event: Message) -> Ended | None:
+    """The ending an event tells: an ``ended``, or the snapshot of a game that is over."""
+    if isinstance(event, Ended):
+        return event
+    if isinstance(event, Snapshot) and event.status not in ("open", "live"):
+        result, reason = event.result or "*", event.reason or ""
+        return Ended(
+            game_id=event.game_id, seq=event.seq, result=result, reason=reason, at=event.at
+        )
+    return None
 
 
 async def _let_go(connection: ServerConnection, game_id: str, ended_seq: int) -> str | None:

@@ -246,3 +246,31 @@ async def test_a_watcher_waiting_for_a_rematch_stops_when_the_window_closes(
         "Waiting for a rematch (Ctrl-C leaves).",
         f"No rematch: the rematch window of game {gid} is over.",
     ], lines
+
+
+async def test_a_watcher_of_a_game_just_over_is_told_its_end(
+    tmp_path: Path, ui_pool: EnginePool
+) -> None:
+    """noughts watch GAME of a game just over (the server keeps it a while, for a rematch)
+    printed its header and board and then waited for ever: the end it waits for came before
+    it watched. Now the snapshot of a game over is its end: said, and the ending returned."""
+    lines: list[str] = []
+    async with _server(tmp_path / "games.db", ui_pool) as url:
+        ada = await ServerConnection.connect(url, name="ada")
+        bo = await ServerConnection.connect(url, name="bo")
+        seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
+        gid = seated.game_id
+        await bo.request(JoinGame, game_id=gid)
+        await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
+        watcher = await ServerConnection.connect(url, name="eve")
+        await watcher.request(Watch, game_id=gid)
+        async with asyncio.timeout(30):  # (only catches a hang)
+            ended = await follow(watcher, gid, lines.append)
+        assert (ended.result, ended.reason) == ("0-1", "resign")
+        for client in (ada, bo, watcher):
+            await client.close()
+    said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
+    assert said == [
+        f"Game {gid}: tictactoe, X = ada, O = bo, finished, 0 moves played",
+        "Game over: 0-1. O wins: resignation.",
+    ], lines
