@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import msgpack
@@ -60,6 +61,7 @@ from protocol import (
     Unwatch,
     Watch,
     Welcome,
+    decode,
     decode_server,
 )
 from server.app import GameServer, running
@@ -2873,4 +2875,186 @@ async def test_spectators_that_unwatch_a_remote_game_leave_nothing_behind(
             await ada.request(Resign, game_id=created.game_id, token=created.token)
         assert b.subscribers == {}
         for client in (ada, bo, spectator):
+            await client.close()
+
+
+# --- a rolling upgrade: a node of the older version beside this one -----------------------
+
+
+@contextlib.asynccontextmanager
+async def _two_settled_nodes(
+    schema: str, prefix: str
+) -> AsyncIterator[tuple[GameServer, str, GameServer, str]]:
+    """Nodes a and b in this process, each holding half the shards, that beat once an hour:
+    what the test writes in a's presence stays there until b reads it (``_as_older``)."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    finally:
+        await conn.close()
+    settings = replace(ServerSettings(), heartbeat_s=3600.0, presence_ttl_s=7200.0)
+    a_name, b_name = f"a-{prefix}", f"b-{prefix}"
+    async with (
+        _node_in_process(a_name, schema, prefix, settings) as (a, a_url),
+        _node_in_process(b_name, schema, prefix, settings) as (b, b_url),
+    ):
+        admin = aioredis.from_url(REDIS_URL)
+        try:
+            # a took every shard before b came, and b, holding none, said nothing: a
+            # reads the nodes' presence again (as at a beat), and gives b its share.
+            await admin.publish(f"{prefix}:cluster", pack({"op": "shards", "node": "test"}))
+            async with asyncio.timeout(20):  # the shards split, and each node said so
+                while True:
+                    said = {}
+                    for node in (a, b):
+                        assert node.cluster is not None
+                        data = await admin.get(f"{prefix}:presence:{node.cluster.node}")
+                        said[node] = set(unpack(data)["shards"]) if data else None
+                    if all(
+                        node.cluster is not None
+                        and len(node.cluster.locks.held) == 32
+                        and not node.cluster.releasing | node.cluster.taking
+                        and said[node] == node.cluster.locks.held
+                        for node in (a, b)
+                    ):
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            await admin.aclose()
+        yield a, a_url, b, b_url
+
+
+async def _as_older(prefix: str, older: GameServer, reader: GameServer, **fields: int) -> None:
+    """``older``'s presence, as ``reader`` reads it at its next beat (now), says what a
+    node of the older version says: ``fields`` changed, "bus" gone unless given (a field
+    the older version did not write)."""
+    assert older.cluster is not None and reader.cluster is not None
+    key = f"{prefix}:presence:{older.cluster.node}"
+    admin = aioredis.from_url(REDIS_URL)
+    try:
+        data = await admin.get(key)
+        assert data is not None
+        state = unpack(data)
+        state.pop("bus", None)
+        state.update(fields)
+        await admin.set(key, pack(state), keepttl=True)
+    finally:
+        await admin.aclose()
+    await reader.cluster._heartbeat()
+    assert reader.cluster.present[older.cluster.node] == state
+
+
+class _Inbox:
+    """What the nodes send to one node, read beside it on the bus."""
+
+    def __init__(self, prefix: str, node: str) -> None:
+        self.channel = f"{prefix}:inbox:{node}"
+        self.redis = aioredis.from_url(REDIS_URL)
+        self.pubsub = self.redis.pubsub()
+
+    async def __aenter__(self) -> _Inbox:
+        await self.pubsub.subscribe(self.channel)
+        async with asyncio.timeout(10):  # subscribed before anything is sent
+            while True:
+                message = await self.pubsub.get_message(timeout=1)
+                if message is not None and message["type"] == "subscribe":
+                    break
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.pubsub.aclose()
+        await self.redis.aclose()
+
+    async def until(self, wanted: Any) -> list[dict[str, Any]]:
+        """The payloads received, up to the first of which ``wanted`` is true."""
+        seen: list[dict[str, Any]] = []
+        async with asyncio.timeout(10):
+            while True:
+                message = await self.pubsub.get_message(timeout=1)
+                if message is None or message["type"] != "message":
+                    continue
+                seen.append(unpack(message["data"]))
+                if wanted(seen[-1]):
+                    return seen
+
+
+async def test_a_request_forwarded_to_a_node_of_protocol_version_1_goes_without_its_seq(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A rolling upgrade: bo on b resigns a game of a, whose presence says protocol
+    version 1 (no "seq" on game requests: a node of that version refuses the field, and
+    the resign would fail with bad_field). b forwards the resign without its seq; to a
+    node of version 2, with it."""
+    async with _two_settled_nodes(pg_schema, redis_prefix) as (a, a_url, b, b_url):
+        assert a.cluster is not None
+        ada = await ServerConnection.connect(a_url, name="ada")
+        bo = await ServerConnection.connect(b_url, name="bo")
+        decoded = []
+        async with _Inbox(redis_prefix, a.cluster.node) as inbox:
+            for protocol in (PROTOCOL_VERSION, 1):
+                if protocol == 1:
+                    await _as_older(redis_prefix, a, b, protocol=1)
+                created = await ada.request(CreateGame, game="tictactoe", opponent="human")
+                game_id = created.game_id
+                joined = await bo.request(JoinGame, game_id=game_id)
+                await _play(ada, created.token, game_id, 4)
+                await _heard(bo, 0)  # (a seq seen: the resign carries it)
+                await bo.request(Resign, game_id=game_id, token=joined.token, again=True)
+                seen = await inbox.until(lambda p: p.get("op") == "req" and b"resign" in p["frame"])
+                decoded.append(decode(seen[-1]["frame"]))  # (a, older or not, served it)
+        assert all(isinstance(message, Resign) for message in decoded)
+        assert decoded[0].seq is not None  # type: ignore[attr-defined]  # (the client's)
+        assert decoded[1].seq is None  # type: ignore[attr-defined]
+        for client in (ada, bo):
+            await client.close()
+
+
+async def _seated_in(client: ServerConnection, game_id: str) -> None:
+    """Wait until ``client`` holds a seat in ``game_id`` (its seek accepted)."""
+    async with asyncio.timeout(10):
+        while game_id not in client.seats:
+            await asyncio.sleep(0.01)
+
+
+def _seats_in(payload: dict[str, Any], game_id: str) -> bool:
+    """``payload`` is an "out" message whose frames seat a client in ``game_id``."""
+    if payload.get("op") != "out":
+        return False
+    frames = [decode_server(frame) for frame in payload["frames"]]
+    return any(isinstance(m, Seated) and m.game_id == game_id for m in frames)
+
+
+async def test_a_seek_posters_follow_goes_on_its_own_to_a_node_of_bus_version_1(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A rolling upgrade: bo on b accepts ada's seek, posted on a; b owns the game, and a
+    relays it to ada once b tells it to (the follow). A node of bus version 2 takes the
+    follow with ada's frames (her seated) in one "out" message; a node whose presence
+    names no bus version (1) reads no follow there: it gets it in a message of its own,
+    before them, and ada hears the game all the same."""
+    async with _two_settled_nodes(pg_schema, redis_prefix) as (a, a_url, b, b_url):
+        assert a.cluster is not None
+        ada = await ServerConnection.connect(a_url, name="ada")
+        bo = await ServerConnection.connect(b_url, name="bo")
+        await bo.request(LobbySubscribe)
+        async with _Inbox(redis_prefix, a.cluster.node) as inbox:
+            for older in (False, True):
+                if older:
+                    await _as_older(redis_prefix, a, b)
+                seek = (await ada.request(Seek, game="tictactoe", color="o")).seek_id
+                await _sees_seek(bo, seek)
+                seated = await bo.request(AcceptSeek, seek_id=seek)
+                game_id = seated.game_id
+                seen = await inbox.until(lambda p, g=game_id: _seats_in(p, g))
+                follows = [p for p in seen if p.get("op") == "follow" and p["game"] == game_id]
+                if older:
+                    assert "follow" not in seen[-1]
+                    assert len(follows) == 1 and follows[0]["conn"] == seen[-1]["conn"]
+                else:
+                    assert [f["game"] for f in seen[-1]["follow"]] == [game_id]
+                    assert follows == []
+                await _seated_in(ada, game_id)  # and she hears the game through a
+                await _play(bo, seated.token, game_id, 4)
+                assert (await _heard(ada, 0)).action == 4
+        for client in (ada, bo):
             await client.close()
