@@ -254,9 +254,13 @@ class SessionRequests(GameEvents):
             if game is None:
                 continue
             async with self._lock(game_id):
+                if player.online:
+                    return  # back (a hello while a write below waited)
                 await self._commit_quietly(
                     game, game.set_online(seat, False, now, self.settings.grace_s)
                 )
+            if player.online:
+                return  # back meanwhile: her hello marks her games (it waited for the lock)
             if game.status not in UNFINISHED and not any(game.online[s] for s in game.human_seats):
                 self._evict(game_id)
         if not self.seats.get(player.player_id):

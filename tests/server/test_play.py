@@ -4,6 +4,7 @@ rematches, spectators, dropped clients resuming, and claims after a player leave
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import pytest
 
@@ -512,3 +513,46 @@ async def test_an_ai_that_sees_a_win_declines_the_draw_and_moves(server: Running
     assert answers == [(1, "offer"), (0, "decline")]
     assert events[-1].seat == 0 and events[-1].stats["value"] > 0  # type: ignore[attr-defined]
     await ada.request(Resign, game_id=gid, token=seated.token)
+
+
+async def test_a_player_back_while_her_last_connection_closes_keeps_her_finished_games(
+    server: RunningServer,
+) -> None:
+    """Probe: ada's only connection closed while she played bo and held a finished game
+    against the AI (its rematch still possible). The server's side of the close stores her
+    absence in each game she plays; she said hello again while that write waited for the
+    database (here another connection holds SQLite's write lock). The close then went on as
+    if she were still away: her finished game left memory (no human seat online there),
+    and her rematch with it, though she was connected. Now the close stops once she is
+    back."""
+    ada, bo, a, b = await human_game(server, game="tictactoe")
+    seated = await ada.request(
+        CreateGame, game="tictactoe", opponent="ai", seat=0, algorithm="alphabeta", budget_ms=10
+    )
+    gid = seated.game_id
+    await _move(ada, gid, 4)
+    await _moved(ada, 1)
+    await ada.request(Resign, game_id=gid, token=seated.token)
+    hub = server.game_server
+    locker = sqlite3.connect(server.db_path, isolation_level=None)
+    try:
+        locker.execute("BEGIN IMMEDIATE")  # the server's next write waits (busy_timeout)
+        await ada.close()
+        while hub.players[ada.player_id].online:  # the close: her absence from the game with bo
+            await asyncio.sleep(0.01)
+        hello = asyncio.ensure_future(server.connect("ada", session=ada.session))
+        while not hub.players[ada.player_id].online:  # she is back (her welcome waits)
+            await asyncio.sleep(0.01)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    again = await hello
+    assert again.seats[a.game_id][0] == 0
+    assert gid in hub.games and hub.players.get(ada.player_id) is not None
+    await again.request(Rematch, game_id=gid, token=seated.token)
+    old = await next_event(again, Snapshot)  # (this connection did not follow that game)
+    assert old.game_id == gid and old.next_game
+    start = await next_event(again, Snapshot)
+    assert start.game_id == old.next_game and start.players[0]["kind"] == "ai"
+    await again.close()
+    await bo.close()
