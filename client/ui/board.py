@@ -30,7 +30,10 @@ EMPTY_STYLE = Style(color="#6c6c6c")
 GRID_STYLE = Style(color="#767676")
 FRAME_STYLE = Style(color="#bcbcbc", bold=True)
 LABEL_STYLE = Style(color="#8a8a8a")
-LAST_BG = Style(bgcolor="#5f5f00")
+# The last move and the cursor are marked by more than a colour (underlined; in brackets),
+# so that they stay apart where colours do not: NO_COLOR (Textual draws in greys, and these
+# two backgrounds have about the same lightness), a monochrome terminal, colour blindness.
+LAST_BG = Style(bgcolor="#5f5f00", underline=True)
 CURSOR_BG = Style(bgcolor="#005f87")
 LINE_BG = Style(bgcolor="#005f00")
 PLAYABLE_BG = Style(bgcolor="#262626")
@@ -90,6 +93,7 @@ def _cell(
     elif action == last:
         style += LAST_BG
     if action == cursor_action:
+        text = f"[{text[1]}]"
         style += CURSOR_BG
     return text, style
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rich.style import Style
 from textual.geometry import Region
 from textual.widgets import Static
 
@@ -166,3 +167,43 @@ async def test_the_replay_scrolls_to_the_last_move_and_dialogs_fit(ui_server: UI
         await until(pilot, lambda: isinstance(app.screen, NewGameDialog), "the dialog")
         await pilot.pause()
         assert app.screen.query_one("#dialog").region.right <= 40
+
+
+@pytest.mark.parametrize("game", ["tictactoe", "uttt"])
+def test_the_cursor_and_the_last_move_are_told_apart_without_colours(game: str) -> None:
+    """Probe: the cursor and the last move were marked by their background colours alone,
+    of about the same lightness: under NO_COLOR (Textual then draws in greys), on a
+    monochrome terminal or to a colour-blind player they looked alike. Now each has a mark
+    of its own besides its colour: the cursor's cell in brackets, the last move underlined."""
+    import engine
+
+    moves: list[int] = []
+    for _ in range(3):  # X, O, X
+        moves.append(min(engine.replay((game, {}), moves).legal_actions()))
+    state = engine.replay((game, {}), moves)
+    empty = sorted(state.legal_actions())
+    grid = state.game.grid
+    cursor, other_empty = grid.cell(empty[0]), empty[1]
+    drawing = draw_board(state, cursor=cursor, last=moves[2])
+    text = drawing.text
+    starts = [0]
+    for row in text.plain.split("\n"):
+        starts.append(starts[-1] + len(row) + 1)
+
+    def marks(action: int) -> tuple[str, bool, bool, bool]:
+        """What shows of ``action``'s cell once its colours are taken away."""
+        cells = sorted(yx for yx, cell in drawing.cells.items() if cell == action)
+        offsets = [starts[y] + x for y, x in cells]
+        styles = [
+            Style.combine(s.style for s in text.spans if s.start <= o < s.end) for o in offsets
+        ]
+        shown = "".join(text.plain[o] for o in offsets)
+        return (
+            shown,
+            any(bool(s.underline) for s in styles),
+            any(bool(s.reverse) for s in styles),
+            any(bool(s.bold) for s in styles),
+        )
+
+    assert marks(empty[0]) != marks(other_empty)  # the cursor
+    assert marks(moves[2]) != marks(moves[0])  # the last move, beside another of X's
