@@ -163,14 +163,17 @@ class ServerConnection:
         deliver: Callable[[Message | SeekReposted], object] | None = None,
         on_status: Callable[[str, str], object] | None = None,
         on_welcome: Callable[[Welcome, bool], object] | None = None,
+        rename_if_taken: bool = False,
     ) -> None:
         """``reconnect_for_s``: how long to keep trying after a drop (None: until closed).
         ``deliver``: called with every message (and ``SeekReposted``) instead of queueing
         it. ``on_status``: called with each (status, detail); ``on_welcome`` with each
         welcome and whether it is a reconnection's (the games followed are being followed
-        again)."""
+        again). ``rename_if_taken``: for an embedded server (``ClientSession``)."""
         self.url = url
-        self.core = ClientSession(name=name, bot=bot, client=client, session=session)
+        self.core = ClientSession(
+            name=name, bot=bot, client=client, session=session, rename_if_taken=rename_if_taken
+        )
         self.reconnect = reconnect
         self.reconnect_for_s = reconnect_for_s
         self.backoff = backoff or Backoff()

@@ -189,6 +189,18 @@ class Backoff:
         return rng.uniform(0.0, min(self.cap_s, self.base_s * 2 ** min(attempt, 64)))
 
 
+# How many suffixed names a ``rename_if_taken`` session tries: each is a new session the
+# server counts against the address (PROTOCOL.md, Players, names and sessions).
+RENAMES = 5
+
+
+def suffixed(name: str, number: int) -> str:
+    """``name`` with ``-number`` after it, within the 20 characters of a name (PROTOCOL.md,
+    Names): ``root`` 2 is ``root-2``."""
+    suffix = f"-{number}"
+    return name[: 20 - len(suffix)].rstrip(" -_.") + suffix
+
+
 def made_by_create(create: dict[str, Any], record: dict[str, Any], seat: int) -> bool:
     """Whether the game ``record`` (``get``'s), in which we hold ``seat``, may be the one a
     ``create`` with the fields ``create`` made: the same game, parameters, clock, our seat
@@ -244,8 +256,17 @@ class ClientSession:
         bot: bool = False,
         client: str = "noughts",
         session: str | None = None,
+        rename_if_taken: bool = False,
     ) -> None:
+        """``rename_if_taken``: a new session whose name another session holds
+        (``name_taken``) takes the name with a suffix instead (``renamed_from``): for a
+        server on the user's own database only (an embedded one), where that other session
+        is the user's own, its token lost with the sessions file."""
         self.name = name
+        self.asked_name = name
+        self.rename_if_taken = rename_if_taken
+        self.renamed_from: str | None = None  # the name asked for, if this run took another
+        self._renames = 0
         self.bot = bot
         self.client = client
         self.session = session  # the token of the last welcome (or one saved from a run before)
@@ -578,10 +599,23 @@ class ClientSession:
             self.seats.clear()
             self._send_hello()
             return
+        if (
+            isinstance(reply, Error)
+            and reply.code == "name_taken"
+            and self.rename_if_taken
+            and self.session is None
+            and self._renames < RENAMES
+        ):
+            self._renames += 1
+            self.name = suffixed(self.asked_name, self._renames + 1)
+            self._send_hello()
+            return
         if not isinstance(reply, Welcome):
             error = reply if isinstance(reply, Error) else Error(code="bad_reply", message="")
             self._events.append(Refused(error))
             return
+        if self._renames and self.welcome is None:
+            self.renamed_from = self.asked_name
         self.session, self.welcome = reply.session, reply
         if self.standing:  # a seat given while away may have taken one (_follow_standing)
             self._taking.update(g["game_id"] for g in reply.games if g["game_id"] not in self.seats)

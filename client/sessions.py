@@ -170,7 +170,8 @@ async def connect_with_session(
     sessions: SessionStore, key: str, url: str, *, name: str, **kwargs: Any
 ) -> ServerConnection:
     """``ServerConnection.connect`` as the player saved under ``key`` and ``name`` (a session
-    the server no longer knows starts afresh: the session core's rule); the session is saved. A file
+    the server no longer knows starts afresh: the session core's rule); the session is saved,
+    under ``name`` even when the run took another (``renamed_notice``, said on stderr). A file
     that cannot be written is one line on stderr: the next run will be a new player.
     SessionInUse if another process plays under that key and name (``claim``)."""
     import sys
@@ -181,6 +182,8 @@ async def connect_with_session(
     saved = sessions.load(key, name)
     connection = await ServerConnection.connect(url, name=name, session=saved, **kwargs)
     assert connection.session is not None
+    if connection.core.renamed_from is not None:
+        print(f"noughts: {renamed_notice(connection, sessions)}", file=sys.stderr)
     try:
         sessions.save(key, name, connection.session)
     except OSError as exc:
@@ -190,6 +193,17 @@ async def connect_with_session(
             file=sys.stderr,
         )
     return connection
+
+
+def renamed_notice(connection: ServerConnection, sessions: SessionStore) -> str:
+    """One line saying that this run plays under another name than the one asked for
+    (``ClientSession.rename_if_taken``), and why."""
+    core = connection.core
+    now = core.welcome.name if core.welcome is not None and core.welcome.name else core.name
+    return (
+        f"the name {core.renamed_from!r} belongs to an earlier session on this database whose "
+        f"token is not in {sessions.path}: playing as {now!r}, as the next runs will"
+    )
 
 
 async def connect_as_guest(

@@ -98,7 +98,9 @@ async def connect(
     ``reads_only``: a command that only reads stored games connects as the user's guest
     (``connect_as_guest``), does not create a database a --db names (a mistyped path):
     FileNotFoundError, with a one-line reason; and leaves no server log beside it, nor a
-    damaged game marked quarantined (EmbeddedServer ``reads_only``)."""
+    damaged game marked quarantined (EmbeddedServer ``reads_only``). On an embedded server,
+    a name an earlier session of the user holds (its session lost) is taken with a suffix
+    (``ClientSession.rename_if_taken``), said on stderr."""
     name = getattr(args, "name", "anonymous")[:32]
     options: dict[str, Any] = {
         "name": name,
@@ -125,6 +127,8 @@ async def connect(
     db = Path(args.db) if args.db else default_db_path()
     if reads_only and args.db and (missing := no_database(db)):
         raise FileNotFoundError(missing)
+    # The user's own database: a name held there is the user's own, its session lost.
+    options["rename_if_taken"] = True
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(
         db,

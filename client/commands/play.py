@@ -297,7 +297,13 @@ async def _play_ui(args: argparse.Namespace) -> int:
         ) as url:
             key = embedded_session_key(db)
             app = NoughtsApp(
-                url, name=name, start=start, sessions=sessions, session_key=key, bell=args.bell
+                url,
+                name=name,
+                start=start,
+                sessions=sessions,
+                session_key=key,
+                bell=args.bell,
+                rename_if_taken=True,  # the user's own database (EmbeddedServer)
             )
             with ui_output():
                 await app.run_async()

@@ -36,7 +36,7 @@ from client.game_view import (
 )
 from client.replay import RecordError
 from client.session_core import RESENDABLE, SeekReposted
-from client.sessions import SessionStore
+from client.sessions import SessionStore, renamed_notice
 from client.ui.dialogs import ChallengeDialog
 from client.ui.game import GameScreen
 from client.ui.lobby import LobbyScreen
@@ -142,9 +142,11 @@ class NoughtsApp(App[None]):
         sessions: SessionStore | None = None,
         session_key: str | None = None,
         bell: bool = True,
+        rename_if_taken: bool = False,
     ) -> None:
         """``sessions`` keeps the player's session between runs, under ``session_key`` (the
-        server's URL unless told otherwise: an embedded server's port changes every run)."""
+        server's URL unless told otherwise: an embedded server's port changes every run).
+        ``rename_if_taken``: for an embedded server (``ClientSession``), said in a notice."""
         super().__init__()
         self.url = url
         self.player_name = name
@@ -174,6 +176,7 @@ class NoughtsApp(App[None]):
                 LinkState(LINK_STATES[status], detail, final=status == "closed")
             ),
             on_welcome=lambda welcome, again: self.post_message(Connected(welcome, again)),
+            rename_if_taken=rename_if_taken,
         )
 
     def _saved_session(self) -> str | None:
@@ -208,6 +211,14 @@ class NoughtsApp(App[None]):
     def on_connected(self, message: Connected) -> None:
         welcome = message.welcome
         self._save_session(welcome.session)
+        if not message.again and self.link.core.renamed_from is not None and self.sessions:
+            notice = renamed_notice(self.link, self.sessions)
+            self.notify(
+                f"{notice[0].upper()}{notice[1:]}.",
+                title="Another name",
+                severity="warning",
+                timeout=15,
+            )
         self.resumable = {
             game["game_id"]: game for game in welcome.games if game.get("game_id") is not None
         }

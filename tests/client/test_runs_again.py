@@ -178,3 +178,40 @@ def test_a_bot_object_plays_again_under_another_event_loop(tmp_path: Path) -> No
 
     for index in range(2):  # (each server a database of its own: the name is its session's)
         asyncio.run(run_once(tmp_path / f"games{index}.db"))
+
+
+async def test_make_play_after_the_sessions_file_was_lost_plays_under_a_suffixed_name(
+    tmp_path: Path,
+) -> None:
+    """`make play` (an embedded server on the user's database) with the sessions file gone
+    but the database kept was refused: the user's name belonged to the earlier session,
+    whose token was in the lost file ("belongs to another player", exit 1), so the
+    documented command could not play any more. Now it plays as the name with a suffix,
+    says so in one line, and the next runs play as that name again."""
+    db = str(tmp_path / "games.db")
+    play = ("play", "--plain", "--db", db, "--ai", "random", "--name", "ada")
+    code, out, err = await run_noughts(*play, stdin=b"q\n")
+    assert code == 0 and "X = ada," in out, err
+    (tmp_path / "own-sessions.json").unlink()  # (conftest: the test's NOUGHTS_SESSIONS)
+    code, out, err = await run_noughts(*play, stdin=b"q\n")
+    assert code == 0 and "X = ada-2," in out, err
+    said = [line for line in err.splitlines() if "ada-2" in line]
+    assert said == [
+        "noughts: the name 'ada' belongs to an earlier session on this database whose token "
+        f"is not in {tmp_path / 'own-sessions.json'}: playing as 'ada-2', as the next runs will"
+    ]
+    code, out, err = await run_noughts(*play, stdin=b"q\n")
+    assert code == 0 and "X = ada-2," in out and "unfinished game" in out, err
+    assert "earlier session" not in err
+
+
+async def test_a_server_still_refuses_a_name_whose_session_was_lost(ui_server: UIServer) -> None:
+    """On a server named by --server the name stays its first session's: a run that lost
+    that session is refused, not given a look-alike name (the embedded server's rule)."""
+    play = ("play", "--plain", "--server", ui_server.url, "--ai", "random", "--name", "ada")
+    code, out, err = await run_noughts(*play, stdin=b"q\n")
+    assert code == 0 and "X = ada," in out, err
+    SessionStore.default().forget(ui_server.url, "ada")
+    code, out, err = await run_noughts(*play, stdin=b"q\n")
+    assert code == 1 and "ada-2" not in out + err
+    assert "the name 'ada', or one that looks like it, belongs to another player" in err
