@@ -68,6 +68,8 @@ class CodinGameBrain:
     # (0.4-0.7 s from numba's cache): answered at once, the bot met a quick opponent's reply
     # still warming, and played quick moves for its next turns (100 ms each).
     FIRST_ANSWER_WARM_SHARE = 0.6
+    # A turn that comes while the warm-up runs gets a quick move in its time (``cancel``).
+    QUICK_MOVE = True
 
     def __init__(self, time: TurnTime | None = None) -> None:
         game = make_game("uttt")

@@ -87,10 +87,13 @@ class PiskvorkBrain:
     ``feed`` one line at a time; a ``Think`` in its answer must be followed by ``played``
     before the next line. ``ended`` is True after END."""
 
-    # A manager times a move from its TURN or BEGIN, sent after START's OK: the I/O layer
-    # warms the search up before it reads START, so that OK means ready.
-    WARM_UP_FIRST = True
-    first_answer_warm_ms = 0.0  # (warm before the first line: nothing to wait for)
+    # Managers time START's OK too (a few seconds), and compiling the search into an empty
+    # numba cache takes 30-60 s: OK is answered at once and the I/O layer warms up meanwhile.
+    WARM_UP_FIRST = False
+    first_answer_warm_ms = 0.0  # (START's OK needs no search: it waits for nothing)
+    # No quick move: a search asked for while the warm-up runs waits for it (its answer late
+    # rather than an ERROR line and no move; ``noughts brain </dev/null`` fills the cache).
+    QUICK_MOVE = False
     # Never: a line it cannot read is answered ERROR or UNKNOWN, as the protocol asks, and the
     # brain goes on (CodinGame's protocol has no such reply: its bot ends, unreadable).
     unreadable = False

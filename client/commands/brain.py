@@ -221,13 +221,14 @@ def serve(
     """The brain's loop until END, the end of input or a line the protocol cannot read; the
     exit status: 1 for the last (``unreadable``), else 0. ``brain``: a protocol state machine
     (``feed``, ``played``, ``cancel``, ``ended``, ``unreadable``, ``games``,
-    ``WARM_UP_FIRST``, ``first_answer_warm_ms``).
+    ``WARM_UP_FIRST``, ``first_answer_warm_ms``, ``QUICK_MOVE``).
 
     The search is warmed up (compiled, or loaded from numba's cache) before the first line is
     read if the protocol says so, else as soon as no line is on its way or a line asks for a
-    search. A search asked for by a line is shorter by the time since the first line of its
-    burst (lines that came together, not yet answered) arrived: the harness's clock ran from
-    then."""
+    search; a search asked for meanwhile waits for it, within its time if the protocol has a
+    quick move (``QUICK_MOVE``: else for as long as it takes). A search asked for by a line
+    is shorter by the time since the first line of its burst (lines that came together, not
+    yet answered) arrived: the harness's clock ran from then."""
     import engine
     from engine.think import Log, Think, answer
     from engine.worker import stopping_clock
@@ -268,10 +269,14 @@ def serve(
         deadline = time.monotonic() + think.time_ms / 1000.0
         if not ready.is_set():
             warm_up()
+            if not brain.QUICK_MOVE:  # (Piskvork) waits for it, however long, until END
+                while not ready.wait(QUIET_S):
+                    if lines.end_read.is_set():
+                        raise engine.EngineError("END came while the search warmed up")
             # A turn that comes while the search warms up (a quick opponent's reply to the
             # opening: loading the kernels takes 0.4-0.7 s, the turn 100 ms) is answered in
             # its time with a quick move rather than late, which the referee forfeits.
-            if not ready.wait(max(0.0, think.time_ms - FALLBACK_MARGIN_MS) / 1000.0):
+            elif not ready.wait(max(0.0, think.time_ms - FALLBACK_MARGIN_MS) / 1000.0):
                 # The protocol's quick move (its ``cancel``), as for a search that failed.
                 raise engine.EngineError("the search is not ready yet")
         time_ms = max(MIN_SEARCH_MS, (deadline - time.monotonic()) * 1000.0)

@@ -130,8 +130,8 @@ def test_end_stops_a_search_under_way(brains: list[Brain]) -> None:
     brain = Brain()
     brains.append(brain)
     brain.send("START 15")
-    assert brain.answer() == "OK"  # warmed up: the search starts at once
-    assert brain.move("BEGIN") == (7, 7)  # the opening: no search
+    assert brain.answer() == "OK"
+    assert brain.move("BEGIN") == (7, 7)  # the opening (once the search is warm)
     brain.send("TURN 8,8")  # a search of 27 s (90% of 30 s, less 50 ms)
     time.sleep(0.5)
     brain.send("END")
@@ -140,19 +140,28 @@ def test_end_stops_a_search_under_way(brains: list[Brain]) -> None:
 
 @pytest.mark.parametrize("info", [[], ["INFO timeout_turn 1000"]], ids=["default", "info"])
 def test_a_search_stopped_by_end_says_the_time_it_took(info: list[str]) -> None:
-    """START, BEGIN and END in one write, as a manager ending a match at once: END stops the
+    """BEGIN and END in one write, as a manager ending a match at once: END stops the
     search BEGIN asked for, and its MESSAGE said "16 nodes in 6000000000000 ms", the stopped
     search's clock (it jumps past every deadline) read as its time. No more than the run's."""
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "client", "brain"],
-        input="".join(f"{line}\n" for line in ["START 15", *info, "BEGIN", "END"]),
-        capture_output=True, text=True, timeout=TIMEOUT_S,
-    )  # fmt: skip
-    ran_ms = (time.monotonic() - started) * 1000.0
-    assert done.returncode == 0, done.stderr
-    (said,) = re.findall(r"nodes in (\d+) ms", done.stdout)
-    assert int(said) <= ran_ms, done.stdout
+    brain = Brain()
+    assert brain.process.stderr is not None
+    try:
+        brain.send("START 15")
+        assert brain.answer() == "OK"
+        # Ready (START's OK comes before the warm-up ends): BEGIN's search starts at once.
+        assert brain.process.stderr.readline().startswith("ready ")
+        started = time.monotonic()
+        out, err = brain.process.communicate(
+            "".join(f"{line}\n" for line in [*info, "BEGIN", "END"]), timeout=TIMEOUT_S
+        )
+        ran_ms = (time.monotonic() - started) * 1000.0
+        assert brain.process.returncode == 0, err
+        (said,) = re.findall(r"nodes in (\d+) ms", out)
+        assert int(said) <= ran_ms, out
+    finally:
+        if brain.process.poll() is None:
+            brain.process.kill()
+            brain.process.communicate()
 
 
 def test_errors_then_a_game_in_one_process(brains: list[Brain]) -> None:
@@ -483,3 +492,48 @@ def test_an_endless_line_is_cut_and_the_next_one_read() -> None:
     sender.join()
     assert cut is not None and cut[1] == "X" * 4096
     assert begin is not None and begin[1] == "BEGIN\n" and end is None
+
+
+def test_start_is_answered_at_once_while_the_search_compiles(tmp_path: Any) -> None:
+    """Managers time START's OK too (a few seconds), and the first start with numba's cache
+    empty compiled for 34-60 s before it: the brain warmed up before it read START. Now OK
+    comes at once, the warm-up runs meanwhile (its "ready" line on stderr comes later), and
+    END ends the brain without waiting for it, a move asked for still waiting."""
+    import select
+
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "client", "brain"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, bufsize=1, env=environment,
+    )  # fmt: skip
+    assert process.stdin and process.stdout and process.stderr
+    try:
+        process.stdin.write("START 15\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "OK\n"
+        ready, _, _ = select.select([process.stderr], [], [], 0.0)
+        assert not ready, "the brain said it was ready before its OK"  # (compiled first)
+        # A move asked for waits for the warm-up; END meanwhile ends the wait, and the brain.
+        process.stdin.write("BEGIN\nEND\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "ERROR END came while the search warmed up\n"
+        assert process.wait(timeout=TIMEOUT_S) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def test_a_move_asked_for_while_the_search_warms_up_waits_for_it(brains: list[Brain]) -> None:
+    """BEGIN right after START, with a turn shorter than loading the search (0.4-0.7 s from
+    numba's cache): the move waits for the warm-up and is played, not an ERROR line (the
+    Piskvork protocol has no quick move)."""
+    brain = Brain()
+    brains.append(brain)
+    brain.send("START 15")
+    brain.send("INFO timeout_turn 50")
+    brain.send("BEGIN")
+    assert brain.answer() == "OK"
+    assert re.fullmatch(r"\d+,\d+", brain.answer())
+    assert brain.end() == 0
