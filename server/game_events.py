@@ -296,9 +296,6 @@ class GameEvents(LobbyFeed):
         session = self.games.get(game_id)
         if session is None:
             return None
-        ai_turn = self._ai_tasks.pop(game_id, None)
-        if ai_turn is not None:
-            ai_turn.cancel()
         followers = self.subscribers.pop(game_id, set())
         watching = {c for c in followers if game_id in c.watching}
         self._evict(game_id)
@@ -326,8 +323,12 @@ class GameEvents(LobbyFeed):
             )
 
     def _evict(self, game_id: str) -> None:
-        """A finished game leaves memory; its record stays in the store."""
+        """A finished game leaves memory; its record stays in the store. An AI turn of a game
+        still live (one never stored, or quarantined) is cancelled with it."""
         session = self.games.pop(game_id, None)
+        ai_turn = self._ai_tasks.pop(game_id, None)
+        if ai_turn is not None and ai_turn is not asyncio.current_task():
+            ai_turn.cancel()
         for connection in self.subscribers.pop(game_id, ()):
             connection.games.discard(game_id)
             connection.watching.discard(game_id)
@@ -514,11 +515,27 @@ class GameEvents(LobbyFeed):
         player = session.players[seat] if seat >= 0 else None
         if player is None or not player.is_ai:
             return
-        self._ai_tasks[session.id] = self._spawn(self._ai_turn(session, seat, player))
-
-    async def _ai_turn(self, session: GameSession, seat: int, player: Player) -> None:
-        """Ask the pool for the AI's move and play it; cancelled if the game ends first."""
+        earlier = self._ai_tasks.pop(session.id, None)
+        if earlier is not None and earlier is not asyncio.current_task():
+            earlier.cancel()  # one AI turn a game: its search is dropped, or stopped
         ply = session.state.ply()
+        self._ai_tasks[session.id] = self._spawn(self._ai_turn(session, seat, player, ply))
+
+    async def _ai_turn(self, session: GameSession, seat: int, player: Player, ply: int) -> None:
+        """Ask the pool for the AI's move at ``ply`` and play it; cancelled if the game ends
+        first. The game is read under its lock before the search starts: an end applied
+        meanwhile (a resign from another connection, waiting for the lock while the move
+        that made this turn was stored) is being stored under it, and the search for a game
+        over would start, and run until that write returned and ended it."""
+        async with self._lock(session.id):
+            if (
+                self.games.get(session.id) is not session
+                or session.status != "live"
+                or session.state.ply() != ply
+            ):
+                if self._ai_tasks.get(session.id) is asyncio.current_task():
+                    del self._ai_tasks[session.id]
+                return  # over, moved on or gone before its search began: none starts
         opponent = session.players[1 - seat]
         request = SearchRequest(
             game=session.game.name,

@@ -29,8 +29,10 @@ import engine
 from client.connection import RequestFailed, ServerConnection
 from engine.worker import stoppable_clock
 from protocol import Abort, CreateGame, Ended, Move, Moved, QuickPair, Resign
+from server.app import GameServer, running
 from server.pool import EnginePool, SearchRequest
 from server.settings import ServerSettings
+from server.store import SQLiteStore
 from tests.server.conftest import next_event, serving
 
 
@@ -111,6 +113,78 @@ async def _wait_for(condition: Any, timeout: float, what: str) -> None:
 # --- finding 3: searches of ended games, queue time, one player's share ----------------------
 
 LONG_SEARCHES = ServerSettings(max_budget_ms=60_000, max_ai_searches_per_player=20)
+
+
+class HeldStore(SQLiteStore):
+    """SQLiteStore whose moves and game ends wait, while ``hold`` is set, for their release:
+    each write held puts its release on ``held``."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.hold = False
+        self.held: asyncio.Queue[asyncio.Event] = asyncio.Queue()
+
+    async def _wait(self) -> None:
+        if self.hold:
+            release = asyncio.Event()
+            self.held.put_nowait(release)
+            await release.wait()
+
+    async def append_move(self, move: Any, end: Any = None) -> None:
+        await self._wait()
+        await super().append_move(move, end)
+
+    async def end_game(self, game_id: str, end: Any) -> None:
+        await self._wait()
+        await super().end_game(game_id, end)
+
+
+async def test_no_search_starts_for_a_game_resigned_before_its_ai_turn_began(
+    tmp_path: Path,
+) -> None:
+    """ada moves on one connection and resigns on another while her move is being stored:
+    the resign waits for the game's lock, then ends the game in memory and stores its end,
+    and the AI turn her move made, spawned as the lock was released, began during that write.
+    It started a minute's search for a game over, stopped only once the end was stored (a
+    slow write, a slow search's stop: the worker busy for nothing). Now the AI turn reads
+    the game under its lock first, and no search starts."""
+    store = HeldStore(tmp_path / "games.db")
+    await store.open()
+    try:
+        async with own_pool(1, LONG_SEARCHES) as pool:
+            game_server = GameServer(store, pool, settings=LONG_SEARCHES)
+            async with running(game_server) as ws_server:
+                url = f"ws://127.0.0.1:{next(iter(ws_server.sockets)).getsockname()[1]}"
+                ada = await ServerConnection.connect(url, name="ada")
+                seated = await ada.request(
+                    CreateGame, game="uttt", opponent="ai", seat=0, algorithm="mcts",
+                    budget_ms=60_000,
+                )  # fmt: skip
+                other = await ServerConnection.connect(url, name="ada", session=ada.session)
+                store.hold = True
+                move = asyncio.ensure_future(
+                    ada.request(Move, game_id=seated.game_id, token=seated.token, action=40)
+                )
+                release_move = await asyncio.wait_for(store.held.get(), 30)  # her move, held
+                resign = asyncio.ensure_future(
+                    other.request(Resign, game_id=seated.game_id, token=seated.token)
+                )
+                lock = game_server._lock(seated.game_id)
+                # The resign waits for the lock the move's write holds (asyncio.Lock's queue).
+                await _wait_for(lambda: bool(getattr(lock, "_waiters", None)), 30, "resign waits")
+                release_move.set()
+                release_end = await asyncio.wait_for(store.held.get(), 30)  # the end, held
+                await asyncio.sleep(1.0)  # the AI turn's first steps
+                assert pool.busy == 0 and pool.pending == 0  # before: a search for a game over
+                store.hold = False
+                release_end.set()
+                await asyncio.wait_for(asyncio.gather(move, resign), 30)
+                ended = await next_event(ada, Ended, timeout=30)
+                assert ended.reason == "resign"
+                await ada.close()
+                await other.close()
+    finally:
+        await store.close()
 
 
 @pytest.mark.parametrize("algorithm", ["mcts", "alphabeta"])
