@@ -238,3 +238,29 @@ async def test_a_name_the_server_refuses_ends_the_app_saying_why(
     assert app.return_code == 1
     said = " ".join(capsys.readouterr().err.split())  # (wrapped at the console's width)
     assert "the server refused us: name refused: a name holds 2 to 20 characters, not 25" in said
+
+
+async def test_the_app_on_its_own_database_takes_a_held_name_with_a_suffix(
+    ui_server: UIServer, tmp_path: Path
+) -> None:
+    """`make play` in the interface, its session lost and the name held by that earlier
+    session: on an embedded server (``rename_if_taken``, the user's own database) the app
+    plays as ada-2 and says so in a notice, the session kept under the name asked for; on
+    any other server the app ends, refused (test_a_name_the_server_refuses_...)."""
+    earlier = await ui_server.connect("ada")  # the session whose token was lost
+    sessions = SessionStore(tmp_path / "sessions.json")
+    try:
+        app = NoughtsApp(
+            ui_server.url, name="ada", start=Start("lobby"), sessions=sessions,
+            rename_if_taken=True,
+        )  # fmt: skip
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.link.welcome is not None, "the welcome")
+            await until(pilot, lambda: any("ada-2" in note for note in notes(app)), "the notice")
+            assert app.return_code is None
+            assert app.link.welcome.name == "ada-2"  # type: ignore[union-attr]
+            (note,) = [note for note in notes(app) if "ada-2" in note]
+            assert note.startswith("Another name: The name 'ada' belongs to an earlier session")
+        assert sessions.load(ui_server.url, "ada") == app.link.session
+    finally:
+        await earlier.close()
