@@ -127,8 +127,9 @@ async def connect(
     db = Path(args.db) if args.db else default_db_path()
     if reads_only and args.db and (missing := no_database(db)):
         raise FileNotFoundError(missing)
-    # The user's own database: a name held there is the user's own, its session lost.
-    options["rename_if_taken"] = True
+    # The user's own database: a name held there is the user's own, its session lost (a
+    # guest, reads_only, names no name).
+    options["rename_if_taken"] = not reads_only
     status = StatusLine(prefix="noughts: ")
     async with EmbeddedServer(
         db,
