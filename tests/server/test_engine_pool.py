@@ -170,7 +170,10 @@ async def test_no_search_starts_for_a_game_resigned_before_its_ai_turn_began(
                     other.request(Resign, game_id=seated.game_id, token=seated.token)
                 )
                 lock = game_server._lock(seated.game_id)
-                # The resign waits for the lock the move's write holds (asyncio.Lock's queue).
+                # The resign waits for the lock the move's write holds: asyncio.Lock's queue
+                # of waiters, read here only (a private name: renamed by a Python upgrade,
+                # this wait fails saying so, rather than the test passing unseen). SQLite's
+                # own write lock cannot stand in for HeldStore: it holds no one write alone.
                 await _wait_for(lambda: bool(getattr(lock, "_waiters", None)), 30, "resign waits")
                 release_move.set()
                 release_end = await asyncio.wait_for(store.held.get(), 30)  # the end, held
