@@ -235,6 +235,7 @@ async def _serve_on(
     from server.pgstore import PostgresStore
     from server.pool import EnginePool
     from server.remote_engine import RemoteEngine
+    from server.settings import redacted_url
 
     # (After the store: a database that cannot be opened is one line and nothing else.)
     # Each connection is a file descriptor: the soft limit (often 1024) goes up to the hard
@@ -250,7 +251,7 @@ async def _serve_on(
         except ServerError as exc:
             print(f"noughts serve: {exc}", file=sys.stderr)
             return 1
-        logging.info("AI searches go to the engine queue at %s", settings.bus)
+        logging.info("AI searches go to the engine queue at %s", redacted_url(settings.bus))
     elif settings.workers != 0:
         from engine.errors import EngineError
         from engine.warmup import parse_targets
@@ -306,7 +307,7 @@ async def _serve_on(
                 admin.close()
             await _close_engine(pool)
             return failed
-        logging.info("node %s of the cluster on %s", node, settings.bus)
+        logging.info("node %s of the cluster on %s", node, redacted_url(settings.bus))
     try:
         async with running(game_server, settings.host, settings.port, tls) as ws_server:
             port = next(iter(ws_server.sockets)).getsockname()[1]

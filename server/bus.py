@@ -50,6 +50,7 @@ from redis.exceptions import ConnectionError, RedisError
 from redis.retry import Retry as SyncRetry
 
 from server.errors import ServerError
+from server.settings import redacted_url
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ async def open_raw(
     # redis-py's asyncio connection keeps its streams here (redis-py 5 to 8, pinned <9).
     reader, writer = connection._reader, connection._writer
     if reader is None or writer is None:
-        raise ConnectionError(f"no connection to {url}")
+        raise ConnectionError(f"no connection to {redacted_url(url)}")
     return reader, writer, connection
 
 
@@ -222,6 +223,7 @@ class RedisBus:
 
     def __init__(self, url: str, *, prefix: str, node: str, timeout_s: float) -> None:
         self.url = url
+        self.shown = redacted_url(url)  # for messages and logs: no password
         self.prefix = prefix
         self.node = node
         # Each command's (--bus-timeout-s): ``client``'s, connecting, the subscriber's PING.
@@ -279,7 +281,7 @@ class RedisBus:
             await self._client.ping()
         except (RedisError, OSError) as exc:
             await self._client.aclose()
-            raise BusUnavailable(f"cannot reach the bus at {self.url}: {exc}") from exc
+            raise BusUnavailable(f"cannot reach the bus at {self.shown}: {exc}") from exc
         loop = asyncio.get_running_loop()
         subscribed, publishing = loop.create_future(), loop.create_future()
         self._tasks = [
@@ -366,11 +368,11 @@ class RedisBus:
                 down()
                 if not ready.done():
                     ready.set_exception(
-                        BusUnavailable(f"cannot {role} to the bus at {self.url}: {exc}")
+                        BusUnavailable(f"cannot {role} to the bus at {self.shown}: {exc}")
                     )
                     return
                 if attempt == 0:
-                    log.warning("bus: lost %s (%s, %s); reconnecting", self.url, role, exc)
+                    log.warning("bus: lost %s (%s, %s); reconnecting", self.shown, role, exc)
                 await asyncio.sleep(RECONNECT_S[min(attempt, len(RECONNECT_S) - 1)])
                 attempt += 1
             finally:
@@ -389,7 +391,7 @@ class RedisBus:
             if not ready.done():
                 ready.set_result(None)
             else:
-                log.info("bus: publishing again to %s", self.url)
+                log.info("bus: publishing again to %s", self.shown)
             if self._held_since is not None:  # what waited for this connection
                 if time.monotonic() - self._held_since > HOLD_S:
                     self._drop_held()
@@ -537,7 +539,7 @@ class RedisBus:
                     # All of the first SUBSCRIBE's channels (Redis answers a command's
                     # channels together): subscribed.
                     if subscribed.done():
-                        log.info("bus: subscribed again to %s", self.url)
+                        log.info("bus: subscribed again to %s", self.shown)
                         receiver("reconnected", "", None)
                     else:
                         subscribed.set_result(None)

@@ -45,7 +45,7 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
-from server.settings import MOST_PROCESSES, ServerSettings, bounded, bus_url
+from server.settings import MOST_PROCESSES, ServerSettings, bounded, bus_url, redacted_url
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
 
 log = logging.getLogger("noughts.engine_worker")
@@ -361,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         blocking_redis_client(args.bus, timeout_s=args.bus_timeout_s).ping()
     except redis.RedisError as exc:  # (a malformed URL is refused by bus_url)
-        print(f"noughts engine-worker: cannot reach {args.bus}: {exc}", file=sys.stderr)
+        print(
+            f"noughts engine-worker: cannot reach {redacted_url(args.bus)}: {exc}", file=sys.stderr
+        )
         return 1
     if args.processes == 1:
         _work(args)

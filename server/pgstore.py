@@ -36,6 +36,7 @@ from typing import Any
 import asyncpg
 
 from server.errors import StorageError
+from server.settings import redacted_url
 from server.store import NOT_READ, NOT_STORED, UNANSWERED, UNCONFIRMED, SQLStore, _Runs
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class PostgresStore(SQLStore):
 
     def describe(self) -> str:
         """The URL without its password, for messages."""
-        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", self.dsn)
+        return redacted_url(self.dsn)
 
     def _server_settings(self) -> dict[str, str]:
         """What each connection sets: its name in pg_stat_activity (``noughts``, with the

@@ -50,7 +50,7 @@ from server.bus import redis_client, reraise_cancel
 from server.errors import EngineUnavailable
 from server.logs import RateLimitedLog
 from server.pool import SearchRequest
-from server.settings import ServerSettings
+from server.settings import ServerSettings, redacted_url
 from server.turns import TurnOrder
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,9 @@ class RemoteEngine:
             await self.refresh()
         except (RedisError, OSError) as exc:
             await self.close()
-            raise EngineUnavailable(f"cannot reach the engine queue at {self.url}: {exc}") from exc
+            raise EngineUnavailable(
+                f"cannot reach the engine queue at {redacted_url(self.url)}: {exc}"
+            ) from exc
         self._reader = asyncio.create_task(self._read_replies(), name="engine-replies")
         self._counter = asyncio.create_task(self._count_workers(), name="engine-workers")
 

@@ -163,3 +163,29 @@ async def test_the_bus_speaks_tls_rediss(tmp_path: Path, redis_prefix: str) -> N
     finally:
         process.kill()
         await process.wait()
+
+
+async def test_a_password_in_a_bus_or_database_url_is_never_shown() -> None:
+    """A Redis or PostgreSQL password in --bus or --db went whole into the errors and log
+    lines naming the URL ("cannot reach the bus at redis://:PASSWORD@host", "node n-1 of
+    the cluster on ..."): anyone reading the logs had it. Now they show ``***``."""
+    from server.errors import ServerError
+    from server.pgstore import PostgresStore
+    from server.remote_engine import RemoteEngine
+
+    url = "redis://:hunter2@127.0.0.1:1/0"  # (nothing listens on port 1)
+    with pytest.raises(ServerError) as bus_refused:
+        await RedisBus(url, prefix="p", node="a", timeout_s=TIMEOUT_S).start(lambda *_: None)
+    with pytest.raises(ServerError) as queue_refused:
+        await RemoteEngine(url).start()
+    for refused in (bus_refused, queue_refused):
+        assert "hunter2" not in str(refused.value)
+        assert "redis://:***@127.0.0.1:1/0" in str(refused.value)
+    for dsn, shown in [
+        ("postgresql://noughts:hunter2@db/games", "postgresql://noughts:***@db/games"),
+        (
+            "postgresql://db/games?user=n&password=hunter2",
+            "postgresql://db/games?user=n&password=***",
+        ),
+    ]:
+        assert PostgresStore(dsn).describe() == shown
