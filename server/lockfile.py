@@ -58,7 +58,17 @@ def make_db_directory(db_path: str | os.PathLike[str]) -> None:
         return
     if not is_data_dir(parent):
         raise NoDirectory(db_path)
-    parent.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # (the client's sessions live here)
+
+
+def make_db_file(db_path: str | os.PathLike[str]) -> None:
+    """A new database file made readable and writable by its owner only (0600), before
+    SQLite would make it 0644 less the umask, readable by every user of the machine: it
+    holds the players' sessions (their tokens' hashes), names and private games, whose id
+    is their invite. SQLite gives its -wal and -shm files the database's mode. An existing
+    file keeps the mode its owner gave it."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
 
 
 def lock_path(db_path: str | os.PathLike[str]) -> Path:
@@ -108,7 +118,7 @@ class ServerLock:
     def _lock(db_path: str | os.PathLike[str], path: Path) -> int:
         """The lock file at ``path`` opened and locked (``acquire``'s errors)."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise ServerError(f"cannot open database {db_path}: {path}: {exc.strerror}") from exc
         try:

@@ -55,7 +55,7 @@ from protocol.paths import (
     default_db_path,  # noqa: F401 - one for server and client
 )
 from server.errors import Quarantined, SeekTaken, StorageError, StorageFull
-from server.lockfile import make_db_directory
+from server.lockfile import make_db_directory, make_db_file
 from server.logs import RateLimitedLog
 from server.rows import (
     EventRow,
@@ -985,6 +985,7 @@ class SQLiteStore(SQLStore):
         written (a read-only file), which would otherwise fail every request after."""
         try:
             make_db_directory(self.path)
+            make_db_file(self.path)
             self._write_db = self._open_writer()
             self._migrate()
             _check_writable(self._write_db)

@@ -47,6 +47,49 @@ async def test_schema_is_migrated_and_wal(tmp_path) -> None:
     await store.close()
 
 
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, under which a file made 0644 is readable by every user."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.usefixtures("umask_022")
+async def test_a_new_database_its_log_and_its_lock_are_its_owners_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new database, its -wal and -shm and the server's lock file were made 0644 (0666
+    less the umask): on a shared machine any user could copy the players' sessions (their
+    tokens' hashes), names and private games, or take the lock (read-only is enough for
+    flock) and keep the server from starting. Now they are 0600, and the data directory a
+    server makes (the client keeps its sessions there) 0700."""
+    import stat
+
+    from server.lockfile import ServerLock
+    from server.store import default_db_path
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("NOUGHTS_DB", raising=False)
+    path = default_db_path()
+    lock = ServerLock.acquire(path)
+    try:
+        store = SQLiteStore(path)
+        await store.open()
+        try:
+            await store.create_game(_row())  # (a write: the log and its index are in use)
+            files = [path, Path(f"{path}-wal"), Path(f"{path}-shm"), lock.path]
+            assert {str(f.name): mode(f) for f in files} == {str(f.name): 0o600 for f in files}
+            assert mode(path.parent) == 0o700
+        finally:
+            await store.close()
+    finally:
+        lock.release()
+
+
 async def test_newer_schema_is_refused(tmp_path) -> None:
     db = sqlite3.connect(tmp_path / "b.db")
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
