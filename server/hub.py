@@ -115,10 +115,12 @@ class Hub:
             max_health_only=self.settings.max_health_only,
             proxies=Proxies(self.settings.trusted_proxies),
         )  # its socket budget is set by serve(), from the descriptor limit
-        # Players and sessions: who is at each address (_list_at), new sessions per address,
-        # names being claimed by a hello in flight (name key -> player id), the expiry sweep.
+        # Players and sessions: who is at each address (_list_at), new sessions and failed
+        # resumes (hello with an unknown session) per address, names being claimed by a
+        # hello in flight (name key -> player id), the expiry sweep.
         self._address_players: dict[str, set[str]] = {}
         self._new_sessions: dict[str, TokenBucket] = {}
+        self._failed_resumes: dict[str, TokenBucket] = {}
         self._claiming: dict[str, str] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False

@@ -429,6 +429,24 @@ class ServerSettings:
         least=1,
         group=IDENTITY,
     )
+    # A session token holds 192 bits: guessing one is hopeless, but each guess costs the
+    # database a read; and an address that keeps failing is guessing.
+    failed_resumes_per_ip_per_minute: float = setting(
+        10.0,
+        "hellos with a session the server does not know (expired, or guessed) per minute "
+        "from one address, sustained; past them a hello with any session from it is refused "
+        "(too_many) until the allowance refills",
+        flag="failed-resumes-per-ip",
+        positive=True,
+        group=IDENTITY,
+    )
+    failed_resumes_burst_per_ip: int = setting(
+        30,
+        "hellos with an unknown session one address may send in a burst",
+        flag="failed-resumes-burst-per-ip",
+        least=1,
+        group=IDENTITY,
+    )
     session_idle_s: float = setting(
         30 * 86_400.0,
         "seconds a session that has played may go unused before it expires and its name "

@@ -39,10 +39,15 @@ class SessionRequests(GameEvents):
         now = self.clock()
         address = _address(connection.websocket)
         if hello.session is not None:
+            self._check_resumes(address)
             session_token = hello.session
             digest = token_hash(session_token)
             known = self.sessions.get(digest)
-            player = known or await self._stored_player(digest, now.wall)
+            try:
+                player = known or await self._stored_player(digest, now.wall)
+            except BadToken:
+                self._failed_resumes_of(address).charge(time.monotonic(), 1.0, owe=True)
+                raise
         else:
             session_token = secrets.token_urlsafe(24)
             digest = token_hash(session_token)
@@ -165,14 +170,12 @@ class SessionRequests(GameEvents):
     def _charge_new_session(self, address: str) -> None:
         """Take one new session from ``address``'s token bucket, or refuse (too_many)."""
         settings = self.settings
-        rate = settings.new_sessions_per_ip_per_minute / 60.0
-        bucket = self._new_sessions.get(address)
-        if bucket is None:
-            if len(self._new_sessions) > 10_000:  # forget addresses whose bucket is full
-                self._prune_new_session_buckets()
-            burst = settings.new_sessions_burst_per_ip
-            bucket = TokenBucket(rate, burst, float(burst), time.monotonic())
-            self._new_sessions[address] = bucket
+        bucket = _address_bucket(
+            self._new_sessions,
+            address,
+            settings.new_sessions_per_ip_per_minute,
+            settings.new_sessions_burst_per_ip,
+        )
         if not bucket.take(time.monotonic()):
             raise LimitExceeded(
                 f"limit: at most {settings.new_sessions_per_ip_per_minute:g} new sessions a "
@@ -180,11 +183,30 @@ class SessionRequests(GameEvents):
                 "reconnect with your session instead"
             )
 
-    def _prune_new_session_buckets(self) -> None:
+    def _failed_resumes_of(self, address: str) -> TokenBucket:
+        """``address``'s allowance of hellos with an unknown session."""
+        settings = self.settings
+        return _address_bucket(
+            self._failed_resumes,
+            address,
+            settings.failed_resumes_per_ip_per_minute,
+            settings.failed_resumes_burst_per_ip,
+        )
+
+    def _check_resumes(self, address: str) -> None:
+        """Refuse (too_many) a hello with a session from an address that has used up its
+        allowance of unknown sessions, before the session is looked up: any session, known
+        or not, so that guessing learns nothing until the allowance refills."""
+        bucket = self._failed_resumes.get(address)
         now = time.monotonic()
-        for address, bucket in list(self._new_sessions.items()):
-            if bucket.tokens + (now - bucket.updated) * bucket.rate >= bucket.burst:
-                del self._new_sessions[address]
+        if bucket is not None and bucket.next_token_at() > now:
+            settings = self.settings
+            raise LimitExceeded(
+                f"limit: at most {settings.failed_resumes_per_ip_per_minute:g} hellos with an "
+                f"unknown session a minute from one address (bursts of "
+                f"{settings.failed_resumes_burst_per_ip}); try again in "
+                f"{bucket.next_token_at() - now:.0f} s"
+            )
 
     async def _check_name_free(self, name: str, keys: frozenset[str]) -> None:
         if any(key in self._claiming for key in keys) or await self.store.name_holder(keys):
@@ -265,6 +287,24 @@ class SessionRequests(GameEvents):
                 self._evict(game_id)
         if not self.seats.get(player.player_id):
             self._forget_player(player)
+
+
+def _address_bucket(
+    buckets: dict[str, TokenBucket], address: str, per_minute: float, burst: int
+) -> TokenBucket:
+    """``address``'s token bucket in ``buckets`` (``per_minute`` refilled, up to ``burst``),
+    made full at its first use. Past 10,000 addresses, those whose bucket has refilled are
+    forgotten (a full bucket is what a new one would be)."""
+    bucket = buckets.get(address)
+    if bucket is None:
+        now = time.monotonic()
+        if len(buckets) > 10_000:
+            for known, held in list(buckets.items()):
+                if held.tokens + (now - held.updated) * held.rate >= held.burst:
+                    del buckets[known]
+        bucket = TokenBucket(per_minute / 60.0, burst, float(burst), now)
+        buckets[address] = bucket
+    return bucket
 
 
 def _address(websocket: ServerConnection) -> str:

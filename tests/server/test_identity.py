@@ -165,6 +165,31 @@ async def test_new_sessions_are_capped_per_address(server: RunningServer) -> Non
 
 
 @pytest.mark.parametrize(
+    "settings",
+    [dict(failed_resumes_per_ip_per_minute=0.01, failed_resumes_burst_per_ip=3)],
+    indirect=True,
+)
+async def test_hellos_with_unknown_sessions_are_capped_per_address(
+    server: RunningServer,
+) -> None:
+    """One address could try session tokens as fast as its connection's rate limit let it
+    (200 wrong hellos in 0.2 s on one connection, each a read of the database), for ever.
+    Now past its allowance of unknown sessions it is refused (too_many) any hello with a
+    session, a right one included, before the session is looked up: guessing learns
+    nothing. A hello without a session is not a resume, and is still served."""
+    player = await server.connect("guessed")
+    for rid in range(3):
+        reply = await hello(server, "x", rid=rid, session=f"wrong-guess-{rid:020d}")
+        assert isinstance(reply, Error) and reply.code == "bad_token", reply
+    reply = await hello(server, "guessed", rid=9, session=player.session)
+    assert isinstance(reply, Error) and reply.code == "too_many" and reply.rid == 9, reply
+    assert "unknown session" in reply.message
+    fresh = await hello(server, "someone")
+    assert isinstance(fresh, Welcome), fresh
+    await player.close()
+
+
+@pytest.mark.parametrize(
     "settings", [dict(max_open_games_per_ip=5, max_open_games_per_player=3)], indirect=True
 )
 async def test_unfinished_games_are_capped_per_address_as_well_as_per_player(
