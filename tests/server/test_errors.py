@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgpack
 import pytest
 import websockets
@@ -27,7 +29,9 @@ from protocol import (
     Welcome,
 )
 from server.app import MAX_WEBSOCKET_FRAME
-from tests.server.conftest import RawClient, RunningServer
+from server.pool import EnginePool
+from server.settings import ServerSettings
+from tests.server.conftest import RawClient, RunningServer, serving
 
 
 async def _refused(connection: ServerConnection, kind: type, code: str, **fields: object) -> str:
@@ -167,6 +171,25 @@ async def test_oversized_frames_close_only_that_connection(server: RunningServer
         await raw.receive()
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
     assert isinstance(await bystander.request(Ping), Pong)
+
+
+async def test_a_compressed_bomb_is_refused_before_it_is_inflated(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """With --compression deflate, a message of 16 MiB of zeros crosses the wire in a few
+    KiB: the frame cap must hold for the message inflated (websockets' max_size bounds the
+    decompression), or one client makes the server allocate what it likes."""
+    bomb = bytes(16 * 2**20)
+    async with serving(tmp_path, pool, ServerSettings(compression="deflate")) as server:
+        bystander = await server.connect("bystander")
+        websocket = await websockets.connect(server.url, compression="deflate")
+        assert websocket.protocol.extensions  # permessage-deflate negotiated
+        await websocket.send(bomb)
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await websocket.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        assert isinstance(await bystander.request(Ping), Pong)
+        await bystander.close()
 
 
 async def test_hello_first_and_version_mismatch(server: RunningServer) -> None:
