@@ -27,6 +27,11 @@ class EmbeddedServerError(Exception):
     pass
 
 
+def _private(path: str, flags: int) -> int:
+    """``open``'s opener for a file made readable by its owner only."""
+    return os.open(path, flags, 0o600)
+
+
 def log_beside(db: Path) -> Path:
     """Where an embedded server on ``db`` logs: beside it (the commands name it when the
     server fails to start)."""
@@ -133,10 +138,11 @@ class EmbeddedServer:
             parent = Path(self.db).parent
             if not parent.is_dir() and not is_data_dir(parent):
                 raise NoDirectory(self.db)
-            parent.mkdir(parents=True, exist_ok=True)
+            parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # (as the server makes it)
         if self.log_path is not None:
             self.made_log = not self.log_path.exists()
-            log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed with the child
+            # Its owner's alone, as the database beside it (0600 whatever the umask).
+            log_file = open(self.log_path, "ab", opener=_private)  # noqa: SIM115 - closed with the child
             stderr = log_file
         self.process = await asyncio.create_subprocess_exec(
             *args,

@@ -120,3 +120,29 @@ def test_two_spellings_of_one_server_are_one_claim(tmp_path: Path) -> None:
     SessionStore(tmp_path / "sessions.json").claim("ws://127.0.0.1:8765", "ada")
     with pytest.raises(SessionInUse):
         SessionStore(tmp_path / "sessions.json").claim("ws://localhost:8765/", "ada")
+
+
+async def test_the_data_directory_and_an_embedded_servers_files_are_the_users_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """noughts play made the data directory itself before starting its server (0755 under
+    umask 022, where sessions.json and the database live) and its server's log 0644, and
+    the server made the database and its lock 0644: on a shared machine any user could
+    read them. Now the directory is 0700 and every file in it 0600."""
+    import os
+
+    from client.embedded import EmbeddedServer, log_beside
+    from protocol.paths import default_db_path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("NOUGHTS_DB", raising=False)
+    db = default_db_path()
+    old = os.umask(0o022)  # the common umask (the server inherits it)
+    try:
+        async with EmbeddedServer(db, workers=0, log_path=log_beside(db)):
+            made = {f.name: mode_of(f) for f in db.parent.iterdir()}
+    finally:
+        os.umask(old)
+    assert mode_of(db.parent) == 0o700
+    assert made == dict.fromkeys(made, 0o600)
+    assert {"noughts.db", "noughts.db.lock", "noughts.db.server.log"} <= made.keys()
