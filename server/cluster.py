@@ -250,14 +250,15 @@ class Cluster(ClusterSeeks, ClusterCaps):
         shard = shard_of(game_id)
         return shard in self.locks.held and shard not in self.releasing | self.taking
 
-    def new_game_id(self) -> str:
-        """A new game's id, in a shard this node owns (it will own the game)."""
+    def new_game_id(self, length: int) -> str:
+        """A new game's id of ``length`` characters, in a shard this node owns (it will own
+        the game)."""
         if not self.locks.held - self.releasing - self.taking:
             raise NodeUnavailable(
                 "this node holds no games right now (the cluster is rebalancing): retry soon"
             )
         while True:
-            game_id = new_game_id()
+            game_id = new_game_id(length)
             if self.serves(game_id):
                 return game_id
 

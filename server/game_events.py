@@ -503,7 +503,12 @@ class GameEvents(LobbyFeed):
     ) -> GameSession:
         control = TimeControl.parse(clock)
         return GameSession.new(
-            game, dict(params), self.clock(), control=control, game_id=self._new_game_id(), **kwargs
+            game,
+            dict(params),
+            self.clock(),
+            control=control,
+            game_id=self._new_game_id(kwargs.get("private", False)),
+            **kwargs,
         )
 
     # --- AI turns ------------------------------------------------------------------------------

@@ -26,7 +26,14 @@ from server.limits import TokenBucket
 from server.lobby import Lobby, Subscriptions
 from server.pool import EnginePool
 from server.records import RecordCache
-from server.session import EventLimits, GameSession, Player, new_game_id
+from server.session import (
+    GAME_ID_LENGTH,
+    PRIVATE_GAME_ID_LENGTH,
+    EventLimits,
+    GameSession,
+    Player,
+    new_game_id,
+)
 from server.settings import ServerSettings
 from server.store import Store
 
@@ -239,9 +246,13 @@ class Hub:
         self.subscribers.setdefault(game_id, set()).add(connection)
         connection.games.add(game_id)
 
-    def _new_game_id(self) -> str:
-        """A new game's id: in a cluster, in a shard this node owns."""
-        return new_game_id() if self.cluster is None else self.cluster.new_game_id()
+    def _new_game_id(self, private: bool = False) -> str:
+        """A new game's id (a private game's longer: it is the game's only key); in a
+        cluster, in a shard this node owns."""
+        length = PRIVATE_GAME_ID_LENGTH if private else GAME_ID_LENGTH
+        if self.cluster is None:
+            return new_game_id(length)
+        return self.cluster.new_game_id(length)
 
     def _game(self, game_id: str) -> GameSession:
         session = self.games.get(game_id)

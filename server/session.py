@@ -74,12 +74,20 @@ FINISHED_LOG = 16  # events a finished game keeps for resume; older ones: a snap
 GAME_ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
-def new_game_id() -> str:
-    """Eight characters from a 32-letter alphabet: 40 random bits, easy to type. One
-    read of the system's random source, five bits a character (secrets.choice read it
-    once a character: eight system calls at every game start)."""
-    bits = int.from_bytes(secrets.token_bytes(5), "big")
-    return "".join(GAME_ID_ALPHABET[(bits >> (5 * i)) & 31] for i in range(8))
+GAME_ID_LENGTH = 8  # 40 bits: a listed game's id, easy to type
+# A private game's id is its invite, and the only key to its open seat, its moves and its
+# record: 80 bits, out of reach of guessing at any rate (40 were not: at the 20,000 frames
+# a second one address may send, a server with 100 private games waiting lost one in
+# about a week to one address, in hours to a hundred).
+PRIVATE_GAME_ID_LENGTH = 16
+
+
+def new_game_id(length: int = GAME_ID_LENGTH) -> str:
+    """``length`` characters from a 32-letter alphabet, five random bits each. One read
+    of the system's random source (secrets.choice read it once a character: eight system
+    calls at every game start)."""
+    bits = int.from_bytes(secrets.token_bytes((5 * length + 7) // 8), "big")
+    return "".join(GAME_ID_ALPHABET[(bits >> (5 * i)) & 31] for i in range(length))
 
 
 def new_token() -> str:
@@ -215,7 +223,7 @@ class GameSession:
         except engine.EngineError as exc:
             raise BadRequest(str(exc)) from exc
         return cls(
-            game_id or new_game_id(),
+            game_id or new_game_id(PRIVATE_GAME_ID_LENGTH if private else GAME_ID_LENGTH),
             game,
             game.new_initial_state(),
             now.wall,

@@ -277,7 +277,9 @@ class GameRequests(GameEvents):
             return
         # A rematch is a new game for both: each under its cap of unfinished games (two
         # players at theirs could rematch past it, game after game), from the offer on.
-        async with self._reserving(self._new_game_id()) as reservation:
+        game = self.games.get(request.game_id)  # (a private game's rematch is private too)
+        private = game is not None and game.private
+        async with self._reserving(self._new_game_id(private)) as reservation:
             await self._rematch(connection, request, reservation)
 
     async def _rematch(

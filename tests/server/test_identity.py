@@ -334,6 +334,25 @@ async def test_the_rematch_of_a_private_game_is_private(server: RunningServer) -
         await client.close()
 
 
+async def test_a_private_games_id_is_too_long_to_guess(server: RunningServer) -> None:
+    """A private game's id is its invite, and the only key to its open seat and its moves:
+    it was eight characters (40 bits), as a listed game's, and one address sending join
+    after join at its rate limit (20,000 a second over its 100 connections) found one of
+    100 private games waiting in about a week, a hundred addresses in hours. Now it is
+    16 characters (80 bits), and so is its rematch's; a listed game's stays 8."""
+    ada, bo, a, b = await human_game(server, game="tictactoe", private=True)
+    assert len(a.game_id) == 16 and b.game_id == a.game_id  # (bo joined by it)
+    listed = await ada.request(CreateGame, game="tictactoe", opponent="human")
+    assert len(listed.game_id) == 8
+    await ada.request(Resign, game_id=a.game_id, token=a.token)
+    await ada.request(Rematch, game_id=a.game_id, token=a.token)
+    await bo.request(Rematch, game_id=b.game_id, token=b.token, answer="accept")
+    rows = server.query("SELECT id FROM games WHERE rematch_of = ?", a.game_id)
+    assert len(rows) == 1 and len(rows[0][0]) == 16
+    for client in (ada, bo):
+        await client.close()
+
+
 @pytest.mark.parametrize(
     "settings", [dict(max_open_games_per_ip=3, max_open_games_per_player=20)], indirect=True
 )
