@@ -49,7 +49,21 @@ def configure(level: str, log_format: str) -> None:
         handler.setFormatter(JSONFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(frames_without_data)
     logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+def frames_without_data(record: logging.LogRecord) -> bool:
+    """websockets, at DEBUG, logs each frame with its first 16 and last 8 bytes: those of a
+    ``resign`` or an ``abort`` end with the seat's token, and a hello's may hold a
+    session's. A data frame's line keeps its type and size, not its bytes."""
+    if record.name.startswith("websockets") and record.msg in ("< %s", "> %s"):
+        from websockets.frames import DATA_OPCODES, Frame
+
+        frame = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if isinstance(frame, Frame) and frame.opcode in DATA_OPCODES:
+            record.args = (f"{frame.opcode.name} [{len(frame.data)} bytes]",)
+    return True
 
 
 def name_node(node: str) -> None:

@@ -4,6 +4,7 @@ next line written says how many were held back."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +47,51 @@ def test_kinds_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
             storms.warning(f"kind {n}", "line %s", n)
     assert len(storms._kinds) == MAX_KINDS
     assert len(caplog.records) == MAX_KINDS  # the overflow shares one bucket
+
+
+async def test_a_debug_log_shows_no_part_of_a_token(tmp_path: Path) -> None:
+    """At --log-level DEBUG, websockets logged each frame a client sent with its first 16
+    and last 8 bytes, and an abort or a resign ends with the seat's token: the log held a
+    quarter of every such token (8 of its 32 characters). Now a data frame's line keeps
+    its type and size only; handshake and control lines are as they were."""
+    import asyncio
+    import subprocess
+    import sys
+
+    import websockets
+
+    from protocol import PROTOCOL_VERSION, Abort, CreateGame, Hello, decode_server, encode
+
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", "0", "--workers", "0",
+             "--log-level", "DEBUG", "--db", str(tmp_path / "g.db")],
+            stdout=subprocess.PIPE, stderr=log, text=True,
+        )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        line = await asyncio.to_thread(server.stdout.readline)
+        assert line.startswith("noughts server listening on ws://"), line
+        async with websockets.connect(line.split()[4], compression=None) as websocket:
+            await websocket.send(encode(Hello(rid=1, version=PROTOCOL_VERSION, name="ada")))
+            welcome = decode_server(await websocket.recv())
+            await websocket.send(encode(Hello(rid=2, version=PROTOCOL_VERSION)))  # (refused)
+            await websocket.recv()
+            await websocket.send(encode(CreateGame(rid=3, game="tictactoe", opponent="human")))
+            seated = decode_server(await websocket.recv())
+            await websocket.send(encode(Abort(rid=4, game_id=seated.game_id, token=seated.token)))
+            while getattr(decode_server(await websocket.recv()), "rid", None) != 4:
+                pass
+        async with websockets.connect(line.split()[4], compression=None) as websocket:
+            again = Hello(rid=1, version=PROTOCOL_VERSION, name="ada", session=welcome.session)
+            await websocket.send(encode(again))
+            assert decode_server(await websocket.recv()).session == welcome.session
+    finally:
+        server.terminate()
+        await asyncio.to_thread(server.communicate, timeout=60)
+    text = log_path.read_text()
+    for secret in (welcome.session, seated.token):
+        for part in (secret[:8], secret[-8:]):
+            assert " ".join(f"{byte:02x}" for byte in part.encode()) not in text, part
+    assert "< BINARY [" in text and "< CLOSE 1000" in text, text[-2000:]
