@@ -235,7 +235,7 @@ async def _serve_on(
     from server.pgstore import PostgresStore
     from server.pool import EnginePool
     from server.remote_engine import RemoteEngine
-    from server.settings import redacted_url
+    from server.urls import redacted_url
 
     # (After the store: a database that cannot be opened is one line and nothing else.)
     # Each connection is a file descriptor: the soft limit (often 1024) goes up to the hard

@@ -50,7 +50,7 @@ from redis.exceptions import ConnectionError, RedisError
 from redis.retry import Retry as SyncRetry
 
 from server.errors import ServerError
-from server.settings import redacted_url
+from server.urls import redacted_url
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,9 @@ from server.remote_engine import (
     jobs_key,
     worker_key,
 )
-from server.settings import MOST_PROCESSES, ServerSettings, bounded, bus_url, redacted_url
+from server.settings import MOST_PROCESSES, ServerSettings, bounded, bus_url
 from server.supervisor import PARENT_ENV, die_with_supervisor, exit_text, next_pause
+from server.urls import redacted_url
 
 log = logging.getLogger("noughts.engine_worker")
 

@@ -36,8 +36,8 @@ from typing import Any
 import asyncpg
 
 from server.errors import StorageError
-from server.settings import redacted_url
 from server.store import NOT_READ, NOT_STORED, UNANSWERED, UNCONFIRMED, SQLStore, _Runs
+from server.urls import redacted_url
 
 log = logging.getLogger(__name__)
 

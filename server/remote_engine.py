@@ -50,8 +50,9 @@ from server.bus import redis_client, reraise_cancel
 from server.errors import EngineUnavailable
 from server.logs import RateLimitedLog
 from server.pool import SearchRequest
-from server.settings import ServerSettings, redacted_url
+from server.settings import ServerSettings
 from server.turns import TurnOrder
+from server.urls import redacted_url
 
 log = logging.getLogger(__name__)
 # The queue's failures, by cause, for the operator (clients are told only that the queue

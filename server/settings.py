@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import math
 import os
-import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,26 +76,6 @@ def bus_url(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a Redis URL redis://HOST:PORT/N: {exc}") from exc
     return text
-
-
-def redacted_url(url: str) -> str:
-    """``url`` (a database's or the bus's) as messages and logs show it: a password in it,
-    before the host (``redis://:PASSWORD@host``, ``postgresql://user:PASSWORD@host``) or as
-    a ``password=`` parameter, becomes ``***``. A log or an error is read by more people
-    than the server's configuration."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(unreadable URL)"
-    user, at, host = parts.netloc.rpartition("@")
-    if at and ":" in user:
-        url = url.replace(parts.netloc, f"{user.partition(':')[0]}:***@{host}", 1)
-    if parts.query:
-        query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-        url = url.replace(f"?{parts.query}", f"?{query}", 1)
-    return url
 
 
 def setting(
