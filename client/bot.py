@@ -17,10 +17,11 @@ when it connects included, wait their turn, oldest first), and stops after ``gam
 (or runs until cancelled; ``stop()`` ends its games in play, then its run). Its connection
 reconnects by itself, resumes the games it was playing and posts its seek again. If the
 opponent leaves and does not come back within the server's grace period, the bot claims
-the game. An opponent's rematch offer, while the bot has a game to spare and room for it,
-is accepted (lichess-bot takes a rematch as any challenge), else declined; the rematch
-counts among ``games``. An opponent's draw offer is answered at once: by ``on_draw``
-(``engine_draw``: the local engine's judgement), else declined.
+the game (aborts it, before both sides have moved). An opponent's rematch offer, while the
+bot has a game to spare and room for it, is accepted (lichess-bot takes a rematch as any
+challenge), else declined; the rematch counts among ``games``. An opponent's draw offer is
+answered at once: by ``on_draw`` (``engine_draw``: the local engine's judgement), else
+declined.
 
 One connection carries every game: a router hands each game's events to its own queue,
 and the events of no game in play (a rematch offer after a game) to the bot's.
@@ -590,7 +591,7 @@ class Bot:
                 event = await asyncio.wait_for(events.get(), timeout)
             except TimeoutError:
                 claimed_at_seq = model.seq
-                await self._claim(game_id)
+                await self._claim(game_id, abort=model.abortable)
                 continue
             if getattr(event, "game_id", None) == game_id:
                 held = connection.seats.get(game_id)
@@ -689,12 +690,17 @@ class Bot:
             if events.empty() and self.connection.events.empty():  # (none left to route)
                 await self._send_move(game_id, turn, action, events)
 
-    async def _claim(self, game_id: str) -> None:
+    async def _claim(self, game_id: str, *, abort: bool = False) -> None:
+        """Claim the win of a game whose opponent left; ``abort`` it instead before both
+        sides have moved (nothing counts yet: PROTOCOL.md, claim), as lichess-bot aborts a
+        game whose opponent does not make a first move."""
         assert self.connection is not None
+        kind: type[Message] = Abort if abort else Claim
+        fields: dict[str, Any] = {} if abort else {"outcome": "win"}
         try:
-            await self.connection.request(Claim, game_id=game_id, outcome="win")
+            await self.connection.request(kind, game_id=game_id, **fields)
         except (RequestFailed, ConnectionLost) as exc:
-            log.info("claim in game %s refused: %s", game_id, exc)
+            log.info("%s in game %s refused: %s", kind.TYPE, game_id, exc)
 
 
 def _turn(game_id: str, seat: int, model: GameModel, stopped: threading.Event) -> Turn:

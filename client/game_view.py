@@ -262,6 +262,12 @@ class GameModel:
     def result_sentence(self) -> str:
         return result_sentence(self.result, self.reason, self.seat)
 
+    @property
+    def abortable(self) -> bool:
+        """Before both sides have made their first move: the game counts no result yet, so
+        it is aborted, not resigned or claimed (PROTOCOL.md: abort, resign, claim)."""
+        return not self.over and len(self.moves) < 2
+
     def claim_in(self, wall_now: float) -> float | None:
         """Seconds until we may claim the game from an opponent who left (0 once its seat is
         no longer held: ``presence.claim_at``, server time), or None while no opponent is

@@ -442,8 +442,9 @@ class PlainGame:
             example = self.model.state.game.grid.example(self.model.legal_moves())
             self.write(
                 f"You play {SYMBOLS[self.seat]}. Type a move as the board labels it (e.g. "
-                f"{example}), 'help', 'draw', 'resign', 'abort' (before the first moves) or "
-                "'claim' (if your opponent left)."
+                f"{example}), 'help', 'draw', 'resign' ('abort' before both sides have "
+                "moved: a resign then aborts too, as on Lichess) or 'claim' (if your opponent "
+                "left, once both sides have moved)."
             )
         self._show_board()
 
@@ -487,6 +488,11 @@ class PlainGame:
         claim_in = self.model.claim_in(time.time())  # (claim_at is the server's wall clock)
         if claim_in is None:
             self.write(f"{who} left the game; its seat is held for a while.")
+        elif self.model.abortable:  # (nothing to claim yet: PROTOCOL.md, claim)
+            self.write(
+                f"{who} left the game before both sides moved; its seat is held for "
+                f"{claim_in:.0f} s, and 'abort' ends the game with no result."
+            )
         else:
             self.write(
                 f"{who} left the game; its seat is held for {claim_in:.0f} s, then 'claim' "
@@ -573,7 +579,8 @@ class PlainGame:
                 self.write(
                     "Not your move yet: a move typed now is played when your turn comes. "
                     "Meanwhile: 'draw' offers a draw or accepts one, 'decline' refuses it, "
-                    "'resign', 'abort', 'claim' (if your opponent left), 'q' leaves."
+                    "'resign' (before both sides have moved: 'abort'), 'claim' (if your "
+                    "opponent left), 'q' leaves."
                 )
             return True
         if text in COMMANDS:

@@ -468,10 +468,18 @@ class GameSession:
         emitted.end = end
         return [emitted]
 
+    @property
+    def abortable(self) -> bool:
+        """Open, or live with a side yet to make its first move: no result is counted yet
+        (Lichess's ``Game.abortable``: ``playedTurns < 2``)."""
+        return self.status == "open" or (self.status == "live" and self.state.ply() < 2)
+
     def resign(self, seat: int, now: Now) -> list[Emitted]:
+        """Lose; while the game can still be aborted, abort it instead (Lichess's Board and
+        Bot APIs do that with a resign: BotPlayer.resign)."""
         if self.over:
             raise GameOver(f"game {self.id} is already over", self.id)
-        if self.status == "open":
+        if self.abortable:
             return self._end(NO_RESULT, "abort", now)
         return self._end(RESULTS[1 - seat], "resign", now)
 
@@ -479,7 +487,7 @@ class GameSession:
         if self.status == "open":
             return self._end(NO_RESULT, "abort", now)
         self._check_live()
-        if self.state.ply() >= 2:
+        if not self.abortable:
             raise NotAllowed(
                 f"game {self.id} can no longer be aborted: both sides have moved; resign instead",
                 self.id,
@@ -554,6 +562,12 @@ class GameSession:
 
     def claim(self, seat: int, outcome: str, now: Now) -> list[Emitted]:
         self._check_live()
+        if self.abortable:  # (Lichess: no claim while the game is abortable, forceResignable)
+            raise NotAllowed(
+                f"game {self.id} has no result to claim before both sides have moved: "
+                "abort it instead",
+                self.id,
+            )
         other = 1 - seat
         claim_at = self.claim_at[other]
         if self.online[other] or claim_at is None:
@@ -953,22 +967,19 @@ def _draw_offers(record: GameRecord) -> tuple[dict[str, int], list[int | None]]:
 
 
 def made_already(
-    request: Message, seat: int, events: Iterable[dict[str, Any]], started: bool
+    request: Message, seat: int, events: Iterable[dict[str, Any]]
 ) -> dict[str, Any] | None:
     """The event that ``request`` from ``seat`` made when it was first sent, among
     ``events``: the game's events after the request's ``seq`` (what its client had seen),
-    oldest first; None if it made none of them (it was never applied). ``started``: the game
-    had started by that seq (resigning an open game withdraws it: an abort). PROTOCOL.md,
-    "A request sent again"."""
+    oldest first; None if it made none of them (it was never applied). PROTOCOL.md,
+    "A request sent again". A resign of a game that could still be aborted aborted it (an
+    abort after its seq means it could: moves are never taken back)."""
     for event in events:
         kind = event.get("kind")
-        if kind == "started":
-            started = True
-            continue
         reason = event.get("reason")
         if isinstance(request, Resign):
             resigned = reason == "resign" and event.get("result") == RESULTS[1 - seat]
-            if kind == "ended" and (resigned or (reason == "abort" and not started)):
+            if kind == "ended" and (resigned or reason == "abort"):
                 return event
         elif isinstance(request, Abort):
             if kind == "ended" and reason == "abort":

@@ -118,14 +118,14 @@ class GameScreen(RequestingScreen):
             return True
         playing = not model.over and model.state is not None and model.status == "live"
         away = [seat for seat in (0, 1) if seat != model.seat and not model.online[seat]]
-        early = len(model.moves) < 2  # before both sides moved: abort, not resign (Lichess)
+        early = model.abortable  # before both sides moved: abort, not resign (Lichess)
         offered = model.offers.get("draw")
         allowed = {
             "resign": playing and not early,
             "draw": playing and offered != model.seat,
             "abort": not model.over and early,
             "decline": any(seat != model.seat for seat in model.offers.values()),
-            "claim": playing and bool(away),
+            "claim": playing and not early and bool(away),  # (nothing counts before)
             "rematch": model.over and model.result != "*",
             "toggle_ai": model.has_ai(),
         }.get(action)
@@ -292,7 +292,11 @@ class GameScreen(RequestingScreen):
             if not model.online[seat]:
                 text.append(f"\n{model.name(seat)} is away", "yellow")
                 if model.claim_at[seat] is not None and seat != model.seat:
-                    text.append(" (ctrl+w claims the game once the grace period is over)")
+                    text.append(
+                        " (ctrl+x twice aborts the game: no result before both sides moved)"
+                        if model.abortable
+                        else " (ctrl+w claims the game once the grace period is over)"
+                    )
         status.update(text)
 
     def _refresh_moves(self) -> None:

@@ -159,10 +159,8 @@ class GameRequests(GameEvents):
         if record is None:
             raise UnknownGame(f"no live game {request.game_id!r}", request.game_id)
         seat = _stored_seat(record, request.token, connection.player_id)
-        since = request.seq
-        started = any(e.get("kind") == "started" and e["seq"] <= since for e in record.events)
-        after = [e for e in record.events if e["seq"] > since]
-        event = made_already(request, seat, after, started)
+        after = [e for e in record.events if e["seq"] > request.seq]
+        event = made_already(request, seat, after)
         if event is None:
             raise UnknownGame(f"no live game {request.game_id!r}", request.game_id)
         self._answer_again(connection, request, event, None)
@@ -181,17 +179,14 @@ class GameRequests(GameEvents):
             return False
         frames = session.events_since(since)
         if frames is not None:
-            started = session.started_at is not None
             events = [event_fields(decode_server(frame)) for frame in frames]
             after = [e for e in events if e is not None]
-            started = started and not any(e["kind"] == "started" for e in after)
         else:  # older than the log (or a restored game, which keeps none): the stored events
             self._charge(connection, self.settings.cost_get, f"{request.TYPE} with an old seq")
             record = await self.store.get_game(session.id)
             stored = record.events if record is not None else []
-            started = any(e.get("kind") == "started" and e["seq"] <= since for e in stored)
             after = [e for e in stored if e["seq"] > since]
-        event = made_already(request, seat, after, started)
+        event = made_already(request, seat, after)
         if event is None:
             return False
         self._answer_again(connection, request, event, session)

@@ -28,7 +28,7 @@ from protocol import (
 )
 from tests.client.test_cli import noughts
 from tests.client.test_export import play_humans
-from tests.client.ui_support import UIServer, next_event
+from tests.client.ui_support import UIServer, next_event, resign_after_the_first_moves
 
 BAD_SERVERS = ["http://127.0.0.1:1", "ws://127.0.0.1:99999", "ws://:8765", "127.0.0.1:port"]
 SERVER_COMMANDS = [
@@ -255,11 +255,11 @@ async def test_two_clients_of_one_person_never_share_a_session(ui_server: UIServ
         )
         code, out, err = await run_noughts("play", "--plain", *ai, "--name", "ann2")
         assert code == 0 and "X = ann2" in out, err
-        first.stdin.write(b"resign\n")
+        first.stdin.write(b"resign\n")  # (before both sides moved: an abort)
         await first.stdin.drain()
         first.stdin.close()
         rest, _ = await asyncio.wait_for(first.communicate(), 120)
-        assert "You lose: resignation." in rest.decode()
+        assert "No result: aborted before the first moves." in rest.decode()
     finally:
         if first.returncode is None:
             first.kill()
@@ -282,7 +282,7 @@ async def test_ctrl_c_stops_the_bot_with_its_tally(ui_server: UIServer) -> None:
             assert line, "the bot exited before it accepted seeks"
         await ada.request(Seek, game="tictactoe", color="x")
         start = await next_event(ada, Snapshot)
-        await ada.request(Resign, game_id=start.game_id, token=ada.token_for(start.game_id))
+        await resign_after_the_first_moves(ada, start.game_id, ada.token_for(start.game_id))
         line = await asyncio.wait_for(bot.stdout.readline(), 120)
         assert line.decode().startswith(f"game 1 {start.game_id}: win against ada"), line
         bot.send_signal(signal.SIGINT)
@@ -355,7 +355,7 @@ async def test_a_named_board_keeps_its_name_everywhere(ui_server: UIServer, name
         seated = await vera.request(CreateGame, game=name, algorithm="random", budget_ms=5)
         snapshot = await next_event(vera, Snapshot)
         assert (snapshot.game, snapshot.params) == (name, {})
-        await vera.request(Resign, game_id=seated.game_id, token=seated.token)
+        await resign_after_the_first_moves(vera, seated.game_id, seated.token)
         record = (await vera.request(GetGame, game_id=seated.game_id)).game
         assert (record["game"], record["params"]) == (name, {})
         listed = (await vera.request(ListGames, status="finished")).games

@@ -139,13 +139,15 @@ async def test_sgf_of_a_rectangular_board_and_a_resignation(ui_server: UIServer)
     )
     joined = await bob.request(JoinGame, game_id=seated.game_id)
     await ada.request(Move, game_id=seated.game_id, token=seated.token, action=5, ply=0)
+    await bob.request(Move, game_id=seated.game_id, token=joined.token, action=0, ply=1)
+    await ada.request(Move, game_id=seated.game_id, token=seated.token, action=23, ply=2)
     await bob.request(Resign, game_id=seated.game_id, token=joined.token)
     record = (await ada.request(GetGame, game_id=seated.game_id)).game
     await ada.close()
     await bob.close()
     sgf = to_sgf(record)
-    # 6 columns, 4 rows; action 5 is row 0, column 5 (f); O resigned.
-    assert "SZ[6:4]" in sgf and ";B[fa]" in sgf and "RE[B+R]" in sgf
+    # 6 columns, 4 rows; action 5 is row 0, column 5 (f), 23 row 3, column 5; O resigned.
+    assert "SZ[6:4]" in sgf and ";B[fa];W[aa];B[fd]" in sgf and "RE[B+R]" in sgf
 
 
 async def test_svg_of_the_final_position_and_of_a_ply(ui_server: UIServer) -> None:

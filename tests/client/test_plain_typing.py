@@ -107,12 +107,33 @@ async def test_an_opponent_who_left_on_its_turn_is_claimed(ui_server: UIServer) 
     async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
         type_(ada, "b2\n")
         await next_event(bob, Moved)
+        await bob.request(Move, game_id=game_id, action=6, ply=1)  # a1
+        type_(ada, "c3\n")
+        while (await next_event(bob, Moved)).ply < 2:
+            pass
         await bob.close()  # gone, on its own turn
         await out.until("bob (O) left the game; its seat is held for")
         assert "then 'claim' wins the game" in out.text
         await asyncio.sleep(1.2)
         type_(ada, "claim\n")
         await out.until("Game over: You win")
+        assert await ends(ada) == 0
+
+
+async def test_an_opponent_who_left_before_both_sides_moved_is_aborted_not_claimed(
+    ui_server: UIServer,
+) -> None:
+    """As on Lichess, before both sides have moved nothing counts: the client says 'abort'
+    (it said 'claim' wins the game, which the server refuses then)."""
+    ui_server.game_server.settings.grace_s = 1.0
+    async with ada_against_bob(ui_server) as (ada, out, bob, game_id):
+        type_(ada, "b2\n")
+        await next_event(bob, Moved)
+        await bob.close()
+        await out.until("bob (O) left the game before both sides moved; its seat is held for")
+        assert "'abort' ends the game with no result" in out.text
+        type_(ada, "abort\n")
+        await out.until("Game over: No result: aborted before the first moves.")
         assert await ends(ada) == 0
 
 
@@ -163,11 +184,15 @@ async def test_a_rematch_from_a_terminal(ui_server: UIServer) -> None:
     out = Output(ada.stdout)
     try:
         await out.until("X to move> ")
+        os.write(master, b"b2\n")  # (a resign before both sides moved would abort)
+        await out.until("X to move> ", 2)
         os.write(master, b"resign\n")
         await out.until("Type 'rematch' for a rematch with colours swapped")
         os.write(master, b"rematch\n")
         await out.until("X = random 10ms, O = ada.")  # the AI accepted: ada is O now
         await out.until("O to move> ")
+        os.write(master, b"a1\n" if "2 . X ." in out.text.split("O = ada.")[-1] else b"b2\n")
+        await out.until("O to move> ", 2)
         os.write(master, b"resign\n")
         await out.until("Game over: You lose: resignation.", 2)
         os.write(master, b"\n")  # Enter leaves
@@ -199,6 +224,10 @@ async def test_a_rematch_agreed_after_a_reconnection_is_played(ui_server: UIServ
     out = Output(ada.stdout)
     try:
         await out.until("X to move> ")
+        os.write(master, b"b2\n")  # (a resign before both sides moved would abort)
+        await next_event(bob, Moved)
+        await bob.request(Move, game_id=seated.game_id, action=6, ply=1)  # a1
+        await out.until("X to move> ", 2)
         os.write(master, b"resign\n")
         await out.until("Type 'rematch' for a rematch with colours swapped")
         (player,) = [p for p in ui_server.game_server.players.values() if p.name == "ada"]

@@ -165,6 +165,7 @@ async def test_the_plain_client_shows_the_end_of_a_game_that_ended_while_it_was_
     async with server_on(db, ui_pool) as other:  # ada's client knows nothing of this one
         bob = await ServerConnection.connect(f"ws://127.0.0.1:{other}", name="bob", session=session)
         await bob.request(Resume, game_id=seated.game_id)
+        await bob.request(Move, game_id=seated.game_id, action=0, ply=1)  # (then it counts)
         await bob.request(Resign, game_id=seated.game_id)
         await bob.close()
     async with server_on(db, ui_pool, port):
@@ -264,6 +265,8 @@ async def test_a_bots_seek_is_posted_again_after_a_server_restart(
         seek_id = await seek_of(bob, "robo")
         seated = await bob.request(AcceptSeek, seek_id=seek_id)
         await next_event(bob, Snapshot)
+        await next_event(bob, Moved)  # robo's first move (cell 0)
+        await bob.request(Move, game_id=seated.game_id, action=4, ply=1)  # (then it counts)
         await bob.request(Resign, game_id=seated.game_id)
         [result] = await asyncio.wait_for(playing, 60)
         assert (result.game_id, result.outcome) == (seated.game_id, "win")

@@ -114,6 +114,7 @@ async def test_a_watcher_of_an_open_game_is_told_who_takes_the_seat(
         await bo.request(JoinGame, game_id=gid)
         await _printed(lines, "The game starts")
         await _move(ada, gid, 4)
+        await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
         await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
         await asyncio.wait_for(following, 30)
         for client in (ada, bo, watcher):
@@ -123,6 +124,7 @@ async def test_a_watcher_of_an_open_game_is_told_who_takes_the_seat(
         f"Game {gid}: tictactoe, X = ada, O = (open seat), open, 0 moves played",
         "The game starts: X = ada, O = bo",
         "1. ada (X) played b2",
+        "2. bo (O) played a3",
         "Game over: 0-1. O wins: resignation.",
     ], lines
 
@@ -144,6 +146,8 @@ async def test_a_watcher_follows_the_players_into_their_rematch(
         await watcher.request(Watch, game_id=gid)
         following = asyncio.create_task(follow(watcher, gid, lines.append, rematches=True))
         await _printed(lines, f"Game {gid}:")
+        await _move(ada, gid, 4)
+        await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
         await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
         await ada.request(Rematch, game_id=gid, token=ada.token_for(gid))
         await bo.request(Rematch, game_id=gid, token=bo.token_for(gid), answer="accept")
@@ -162,6 +166,8 @@ async def test_a_watcher_follows_the_players_into_their_rematch(
     said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
     assert said == [
         f"Game {gid}: tictactoe, X = ada, O = bo, live, 0 moves played",
+        "1. ada (X) played b2",
+        "2. bo (O) played a3",
         "Game over: 0-1. O wins: resignation.",
         "Waiting for a rematch (Ctrl-C leaves).",
         "ada (X) offers a rematch.",
@@ -189,6 +195,8 @@ async def test_a_watcher_back_from_a_drop_after_the_end_still_follows_the_rematc
         await watcher.request(Watch, game_id=gid)
         following = asyncio.create_task(follow(watcher, gid, lines.append, rematches=True))
         await _printed(lines, f"Game {gid}:")
+        await _move(ada, gid, 4)
+        await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
         await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
         await _printed(lines, "Waiting for a rematch")
         assert watcher.websocket is not None
@@ -234,6 +242,8 @@ async def test_a_watcher_waiting_for_a_rematch_stops_when_the_window_closes(
             follow(watcher, gid, lines.append, rematches=True, check_s=0.1)
         )
         await _printed(lines, f"Game {gid}:")
+        await _move(ada, gid, 4)
+        await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
         await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
         async with asyncio.timeout(30):  # (only catches a hang)
             ended = await following
@@ -261,6 +271,8 @@ async def test_a_watcher_of_a_game_just_over_is_told_its_end(
         seated = await ada.request(CreateGame, game="tictactoe", opponent="human", seat=0)
         gid = seated.game_id
         await bo.request(JoinGame, game_id=gid)
+        await _move(ada, gid, 4)
+        await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
         await ada.request(Resign, game_id=gid, token=ada.token_for(gid))
         watcher = await ServerConnection.connect(url, name="eve")
         await watcher.request(Watch, game_id=gid)
@@ -271,6 +283,6 @@ async def test_a_watcher_of_a_game_just_over_is_told_its_end(
             await client.close()
     said = [line for line in lines if not line.startswith(("  ", "1 ", "2 ", "3 "))]
     assert said == [
-        f"Game {gid}: tictactoe, X = ada, O = bo, finished, 0 moves played",
+        f"Game {gid}: tictactoe, X = ada, O = bo, finished, 2 moves played",
         "Game over: 0-1. O wins: resignation.",
     ], lines

@@ -297,6 +297,14 @@ async def test_the_opponent_leaves_and_after_the_grace_period_the_app_claims_the
             assert "claim" not in actions(app)
             await bob.close()
             await until(pilot, lambda: not model.online[1], "bob away")
+            # Nor before both sides have moved (as on Lichess: abort it then).
+            assert "claim" not in actions(app)
+            bob = await ServerConnection.connect(clocked_server.url, session=bob.session)
+            await until(pilot, lambda: model.online[1], "bob back")
+            await bob.request(Move, game_id=seated.game_id, token=seated.token, action=0, ply=1)
+            await until(pilot, lambda: len(model.moves) == 2, "bob's move")
+            await bob.close()
+            await until(pilot, lambda: not model.online[1], "bob away again")
             assert isinstance(model.last_event, Presence)
             claim_at = model.claim_at[1]
             assert claim_at == server_clock.now + 60  # the server's grace period

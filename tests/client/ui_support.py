@@ -93,6 +93,20 @@ async def next_event(connection: ServerConnection, kind: type, timeout: float = 
     return await server_next_event(connection, kind, timeout)
 
 
+async def resign_after_the_first_moves(
+    connection: ServerConnection, game_id: str, token: str, action: int = 0
+) -> Any:
+    """X (``connection``, to move at ply 0) plays ``action``, waits for the opponent's first
+    move, then resigns: before both sides have moved a resign aborts the game (as on
+    Lichess), with no result. Returns the ``ended``."""
+    from protocol import Move, Moved, Resign
+
+    await connection.request(Move, game_id=game_id, token=token, action=action, ply=0)
+    while (await next_event(connection, Moved)).ply < 1:
+        pass
+    return await connection.request(Resign, game_id=game_id, token=token)
+
+
 async def live_games_of(connection: ServerConnection, name: str) -> list[str]:
     """The ids of the live games in which player ``name`` sits, as ``connection`` lists them."""
     from protocol import ListGames

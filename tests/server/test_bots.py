@@ -145,12 +145,23 @@ async def test_a_bot_declines_a_challenge_its_engine_cannot_play(server: Running
     assert declined.player["name"] == "solver"
     await ada.request(Seek, game="tictactoe", to="solver", color="x")
     start = await next_event(ada, Snapshot)
-    await _resign(ada, start.game_id)
+    await _resign(server, ada, start.game_id)
     (result,) = await asyncio.wait_for(playing, 60)
     assert result.game_id == start.game_id and result.outcome == "win"
 
 
-async def _resign(person: Any, game_id: str) -> None:
+async def _resign(server: RunningServer, person: Any, game_id: str) -> None:
+    """``person`` resigns once both sides have moved (before that a resign aborts, as on
+    Lichess: no win for the bot), moving first if it is her turn."""
+    session = server.game_server.games[game_id]
+    async with asyncio.timeout(30):
+        while session.state.ply() < 2:
+            state = session.state
+            if session.players[state.current_player()].player_id == person.player_id:  # type: ignore[union-attr]
+                action = state.legal_actions()[0]
+                await person.request(Move, game_id=game_id, action=action, ply=state.ply())
+            else:
+                await asyncio.sleep(0.02)
     await person.request(Resign, game_id=game_id, token=person.token_for(game_id))
 
 
@@ -174,18 +185,12 @@ async def test_a_bot_plays_up_to_its_concurrency_at_once(
     if concurrency == 1:
         with pytest.raises(TimeoutError):  # not while ada's game is on
             await next_event(people[1], Snapshot, timeout=1.0)
-        await people[0].request(
-            Resign, game_id=first.game_id, token=people[0].token_for(first.game_id)
-        )
+        await _resign(server, people[0], first.game_id)
     second = await next_event(people[1], Snapshot)
     assert second.status == "live"
     if concurrency == 2:
-        await people[0].request(
-            Resign, game_id=first.game_id, token=people[0].token_for(first.game_id)
-        )
-    await people[1].request(
-        Resign, game_id=second.game_id, token=people[1].token_for(second.game_id)
-    )
+        await _resign(server, people[0], first.game_id)
+    await _resign(server, people[1], second.game_id)
     results = await asyncio.wait_for(playing, 30)
     assert sorted(r.game_id for r in results) == sorted([first.game_id, second.game_id])
     assert [r.outcome for r in results] == ["win", "win"]
@@ -207,7 +212,7 @@ async def test_a_bot_takes_as_many_waiting_seeks_as_it_has_room_for(
     starts = [await next_event(person, Snapshot) for person in people]
     assert [start.status for start in starts] == ["live", "live"]
     for person, start in zip(people, starts, strict=True):
-        await _resign(person, start.game_id)
+        await _resign(server, person, start.game_id)
     results = await asyncio.wait_for(playing, 30)
     assert [r.outcome for r in results] == ["win", "win"]
     for person in people:
@@ -229,10 +234,10 @@ async def test_a_bot_takes_the_seeks_open_when_it_came_as_its_slots_free(
     ada, bo, cy = people
     first = await next_event(ada, Snapshot)  # the oldest first
     await bo.request(CancelSeek, seek_id=seeks[1].seek_id)
-    await _resign(ada, first.game_id)
+    await _resign(server, ada, first.game_id)
     second = await next_event(cy, Snapshot, timeout=30)
     assert second.status == "live"
-    await _resign(cy, second.game_id)
+    await _resign(server, cy, second.game_id)
     results = await asyncio.wait_for(playing, 30)
     assert [(r.game_id, r.opponent, r.outcome) for r in results] == [
         (first.game_id, "ada", "win"), (second.game_id, "cy", "win")
@@ -254,7 +259,7 @@ async def test_a_bot_with_no_room_declines_a_rematch(server: RunningServer) -> N
         await ada.request(Seek, game="5x5", to="solo", color="x")
         first = await next_event(ada, Snapshot)
         await bo.request(Seek, game="5x5", to="solo", color="x")
-        await _resign(ada, first.game_id)
+        await _resign(server, ada, first.game_id)
         second = await next_event(bo, Snapshot)
         assert second.status == "live"
         await ada.request(Rematch, game_id=first.game_id, answer="offer")
@@ -368,9 +373,24 @@ async def test_a_bot_claims_the_game_once_its_opponent_is_past_the_grace_period(
         assert time.monotonic() - left >= 1.0  # not before the seat was free
 
 
-async def _resign_then_ask_a_rematch(ada: Any, start: Snapshot) -> Snapshot:
+async def test_a_bot_aborts_a_game_its_opponent_left_before_both_sides_moved(
+    tmp_path: Path, pool: EnginePool
+) -> None:
+    """Before both sides have moved there is nothing to claim (the server refuses it, as
+    Lichess does): the bot whose opponent left then aborts the game once the grace period
+    is over, as lichess-bot aborts a game whose opponent makes no first move."""
+    async with serving(tmp_path, pool, ServerSettings(grace_s=1.0)) as server:
+        playing, ada, start = await _randy_challenged_by_ada(server, games=1)
+        left = time.monotonic()
+        await ada.close()  # before her first move
+        (result,) = await asyncio.wait_for(playing, 60)
+        assert (result.outcome, result.reason) == ("aborted", "abort")
+        assert time.monotonic() - left >= 1.0  # not before the seat was free
+
+
+async def _resign_then_ask_a_rematch(server: RunningServer, ada: Any, start: Snapshot) -> Snapshot:
     """ada resigns the game that ``start`` began and offers a rematch; the rematch's start."""
-    await ada.request(Resign, game_id=start.game_id)
+    await _resign(server, ada, start.game_id)
     await ada.request(Rematch, game_id=start.game_id, answer="offer")
     while True:
         event = await next_event(ada, Snapshot)
@@ -383,10 +403,9 @@ async def test_a_bot_accepts_a_rematch(server: RunningServer) -> None:
     lobby. It now accepts one while it has games to play (lichess-bot takes a rematch as
     any challenge)."""
     playing, ada, first = await _randy_challenged_by_ada(server, games=2)
-    second = await _resign_then_ask_a_rematch(ada, first)
+    second = await _resign_then_ask_a_rematch(server, ada, first)
     assert [p["name"] for p in second.players] == ["randy", "ada"]  # colours swapped
-    await next_event(ada, Moved)  # randy, X now, moves first
-    await ada.request(Resign, game_id=second.game_id)
+    await _resign(server, ada, second.game_id)
     results = await asyncio.wait_for(playing, 60)
     assert [(r.game_id, r.seat, r.outcome) for r in results] == [
         (first.game_id, 1, "win"), (second.game_id, 0, "win")
@@ -408,15 +427,14 @@ async def test_a_seeking_bot_takes_the_rematch_and_withdraws_its_seek(
         seek_id = next((s["seek_id"] for s in seeks if s.get("game") == "tictactoe"), None)
     await ada.request(AcceptSeek, seek_id=seek_id)
     first = await next_event(ada, Snapshot)
-    second = await _resign_then_ask_a_rematch(ada, first)
+    second = await _resign_then_ask_a_rematch(server, ada, first)
     assert [p["name"] for p in second.players] == ["randy", "ada"]
     # The seek it posted after the first game is withdrawn before the rematch is played.
     deadline = time.monotonic() + 30
     while server.game_server.lobby.seeks and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not server.game_server.lobby.seeks
-    await next_event(ada, Moved)  # randy, X now, moves first
-    await ada.request(Resign, game_id=second.game_id)
+    await _resign(server, ada, second.game_id)
     results = await asyncio.wait_for(playing, 60)
     assert [r.outcome for r in results] == ["win", "win"]
     await ada.close()
@@ -487,7 +505,7 @@ async def test_an_engine_bot_moves_within_its_clock(server: RunningServer) -> No
     event: Any = None
     while not isinstance(event, Ended):
         if state.ply() == 6:  # the bot has moved three times
-            await _resign(ada, start.game_id)
+            await _resign(server, ada, start.game_id)
         elif state.current_player() == 0:
             action = state.legal_actions()[0]
             await ada.request(Move, game_id=start.game_id, action=action, ply=state.ply())

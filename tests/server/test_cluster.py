@@ -2270,6 +2270,7 @@ async def test_a_forwarded_request_in_flight_when_its_owner_drains_is_answered_o
     game_id = created.game_id
     assert await cluster.owner_of(game_id) == a.name
     await _play(ada, created.token, game_id, LONG_GAME[0])
+    await _play(bo, joined.token, game_id, LONG_GAME[1])  # (before, a resign aborts)
     blocker = await asyncpg.connect(PG_URL, server_settings={"search_path": pg_schema})
     try:
         holding = blocker.transaction()

@@ -103,13 +103,13 @@ async def test_unknown_and_finished_games(server: RunningServer) -> None:
     # A full game cannot be joined.
     carol = await server.connect("carol")
     await _refused(carol, JoinGame, "seat_taken", game_id=a.game_id)
-    await ada.request(Resign, game_id=a.game_id, token=a.token)
+    await ada.request(Resign, game_id=a.game_id, token=a.token)  # (no move yet: an abort)
     # After the end nothing more is accepted for it.
     message = await _refused(bo, Move, "game_over", game_id=a.game_id, token=b.token, action=4)
-    assert a.game_id in message and "resign" in message
+    assert a.game_id in message and "abort" in message
     await _refused(ada, Resign, "game_over", game_id=a.game_id, token=a.token)
     record = (await ada.request(GetGame, game_id=a.game_id)).game
-    assert (record["result"], record["reason"], record["moves"]) == ("0-1", "resign", [])
+    assert (record["result"], record["reason"], record["moves"]) == ("*", "abort", [])
 
 
 async def test_bad_requests_name_the_problem(server: RunningServer) -> None:

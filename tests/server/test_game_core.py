@@ -364,21 +364,51 @@ def test_abort_before_both_sides_moved_then_only_resign() -> None:
     )
 
 
+def test_resign_and_claim_before_both_sides_moved_count_no_result() -> None:
+    """As on Lichess, a game counts only once both sides have moved: before that a resign
+    aborts it (as Lichess's Board and Bot APIs do) and there is nothing to claim."""
+    run(
+        HUMANS.format(game="tictactoe")
+        + """
+        play 0 4 -> moved seq=2
+        resign 0 -> ended seq=3 result=* reason=abort winner=none
+        """
+    )
+    run(
+        HUMANS.format(game="tictactoe")
+        + """
+        resign 1 -> ended seq=2 result=* reason=abort
+        """
+    )
+    run(
+        HUMANS.format(game="tictactoe")
+        + """
+        play 0 4 -> moved seq=2
+        leave 1 -> presence seq=3 seat=1 online=false
+        at 100
+        claim 0 win ! not_allowed           # the grace is over, but nothing counts yet
+        claim 0 draw ! not_allowed
+        abort 0 -> ended seq=4 result=* reason=abort
+        """
+    )
+
+
 def test_a_player_who_leaves_can_be_claimed_against_after_the_grace() -> None:
     run(
         HUMANS.format(game="tictactoe")
         + """
         play 0 4 -> moved seq=2
+        play 1 0 -> moved seq=3
         claim 0 win ! not_allowed           # the opponent is here
         at 5
-        leave 1 -> presence seq=3 seat=1 online=false
+        leave 1 -> presence seq=4 seat=1 online=false
         at 30
         claim 0 win ! not_allowed           # the seat is held for the grace period
-        back 1 -> presence seq=4 seat=1 online=true
+        back 1 -> presence seq=5 seat=1 online=true
         at 40
-        leave 1 -> presence seq=5 online=false
+        leave 1 -> presence seq=6 online=false
         at 101
-        claim 0 win -> ended seq=6 result=1-0 reason=abandoned
+        claim 0 win -> ended seq=7 result=1-0 reason=abandoned
         """
     )
 
@@ -403,10 +433,12 @@ def test_rematch_needs_both_sides_and_names_the_next_game() -> None:
         HUMANS.format(game="tictactoe")
         + """
         rematch 0 offer ! not_allowed       # not over yet
-        resign 1 -> ended seq=2 result=1-0
-        rematch 1 offer -> offer seq=3 kind=rematch seat=1 answer=offer
+        play 0 4 -> moved seq=2
+        play 1 0 -> moved seq=3
+        resign 1 -> ended seq=4 result=1-0
+        rematch 1 offer -> offer seq=5 kind=rematch seat=1 answer=offer
         rematch 1 offer ! not_allowed
-        rematch 0 accept -> offer seq=4 kind=rematch seat=0 answer=accept next_game=next-game
+        rematch 0 accept -> offer seq=6 kind=rematch seat=0 answer=accept next_game=next-game
         rematch 0 offer ! not_allowed       # already agreed
         """
     )

@@ -220,7 +220,8 @@ async def test_a_rematch_accepted_after_its_offerer_left_starts_with_it_away(
     """Probe: ada offered a rematch and left; bo accepted. The new game started with ada
     shown online (the snapshot's ``online``), so bo could never claim it ("your opponent is
     here") and, bo being there, it was never abandoned either. Now it starts with ada away,
-    her grace counting from the start: bo may claim once it is over."""
+    her grace counting from the start; as on Lichess, before both sides have moved there is
+    nothing to claim: bo aborts it."""
     ada, bo, a, b = await human_game(server, game="tictactoe")
     gid = a.game_id
     await ada.request(Resign, game_id=gid, token=a.token)
@@ -233,19 +234,12 @@ async def test_a_rematch_accepted_after_its_offerer_left_starts_with_it_away(
     start = await next_event(bo, Snapshot)
     assert start.status == "live" and list(start.online) == [True, False]
     new = start.game_id
+    assert server.game_server.games[new].claim_at[1] is not None  # her grace runs
     await _move(bo, new, 4)
-    with pytest.raises(RequestFailed, match="held for"):
+    with pytest.raises(RequestFailed, match="abort it instead"):
         await bo.request(Claim, game_id=new, token=bo.token_for(new))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while True:  # the grace (0.5 s) runs out
-        try:
-            ended = await bo.request(Claim, game_id=new, token=bo.token_for(new))
-            break
-        except RequestFailed as exc:
-            assert "held for" in exc.message and loop.time() < deadline
-            await asyncio.sleep(0.05)
-    assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("1-0", "abandoned")
+    ended = await bo.request(Abort, game_id=new, token=bo.token_for(new))
+    assert isinstance(ended, Ended) and (ended.result, ended.reason) == ("*", "abort")
 
 
 async def test_a_rematch_reaches_the_players_connection_that_did_not_follow_the_game(
@@ -361,6 +355,7 @@ async def test_the_opponent_may_claim_after_the_grace_period(server: RunningServ
     ada, bo, a, b = await human_game(server, game="tictactoe")
     gid = a.game_id
     await _move(ada, gid, 4)
+    await _move(bo, gid, 0)  # (nothing to claim before both sides moved)
     await ada.close()
     left = await next_event(bo, Presence)
     assert not left.online

@@ -23,6 +23,7 @@ from protocol import (
     Hello,
     Message,
     Move,
+    Moved,
     Offer,
     Ok,
     Rematch,
@@ -77,6 +78,8 @@ async def test_a_resign_sent_again_after_a_drop_is_answered_with_its_end(
     ada, bo, a, b = await human_game(server, game="tictactoe")
     gid = a.game_id
     await _move(ada, gid, 4)
+    await _move(bo, gid, 0)  # (before both sides moved a resign aborts)
+    await next_event_where(ada, Moved, lambda moved: moved.seat == 1)
     seen = ada.seen_seq[gid]
     await _sent_and_dropped(ada, Resign(rid=90, game_id=gid, token=a.token, seq=seen))
     ended = await next_event(bo, Ended)
@@ -143,6 +146,7 @@ async def test_an_abort_and_a_claim_sent_again_are_answered_with_their_end(
     ada2, bo2, a2, b2 = await human_game(server, names=("ada2", "bo2"), game="tictactoe")
     gid2 = a2.game_id
     await _move(ada2, gid2, 4)
+    await _move(bo2, gid2, 0)  # (nothing to claim before both sides moved)
     await bo2.close()  # bo2 leaves; after its grace the game may be claimed
     await asyncio.sleep(0.8)
     seen = ada2.seen_seq[gid2]
@@ -202,6 +206,7 @@ _T = {"rid": 1, "game_id": "g", "token": "t"}
     [
         (Resign(**_T), 0, [("ended", "0-1", "resign")], True),
         (Resign(**_T), 1, [("ended", "0-1", "resign")], False),
+        (Resign(**_T), 1, [("ended", "*", "abort")], True),  # (before both sides moved)
         (Abort(**_T), 1, [("ended", "*", "abort")], True),
         (Claim(**_T), 0, [("ended", "1-0", "abandoned")], True),
         (Claim(**_T, outcome="draw"), 0, [("ended", "1-0", "abandoned")], False),
@@ -223,4 +228,4 @@ def test_which_event_a_request_made(
             stored.append({"seq": seq, "kind": kind, "result": who, "reason": what})
         else:
             stored.append({"seq": seq, "kind": kind, "seat": who, "answer": what})
-    assert (made_already(request_, seat, stored, started=True) is not None) is made
+    assert (made_already(request_, seat, stored) is not None) is made

@@ -843,6 +843,7 @@ async def test_a_restored_seat_whose_new_token_is_not_stored_keeps_the_token_its
     async with serving(db) as server:
         ada, bo, game_id = await _two_players(server, game="tictactoe")
         await _play(ada, game_id, 4)
+        await _play(bo, game_id, 0)  # (before both sides moved a resign aborts)
         session, token = ada.session, ada.token_for(game_id)
         await ada.close()
         await bo.close()
@@ -903,7 +904,9 @@ async def test_a_corrupt_finished_game_is_quarantined_and_list_works(tmp_path: P
     async with serving(db) as server:
         ada, bo, broken = await _two_players(server, game="tictactoe")
         ada2, bo2, fine = await _two_players(server, ("cy", "dee"), game="tictactoe")
-        for client, game_id in ((ada, broken), (ada2, fine)):
+        for client, other, game_id in ((ada, bo, broken), (ada2, bo2, fine)):
+            await _play(client, game_id, 4)
+            await _play(other, game_id, 0)  # (before both sides moved a resign aborts)
             await client.request(Resign, game_id=game_id, token=client.token_for(game_id))
         connection = sqlite3.connect(db)
         connection.execute("UPDATE games SET params = '{oops' WHERE id = ?", (broken,))

@@ -113,6 +113,7 @@ async def test_grace_runs_on_the_monotonic_clock_and_is_announced_in_wall_time(
     await bo.request(JoinGame, game_id=seated.game_id)
     gid = seated.game_id
     await _play(ada, gid, 4)
+    await _play(bo, gid, 0)  # (nothing to claim before both sides moved)
     await bo.close()
     away = await next_event(ada, Presence)
     assert away.online is False and away.claim_at == wall.now + 60.0
