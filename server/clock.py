@@ -7,9 +7,10 @@ clock (NTP, a VM resumed, an operator) never charges or credits anyone; ``wall``
 seat may be claimed). A GameClock sees monotonic seconds only.
 
 Three controls, as on Lichess: none, a fixed time per move, and Fischer (an initial
-time plus an increment added after each move). As on Lichess the clocks start once
-each side has made its first move; before that each side has FIRST_MOVE_S for its
-first move, or the game is aborted (reason ``no_start``).
+time plus an increment added after each move made on a running clock). As on Lichess
+the clocks start once each side has made its first move (no increment before); before
+that each side has FIRST_MOVE_S for its first move, or the game is aborted (reason
+``no_start``).
 """
 
 from __future__ import annotations
@@ -116,13 +117,16 @@ class GameClock:
         self.since = now
 
     def press(self, seat: int, now: float) -> None:
-        """``seat`` moved at ``now``: charge its thinking time, add the increment or reset."""
-        if self.running == seat:
+        """``seat`` moved at ``now``: charge its thinking time, add the increment or reset.
+        The increment is added only to a clock that ran (scalachess Clock.step: none while
+        the clock is not running), so not after a side's first move, nor to a frozen seat."""
+        running = self.running == seat
+        if running:
             spent = self.remaining[seat] - self.left(seat, now)
             self.remaining[seat] -= spent
         if self.control.move_ms:
             self.remaining[seat] = self.control.move_ms
-        elif not self.frozen[seat]:
+        elif running:
             self.remaining[seat] += self.control.increment_ms
         self.running = None
 

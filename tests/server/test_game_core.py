@@ -428,6 +428,24 @@ def test_a_move_clock_flags_the_side_that_ran_out() -> None:
     )
 
 
+def test_a_fischer_increment_is_added_once_the_clocks_run() -> None:
+    """As on Lichess (scalachess Clock.step adds no increment while the clock is not
+    running), each side's first move, made before the clocks start, adds no increment."""
+    run(
+        HUMANS.format(game="tictactoe clock=60000+2000")
+        + """
+        at 10
+        play 0 4 -> moved clocks=[60000,60000]
+        at 20
+        play 1 0 -> moved clocks=[60000,60000]   # X's clock runs from now
+        at 25
+        play 0 8 -> moved clocks=[57000,60000]   # 5 s spent, 2 s added
+        at 26
+        play 1 2 -> moved clocks=[57000,61000]
+        """
+    )
+
+
 def test_rematch_needs_both_sides_and_names_the_next_game() -> None:
     run(
         HUMANS.format(game="tictactoe")

@@ -84,13 +84,14 @@ async def test_fischer_clocks_run_after_the_first_moves_and_flag(server: Running
     assert start.clock == {"initial_ms": 1000, "increment_ms": 500}
     assert start.clocks == (1000, 1000)
     first = await _move(ada, gid, 4)
-    # The clocks start after each side's first move: the increments are added, nothing spent.
-    assert first.clocks == (1500, 1000)
+    # The clocks start after each side's first move: nothing spent, and as on Lichess no
+    # increment added before they run.
+    assert first.clocks == (1000, 1000)
     second = await _move(bo, gid, 0)
-    assert second.clocks == (1500, 1500)
+    assert second.clocks == (1000, 1000)
     third = await _move(ada, gid, 8)
-    assert 1000 < third.clocks[0] <= 2000 and third.clocks[1] == 1500
-    # O does not move: O's 1.5 s run out and X wins on time.
+    assert 500 < third.clocks[0] <= 1500 and third.clocks[1] == 1000
+    # O does not move: O's 1 s runs out and X wins on time.
     ended = await next_event(ada, Ended, timeout=10)
     assert (ended.reason, ended.result, ended.winner) == ("flag", "1-0", 0)
     assert ended.clocks[1] == 0
