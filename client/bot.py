@@ -78,7 +78,8 @@ CLAIM_MARGIN_S = 0.5
 # server sent it). A fixed margin: the bot measures no round trip, and a ping's would leave
 # out its own part (its searches hold the GIL). Each side's first move has the snapshot's
 # first_move_ms from when its turn began, its clock not yet running (PROTOCOL.md, Clocks);
-# FIRST_MOVE_MS, the server's default, if a snapshot does not say.
+# FIRST_MOVE_MS, the server's default, if a snapshot does not say; after a resume, the
+# snapshot's first_move_left_ms from when it came.
 ROUND_TRIP_MS = 200.0
 FIRST_MOVE_MS = 30_000
 MAX_BACKLOG = 256  # open seeks kept for when a slot frees (the server sends two pages at most)
@@ -706,12 +707,15 @@ class Bot:
 def _turn(game_id: str, seat: int, model: GameModel, stopped: threading.Event) -> Turn:
     """The bot's view of ``model``: its turn began when the clocks it holds were read (the
     move or snapshot that gave it the turn; loop time is monotonic): a first move's time
-    runs from then too, also while a draw offer that came with the move was answered."""
+    runs from then too, also while a draw offer that came with the move was answered. A
+    snapshot (a resume) says what was left of that time then (``first_move_left_ms``)."""
     assert model.state is not None
     clocks = None if model.clocks is None else list(model.clocks)
     state, control = model.state.clone(), dict(model.clock)
     began = model.clocks_received
     first = FIRST_MOVE_MS if model.first_move_ms is None else model.first_move_ms
+    if model.first_move_left_ms is not None:
+        first = model.first_move_left_ms
     return Turn(game_id, seat, state, model.players, clocks, control, began, first, stopped)
 
 

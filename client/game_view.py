@@ -206,6 +206,9 @@ class GameModel:
     clocks: list[int] | None = None
     clocks_received: float = 0.0  # local time the clocks were read at
     first_move_ms: int | None = None  # a timed game's first-move time; None: 30 s, or no clock
+    # What the side to move had left of its first move's time at clocks_received, as a
+    # snapshot said (a watch or resume during it); None: all of it, from then.
+    first_move_left_ms: int | None = None
     online: list[bool] = field(default_factory=lambda: [True, True])
     claim_at: list[float | None] = field(default_factory=lambda: [None, None])
     offers: dict[str, int] = field(default_factory=dict)
@@ -329,6 +332,7 @@ class GameModel:
         self.clocks = list(snapshot.clocks) if snapshot.clocks is not None else None
         self.clocks_received = now
         self.first_move_ms = snapshot.first_move_ms
+        self.first_move_left_ms = snapshot.first_move_left_ms
         self.online = list(snapshot.online)
         self.offers = dict(snapshot.offers)
         self.next_game = snapshot.next_game
@@ -345,6 +349,7 @@ class GameModel:
             del self.offers["draw"]  # a move declines the other side's offer (the server's rule)
         if moved.clocks is not None:
             self.clocks, self.clocks_received = list(moved.clocks), now
+        self.first_move_left_ms = None  # (a new turn: its whole time, from now)
         if self.status == "open":
             self.status = "live"
 

@@ -360,6 +360,8 @@ class Snapshot(Message):
     clocks: list[int] | None = field(default=None, metadata={"min": 0, "max_len": 2})
     # A timed game's time for each side's first move, its clock not yet running (Clocks).
     first_move_ms: int | None = _bounded(0, 86_400_000, None)
+    # What the side to move has left of it at ``at`` while its first move is due (Clocks).
+    first_move_left_ms: int | None = _bounded(0, 86_400_000, None)
     at: float = 0.0
     online: list[bool] = field(default=_BOTH_ONLINE, metadata={"max_len": 2})
     offers: dict[str, int] = field(default_factory=dict, metadata={"min": 0, "max": 1})

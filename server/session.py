@@ -787,6 +787,7 @@ class GameSession:
                 if self.clock is None or self.first_move_s == FIRST_MOVE_S
                 else round(self.first_move_s * 1000)
             ),
+            first_move_left_ms=self._first_move_left_ms(now),
             at=now.wall,
             # An open seat has no one to be online (it read online, as if taken).
             online=[self.online[s] and self.players[s] is not None for s in (0, 1)],
@@ -794,6 +795,21 @@ class GameSession:
             next_game=self.next_game,
             rid=rid,
         )
+
+    def _first_move_left_ms(self, now: Now) -> int | None:
+        """What the side to move has left of its first move's time at ``now``, while that
+        move is due (a timed, live game before both sides moved, a human or bot to move),
+        else None. None too when it is the whole time (the start): a client counts that
+        from the snapshot, and clients of protocol 2 built before 2026-12-07 read the start
+        of a timed game (PROTOCOL.md, Versions)."""
+        if self.clock is None or self.status != "live" or self.state.ply() >= 2:
+            return None
+        player = self.players[self.state.current_player()]
+        if player is None or player.is_ai:
+            return None
+        whole = round(self.first_move_s * 1000)
+        left = max(0, min(whole, round((self.turn_since + self.first_move_s - now.mono) * 1000)))
+        return None if left == whole else left
 
     # --- restore ---------------------------------------------------------------------
 

@@ -725,6 +725,32 @@ def test_a_bots_first_move_is_timed_from_the_move_that_gave_it_the_turn() -> Non
     assert turn.budget_ms(60_000, now=107.0) == 10_000 * 0.9 - 50 - ROUND_TRIP_MS
 
 
+def test_a_resumed_bots_first_move_has_what_is_left_of_its_time() -> None:
+    """A bot resuming a game during its first move took its whole 30 s from the snapshot,
+    though part of it had gone (its drop, its reconnection): the server then flagged it
+    no_start with its search still running. The snapshot now says what is left."""
+    from client.bot import _turn
+    from client.game_view import GameModel
+
+    model = GameModel("g", seat=1)
+    clock = {"initial_ms": 60_000, "increment_ms": 0}
+    players: list[dict[str, Any] | None] = [{"name": "ada"}, {"name": "robo"}]
+    resumed = Snapshot(
+        game_id="g", seq=2, game="uttt", params={}, players=players, actions=[40],
+        status="live", to_move=1, clock=clock, clocks=[60_000, 60_000],
+        first_move_left_ms=4_000,
+    )  # fmt: skip
+    model.apply(resumed, 100.0)
+    turn = _turn("g", 1, model, threading.Event())
+    assert turn.began == 100.0
+    assert turn.budget_ms(60_000, now=101.0) == 3_000 * 0.9 - 50 - ROUND_TRIP_MS
+    # A move gives the next first move its whole time again.
+    model.seat = 0
+    model.apply(Moved(game_id="g", seq=3, ply=1, seat=1, action=36, to_move=0,
+                      clocks=[60_000, 60_000]), 110.0)  # fmt: skip
+    assert model.first_move_left_ms is None
+
+
 async def _warm() -> None:
     await asyncio.to_thread(engine.warm_up)
 

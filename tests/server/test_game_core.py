@@ -446,6 +446,22 @@ def test_a_fischer_increment_is_added_once_the_clocks_run() -> None:
     )
 
 
+def test_a_snapshot_says_what_is_left_of_a_first_moves_time() -> None:
+    """A watch or resume during a side's first move: the snapshot says how much of its 30 s
+    is left (a resuming bot assumed all of it); left out at the start (all of it, counted
+    from the snapshot) and once both sides have moved."""
+    t = run(HUMANS.format(game="tictactoe clock=60000+2000"))
+    assert t.session.snapshot(t.now).first_move_left_ms is None  # the start
+    t.run("at 12")
+    assert t.session.snapshot(t.now).first_move_left_ms == 18_000
+    t.run("play 0 4 -> moved\nat 20")
+    assert t.session.snapshot(t.now).first_move_left_ms == 22_000  # O's, from X's move
+    t.run("play 1 0 -> moved\nat 21")
+    assert t.session.snapshot(t.now).first_move_left_ms is None  # the clocks run
+    untimed = run(HUMANS.format(game="tictactoe") + "at 12")
+    assert untimed.session.snapshot(untimed.now).first_move_left_ms is None
+
+
 def test_rematch_needs_both_sides_and_names_the_next_game() -> None:
     run(
         HUMANS.format(game="tictactoe")

@@ -117,16 +117,27 @@ async def test_a_timed_game_at_default_settings_sends_what_older_clients_read(
 ) -> None:
     """A server at the default first move's time (30 s) leaves first_move_ms out of its
     snapshots, its absence meaning 30 s: a client of before that field plays and watches
-    timed games on it."""
+    timed games on it. Only a watch or resume while a first move is due carries more: what
+    is left of that move's time (first_move_left_ms; the start's snapshot leaves it out)."""
     ada = Frames(await RawClient.connect(server.url, hello=False))
     await ada.ask(Hello(rid=1, version=1, name="ada"), "welcome")
     bo = Frames(await RawClient.connect(server.url, hello=False))
     await bo.ask(Hello(rid=1, version=1, name="bo"), "welcome")
     create = CreateGame(rid=2, game="tictactoe", opponent="human", clock={"move_ms": 60_000})
-    game_id = (await ada.ask(create, "seated"))["game_id"]
-    await bo.ask(JoinGame(rid=2, game_id=game_id), "seated")
+    created = await ada.ask(create, "seated")
+    game_id = created["game_id"]
+    joined = await bo.ask(JoinGame(rid=2, game_id=game_id), "seated")
     await bo.until("snapshot", game_id=game_id, status="live")
     await ada.until("snapshot", game_id=game_id, status="live")
+    early = Frames(await RawClient.connect(server.url, hello=False))
+    await early.ask(Hello(rid=1, version=1, name="dee"), "welcome")
+    during = await early.ask(Watch(rid=2, game_id=game_id), "snapshot")
+    assert 0 < during["first_move_left_ms"] <= 30_000
+    assert set(during) - SNAPSHOT_KEYS_BEFORE_FIRST_MOVE_MS == {"first_move_left_ms"}
+    move = Move(rid=3, game_id=game_id, token=created["token"], action=4, ply=0)
+    await ada.ask(move, "moved")
+    move = Move(rid=3, game_id=game_id, token=joined["token"], action=0, ply=1)
+    await bo.ask(move, "moved")
     watcher = Frames(await RawClient.connect(server.url, hello=False))
     await watcher.ask(Hello(rid=1, version=1, name="cy"), "welcome")
     await watcher.ask(Watch(rid=2, game_id=game_id), "snapshot")
