@@ -536,6 +536,11 @@ class GameSession:
         (the caller then creates the new game and calls ``rematch_started``)."""
         if not self.over:
             raise NotAllowed(f"game {self.id} is not over: no rematch yet", self.id)
+        if self.open_seat() is not None:
+            raise NotAllowed(
+                f"game {self.id} was withdrawn before anyone joined: no opponent to rematch",
+                self.id,
+            )
         if self.next_game is not None:
             raise NotAllowed(f"the rematch of {self.id} is already game {self.next_game}", self.id)
         standing = self.offers.get("rematch")

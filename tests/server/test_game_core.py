@@ -462,6 +462,22 @@ def test_a_snapshot_says_what_is_left_of_a_first_moves_time() -> None:
     assert untimed.session.snapshot(untimed.now).first_move_left_ms is None
 
 
+def test_a_withdrawn_open_game_has_no_rematch() -> None:
+    """An open game withdrawn before anyone joined took a rematch offer (an offer event,
+    stored, that no opponent could answer): it is refused, saying why."""
+    t = run(
+        """
+        new tictactoe
+        seat 0 ada
+        resign 0 -> ended seq=1 result=* reason=abort
+        rematch 0 offer ! not_allowed
+        rematch 0 accept ! not_allowed
+        """
+    )
+    with pytest.raises(GameError, match="withdrawn before anyone joined"):
+        t.session.rematch(0, "offer", t.now)
+
+
 def test_rematch_needs_both_sides_and_names_the_next_game() -> None:
     run(
         HUMANS.format(game="tictactoe")
