@@ -3,7 +3,8 @@
 ``ServerConnection`` is the thin asyncio layer around ``client.session_core.ClientSession``
 (websockets' way: a sans-I/O core, I/O around it). It knows nothing of terminals: the
 plain client, the Textual UI, the spectator and bots all drive it. Replies are matched by
-``rid``; game events (snapshots, moves, offers, presence, endings) land in ``events``
+``rid``; game events (snapshots, moves, offers, presence, endings, and a finished game's
+``rematch_closed``) land in ``events``
 and lobby changes (a challenge of ours declined too) in ``lobby_events``, or, with
 ``deliver``, every message goes to that callback instead.
 
@@ -50,6 +51,8 @@ from client.session_core import (
 from protocol import (
     GAME_EVENTS,
     MAX_SERVER_FRAME,
+    OLDEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
     CreateGame,
     Error,
     GetGame,
@@ -57,6 +60,7 @@ from protocol import (
     LobbyState,
     Message,
     Ping,
+    RematchClosed,
     Seated,
     SeekDeclined,
     Welcome,
@@ -269,6 +273,33 @@ class ServerConnection:
             self.on_status(status, detail)
 
     async def _open(self) -> Welcome:
+        """Open a connection and greet the server: every connection, the first and each
+        reconnection, opens here. A server older than this client refuses the version our
+        hello says, the newest we speak (``version_mismatch``, and it closes the connection):
+        once, a new connection says hello with version 1 (the core's choice from then on, as
+        to a server of version 2); a second refusal is a RequestFailed saying so in a line."""
+        said = self.core.version
+        try:
+            return await self._open_once()
+        except RequestFailed as exc:
+            if exc.code != "version_mismatch" or self.core.version == said:
+                raise
+            log.info("%s: %s; saying hello with version %d", self.url, exc, self.core.version)
+        if self._reader is not None:  # (its end tells the core: before the new connection)
+            await asyncio.wait({self._reader})
+        self.closed.clear()
+        try:
+            return await self._open_once()
+        except RequestFailed as exc:
+            if exc.code != "version_mismatch":
+                raise
+            text = (
+                f"no protocol version in common with the server (this client speaks "
+                f"{OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}): {exc.message}"
+            )
+            raise RequestFailed(Error(code=exc.code, message=text[:1024])) from exc
+
+    async def _open_once(self) -> Welcome:
         try:
             websocket = await websockets.connect(
                 self.url, max_size=MAX_SERVER_FRAME, compression=None, open_timeout=OPEN_TIMEOUT_S
@@ -516,7 +547,7 @@ class ServerConnection:
             self.deliver(message)
         elif isinstance(message, Error) and not replied:
             self.errors.put_nowait(message)
-        elif isinstance(message, GAME_EVENTS):
+        elif isinstance(message, (*GAME_EVENTS, RematchClosed)):
             self.events.put_nowait(message)
         elif isinstance(message, LobbyEvent | LobbyState | SeekDeclined):
             self.lobby_events.put_nowait(message)

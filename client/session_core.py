@@ -8,7 +8,9 @@ frame received (``receive_frame``), sends what ``data_to_send`` returns and acts
 
 - request ids, and which request each reply answers (``Reply``);
 - the greeting: ``hello`` with the session of the earlier ``welcome`` (a fresh one when the
-  server no longer knows it, ``bad_token``);
+  server no longer knows it, ``bad_token``), saying the newest protocol version we speak,
+  or version 1 once a server older than us refused it (``version_mismatch``: the I/O layer
+  connects once more);
 - the seats (game -> seat, token) from ``welcome``, ``seated`` and ``resumed``, and the
   token of every request for a seat's game (a server restored from its database issues new
   tokens in its welcome: a token kept anywhere else would go stale);
@@ -45,6 +47,8 @@ import msgpack
 from protocol import (
     GAME_EVENTS,
     OLDEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    REMATCH_CLOSED_SINCE_VERSION,
     SEQ_SINCE_VERSION,
     Abort,
     CancelSeek,
@@ -59,6 +63,7 @@ from protocol import (
     ProtocolError,
     QuickPair,
     Rematch,
+    RematchClosed,
     Resign,
     Resume,
     Resumed,
@@ -271,6 +276,9 @@ class ClientSession:
         self.client = client
         self.session = session  # the token of the last welcome (or one saved from a run before)
         self.welcome: Welcome | None = None
+        # The version our hello says: the newest we speak, or the oldest once a server
+        # refused that one (an older server); then we speak to every server as to version 2.
+        self.version = PROTOCOL_VERSION
         self.connected = False
         self.seats: dict[str, tuple[int, str]] = {}  # game_id -> (seat, token)
         self.last_seq: dict[str, int] = {}  # game_id -> seq of the last event delivered
@@ -354,6 +362,16 @@ class ClientSession:
         """The server greeting us takes ``seq`` on game requests (protocol version 2): an
         older one would refuse the field (``bad_field``)."""
         return self.welcome is not None and self.welcome.version >= SEQ_SINCE_VERSION
+
+    @property
+    def told_rematch_closed(self) -> bool:
+        """The server greeting us tells when a finished game's rematch window closes
+        (``rematch_closed``, protocol version 3): it speaks version 3 and so did our hello."""
+        return (
+            self.welcome is not None
+            and self.welcome.version >= REMATCH_CLOSED_SINCE_VERSION
+            and self.version >= REMATCH_CLOSED_SINCE_VERSION
+        )
 
     def with_seq(self, kind: type[Message], fields: dict[str, Any]) -> dict[str, Any]:
         """``fields`` of a game request with its ``seq``: the last seq of the game seen now,
@@ -454,6 +472,8 @@ class ClientSession:
             self._events.append(Reply(rid, message))  # type: ignore[arg-type]
         if isinstance(message, GAME_EVENTS) and self._seen(message):
             return  # already delivered before a reconnection
+        if isinstance(message, RematchClosed):
+            self.forget(message.game_id)  # the server no longer follows it
         if not (internal and isinstance(message, Error)):
             self._events.append(Received(message, request is not None))
 
@@ -582,7 +602,7 @@ class ClientSession:
 
     def _send_hello(self) -> None:
         fields: dict[str, Any] = {
-            "version": OLDEST_PROTOCOL_VERSION,  # welcome names the server's
+            "version": self.version,  # the newest we speak; welcome names the server's
             "name": self.name,
             "bot": self.bot,
             "client": self.client,
@@ -612,6 +632,10 @@ class ClientSession:
             return
         if not isinstance(reply, Welcome):
             error = reply if isinstance(reply, Error) else Error(code="bad_reply", message="")
+            if error.code == "version_mismatch" and self.version > OLDEST_PROTOCOL_VERSION:
+                # A server older than us (it closes the connection, 4001): the next hello
+                # says the oldest version, which every server speaks.
+                self.version = OLDEST_PROTOCOL_VERSION
             self._events.append(Refused(error))
             return
         if self._renames and self.welcome is None:

@@ -16,11 +16,22 @@ from client.game_view import (
     player_name,
 )
 from client.session_core import RESUME_LATER
-from protocol import Ended, Message, Moved, Offer, Presence, Snapshot, Unwatch, Watch
+from protocol import (
+    Ended,
+    Message,
+    Moved,
+    Offer,
+    Presence,
+    RematchClosed,
+    Snapshot,
+    Unwatch,
+    Watch,
+)
 
 # How often a watcher waiting for a rematch asks whether the server still keeps the game
 # that ended (which it does 10 minutes by default: PROTOCOL.md, rematch).
 KEPT_CHECK_S = 30.0
+_WINDOW_OVER = "No rematch: the rematch window of game {} is over."
 
 
 async def follow(
@@ -36,11 +47,13 @@ async def follow(
     ``offer`` naming ``next_game``, which spectators get too) that game is watched, and so
     on, until cancelled (Lichess moves its spectators to the rematch). A game that ended
     is watched again after a reconnection (its rematch's ``offer`` missed meanwhile comes
-    then, or a snapshot naming ``next_game``). Spectators are not told when the server
-    lets a finished game go (``keep_finished_s`` after its end, 10 minutes by default, or
-    once both players have left), after which no rematch can be agreed: while waiting, the
-    game is watched again every ``check_s`` from its last seq, and once the server no
-    longer knows it (``unknown_game``) a line says so and the ending is returned."""
+    then, or a snapshot naming ``next_game``). Once the server lets a finished game go
+    (``keep_finished_s`` after its end, 10 minutes by default, or once both players have
+    left) no rematch can be agreed: a server of protocol version 3 says so
+    (``rematch_closed``), and a line says it and the ending is returned. An older server
+    does not: while waiting, the game is watched again every ``check_s`` from its last seq,
+    until the server no longer knows it (``unknown_game``). (With a server of version 3 a
+    check only looks whether a reconnection found the game gone, which no message told.)"""
     model = GameModel(game_id)
     shown = -1  # the moves printed so far (-1: no snapshot yet)
     ended: Ended | None = None  # the ending of the game followed, waiting for its rematch
@@ -60,8 +73,16 @@ async def follow(
         try:
             event = await connection.next_event(timeout=None if ended is None else check_s)
         except TimeoutError:  # (waiting for a rematch): is the game still kept?
+            told = connection.core.told_rematch_closed and game_id in connection.core.watching
+            if told:
+                continue  # (rematch_closed will say it)
             if ended is not None and (gone := await _let_go(connection, game_id, ended.seq)):
                 write(gone)
+                return ended
+            continue
+        if isinstance(event, RematchClosed):
+            if event.game_id == game_id and ended is not None:
+                write(_WINDOW_OVER.format(game_id))
                 return ended
             continue
         was_open = model.status == "open"
@@ -125,7 +146,7 @@ async def _let_go(connection: ServerConnection, game_id: str, ended_seq: int) ->
         if exc.code in RESUME_LATER:
             return None  # (asked again at the next check)
         if exc.code == "unknown_game":
-            return f"No rematch: the rematch window of game {game_id} is over."
+            return _WINDOW_OVER.format(game_id)
         return f"No rematch followed: game {game_id}: {exc.message}"
     except ConnectionLost:
         return None  # (a drop: watched again once back, and checked again after)

@@ -17,12 +17,16 @@ from typing import Any, ClassVar, Literal
 
 # The version this code speaks. Version 2 is version 1 with one optional field more: the
 # ``seq`` of the game requests (resign, abort, draw, claim, rematch) that makes sending one
-# again harmless. A server accepts ``hello`` of any version from OLDEST_PROTOCOL_VERSION to
-# its own and names its own in ``welcome``; a client says the oldest it can speak, so that
-# a server of either version accepts it, and sends ``seq`` only to a server of version 2.
-PROTOCOL_VERSION = 2
+# again harmless. Version 3 adds a message a client must read (``rematch_closed``), so a
+# client says in ``hello`` the newest version it speaks, and a server sends such a message
+# only to a connection that said 3 or more. A server accepts ``hello`` of any version from
+# OLDEST_PROTOCOL_VERSION to its own and names its own in ``welcome``; a client that meets a
+# server older than it (``version_mismatch``) says hello again with the oldest version, 1,
+# on a new connection, and sends ``seq`` only to a server of version 2 or more.
+PROTOCOL_VERSION = 3
 OLDEST_PROTOCOL_VERSION = 1
 SEQ_SINCE_VERSION = 2  # the first version whose servers take ``seq`` on game requests
+REMATCH_CLOSED_SINCE_VERSION = 3  # the first version whose clients read ``rematch_closed``
 
 
 def _rid() -> Any:
@@ -87,7 +91,7 @@ class Hello(Message):
 
     TYPE: ClassVar[str] = "hello"
     rid: int = _rid()
-    version: int = _bounded(0, 1_000_000)
+    version: int = _bounded(0, 1_000_000)  # the newest the client speaks (1: version 1 or 2)
     name: str = field(default="anonymous", metadata={"max_len": 32})
     bot: bool = False
     session: str | None = field(default=None, metadata={"max_len": 64})
@@ -432,6 +436,17 @@ class Ended(Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RematchClosed(Message):
+    """A finished game's rematch window closed: the server let the game go (its
+    ``keep_finished_s`` after the end, or both players left), no rematch can be agreed in it
+    any more, and the connection no longer follows it. Protocol version 3: sent only to a
+    connection whose ``hello`` said 3 or more."""
+
+    TYPE: ClassVar[str] = "rematch_closed"
+    game_id: str = _game_id()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameList(Message):
     TYPE: ClassVar[str] = "games"
     rid: int = _rid()
@@ -579,6 +594,7 @@ SERVER_MESSAGES: tuple[type[Message], ...] = (
     Offer,
     Presence,
     Ended,
+    RematchClosed,
     GameList,
     Record,
     Pong,

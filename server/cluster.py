@@ -40,7 +40,6 @@ import asyncpg
 from redis.exceptions import RedisError
 
 from protocol import (
-    PROTOCOL_VERSION,
     SEQ_SINCE_VERSION,
     ErrorCode,
     JoinGame,
@@ -450,7 +449,8 @@ class Cluster(ClusterSeeks, ClusterCaps):
         state = {
             "shards": sorted(self.locks.held - self.releasing),
             "draining": self.draining,
-            "protocol": PROTOCOL_VERSION,  # what requests forwarded here may carry
+            # what requests forwarded here may carry
+            "protocol": self.server.settings.protocol_version,
             "bus": BUS_VERSION,  # what its inbox takes
             "at": time.time(),  # (when two nodes' states name one shard, the later says)
         }
@@ -908,7 +908,9 @@ class Cluster(ClusterSeeks, ClusterCaps):
 
     def _evicted(self, game_id: str) -> None:
         """A finished remote game left its owner's memory: its followers here stop
-        following it, as the owner's own did (server/game_events.py ``_evict``)."""
+        following it, as the owner's own did (server/game_events.py ``_evict_finished``),
+        told that its rematch window closed."""
+        self.server.rematch_closed(game_id)
         for connection in self.server.subscribers.pop(game_id, ()):
             connection.games.discard(game_id)
             connection.watching.discard(game_id)

@@ -28,7 +28,6 @@ from websockets.exceptions import ConnectionClosed
 
 from protocol import (
     OLDEST_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
     Error,
     ErrorCode,
     Hello,
@@ -42,6 +41,7 @@ from protocol.codec import request_id
 from server.errors import ServerError
 from server.limits import TokenBucket
 from server.session import Player
+from server.settings import ServerSettings
 from server.transport import GuardedConnection, storms
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ SHED_GRACE_S = 1.0
 class Handler(Protocol):
     """What a connection needs from the server it serves (server/app.py's GameServer):
     defined here, so that this module does not import the server."""
+
+    settings: ServerSettings
 
     async def hello(self, connection: Connection, hello: Hello) -> Welcome:
         """Identify the connection's player (``connection.player`` is set on return)."""
@@ -96,6 +98,10 @@ class Connection:
     # The request being served and the frame it was decoded from: a request forwarded
     # to its game's owner node goes as the client's bytes (server/cluster.py).
     request_frame: tuple[Message, bytes] | None = None
+    # The newest protocol version the client speaks (its hello's; 1 for a client of version
+    # 1 or 2, which read the same messages): a message of a newer version goes to it only.
+    # A client of another node (cluster_base.RemoteConnection) is sent them by its node.
+    version: int = OLDEST_PROTOCOL_VERSION
 
     def __init__(
         self,
@@ -304,14 +310,17 @@ class Connection:
         asyncio.get_running_loop().create_task(self.websocket.close(code, reason))
 
     async def _hello(self, hello: Hello) -> None:
-        if not OLDEST_PROTOCOL_VERSION <= hello.version <= PROTOCOL_VERSION:
+        newest = self.server.settings.protocol_version
+        if not OLDEST_PROTOCOL_VERSION <= hello.version <= newest:
             raise ProtocolError(
                 ErrorCode.VERSION_MISMATCH,
                 f"this server speaks protocol versions {OLDEST_PROTOCOL_VERSION} to "
-                f"{PROTOCOL_VERSION}, not {hello.version}: upgrade your client",
+                f"{newest}, not {hello.version}: "
+                + ("say hello with version 1" if hello.version > newest else "upgrade your client"),
             )
         if self.ready:
             raise ProtocolError(ErrorCode.BAD_FIELD, "hello was already sent on this connection")
+        self.version = hello.version
         self.send(await self.server.hello(self, hello))
 
     def describe(self) -> str:

@@ -17,7 +17,18 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import engine
-from protocol import Ended, Error, ErrorCode, LobbyEvent, Seated, Snapshot, encode, with_rid
+from protocol import (
+    REMATCH_CLOSED_SINCE_VERSION,
+    Ended,
+    Error,
+    ErrorCode,
+    LobbyEvent,
+    RematchClosed,
+    Seated,
+    Snapshot,
+    encode,
+    with_rid,
+)
 from server.clock import TimeControl
 from server.connection import Connection
 from server.errors import (
@@ -284,10 +295,23 @@ class GameEvents(LobbyFeed):
         )
 
     def _evict_finished(self, game_id: str) -> None:
-        """A finished game leaves memory; in a cluster, its followers on other nodes too."""
+        """A finished game leaves memory, its rematch window closed (``keep_finished_s`` after
+        its end, or both its players left): its followers are told (``rematch_closed``); in a
+        cluster, its followers on other nodes too."""
         if self.cluster is not None and game_id in self.games:
             self.cluster.evicted(game_id)
+        self.rematch_closed(game_id)
         self._evict(game_id)
+
+    def rematch_closed(self, game_id: str) -> None:
+        """Tell the followers here of a finished game that leaves memory (here, or on its
+        owner node) that its rematch window closed: those that speak protocol version 3, the
+        others could not read the message (PROTOCOL.md, Versions)."""
+        frame = b""
+        for connection in list(self.subscribers.get(game_id, ())):
+            if connection.version >= REMATCH_CLOSED_SINCE_VERSION:
+                frame = frame or encode(RematchClosed(game_id=game_id))
+                connection.post(frame)
 
     def unload(self, game_id: str) -> int | None:
         """A cluster node hands the game to another (server/cluster.py): it leaves memory

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from protocol.messages import PROTOCOL_VERSION, SEQ_SINCE_VERSION
 from protocol.version import software_version
 from server.admission import Admission, Proxies
 from server.clock import Now
@@ -74,6 +75,11 @@ class Hub:
         self.store = store
         self.pool = pool
         self.settings = settings or ServerSettings()
+        if not SEQ_SINCE_VERSION <= self.settings.protocol_version <= PROTOCOL_VERSION:
+            raise ValueError(
+                f"protocol_version {self.settings.protocol_version}: this server speaks "
+                f"{SEQ_SINCE_VERSION} to {PROTOCOL_VERSION}"
+            )
         # Durations (clocks, grace, deadlines) on the one, timestamps people read on the
         # other (server/clock.py); tests pass their own.
         self._monotonic = monotonic

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.messages import PROTOCOL_VERSION, SEQ_SINCE_VERSION
 from server.clock import FIRST_MOVE_S
 
 ENV_PREFIX = "NOUGHTS_"
@@ -604,6 +605,15 @@ class ServerSettings:
     )
 
     # --- cluster -------------------------------------------------------------------------
+    protocol_version: int = setting(
+        PROTOCOL_VERSION,
+        "the newest protocol version this server speaks, 2 up to the code's own: a lower one "
+        "serves and announces itself (a node's heartbeat) as a server of that version does "
+        "(a hello saying a newer version is refused; no message of a newer version is sent)",
+        group=CLUSTER,
+        least=SEQ_SINCE_VERSION,
+        most=PROTOCOL_VERSION,
+    )
     bus: str | None = setting(
         None,
         "the cluster's Redis, redis://HOST:PORT/N: with --db postgresql://, this server is "

@@ -13,7 +13,6 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 
 from protocol import Hello, Welcome
-from protocol.messages import PROTOCOL_VERSION
 from server import names
 from server.admission import address_key
 from server.connection import Connection, PlayerSession
@@ -63,7 +62,7 @@ class SessionRequests(GameEvents):
             games += await self.cluster.remote_seats(player.player_id, set(self.games))
         return Welcome(
             rid=hello.rid,
-            version=PROTOCOL_VERSION,
+            version=self.settings.protocol_version,
             session=session_token,
             player_id=player.player_id,
             server=self.version,
@@ -284,7 +283,7 @@ class SessionRequests(GameEvents):
             if player.online:
                 return  # back meanwhile: her hello marks her games (it waited for the lock)
             if game.status not in UNFINISHED and not any(game.online[s] for s in game.human_seats):
-                self._evict(game_id)
+                self._evict_finished(game_id)  # no one left to ask for its rematch
         if not self.seats.get(player.player_id):
             self._forget_player(player)
 

@@ -23,7 +23,6 @@ from client.session_core import (
     Welcomed,
 )
 from protocol import (
-    OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     CancelSeek,
     CreateGame,
@@ -53,7 +52,7 @@ from protocol import (
     encode,
 )
 
-HELLO = {"version": OLDEST_PROTOCOL_VERSION, "name": "ada", "bot": False, "client": "noughts"}
+HELLO = {"version": PROTOCOL_VERSION, "name": "ada", "bot": False, "client": "noughts"}
 
 
 def welcome(rid: int, session: str = "s1", games: list[dict[str, Any]] | None = None) -> Welcome:

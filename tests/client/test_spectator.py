@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from client.connection import ServerConnection
 from client.session_core import Backoff
 from client.spectator import follow
@@ -221,15 +223,19 @@ async def test_a_watcher_back_from_a_drop_after_the_end_still_follows_the_rematc
             await client.close()
 
 
+@pytest.mark.parametrize("version", [2, 3])
 async def test_a_watcher_waiting_for_a_rematch_stops_when_the_window_closes(
-    tmp_path: Path, ui_pool: EnginePool
+    tmp_path: Path, ui_pool: EnginePool, version: int
 ) -> None:
-    """watch --rematches waited after the end until Ctrl-C: spectators are not told when
-    the server lets the finished game go (keep_finished_s, 10 minutes by default), after
-    which no rematch can come. Now the watcher asks now and then whether the game is still
-    kept, and once it is not says so in one line and stops."""
+    """watch --rematches waited after the end until Ctrl-C: a server older than protocol
+    version 3 does not tell spectators when it lets the finished game go (keep_finished_s, 10
+    minutes by default), after which no rematch can come. Against one (a server set to
+    protocol_version 2) the watcher asks every ``check_s`` whether the game is still kept;
+    a server of version 3 says it (rematch_closed), and the watcher, which then asks nothing
+    (``check_s`` an hour), stops at once. Either way it says so in one line."""
     lines: list[str] = []
-    settings = ServerSettings(keep_finished_s=0.3)
+    settings = ServerSettings(keep_finished_s=0.3, protocol_version=version)
+    check_s = 0.1 if version == 2 else 3600.0
     async with _server(tmp_path / "games.db", ui_pool, settings=settings) as url:
         ada = await ServerConnection.connect(url, name="ada")
         bo = await ServerConnection.connect(url, name="bo")
@@ -239,8 +245,9 @@ async def test_a_watcher_waiting_for_a_rematch_stops_when_the_window_closes(
         watcher = await ServerConnection.connect(url, name="eve")
         await watcher.request(Watch, game_id=gid)
         following = asyncio.create_task(
-            follow(watcher, gid, lines.append, rematches=True, check_s=0.1)
+            follow(watcher, gid, lines.append, rematches=True, check_s=check_s)
         )
+        assert watcher.core.told_rematch_closed == (version == 3)
         await _printed(lines, f"Game {gid}:")
         await _move(ada, gid, 4)
         await _move(bo, gid, 0)  # (before both sides moved a resign aborts)

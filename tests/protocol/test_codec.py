@@ -93,6 +93,7 @@ SERVER_EXAMPLES = [
     ),
     protocol.Ended(game_id="g", seq=9, result="1-0", reason="line", winner=0),
     protocol.Ended(game_id="g", seq=9, result="0-1", reason="flag", winner=1, clocks=(0, 5000)),
+    protocol.RematchClosed(game_id="g"),
     protocol.Snapshot(
         game_id="g",
         seq=3,

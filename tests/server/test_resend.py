@@ -13,14 +13,10 @@ import pytest
 
 from client.connection import RequestFailed, ServerConnection
 from protocol import (
-    OLDEST_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
     Abort,
     Claim,
     Draw,
     Ended,
-    Error,
-    Hello,
     Message,
     Move,
     Moved,
@@ -28,14 +24,12 @@ from protocol import (
     Ok,
     Rematch,
     Resign,
-    Welcome,
     encode,
 )
 from server.pool import EnginePool
 from server.session import made_already
 from server.settings import ServerSettings
 from tests.server.conftest import (
-    RawClient,
     RunningServer,
     human_game,
     next_event,
@@ -178,24 +172,6 @@ async def test_a_rematch_accepted_again_starts_no_second_game(
         rematches = server.query("SELECT id FROM games WHERE rematch_of = ?", gid)
         assert rematches == [(agreed.next_game,)]
         assert [kind for _, kind in _events(server, gid)].count("offer") == 2
-
-
-async def test_a_server_of_version_2_greets_clients_of_either_version(
-    server: RunningServer,
-) -> None:
-    """A client of version 1 (which never sends ``seq``) and one saying the oldest version it
-    speaks are both welcomed, with the server's version; a version it does not speak is not."""
-    for version in (OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION):
-        raw = await RawClient.connect(server.url, hello=False)
-        await raw.send_message(Hello(rid=1, version=version, name=f"v{version}"))
-        welcome = await raw.receive()
-        assert isinstance(welcome, Welcome) and welcome.version == PROTOCOL_VERSION == 2
-        await raw.close()
-    raw = await RawClient.connect(server.url, hello=False)
-    await raw.send_message(Hello(rid=1, version=PROTOCOL_VERSION + 1, name="future"))
-    refused = await raw.receive()
-    assert isinstance(refused, Error) and refused.code == "version_mismatch"
-    assert "1 to 2" in refused.message
 
 
 _T = {"rid": 1, "game_id": "g", "token": "t"}
