@@ -33,6 +33,7 @@ from server.app import GameServer
 from server.pool import EnginePool
 from server.settings import ServerSettings
 from server.store import SQLiteStore
+from tests.server.cluster_nodes import cluster_of
 from tests.server.conftest import RawClient, RunningServer, serving
 
 
@@ -160,3 +161,32 @@ async def test_a_server_set_to_protocol_version_2_serves_as_one(
             None,
             settings=replace(settings, protocol_version=4),
         )
+
+
+async def test_a_watcher_on_another_node_is_told_the_rematch_window_closed(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A cluster: the game is owned by node a, where both its players are; its watchers are
+    on node b. When a lets the finished game go (both players left), b tells its watcher
+    whose hello said 3 (the owner's eviction reaches b on the game's channel), and not the
+    one whose hello said 1."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b = await cluster.start_pair()
+        ada, bo, game_id, (token, _) = await _live_game(a.url, (3, 3))
+        assert await cluster.owner_of(game_id) == a.name
+        new, _ = await _greeted(b.url, 3, "new")
+        old, _ = await _greeted(b.url, 1, "old")
+        for watcher in (new, old):
+            await watcher.send_message(Watch(rid=2, game_id=game_id))
+            await _until(watcher, Snapshot)
+        await ada.send_message(Resign(rid=3, game_id=game_id, token=token))
+        for watcher in (new, old):
+            await _until(watcher, Ended)
+        await ada.close()
+        await bo.close()
+        assert (await _until(new, RematchClosed))[-1] == RematchClosed(game_id=game_id)
+        await old.send_message(Ping(rid=9))
+        seen = await _until(old, Pong)
+        assert not any(isinstance(m, RematchClosed) for m in seen), seen
+        for watcher in (new, old):
+            await watcher.close()
