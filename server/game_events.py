@@ -316,9 +316,14 @@ class GameEvents(LobbyFeed):
     def unload(self, game_id: str) -> int | None:
         """A cluster node hands the game to another (server/cluster.py): it leaves memory
         as an evicted game does, but its followers here stay (they follow it on the bus
-        from now on). Returns its seq, None if it was not loaded."""
+        from now on). Returns its seq, None if it was not loaded. A finished game is let go
+        for good instead (``_evict_finished``: no node loads one again, so its rematch window
+        closes), its followers here and on other nodes told."""
         session = self.games.get(game_id)
         if session is None:
+            return None
+        if session.over:
+            self._evict_finished(game_id)
             return None
         followers = self.subscribers.pop(game_id, set())
         watching = {c for c in followers if game_id in c.watching}

@@ -32,9 +32,11 @@ from protocol import (
 from server.app import GameServer
 from server.pool import EnginePool
 from server.settings import ServerSettings
+from server.shards import shard_of
 from server.store import SQLiteStore
 from tests.server.cluster_nodes import cluster_of
 from tests.server.conftest import RawClient, RunningServer, serving
+from tests.server.test_cluster import _two_settled_nodes
 
 
 async def _greeted(url: str, version: int, name: str) -> tuple[RawClient, Welcome]:
@@ -190,3 +192,28 @@ async def test_a_watcher_on_another_node_is_told_the_rematch_window_closed(
         assert not any(isinstance(m, RematchClosed) for m in seen), seen
         for watcher in (new, old):
             await watcher.close()
+
+
+async def test_a_finished_game_handed_to_another_node_closes_its_rematch_window(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A node that hands its shard to another (a rebalance, a drain) lets its finished games
+    go: no node loads a finished game again, so no rematch can be agreed in it. Its watchers,
+    on that node and on the other, are told (rematch_closed), as when it is kept long enough;
+    before, they followed it on the bus, where nothing came any more."""
+    async with _two_settled_nodes(pg_schema, redis_prefix) as (a, a_url, b, b_url):
+        ada, bo, game_id, (token, _) = await _live_game(a_url, (3, 3))
+        assert a.cluster is not None and game_id in a.games
+        here, _ = await _greeted(a_url, 3, "here")
+        there, _ = await _greeted(b_url, 3, "there")
+        for watcher in (here, there):
+            await watcher.send_message(Watch(rid=2, game_id=game_id))
+            await _until(watcher, Snapshot)
+        await ada.send_message(Resign(rid=3, game_id=game_id, token=token))
+        for watcher in (here, there):
+            await _until(watcher, Ended)
+        await a.cluster._release({shard_of(game_id)})
+        for watcher in (here, there):
+            assert (await _until(watcher, RematchClosed))[-1] == RematchClosed(game_id=game_id)
+        for client in (ada, bo, here, there):
+            await client.close()
