@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="after the game's end, wait for its rematch and follow it, and each rematch "
         "after it, as Lichess moves its spectators (until Ctrl-C, or until the server lets "
         "the game go without one: 10 minutes after its end by default, or once both players "
-        "have left; checked every 30 s)",
+        "have left: a server of protocol version 3 says so, an older one is asked every 30 s)",
     )
     parser.add_argument(
         "--server",
