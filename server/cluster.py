@@ -998,7 +998,11 @@ class Cluster(ClusterSeeks, ClusterCaps):
         session = self.server.games.get(game_id)
         reply: dict[str, Any] = {"op": "frames", "game": game_id}
         if session is None or not self.serves(game_id):
-            reply["moved"] = True
+            reply["moved"] = True  # (all a node of an older version reads: it asks again)
+            if self.serves(game_id) and game_id not in self.server.waiting:
+                # Ours, and not loaded: a finished game, which no node loads again (its
+                # owner died with it, or its eviction was lost): its followers let it go.
+                reply["gone"] = True
         else:
             since = int(payload["since"])
             frames = session.events_since(since) if since > 0 else None
@@ -1017,6 +1021,9 @@ class Cluster(ClusterSeeks, ClusterCaps):
     def _caught_up(self, payload: dict[str, Any]) -> None:
         game_id = payload["game"]
         log.debug("cluster: caught up %s: %s", game_id, payload.get("seq", "moved"))
+        if payload.get("gone") and game_id not in self.server.games:
+            self._evicted(game_id)  # its rematch window closed: told as at its eviction
+            return
         if payload.get("moved"):
             return  # still recovering: asked again once the owners change
         self._recovering.pop(game_id, None)

@@ -46,6 +46,7 @@ class Host(Protocol):
     settings: ServerSettings
     store: Store
     games: dict[str, GameSession]
+    waiting: dict[str, GameSession]  # games out of service until the store can be read
     subscribers: dict[str, set[Connection]]
     lobby: Lobby
 

@@ -217,3 +217,26 @@ async def test_a_finished_game_handed_to_another_node_closes_its_rematch_window(
             assert (await _until(watcher, RematchClosed))[-1] == RematchClosed(game_id=game_id)
         for client in (ada, bo, here, there):
             await client.close()
+
+
+async def test_a_watcher_on_another_node_is_told_when_the_owner_of_a_finished_game_dies(
+    pg_schema: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Node a owns a finished game and dies (kill -9) before letting it go: no node loads a
+    finished game again, so its rematch window is closed. Its watcher on node b, which asks
+    the game's new owner for what it missed, is told (rematch_closed) once that owner says
+    the game is no longer served; before, it was asked again and again, and the watcher, of
+    version 3, never told."""
+    async with cluster_of(pg_schema, redis_prefix, tmp_path) as cluster:
+        a, b = await cluster.start_pair()
+        ada, bo, game_id, (token, _) = await _live_game(a.url, (3, 3))
+        assert await cluster.owner_of(game_id) == a.name
+        watcher, _ = await _greeted(b.url, 3, "eve")
+        await watcher.send_message(Watch(rid=2, game_id=game_id))
+        await _until(watcher, Snapshot)
+        await ada.send_message(Resign(rid=3, game_id=game_id, token=token))
+        await _until(watcher, Ended)
+        a.kill()
+        await cluster.wait_owned(game_id, {b.name})
+        assert (await _until(watcher, RematchClosed))[-1] == RematchClosed(game_id=game_id)
+        await watcher.close()
