@@ -235,6 +235,8 @@ class Cluster(ClusterSeeks, ClusterCaps):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        # And the lock connection open: its shards drop with it now, not at the process's end.
+        await self.locks.close()
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(NodeUnavailable("this node is stopping: reconnect"))

@@ -2879,6 +2879,52 @@ async def test_spectators_that_unwatch_a_remote_game_leave_nothing_behind(
             await client.close()
 
 
+async def test_a_drain_cut_at_drain_timeout_s_still_closes_the_lock_connection(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A node's drain cut at --drain-timeout-s (here a game's hand-over waits on its lock)
+    left its lock connection open: the close that followed skipped the drain it had begun,
+    and the connection kept the node's shards locked in PostgreSQL until the process ended
+    (a node in the tests' process: until the garbage collector found it, a ResourceWarning
+    failing whichever test ran then). The close now closes it, whatever the drain did."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
+    finally:
+        await conn.close()
+    name = f"a-{redis_prefix}"
+    settings = replace(ServerSettings(), drain_timeout_s=0.2)
+    held, free = asyncio.Event(), asyncio.Event()
+
+    async def hold(game_server: GameServer, game_id: str) -> None:
+        async with game_server._lock(game_id):
+            held.set()
+            await free.wait()
+
+    async with _node_in_process(name, pg_schema, redis_prefix, settings) as (a, a_url):
+        assert a.cluster is not None and a.cluster.locks.connected
+        ada = await ServerConnection.connect(a_url, name="ada")
+        created = await ada.request(CreateGame, game="tictactoe", opponent="human")
+        await ada.close()
+        holding = asyncio.create_task(hold(a, created.game_id))
+        await held.wait()
+    # Stopped: the drain was cut at 0.2 s, waiting for the game's lock; then the close.
+    free.set()
+    await holding
+    assert a.cluster is not None and a.cluster.draining
+    assert not a.cluster.locks.connected  # (before: open, every shard still locked)
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        async with asyncio.timeout(30):  # (its backend ends just after the goodbye)
+            while await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                f"noughts {name}",
+            ):
+                await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
 # --- a rolling upgrade: a node of the older version beside this one -----------------------
 
 
