@@ -276,8 +276,12 @@ class Cluster(ClusterSeeks, ClusterCaps):
 
     async def _claim_loop(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancel that meets
+            # the wake (the drain's, as another node's "shards" wakes it), and the drain
+            # then waited for this loop until --drain-timeout-s cut it.
             try:
-                await asyncio.wait_for(self._wake.wait(), self.claim_s)
+                async with asyncio.timeout(self.claim_s):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

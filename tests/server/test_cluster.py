@@ -2925,6 +2925,35 @@ async def test_a_drain_cut_at_drain_timeout_s_still_closes_the_lock_connection(
         await conn.close()
 
 
+async def test_a_drain_that_meets_a_claim_being_woken_is_not_held(
+    pg_schema: str, redis_prefix: str
+) -> None:
+    """A node told to claim (another node's "shards": the other node stopping, say) as its
+    drain began: the claim loop's wait_for took the wake and dropped the drain's cancel
+    (Python 3.11's wait_for returns a result that came with the cancel), and went on
+    claiming; the drain waited for it until --drain-timeout-s cut it (20 s: no shard
+    handed over; the cut drain then left the lock connection open, the test above). The
+    loop now waits with asyncio.timeout, which keeps the cancel."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
+    finally:
+        await conn.close()
+    # The claim loop waits an hour between claims: parked in its wait when the drain begins.
+    settings = replace(ServerSettings(), claim_s=3600.0, heartbeat_s=3600.0)
+    async with _node_in_process(f"a-{redis_prefix}", pg_schema, redis_prefix, settings) as (
+        a,
+        _,
+    ):
+        assert a.cluster is not None
+        for _ in range(5):
+            await asyncio.sleep(0)
+        a.cluster._wake.set()  # a claim asked for, as a drain begins
+        async with asyncio.timeout(30):  # (before: for ever, the claim loop still running)
+            await a.cluster.drain()
+        assert not a.cluster.locks.held and not a.cluster.locks.connected
+
+
 # --- a rolling upgrade: a node of the older version beside this one -----------------------
 
 
