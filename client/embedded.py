@@ -32,6 +32,12 @@ def _private(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
+def _without_path(url: str) -> str:
+    """The server's address without its secret path (--secret-path), for a status line."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.partition('/')[0]}"
+
+
 def log_beside(db: Path) -> Path:
     """Where an embedded server on ``db`` logs: beside it (the commands name it when the
     server fails to start)."""
@@ -121,6 +127,11 @@ class EmbeddedServer:
             # A server already on this database (another noughts play) is used, not fought.
             "--reuse-running",
             "true",
+            # Only this user may connect (other users of the machine reach 127.0.0.1 too):
+            # the server makes a secret path and says it on stdout, a pipe to us, and in
+            # the database's lock file (0600), where a reused server's address comes from.
+            "--secret-path",
+            "true",
         ]
         if self.reads_only:
             # Stored games stay as stored: none restored, so no clock, abandonment or AI
@@ -175,7 +186,8 @@ class EmbeddedServer:
                 pid = text.partition("(pid ")[2].rstrip(")")
                 self.status.stream.write(
                     f"{self.status.prefix}another noughts (pid {pid}) serves {self.db} on "
-                    f"{self.url}: using that server (it stops when that noughts exits)\n"
+                    f"{_without_path(self.url)}: using that server (it stops when that "
+                    "noughts exits)\n"
                 )
         return self.url
 

@@ -9,6 +9,7 @@ import dataclasses
 import gc
 import logging
 import re
+import secrets
 import signal
 import ssl
 import sys
@@ -185,6 +186,10 @@ async def _serve(settings: ServerSettings, db_path: str, lock: ServerLock | None
                 file=sys.stderr,
             )
             return 2
+    if settings.processes > 1 and settings.secret_path:
+        # (each process would make a secret of its own, and answer the others' 403)
+        print("noughts serve: --secret-path is for one process, not --processes", file=sys.stderr)
+        return 2
     if settings.processes > 1 and node is None:
         print(
             "noughts serve: --processes needs --db postgresql://... and --bus redis://... "
@@ -280,6 +285,10 @@ async def _serve_on(
             pool.close()
             return 0
     game_server = GameServer(store, pool, settings=settings)
+    if settings.secret_path:
+        # A new secret each start, made here: never on a command line (ps shows those to
+        # every user), only in the address line and the lock file (0600).
+        game_server.secret_path = "/" + secrets.token_urlsafe(24)
     admin = None  # open until the process ends: /readyz answers 503 for the whole drain
     if node is not None:
         from server.bus import RedisBus
@@ -321,6 +330,8 @@ async def _serve_on(
             global _listened
             _listened = True
             url = address_url("wss" if tls else "ws", settings.host, port)
+            if game_server.secret_path is not None:
+                url += game_server.secret_path
             if lock is not None:  # (a server that took up no games serves none of them)
                 lock.announce(url, reusable=settings.restore_games)
             # The first line on stdout is the address: the embedded client reads it.

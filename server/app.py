@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import ssl
 import time
@@ -120,9 +121,11 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
     def route(self, websocket: ServerConnection, request: Request) -> Response | None:
         """Before the handshake: ``GET /healthz`` is answered 200 (a load balancer's or
         orchestrator's health check), from any address, its handshake cap reached or not;
-        from an address over it anything else is answered 503. Every other request goes on
-        to the websocket handshake, where websockets answers a plain HTTP request 426,
-        another method 405, a bad handshake 400 and a browser origin not allowed 403."""
+        from an address over it anything else is answered 503. With ``secret_path``
+        (--secret-path), any other path is answered 403, before any protocol. Every other
+        request goes on to the websocket handshake, where websockets answers a plain HTTP
+        request 426, another method 405, a bad handshake 400 and a browser origin not
+        allowed 403."""
         # (websockets before 16 parses GET requests only: no ``method``)
         if request.path == HEALTH_PATH and getattr(request, "method", "GET") == "GET":
             return websocket.respond(HTTPStatus.OK, "ok\n")
@@ -136,6 +139,17 @@ class GameServer(SessionRequests, GameRequests, LobbyRequests, RecordRequests):
             )
             return websocket.respond(
                 HTTPStatus.SERVICE_UNAVAILABLE, f"too_many: {ticket.refused}\n"
+            )
+        if self.secret_path is not None and not hmac.compare_digest(
+            request.path.encode("utf-8", "surrogateescape"), self.secret_path.encode()
+        ):  # (in constant time, as tokens are compared)
+            storms.warning(
+                "refused without the secret",
+                "refusing a connection from %s: not the secret path (--secret-path)",
+                ticket.address if ticket is not None else "?",
+            )
+            return websocket.respond(
+                HTTPStatus.FORBIDDEN, "forbidden: this server is reached at its secret path only\n"
             )
         return None  # another method: websockets answers 405
 

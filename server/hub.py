@@ -137,6 +137,9 @@ class Hub:
         self._claiming: dict[str, str] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        # --secret-path: the path a websocket handshake must ask for ("/" + the secret), or
+        # None: any path (GameServer.route).
+        self.secret_path: str | None = None
         self.draining = False  # set at the start of the graceful drain: /readyz says 503
         # A node of a cluster (server/cluster.py), or None: a lone server, and no cost.
         self.cluster: Cluster | None = None

@@ -6,7 +6,9 @@ collide, one overwrites the other's seat tokens). So ``noughts serve`` takes an 
 whole life, the path being the real file's (``lock_path``: symlinks and ``..`` resolved, so
 that every path to the file names one lock); the kernel releases it when the process ends,
 however it ends (kill -9 included), so a lock is never stale. Once the server listens it
-writes one JSON line into that file, ``{"pid": PID, "url": "ws://HOST:PORT"}``: a second
+writes one JSON line into that file, ``{"pid": PID, "url": "ws://HOST:PORT"}`` (with
+``/SECRET`` after the port for a ``--secret-path`` server: the file is its user's alone, 0600,
+and the line is how that user's own commands reach it): a second
 ``noughts serve`` names the running one in its refusal, and a client (``noughts play``)
 finding the lock held reuses the running server instead of starting another. The file stays
 empty while the server starts, and the server removes it when it stops, still holding the
@@ -26,6 +28,7 @@ from typing import Any
 
 from protocol.paths import NoDirectory, is_data_dir
 from server.errors import ServerError
+from server.urls import without_secret_path
 
 
 class DatabaseInUse(ServerError):
@@ -127,7 +130,8 @@ class ServerLock:
             holder = _read_holder(fd)
             os.close(fd)
             if holder.get("url"):
-                who = f"pid {holder.get('pid')}, listening on {holder['url']}"
+                # (its secret path is not shown: the message may go to a log)
+                who = f"pid {holder.get('pid')}, listening on {without_secret_path(holder['url'])}"
             else:
                 who = "still starting"
             url = holder.get("url")
@@ -153,6 +157,8 @@ class ServerLock:
         if not reusable:
             holder["reusable"] = False
         line = json.dumps(holder) + "\n"
+        with contextlib.suppress(OSError):  # (made 0600; one left by a killed server may not be)
+            os.fchmod(self._fd, 0o600)  # the URL may hold the secret path (--secret-path)
         # Written at offset 0 of the empty file, in one call: a reader sees the whole
         # line or nothing.
         os.pwrite(self._fd, line.encode(), 0)

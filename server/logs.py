@@ -49,15 +49,23 @@ def configure(level: str, log_format: str) -> None:
         handler.setFormatter(JSONFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(frames_without_data)
+    handler.addFilter(websockets_without_secrets)
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-def frames_without_data(record: logging.LogRecord) -> bool:
+def websockets_without_secrets(record: logging.LogRecord) -> bool:
     """websockets, at DEBUG, logs each frame with its first 16 and last 8 bytes: those of a
     ``resign`` or an ``abort`` end with the seat's token, and a hello's may hold a
-    session's. A data frame's line keeps its type and size, not its bytes."""
-    if record.name.startswith("websockets") and record.msg in ("< %s", "> %s"):
+    session's. A data frame's line keeps its type and size, not its bytes. So it logs each
+    handshake's request line, whose path is a ``--secret-path`` server's secret: a path
+    other than ``/`` is shown as ``/***``."""
+    if not record.name.startswith("websockets"):
+        return True
+    if record.msg == "< %s %s %s" and isinstance(record.args, tuple) and len(record.args) == 3:
+        method, path, version = record.args
+        if path != "/":
+            record.args = (method, "/***", version)
+    elif record.msg in ("< %s", "> %s"):
         from websockets.frames import DATA_OPCODES, Frame
 
         frame = record.args[0] if isinstance(record.args, tuple) and record.args else None

@@ -168,6 +168,15 @@ class ServerSettings:
     tls_key: str | None = setting(
         None, "private key (PEM) of --tls-cert", flag="tls-key", group=LISTEN
     )
+    secret_path: bool = setting(
+        False,
+        "serve websockets only at a random secret path, ws://HOST:PORT/SECRET, told on the "
+        "first line of stdout and in --db's lock file (readable by this user only); any other "
+        "handshake is refused with HTTP 403. For a server only its own user may use: "
+        "noughts play's (the secret is made at each start, never given on the command line)",
+        flag="secret-path",
+        group=LISTEN,
+    )
     admin_port: int | None = setting(
         None,
         "port of the admin HTTP endpoints /healthz, /readyz and /metrics (Prometheus); "

@@ -23,3 +23,15 @@ def redacted_url(url: str) -> str:
         query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
         url = url.replace(f"?{parts.query}", f"?{query}", 1)
     return url
+
+
+def without_secret_path(url: str) -> str:
+    """A game server's ``url`` as messages and logs show it: its path, the secret of a
+    ``--secret-path`` server, becomes ``***`` (the lock file, its owner's alone, keeps it)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(unreadable URL)"
+    if parts.path in ("", "/") and not parts.query:
+        return url
+    return f"{parts.scheme}://{parts.netloc}/***"

@@ -95,3 +95,43 @@ async def test_a_debug_log_shows_no_part_of_a_token(tmp_path: Path) -> None:
         for part in (secret[:8], secret[-8:]):
             assert " ".join(f"{byte:02x}" for byte in part.encode()) not in text, part
     assert "< BINARY [" in text and "< CLOSE 1000" in text, text[-2000:]
+
+
+async def test_a_debug_log_shows_no_secret_path(tmp_path: Path) -> None:
+    """At --log-level DEBUG, websockets logs each handshake's request line, whose path is a
+    --secret-path server's secret (noughts play's): the log would hand it to whoever reads
+    it. A path other than / is logged as /***; a refusal says why, without the path."""
+    import asyncio
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    import websockets
+    from websockets.exceptions import InvalidStatus
+
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", "0", "--workers", "0", "--secret-path",
+             "true", "--log-level", "DEBUG", "--db", str(tmp_path / "g.db")],
+            stdout=subprocess.PIPE, stderr=log, text=True,
+        )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        line = await asyncio.to_thread(server.stdout.readline)
+        assert line.startswith("noughts server listening on ws://"), line
+        url = line.split()[4]
+        secret = urlsplit(url).path.lstrip("/")
+        assert len(secret) == 32, url
+        async with websockets.connect(url, compression=None):
+            pass
+        with pytest.raises(InvalidStatus):
+            async with websockets.connect(f"{url}x", compression=None):
+                pass
+    finally:
+        server.terminate()
+        await asyncio.to_thread(server.communicate, timeout=60)
+    text = log_path.read_text()
+    assert secret not in text and secret[:8] not in text, text[-2000:]
+    assert text.count("< GET /*** HTTP/1.1") == 2, text[-2000:]
+    assert "refusing a connection from 127.0.0.1: not the secret path" in text

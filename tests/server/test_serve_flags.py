@@ -251,3 +251,15 @@ def test_a_bus_that_would_do_nothing_is_refused(tmp_path: Path) -> None:
         "--engine queue (AI searches on its queue)"
     ]
     assert not db.exists()
+
+
+def test_a_secret_path_is_refused_with_more_processes(tmp_path: Path) -> None:
+    """--secret-path makes a secret per process: the processes of --processes sharing the
+    port would each answer the others' clients 403. Refused in one line, before anything
+    starts."""
+    db = tmp_path / "g.db"
+    result = serve("--db", str(db), "--processes", "2", "--secret-path", "true")
+    assert (result.returncode, result.stderr) == (
+        2, "noughts serve: --secret-path is for one process, not --processes\n"
+    )  # fmt: skip
+    assert not db.exists()
