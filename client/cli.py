@@ -105,13 +105,16 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     if getattr(args, "server", None):
-        from client.connection import server_url
+        from client.connection import plain_text_warning, server_url
 
         try:
             args.server = server_url(args.server)
         except ValueError as exc:
             print(f"noughts {args.command}: --server: {exc}", file=sys.stderr)
             return 2
+        # Once, before anything connects (the interface would hide a line written later).
+        if warning := plain_text_warning(args.server):
+            print(f"noughts {args.command}: {warning}", file=sys.stderr)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

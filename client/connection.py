@@ -135,6 +135,37 @@ def server_url(text: str) -> str:
     return text
 
 
+def plain_text_warning(url: str) -> str | None:
+    """The warning for a session that would travel unencrypted: a ``ws://`` URL (not
+    ``wss://``) to a host that is not this machine's loopback (``localhost``, 127.0.0.0/8,
+    ``::1``), where anyone on the way can read the session token of the hello, as good as
+    a password there; None otherwise."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    from client.sessions import LOOPBACK
+
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "ws" or host in LOOPBACK or host.endswith(".localhost"):
+        return None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address is not None and address.is_loopback:
+        return None
+    return (
+        f"warning: ws:// is not encrypted: your session travels in clear to {host}; "
+        "use wss:// if the server offers it"
+    )
+
+
 class RequestFailed(Exception):
     """The server answered a request with an error message."""
 

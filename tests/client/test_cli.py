@@ -634,3 +634,33 @@ def test_a_bad_option_is_one_line(args: list[str], said: str) -> None:
     10 for `noughts play`'s. A bad option is one line, as every other error, exit 2."""
     result = noughts(*args, timeout=60)
     assert (result.returncode, result.stderr) == (2, said + "\n")
+
+
+async def test_a_session_sent_in_clear_to_another_host_is_warned_of_once(tmp_path: Path) -> None:
+    """The client sent its session token over plain ws:// to any host without a word. A
+    ws:// server that is not this machine's loopback gets one warning line, before any
+    connection, suggesting wss://; 127.0.0.1, ::1 and localhost get none."""
+    warning = "warning: ws:// is not encrypted: your session travels in clear to 192.0.2.1"
+    # (TEST-NET-1: no server answers there; the health check gives up after its timeout)
+    far = await asyncio.to_thread(
+        noughts, "health", "--server", "ws://192.0.2.1:9", "--timeout", "0.5", timeout=60
+    )
+    lines = far.stderr.splitlines()
+    said = f"noughts health: {warning}; use wss:// if the server offers it"
+    assert lines.count(said) == 1 and lines[0] == said, far.stderr
+    assert far.returncode == 1 and "Traceback" not in far.stderr
+    async with EmbeddedServer(tmp_path / "games.db", workers=0) as url:
+        port_and_path = url.removeprefix("ws://127.0.0.1")
+        for host in ("127.0.0.1", "localhost", "LOCALHOST"):
+            near = await asyncio.to_thread(
+                noughts, "health", "--server", f"ws://{host}{port_and_path}", timeout=60
+            )
+            assert (near.returncode, near.stderr) == (0, ""), (host, near.stderr)
+    near = await asyncio.to_thread(
+        noughts, "health", "--server", "ws://[::1]:9", "--timeout", "0.5", timeout=60
+    )
+    assert "warning" not in near.stderr, near.stderr
+    secure = await asyncio.to_thread(
+        noughts, "health", "--server", "wss://192.0.2.1:9", "--timeout", "0.5", timeout=60
+    )
+    assert "warning" not in secure.stderr, secure.stderr
