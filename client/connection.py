@@ -143,15 +143,13 @@ def plain_text_warning(url: str) -> str | None:
     import ipaddress
     from urllib.parse import urlsplit
 
-    from client.sessions import LOOPBACK
-
     try:
         parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
+        host = (parts.hostname or "").rstrip(".")  # (in lower case)
     except ValueError:
         return None
-    if parts.scheme.lower() != "ws" or host in LOOPBACK or host.endswith(".localhost"):
-        return None
+    if parts.scheme.lower() != "ws" or host == "localhost" or host.endswith(".localhost"):
+        return None  # (RFC 6761: localhost names are the loopback's)
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

@@ -75,7 +75,8 @@ class StatusLine:
 
 
 class EmbeddedServer:
-    """``async with EmbeddedServer(db) as url:`` runs a private server on a free port.
+    """``async with EmbeddedServer(db) as url:`` runs a private server on a free port of
+    127.0.0.1, reached at the secret path of ``url`` only (``serve --secret-path``).
 
     ``warm``: the (game, algorithm) pairs to have compiled before the server listens (the
     others are compiled in the background); None: every one. While it starts, ``status``
