@@ -71,8 +71,8 @@ async def test_the_local_commands_use_the_running_server_at_its_secret_path(
     tmp_path: Path,
 ) -> None:
     """Every command of the user that talks to the local server reaches it: play, games,
-    replay and export on its database (through its lock file), watch, replay and health
-    given its address; the same commands without the secret are refused."""
+    replay and export on its database (through its lock file), watch, replay, health and
+    two bots given its address; health without the secret is refused."""
     where = tmp_path / "data"  # (the test's sessions file is in tmp_path)
     where.mkdir()
     db = where / "games.db"
@@ -106,3 +106,12 @@ async def test_the_local_commands_use_the_running_server_at_its_secret_path(
         assert healthy.returncode == 0, healthy.stderr
         stranger = await asyncio.to_thread(noughts, "health", "--server", base)
         assert stranger.returncode == 1 and "HTTP 403" in stranger.stderr, stranger.stderr
+        each = ["--server", url, "--games", "1", "--budget-ms", "5"]
+        seeker = ["--name", "seeker", "--seek", "tictactoe", "--engine", "alphabeta"]
+        accepter = ["--name", "accepter", "--accept", "seeks", "--engine", "mcts"]
+        played_bots = await asyncio.gather(
+            asyncio.to_thread(noughts, "bot", *each, *seeker),
+            asyncio.to_thread(noughts, "bot", *each, *accepter),
+        )
+        for done in played_bots:
+            assert done.returncode == 0 and "game 1/1" in done.stdout, done.stderr
