@@ -49,13 +49,15 @@ async def test_the_embedded_server_refuses_a_handshake_without_its_secret(
     secret 403, keeps serving its user, and keeps the secret out of its log."""
     db = tmp_path / "games.db"
     log = tmp_path / "server.log"
+    lock = tmp_path / "games.db.lock"
+    lock.touch(0o644)  # left by a server killed before (the kernel released its lock)
+    lock.chmod(0o644)  # (whatever the umask)
     async with EmbeddedServer(db, workers=0, log_path=log) as url:
         base, secret = split(url)
         await assert_refused(base)  # (before: a stranger was served)
         assert re.fullmatch(r"ws://127\.0\.0\.1:\d+/[A-Za-z0-9_-]{32}", url), url
-        lock = tmp_path / "games.db.lock"
         assert json.loads(lock.read_text())["url"] == url  # where the user's commands find it
-        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600  # the secret is its user's alone
         for stranger in (base, f"{base}/", f"{base}/{secret[:-1]}", f"{url}x", f"{url}/"):
             await assert_refused(stranger)
         connection = await ServerConnection.connect(url, name="ada")  # still serving
