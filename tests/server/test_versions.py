@@ -74,6 +74,17 @@ async def _live_game(
     return ada, bo, created.game_id, (created.token, joined.token)
 
 
+async def _watchers(url: str, game_id: str) -> tuple[RawClient, RawClient]:
+    """Two spectators of ``game_id`` at ``url``, each past its snapshot: one whose hello
+    said 3, one whose hello said 1 (a client of version 1 or 2)."""
+    new, _ = await _greeted(url, 3, "new")
+    old, _ = await _greeted(url, 1, "old")
+    for watcher in (new, old):
+        await watcher.send_message(Watch(rid=2, game_id=game_id))
+        await _until(watcher, Snapshot)
+    return new, old
+
+
 async def test_a_server_of_version_3_serves_clients_of_versions_1_2_and_3(
     server: RunningServer,
 ) -> None:
@@ -113,11 +124,7 @@ async def test_a_watcher_of_version_3_is_told_the_rematch_window_closed_one_of_1
     keep = 0.3 if why == "kept-long-enough" else 600.0
     async with serving(tmp_path, pool, ServerSettings(keep_finished_s=keep)) as server:
         ada, bo, game_id, (token, _) = await _live_game(server.url, (3, 3))
-        new, _ = await _greeted(server.url, 3, "new")
-        old, _ = await _greeted(server.url, 1, "old")
-        for watcher in (new, old):
-            await watcher.send_message(Watch(rid=2, game_id=game_id))
-            await _until(watcher, Snapshot)
+        new, old = await _watchers(server.url, game_id)
         await ada.send_message(Resign(rid=3, game_id=game_id, token=token))
         await _until(ada, Ended)
         if why == "both-players-left":
@@ -178,11 +185,7 @@ async def test_a_watcher_on_another_node_is_told_the_rematch_window_closed(
         a, b = await cluster.start_pair()
         ada, bo, game_id, (token, _) = await _live_game(a.url, (3, 3))
         assert await cluster.owner_of(game_id) == a.name
-        new, _ = await _greeted(b.url, 3, "new")
-        old, _ = await _greeted(b.url, 1, "old")
-        for watcher in (new, old):
-            await watcher.send_message(Watch(rid=2, game_id=game_id))
-            await _until(watcher, Snapshot)
+        new, old = await _watchers(b.url, game_id)
         await ada.send_message(Resign(rid=3, game_id=game_id, token=token))
         for watcher in (new, old):
             await _until(watcher, Ended)
