@@ -177,13 +177,18 @@ class Cluster:
         return next(n for n in self.nodes if n.name == name)
 
 
-@contextlib.asynccontextmanager
-async def cluster_of(schema: str, prefix: str, directory: Path) -> AsyncIterator[Cluster]:
+async def create_schema(schema: str) -> None:
+    """The test's PostgreSQL schema, made if it is not there yet (its nodes' tables go in it)."""
     conn = await asyncpg.connect(PG_URL)
     try:
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def cluster_of(schema: str, prefix: str, directory: Path) -> AsyncIterator[Cluster]:
+    await create_schema(schema)
     cluster = Cluster(schema, prefix, directory)
     try:
         yield cluster

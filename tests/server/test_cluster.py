@@ -71,7 +71,7 @@ from server.cluster import Cluster as NodeCluster
 from server.pgstore import PostgresStore
 from server.settings import ServerSettings
 from server.shards import ShardLocks
-from tests.server.cluster_nodes import Cluster, Node, cluster_of, schema_url
+from tests.server.cluster_nodes import Cluster, Node, cluster_of, create_schema, schema_url
 from tests.server.conftest import RawClient, admin_get, http_get, next_event
 from tests.server.redis_proxy import ClosesLosingProxy
 from tests.services import PG_URL, REDIS_SERVER_HINT, REDIS_URL
@@ -2856,11 +2856,7 @@ async def test_spectators_that_unwatch_a_remote_game_leave_nothing_behind(
     """A soak probe's finding: a spectator on node b that unwatched a game of node a left
     an empty set of followers for it in b's table, for ever (b stopped following the
     game's channel, so the game's end never reached it: 100 cycles, 100 entries)."""
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
-    finally:
-        await conn.close()
+    await create_schema(pg_schema)
     async with (
         _node_in_process(f"a-{redis_prefix}", pg_schema, redis_prefix) as (a, a_url),
         _node_in_process(f"b-{redis_prefix}", pg_schema, redis_prefix) as (b, b_url),
@@ -2887,11 +2883,7 @@ async def test_a_drain_cut_at_drain_timeout_s_still_closes_the_lock_connection(
     and the connection kept the node's shards locked in PostgreSQL until the process ended
     (a node in the tests' process: until the garbage collector found it, a ResourceWarning
     failing whichever test ran then). The close now closes it, whatever the drain did."""
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
-    finally:
-        await conn.close()
+    await create_schema(pg_schema)
     name = f"a-{redis_prefix}"
     settings = replace(ServerSettings(), drain_timeout_s=0.2)
     held, free = asyncio.Event(), asyncio.Event()
@@ -2934,11 +2926,7 @@ async def test_a_drain_that_meets_a_claim_being_woken_is_not_held(
     claiming; the drain waited for it until --drain-timeout-s cut it (20 s: no shard
     handed over; the cut drain then left the lock connection open, the test above). The
     loop now waits with asyncio.timeout, which keeps the cancel."""
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"')
-    finally:
-        await conn.close()
+    await create_schema(pg_schema)
     # The claim loop waits an hour between claims: parked in its wait when the drain begins.
     settings = replace(ServerSettings(), claim_s=3600.0, heartbeat_s=3600.0)
     async with _node_in_process(f"a-{redis_prefix}", pg_schema, redis_prefix, settings) as (
@@ -2963,11 +2951,7 @@ async def _two_settled_nodes(
 ) -> AsyncIterator[tuple[GameServer, str, GameServer, str]]:
     """Nodes a and b in this process, each holding half the shards, that beat once an hour:
     what the test writes in a's presence stays there until b reads it (``_as_older``)."""
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-    finally:
-        await conn.close()
+    await create_schema(schema)
     settings = replace(ServerSettings(), heartbeat_s=3600.0, presence_ttl_s=7200.0)
     a_name, b_name = f"a-{prefix}", f"b-{prefix}"
     async with (
